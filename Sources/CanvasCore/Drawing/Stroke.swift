@@ -1,0 +1,69 @@
+/// The tools that leave ink. The eraser removes ink and is never stored in a stroke.
+public enum InkTool: String, Codable, Sendable, CaseIterable {
+    case pen
+    case highlighter
+}
+
+/// One sample of a stroke, in display points of the target page (origin top-left, y down).
+public struct InkPoint: Hashable, Sendable, Codable {
+    public let x: Double
+    public let y: Double
+    /// Normalised pencil force, 0...1; absent when the input had none.
+    public let pressure: Double?
+
+    public init(x: Double, y: Double, pressure: Double? = nil) throws(DrawingValidationError) {
+        try DrawingLimits.check(x, "x", in: DrawingLimits.coordinate)
+        try DrawingLimits.check(y, "y", in: DrawingLimits.coordinate)
+        if let pressure { try DrawingLimits.check(pressure, "pressure", in: DrawingLimits.pressure) }
+        self.x = x
+        self.y = y
+        self.pressure = pressure
+    }
+
+    private enum CodingKeys: String, CodingKey { case x, y, pressure }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        try self.init(
+            x: container.decode(Double.self, forKey: .x),
+            y: container.decode(Double.self, forKey: .y),
+            pressure: container.decodeIfPresent(Double.self, forKey: .pressure)
+        )
+    }
+}
+
+/// A pen or highlighter stroke: the points as drawn, in order.
+public struct Stroke: Hashable, Sendable, Codable {
+    public let tool: InkTool
+    public let color: InkColor
+    public let width: Double
+    public let points: [InkPoint]
+
+    public init(tool: InkTool, color: InkColor, width: Double, points: [InkPoint]) throws(DrawingValidationError) {
+        try DrawingLimits.check(width, "width", in: DrawingLimits.strokeWidth)
+        guard !points.isEmpty else { throw .emptyPoints }
+        self.tool = tool
+        self.color = color
+        self.width = width
+        self.points = points
+    }
+
+    /// A piece of this stroke: same tool, colour and width. Used by the partial eraser,
+    /// whose pieces come from points that were already valid.
+    func withPoints(_ points: [InkPoint]) -> Stroke {
+        precondition(!points.isEmpty, "an erased piece must keep at least one point")
+        return try! Stroke(tool: tool, color: color, width: width, points: points)
+    }
+
+    private enum CodingKeys: String, CodingKey { case tool, color, width, points }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        try self.init(
+            tool: container.decode(InkTool.self, forKey: .tool),
+            color: container.decode(InkColor.self, forKey: .color),
+            width: container.decode(Double.self, forKey: .width),
+            points: container.decode([InkPoint].self, forKey: .points)
+        )
+    }
+}
