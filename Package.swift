@@ -12,10 +12,14 @@ let package = Package(
     platforms: [.macOS(.v14)],
     products: [
         .library(name: "CanvasCore", targets: ["CanvasCore"]),
+        .library(name: "CanvasClient", targets: ["CanvasClient"]),
         .executable(name: "canvasd", targets: ["canvasd"]),
+        .executable(name: "canvasctl", targets: ["canvasctl"]),
     ],
     dependencies: [
         .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
     targets: [
         // Pure model: drawing, canvas and pencil state machines. No I/O, clocks, threads or C.
@@ -23,7 +27,46 @@ let package = Package(
         // A deliberately naive reference model of a canvas session, the oracle for
         // model-based tests and for the wire fuzzer.
         .target(name: "CanvasModel", dependencies: ["CanvasCore"], swiftSettings: swiftSettings),
-        .executableTarget(name: "canvasd", swiftSettings: swiftSettings),
+        .systemLibrary(name: "CZeroMQ", pkgConfig: "libzmq", providers: [.apt(["libzmq3-dev"])]),
+        .systemLibrary(name: "CCairo", pkgConfig: "cairo", providers: [.apt(["libcairo2-dev"])]),
+        // A thin, owning layer over libzmq: typed errors, no raw pointers in its API.
+        .target(name: "ZeroMQ", dependencies: ["CZeroMQ"], swiftSettings: swiftSettings),
+        // The wire: envelope, JSON codec, error codes, params. No sockets.
+        .target(name: "CanvasProtocol", swiftSettings: swiftSettings),
+        // Ink drawn with Cairo: PNG images now, PDF overlays for flattening.
+        .target(name: "InkRendering", dependencies: ["CanvasCore", "CCairo"], swiftSettings: swiftSettings),
+        // Sessions, dispatcher, events, limits, and the socket loop.
+        .target(
+            name: "CanvasService",
+            dependencies: [
+                "CanvasCore", "CanvasProtocol", "InkRendering", "ZeroMQ",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // A blocking Swift client, an event subscriber, and the model-checking wire fuzzer.
+        .target(
+            name: "CanvasClient",
+            dependencies: ["CanvasCore", "CanvasModel", "CanvasProtocol", "ZeroMQ"],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "canvasd",
+            dependencies: [
+                "CanvasService",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "canvasctl",
+            dependencies: [
+                "CanvasClient", "CanvasProtocol",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "CanvasCoreTests",
             dependencies: [

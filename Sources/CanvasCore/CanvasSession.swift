@@ -37,8 +37,9 @@ public struct CanvasSession: Hashable, Sendable {
     public mutating func submit() throws(CanvasRejection) -> [CanvasAction] { try canvas.submit(cause: .client) }
     public mutating func cancel() throws(CanvasRejection) -> [CanvasAction] { try canvas.cancel(cause: .client) }
 
+    /// Ends the animation under way: a client's request passes no ticket, a timer its own.
     public mutating func finishTransition(_ ticket: TransitionTicket? = nil) throws(CanvasRejection) -> [CanvasAction] {
-        try canvas.finishTransition(ticket)
+        try canvas.finishTransition(ticket, cause: ticket == nil ? .client : .timer)
     }
 
     /// Applies a drawing edit. Drawing or erasing also puts that tool in hand, which is what

@@ -92,8 +92,8 @@ public struct ReferenceCanvas: Sendable {
             else { reply = .rejected(.noTransition) }
 
         case .timerFired(let number):
-            if number == ticket && phase == .opening { move(to: .open, .client) }
-            else if number == ticket && phase == .minimizing { move(to: .minimized, .client) }
+            if number == ticket && phase == .opening { move(to: .open, .timer) }
+            else if number == ticket && phase == .minimizing { move(to: .minimized, .timer) }
             else { reply = .rejected(.staleTransition) }
 
         case .initialize:

@@ -21,8 +21,10 @@ public struct CanvasResult: Hashable, Sendable, Codable {
     }
 }
 
-/// Who made something happen: a client's request, or the pencil's double-tap.
+/// Who made something happen: a client's request, the pencil's double-tap, or the timer
+/// that ends a timed transition.
 public enum Cause: String, Codable, Sendable, CaseIterable {
     case client
     case pencil
+    case timer
 }

@@ -1,0 +1,91 @@
+public import CanvasProtocol
+public import ZeroMQ
+
+/// What went wrong on the client's side of a call.
+public enum ClientError: Error, CustomStringConvertible {
+    case timeout(method: String)
+    case transport(ZMQError)
+    case malformedReply(String)
+
+    public var description: String {
+        switch self {
+        case .timeout(let method): return "\(method): no reply in time"
+        case .transport(let error): return error.description
+        case .malformedReply(let why): return "malformed reply: \(why)"
+        }
+    }
+}
+
+/// A blocking client over a DEALER socket: one call at a time, replies matched by id.
+/// Not Sendable: its socket belongs to the thread that made it.
+public final class CanvasClient {
+    private let socket: ZMQSocket
+    private let context: ZMQContext
+    /// Ids start at a random point so that two clients of one session (two runs of
+    /// canvasctl, say) do not reuse each other's ids, which the server would treat as retries.
+    private var nextID = Int64.random(in: 1...(1 << 40))
+
+    public init(endpoint: String, timeoutMilliseconds: Int32 = 5_000, context: ZMQContext? = nil) throws {
+        self.context = try context ?? ZMQContext()
+        socket = try self.context.socket(.dealer)
+        try socket.setReceiveTimeout(milliseconds: timeoutMilliseconds)
+        try socket.setSendTimeout(milliseconds: timeoutMilliseconds)
+        try socket.connect(endpoint)
+    }
+
+    /// Sends raw frames and returns the reply's JSON frame, parsed.
+    public func exchange(_ frames: [[UInt8]], method: String = "request") throws(ClientError) -> JSONValue {
+        do {
+            try socket.send(frames)
+            guard let reply = try socket.receive() else { throw ClientError.timeout(method: method) }
+            guard let first = reply.first else { throw ClientError.malformedReply("no frames") }
+            do {
+                return try JSONCodec.parse(first)
+            } catch {
+                throw ClientError.malformedReply(String(decoding: first, as: UTF8.self))
+            }
+        } catch let error as ClientError {
+            throw error
+        } catch let error as ZMQError {
+            throw .transport(error)
+        } catch {
+            throw .malformedReply("\(error)")
+        }
+    }
+
+    /// Calls a method. A reply with `result` gives `.success`; one with `error`, `.failure`.
+    public func call(_ method: String, _ params: [String: JSONValue] = [:], session: String? = nil)
+        throws(ClientError) -> Result<[String: JSONValue], ProtocolError>
+    {
+        nextID += 1
+        let request = Request(id: .integer(nextID), method: method, params: params, session: session)
+        let reply = try exchange([JSONCodec.serialize(request.json)], method: method)
+        guard reply["id"] == .integer(nextID) else {
+            throw .malformedReply("reply id \(String(describing: reply["id"])) for request \(nextID)")
+        }
+        if let result = reply["result"]?.objectValue { return .success(result) }
+        guard let error = reply["error"]?.objectValue, let code = error["code"]?.stringValue.flatMap(ErrorCode.init(rawValue:))
+        else { throw .malformedReply("neither result nor a known error") }
+        return .failure(ProtocolError(code, error["message"]?.stringValue ?? "", data: error["data"]?.objectValue ?? [:]))
+    }
+}
+
+/// A SUB socket reading events: (topic, body).
+public final class EventSubscriber {
+    private let socket: ZMQSocket
+    private let context: ZMQContext
+
+    public init(endpoint: String, prefix: String = "", context: ZMQContext? = nil) throws {
+        self.context = try context ?? ZMQContext()
+        socket = try self.context.socket(.sub)
+        try socket.subscribe(prefix)
+        try socket.connect(endpoint)
+    }
+
+    /// The next event, or nil if none came within the timeout.
+    public func next(timeoutMilliseconds: Int32) throws -> (topic: String, body: JSONValue)? {
+        try socket.setReceiveTimeout(milliseconds: timeoutMilliseconds)
+        guard let frames = try socket.receive(), frames.count == 2 else { return nil }
+        return (String(decoding: frames[0], as: UTF8.self), try JSONCodec.parse(frames[1]))
+    }
+}

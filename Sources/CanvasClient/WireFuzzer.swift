@@ -1,0 +1,281 @@
+public import CanvasCore
+public import CanvasModel
+public import CanvasProtocol
+
+/// A small, seedable generator (SplitMix64), so a fuzz run replays exactly from its seed.
+public struct SeededGenerator: RandomNumberGenerator {
+    private var state: UInt64
+    public init(seed: UInt64) { state = seed }
+    public mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// What a fuzz run did, and the first divergence from the model if there was one.
+public struct FuzzReport: Sendable, CustomStringConvertible {
+    public var seed: UInt64
+    public var steps = 0
+    public var sessions = 0
+    public var requests = 0
+    public var events = 0
+    public var divergence: String?
+
+    public var description: String {
+        let summary = "seed \(seed): \(steps) steps in \(sessions) sessions, \(requests) requests, \(events) events checked"
+        guard let divergence else { return summary + ", no divergence" }
+        return summary + "\nDIVERGENCE: \(divergence)"
+    }
+}
+
+/// Drives random toggle and drawing sequences over the wire and checks every reply, the
+/// state after every step and every canvas event against `ReferenceCanvas`.
+public final class WireFuzzer {
+    private let client: CanvasClient
+    private let events: EventSubscriber
+    private var random: SeededGenerator
+    private var report: FuzzReport
+
+    public init(endpoint: String, eventsEndpoint: String, seed: UInt64) throws {
+        client = try CanvasClient(endpoint: endpoint)
+        events = try EventSubscriber(endpoint: eventsEndpoint)
+        random = SeededGenerator(seed: seed)
+        report = FuzzReport(seed: seed)
+    }
+
+    struct Divergence: Error { let message: String }
+
+    /// Runs `steps` commands, in sessions of up to `sessionLength` commands each.
+    public func run(steps: Int, sessionLength: Int = 80) throws -> FuzzReport {
+        // A new subscription takes a moment to reach the publisher; prime it with hello-driven
+        // waiting rather than lose the first session's events.
+        _ = try? events.next(timeoutMilliseconds: 300)
+        while report.steps < steps {
+            do {
+                try runSession(length: min(sessionLength, steps - report.steps))
+            } catch let divergence as Divergence {
+                report.divergence = divergence.message
+                return report
+            }
+        }
+        return report
+    }
+
+    private func runSession(length: Int) throws {
+        let pencil = randomPencil()
+        let transitions: TransitionMode = Bool.random(using: &random) ? .instant : .manual
+        let initialized = Int.random(in: 0..<5, using: &random) > 0
+        var model = ReferenceCanvas(pencil: pencil, transitions: transitions, initialized: initialized)
+        let opened = try expectSuccess(client.call("session.open", [
+            "pencil": try JSONCodec.value(of: pencil),
+            "transitions": transitions == .instant ? "instant" : "manual",
+            "initialized": .bool(initialized),
+        ]), context: "session.open")
+        guard let session = opened["session"]?.stringValue else { throw Divergence(message: "session.open gave no session") }
+        report.sessions += 1
+        report.requests += 1
+        var seq: Int64 = 0
+        var history: [String] = []
+        for _ in 0..<length {
+            let command = randomCommand()
+            history.append(command.description)
+            let expected = model.predict(command)
+            let (method, params) = try wire(command)
+            let reply = try client.call(method, params, session: session)
+            report.requests += 1
+            report.steps += 1
+            func fail(_ what: String) -> Divergence {
+                Divergence(message: """
+                    step \(report.steps) (\(history.count) in session \(session)): \(command)
+                      \(what)
+                      model: \(expected)
+                      commands this session: \(history)
+                      replay: canvasctl fuzz --seed \(report.seed) --steps \(report.steps)
+                    """)
+            }
+            if let problem = compare(reply, expected, command) { throw fail(problem) }
+            try checkState(session, expected, fail)
+            if let problem = try checkEvents(session, expected, &seq) { throw fail(problem) }
+        }
+        _ = try expectSuccess(client.call("session.close", [:], session: session), context: "session.close")
+        report.requests += 1
+    }
+
+    // MARK: Checks
+
+    private func compare(_ reply: Result<[String: JSONValue], ProtocolError>, _ expected: Observation, _ command: CanvasCommand) -> String? {
+        switch (reply, expected.reply) {
+        case (.failure(let error), .rejected(let reason)):
+            guard error.code == .invalidState, error.data["reason"] == .string(reason.rawValue) else {
+                return "expected INVALID_STATE \(reason), got \(error)"
+            }
+        case (.failure(let error), .invalidEdit(.noSuchText)):
+            guard error.code == .notFound else { return "expected NOT_FOUND, got \(error)" }
+        case (.failure(let error), _):
+            return "expected success, got \(error)"
+        case (.success(let result), .accepted):
+            if result["state"] != .string(expected.phase.rawValue) { return "reply state \(String(describing: result["state"]))" }
+            if let problem = compareResult(result["action"] == nil ? nil : result, expected.result) { return problem }
+        case (.success(let result), .edited(let changed)):
+            if result["changed"] != .bool(changed) { return "reply changed=\(String(describing: result["changed"])), expected \(changed)" }
+        case (.success(let result), .doubleTap(let outcome)):
+            if result["outcome"] != .string(outcome.name) { return "outcome \(String(describing: result["outcome"]))" }
+            if case .ignored(let reason) = outcome, result["reason"] != .string(reason.rawValue) {
+                return "ignore reason \(String(describing: result["reason"]))"
+            }
+            if let problem = compareResult(result["canvasResult"]?.objectValue, expected.result) { return problem }
+        case (.success(let result), _):
+            return "expected \(expected.reply), got success \(result)"
+        }
+        return nil
+    }
+
+    private func compareResult(_ actual: [String: JSONValue]?, _ expected: CanvasResult?) -> String? {
+        switch (actual, expected) {
+        case (nil, nil): return nil
+        case (let actual?, let expected?):
+            if actual["action"] == .string(expected.action.rawValue), actual["hasContent"] == .bool(expected.hasContent) { return nil }
+            return "CanvasResult \(actual), expected \(expected)"
+        default:
+            return "CanvasResult \(String(describing: actual)), expected \(String(describing: expected))"
+        }
+    }
+
+    private func checkState(_ session: String, _ expected: Observation, _ fail: (String) -> Divergence) throws {
+        let state = try expectSuccess(client.call("canvas.state", [:], session: session), context: "canvas.state")
+        report.requests += 1
+        guard state["state"] == .string(expected.phase.rawValue) else { throw fail("state is \(String(describing: state["state"]))") }
+        guard state["hasContent"] == .bool(expected.drawing.hasContent) else { throw fail("hasContent is \(String(describing: state["hasContent"]))") }
+        let tools: JSONValue = ["current": .string(expected.tools.current.rawValue), "previous": .string(expected.tools.previous.rawValue)]
+        guard state["tool"] == tools else { throw fail("tool is \(String(describing: state["tool"]))") }
+        guard expected.phase == .open else { return }
+        let got = try expectSuccess(client.call("drawing.get", [:], session: session), context: "drawing.get")
+        report.requests += 1
+        let drawing = try JSONCodec.decode(Drawing.self, from: .object(got))
+        guard drawing == expected.drawing else {
+            throw fail("drawing has \(drawing.strokes.count) strokes, \(drawing.texts.count) texts; differs from the model's")
+        }
+    }
+
+    /// Reads this step's canvas events and compares them with the model's; checks `seq` counts
+    /// up by one with no gaps, across every event of the session.
+    private func checkEvents(_ session: String, _ expected: Observation, _ seq: inout Int64) throws -> String? {
+        var wanted: [JSONValue] = expected.stateChanges.map {
+            ["event": "canvas.stateChanged", "from": .string($0.from.rawValue), "to": .string($0.to.rawValue), "cause": .string($0.cause.rawValue)]
+        }
+        if let result = expected.result, let cause = expected.resultCause {
+            wanted.append(["event": "canvas.result", "action": .string(result.action.rawValue),
+                           "hasContent": .bool(result.hasContent), "cause": .string(cause.rawValue)])
+        }
+        var seen: [JSONValue] = []
+        let deadline = ContinuousClock.now + .seconds(2)
+        while seen.count < wanted.count || ContinuousClock.now < deadline {
+            // Once everything wanted is here, only peek briefly for anything extra.
+            let wait: Int32 = seen.count < wanted.count ? 200 : 0
+            guard let (topic, body) = try events.next(timeoutMilliseconds: wait) else {
+                if seen.count >= wanted.count || ContinuousClock.now >= deadline { break }
+                continue
+            }
+            guard topic.hasPrefix(session + ".") else { continue }
+            report.events += 1
+            guard let eventSeq = body["seq"]?.integerValue, eventSeq == seq + 1 else {
+                return "event seq \(String(describing: body["seq"])) after \(seq)"
+            }
+            seq = eventSeq
+            guard let name = body["event"]?.stringValue, topic == "\(session).\(name)", let data = body["data"]?.objectValue else {
+                return "malformed event \(topic) \(body)"
+            }
+            switch name {
+            case "canvas.stateChanged":
+                seen.append(["event": .string(name), "from": data["from"] ?? .null, "to": data["to"] ?? .null, "cause": data["cause"] ?? .null])
+            case "canvas.result":
+                seen.append(["event": .string(name), "action": data["action"] ?? .null,
+                             "hasContent": data["hasContent"] ?? .null, "cause": data["cause"] ?? .null])
+            default:
+                continue
+            }
+        }
+        return seen == wanted ? nil : "events \(seen), expected \(wanted)"
+    }
+
+    private func expectSuccess(_ reply: Result<[String: JSONValue], ProtocolError>, context: String) throws -> [String: JSONValue] {
+        switch reply {
+        case .success(let result): return result
+        case .failure(let error): throw Divergence(message: "\(context) failed: \(error)")
+        }
+    }
+
+    // MARK: Commands
+
+    private func wire(_ command: CanvasCommand) throws -> (String, [String: JSONValue]) {
+        switch command {
+        case .open: return ("canvas.open", [:])
+        case .minimize: return ("canvas.minimize", [:])
+        case .submit: return ("canvas.submit", [:])
+        case .cancel: return ("canvas.cancel", [:])
+        case .doubleTap: return ("pencil.doubleTap", [:])
+        case .finishTransition: return ("canvas.finishTransition", [:])
+        case .initialize: return ("canvas.initialize", [:])
+        case .timerFired: preconditionFailure("timers are the server's own; the fuzzer uses manual transitions")
+        case .configurePencil(let configuration):
+            return ("pencil.configure", try JSONCodec.value(of: configuration).objectValue ?? [:])
+        case .edit(let edit):
+            switch edit {
+            case .addStroke(let stroke): return ("drawing.addStroke", try JSONCodec.value(of: stroke).objectValue ?? [:])
+            case .addText(let text): return ("drawing.addText", try JSONCodec.value(of: text).objectValue ?? [:])
+            case .erase(let request): return ("drawing.erase", try JSONCodec.value(of: request).objectValue ?? [:])
+            case .moveText(let index, let x, let y):
+                return ("drawing.moveText", ["index": .integer(Int64(index)), "x": .number(x), "y": .number(y)])
+            case .undo: return ("drawing.undo", [:])
+            case .redo: return ("drawing.redo", [:])
+            case .clear: return ("drawing.clear", [:])
+            }
+        }
+    }
+
+    private func randomPencil() -> PencilConfiguration {
+        PencilConfiguration(supported: Int.random(in: 0..<6, using: &random) > 0,
+                            preferredTapAction: PreferredTapAction.allCases.randomElement(using: &random)!,
+                            policy: TapPolicy.allCases.randomElement(using: &random)!)
+    }
+
+    private func coordinate() -> Double { (Double.random(in: 0...200, using: &random) * 100).rounded() / 100 }
+
+    private func randomCommand() -> CanvasCommand {
+        switch Int.random(in: 0..<20, using: &random) {
+        case 0, 1, 2, 3: return .doubleTap
+        case 4: return .open
+        case 5: return .minimize
+        case 6, 7: return .finishTransition
+        case 8: return .submit
+        case 9: return .cancel
+        case 10, 11: return .edit(.addStroke(randomStroke()))
+        case 12: return .edit(.addText(try! TextAnnotation(text: ["Hi", "Ünï ✓", "two\nlines"].randomElement(using: &random)!,
+                                                           x: coordinate(), y: coordinate(),
+                                                           fontSize: Double(Int.random(in: 8...48, using: &random)),
+                                                           color: InkColor(["red", "#112233"].randomElement(using: &random)!))))
+        case 13: return .edit(.erase(try! EraseRequest(x: coordinate(), y: coordinate(), radius: Double.random(in: 2...50, using: &random),
+                                                       mode: EraseMode.allCases.randomElement(using: &random)!)))
+        case 14: return .edit(.undo)
+        case 15: return .edit(.redo)
+        case 16: return .edit(.clear)
+        case 17: return .edit(.moveText(index: Int.random(in: 0...2, using: &random), x: coordinate(), y: coordinate()))
+        case 18: return .initialize
+        default: return .configurePencil(randomPencil())
+        }
+    }
+
+    private func randomStroke() -> Stroke {
+        let count = Int.random(in: 1...8, using: &random)
+        let withPressure = Bool.random(using: &random)
+        let points = (0..<count).map { _ in
+            try! InkPoint(x: coordinate(), y: coordinate(),
+                          pressure: withPressure ? (Double.random(in: 0...1, using: &random) * 1000).rounded() / 1000 : nil)
+        }
+        return try! Stroke(tool: InkTool.allCases.randomElement(using: &random)!, color: InkColor(["black", "blue", "#FFCC00"].randomElement(using: &random)!),
+                           width: Double(Int.random(in: 1...20, using: &random)), points: points)
+    }
+}

@@ -1,0 +1,123 @@
+/// The protocol's name and version, as `hello` gives it. A minor version adds; a major one breaks.
+public enum ProtocolVersion {
+    public static let major = 1
+    public static let minor = 0
+    public static var string: String { "canvas/\(major).\(minor)" }
+}
+
+/// A request id: a string or an integer, echoed in the reply.
+public enum RequestID: Hashable, Sendable, CustomStringConvertible {
+    case string(String)
+    case integer(Int64)
+
+    public var json: JSONValue {
+        switch self {
+        case .string(let s): return .string(s)
+        case .integer(let i): return .integer(i)
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .string(let s): return s.debugDescription
+        case .integer(let i): return String(i)
+        }
+    }
+}
+
+/// One decoded request: the JSON frame's fields and any binary frames after it.
+public struct Request: Sendable {
+    public var id: RequestID
+    public var method: String
+    public var params: [String: JSONValue]
+    public var session: String?
+    public var attachments: [[UInt8]]
+
+    public init(id: RequestID, method: String, params: [String: JSONValue] = [:], session: String? = nil,
+                attachments: [[UInt8]] = []) {
+        self.id = id
+        self.method = method
+        self.params = params
+        self.session = session
+        self.attachments = attachments
+    }
+
+    /// The request as a JSON frame, for clients.
+    public var json: JSONValue {
+        var object: [String: JSONValue] = ["id": id.json, "method": .string(method), "params": .object(params)]
+        if let session { object["session"] = .string(session) }
+        return .object(object)
+    }
+}
+
+/// Why a request could not be read, and the id to answer with if it was readable.
+public struct UnreadableRequest: Error, Sendable {
+    public var id: RequestID?
+    public var error: ProtocolError
+}
+
+public enum RequestDecoder {
+    /// Reads a request from its frames (the routing envelope already removed).
+    public static func decode(_ frames: [[UInt8]]) -> Result<Request, UnreadableRequest> {
+        guard let first = frames.first else {
+            return .failure(UnreadableRequest(id: nil, error: ProtocolError(.invalidRequest, "the message has no request frame")))
+        }
+        let json: JSONValue
+        do {
+            json = try JSONCodec.parse(first)
+        } catch {
+            return .failure(UnreadableRequest(id: nil, error: ProtocolError(.parseError, "the request frame is not valid UTF-8 JSON")))
+        }
+        guard case .object(let object) = json else {
+            return .failure(UnreadableRequest(id: nil, error: ProtocolError(.invalidRequest, "a request is a JSON object, not \(json.typeName)")))
+        }
+        let id: RequestID
+        switch object["id"] {
+        case .string(let s)?: id = .string(s)
+        case .integer(let i)?: id = .integer(i)
+        case nil:
+            return .failure(UnreadableRequest(id: nil, error: ProtocolError(.invalidRequest, "the request has no id")))
+        case let other?:
+            return .failure(UnreadableRequest(id: nil, error: ProtocolError(.invalidRequest, "id must be a string or an integer, not \(other.typeName)")))
+        }
+        func invalid(_ message: String) -> Result<Request, UnreadableRequest> {
+            .failure(UnreadableRequest(id: id, error: ProtocolError(.invalidRequest, message)))
+        }
+        guard case .string(let method)? = object["method"] else {
+            return invalid(object["method"] == nil ? "the request has no method" : "method must be a string")
+        }
+        var params: [String: JSONValue] = [:]
+        switch object["params"] {
+        case nil, .null?: break
+        case .object(let p)?: params = p
+        case let other?: return invalid("params must be an object, not \(other.typeName)")
+        }
+        var session: String?
+        switch object["session"] {
+        case nil, .null?: break
+        case .string(let s)?: session = s
+        case let other?: return invalid("session must be a string, not \(other.typeName)")
+        }
+        return .success(Request(id: id, method: method, params: params, session: session,
+                                attachments: Array(frames.dropFirst())))
+    }
+}
+
+/// Building reply and event frames.
+public enum ReplyEncoder {
+    public static func success(id: RequestID, result: [String: JSONValue]) -> [UInt8] {
+        JSONCodec.serialize(["id": id.json, "result": .object(result)])
+    }
+
+    public static func failure(id: RequestID?, error: ProtocolError) -> [UInt8] {
+        var body: [String: JSONValue] = ["code": .string(error.code.rawValue), "message": .string(error.message)]
+        if !error.data.isEmpty { body["data"] = .object(error.data) }
+        return JSONCodec.serialize(["id": id?.json ?? .null, "error": .object(body)])
+    }
+
+    /// An event's two frames: the topic `<session>.<event>` and the JSON body.
+    public static func event(session: String, name: String, seq: UInt64, data: [String: JSONValue]) -> [[UInt8]] {
+        let body: JSONValue = ["session": .string(session), "event": .string(name), "seq": .integer(Int64(seq)), "data": .object(data)]
+        return [Array("\(session).\(name)".utf8), JSONCodec.serialize(body)]
+    }
+}

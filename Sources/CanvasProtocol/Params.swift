@@ -1,0 +1,103 @@
+import Foundation
+
+/// Typed access to a request's params. Every failure is an `INVALID_PARAMS` that names the field.
+public struct Params: Sendable {
+    public let values: [String: JSONValue]
+
+    public init(_ values: [String: JSONValue]) { self.values = values }
+
+    private func invalid(_ field: String, _ message: String) -> ProtocolError {
+        ProtocolError(.invalidParams, "\(field): \(message)", data: ["field": .string(field)])
+    }
+
+    public func has(_ field: String) -> Bool {
+        if let value = values[field], value != .null { return true }
+        return false
+    }
+
+    public func string(_ field: String) throws(ProtocolError) -> String {
+        guard let value = values[field] else { throw invalid(field, "required") }
+        guard case .string(let s) = value else { throw invalid(field, "must be a string, not \(value.typeName)") }
+        return s
+    }
+
+    public func optionalString(_ field: String) throws(ProtocolError) -> String? {
+        has(field) ? try string(field) : nil
+    }
+
+    public func bool(_ field: String, default fallback: Bool) throws(ProtocolError) -> Bool {
+        guard has(field) else { return fallback }
+        guard case .bool(let b) = values[field]! else { throw invalid(field, "must be true or false") }
+        return b
+    }
+
+    public func number(_ field: String) throws(ProtocolError) -> Double {
+        guard let value = values[field] else { throw invalid(field, "required") }
+        guard let d = value.doubleValue else { throw invalid(field, "must be a number, not \(value.typeName)") }
+        return d
+    }
+
+    public func integer(_ field: String, in range: ClosedRange<Int64>) throws(ProtocolError) -> Int64 {
+        guard let value = values[field] else { throw invalid(field, "required") }
+        guard let i = value.integerValue else { throw invalid(field, "must be a whole number, not \(value.typeName)") }
+        guard range.contains(i) else { throw invalid(field, "\(i) is outside \(range.lowerBound)...\(range.upperBound)") }
+        return i
+    }
+
+    public func optionalInteger(_ field: String, in range: ClosedRange<Int64>) throws(ProtocolError) -> Int64? {
+        has(field) ? try integer(field, in: range) : nil
+    }
+
+    public func object(_ field: String) throws(ProtocolError) -> [String: JSONValue]? {
+        guard has(field) else { return nil }
+        guard case .object(let o) = values[field]! else { throw invalid(field, "must be an object") }
+        return o
+    }
+
+    /// One of a string enum's values.
+    public func choice<T: RawRepresentable & CaseIterable>(_ field: String, _ type: T.Type, default fallback: T? = nil) throws(ProtocolError) -> T
+    where T.RawValue == String {
+        guard has(field) else {
+            if let fallback { return fallback }
+            throw invalid(field, "required")
+        }
+        let raw = try string(field)
+        guard let value = T(rawValue: raw) else {
+            throw invalid(field, "\"\(raw)\" is not one of \(T.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        return value
+    }
+
+    /// Decodes a Decodable from the whole params object or one field, turning its
+    /// validation errors into `INVALID_PARAMS`.
+    public func decode<T: Decodable>(_ type: T.Type, field: String? = nil) throws(ProtocolError) -> T {
+        let source: JSONValue
+        if let field {
+            guard let value = values[field] else { throw invalid(field, "required") }
+            source = value
+        } else {
+            source = .object(values)
+        }
+        do {
+            return try JSONCodec.decode(T.self, from: source)
+        } catch let error as DecodingError {
+            throw ProtocolError(.invalidParams, Self.describe(error, in: field))
+        } catch {
+            throw ProtocolError(.invalidParams, (field.map { "\($0): " } ?? "") + "\(error)")
+        }
+    }
+
+    private static func describe(_ error: DecodingError, in field: String?) -> String {
+        func path(_ keys: [any CodingKey]) -> String {
+            let parts = (field.map { [$0] } ?? []) + keys.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }
+            return parts.joined(separator: ".").replacingOccurrences(of: ".[", with: "[")
+        }
+        switch error {
+        case .keyNotFound(let key, let context): return "\(path(context.codingPath + [key])): required"
+        case .typeMismatch(_, let context): return "\(path(context.codingPath)): wrong type"
+        case .valueNotFound(_, let context): return "\(path(context.codingPath)): must not be null"
+        case .dataCorrupted(let context): return "\(path(context.codingPath)): \(context.debugDescription)"
+        @unknown default: return "\(error)"
+        }
+    }
+}

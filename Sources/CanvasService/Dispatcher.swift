@@ -1,0 +1,460 @@
+public import CanvasCore
+public import CanvasProtocol
+import Foundation
+public import Logging
+import InkRendering
+
+/// Turns request frames into exactly one reply and any events, and runs the sessions' timers.
+///
+/// It owns every session and does no socket I/O: the server hands it frames and the time, and
+/// sends what it returns. Tests can drive it with a made-up clock.
+public final class Dispatcher {
+    public struct Output {
+        public var reply: [UInt8]
+        /// Events to publish, each as its two frames.
+        public var events: [[[UInt8]]]
+    }
+
+    private struct Timer {
+        let deadline: ContinuousClock.Instant
+        let session: String
+        let ticket: TransitionTicket
+    }
+
+    private var sessions: [String: ServiceSession] = [:]
+    private var timers: [Timer] = []
+    private var events: [[[UInt8]]] = []
+    private let limits: Limits
+    private let idleTimeout: Duration
+    private let logger: Logger
+    private var now = ContinuousClock.now
+
+    public static let serverName = "canvasd/0.2.0"
+
+    /// Methods this server answers, as `hello` lists them.
+    public static let methods = [
+        "hello", "session.open", "session.close",
+        "canvas.initialize", "canvas.open", "canvas.minimize", "canvas.submit", "canvas.cancel",
+        "canvas.finishTransition", "canvas.state",
+        "pencil.doubleTap", "pencil.configure",
+        "drawing.get", "drawing.addStroke", "drawing.addText", "drawing.moveText",
+        "drawing.undo", "drawing.redo", "drawing.clear", "drawing.erase",
+    ]
+
+    public init(configuration: ServiceConfiguration, logger: Logger) {
+        self.limits = configuration.limits
+        self.idleTimeout = configuration.idleTimeout
+        self.logger = logger
+    }
+
+    public var sessionCount: Int { sessions.count }
+
+    // MARK: Requests
+
+    /// Answers one request (its frames without the routing envelope).
+    public func handle(_ frames: [[UInt8]], at now: ContinuousClock.Instant) -> Output {
+        self.now = now
+        events = []
+        let size = frames.reduce(0) { $0 + $1.count }
+        guard size <= limits.maxMessageBytes else {
+            let error = ProtocolError(.payloadTooLarge, "the request is \(size) bytes; the limit is \(limits.maxMessageBytes)",
+                                      data: ["limit": .integer(Int64(limits.maxMessageBytes)), "size": .integer(Int64(size))])
+            return Output(reply: ReplyEncoder.failure(id: nil, error: error), events: [])
+        }
+        let request: Request
+        switch RequestDecoder.decode(frames) {
+        case .failure(let unreadable):
+            return Output(reply: ReplyEncoder.failure(id: unreadable.id, error: unreadable.error), events: [])
+        case .success(let decoded):
+            request = decoded
+        }
+        let reply = answer(request)
+        return Output(reply: reply, events: events)
+    }
+
+    private func answer(_ request: Request) -> [UInt8] {
+        let params = Params(request.params)
+        do throws(ProtocolError) {
+            switch request.method {
+            case "hello": return ReplyEncoder.success(id: request.id, result: hello())
+            case "session.open": return ReplyEncoder.success(id: request.id, result: try openSession(params))
+            default: break
+            }
+            guard Self.methods.contains(request.method) else {
+                throw ProtocolError(.methodNotFound, "no method \"\(request.method)\"", data: ["method": .string(request.method)])
+            }
+            guard let sessionID = request.session else {
+                throw ProtocolError(.invalidRequest, "\(request.method) needs a session")
+            }
+            guard var session = sessions[sessionID] else {
+                throw ProtocolError(.unknownSession, "no session \"\(sessionID)\": never opened, closed, or expired",
+                                    data: ["session": .string(sessionID)])
+            }
+            // A retry of a request already answered gets the same reply, and nothing runs twice.
+            let fingerprint = JSONCodec.serialize(["method": .string(request.method), "params": .object(request.params)])
+            switch session.replies.lookup(request.id, request: fingerprint) {
+            case .retry(let cached):
+                session.lastActive = now
+                sessions[sessionID] = session
+                return cached
+            case .reused:
+                throw ProtocolError(.invalidRequest, "id \(request.id) was already used for a different request in this session",
+                                    data: ["id": request.id.json])
+            case .miss:
+                break
+            }
+            let reply: [UInt8]
+            do throws(ProtocolError) {
+                reply = ReplyEncoder.success(id: request.id, result: try run(request.method, params, &session))
+            } catch {
+                reply = ReplyEncoder.failure(id: request.id, error: error)
+            }
+            session.lastActive = now
+            session.replies.store(reply, for: request.id, request: fingerprint)
+            if request.method == "session.close" {
+                closeSession(sessionID, event: "session.closed", last: session)
+            } else {
+                sessions[sessionID] = session
+            }
+            return reply
+        } catch {
+            return ReplyEncoder.failure(id: request.id, error: error)
+        }
+    }
+
+    private func run(_ method: String, _ params: Params, _ session: inout ServiceSession) throws(ProtocolError) -> [String: JSONValue] {
+        switch method {
+        case "session.close":
+            return ["closed": true]
+        case "canvas.initialize":
+            session.canvas.initialize()
+            return ["state": .string(session.canvas.phase.rawValue)]
+        case "canvas.state":
+            return stateResult(session)
+        case "canvas.open":
+            if params.has("document") || params.has("page") {
+                throw ProtocolError(.unavailable, "this server does not serve documents yet", data: ["feature": "documents"])
+            }
+            if let size = try sizeParam(params) { session.size = size }
+            try perform(&session, imageData: false) { canvas throws(CanvasRejection) in try canvas.open() }
+            return ["state": .string(session.canvas.phase.rawValue)]
+        case "canvas.minimize", "canvas.submit", "canvas.cancel":
+            let wantsImage = try params.bool("imageData", default: false)
+            let result = try perform(&session, imageData: wantsImage) { canvas throws(CanvasRejection) in
+                switch method {
+                case "canvas.minimize": return try canvas.minimize()
+                case "canvas.submit": return try canvas.submit()
+                default: return try canvas.cancel()
+                }
+            }
+            var reply = result ?? [:]
+            reply["state"] = .string(session.canvas.phase.rawValue)
+            return reply
+        case "canvas.finishTransition":
+            try perform(&session, imageData: false) { canvas throws(CanvasRejection) in try canvas.finishTransition() }
+            return ["state": .string(session.canvas.phase.rawValue)]
+        case "pencil.doubleTap":
+            return doubleTap(&session)
+        case "pencil.configure":
+            let configuration = try params.decode(PencilConfiguration.self)
+            session.canvas.configurePencil(configuration)
+            return ["pencil": pencilJSON(session), "state": .string(session.canvas.phase.rawValue)]
+        case "drawing.get":
+            try requireOpen(session)
+            let drawing = session.canvas.drawing
+            var result = (try? JSONCodec.value(of: drawing))?.objectValue ?? [:]
+            result["canUndo"] = .bool(session.canvas.canvas.editableDrawing?.canUndo ?? false)
+            result["canRedo"] = .bool(session.canvas.canvas.editableDrawing?.canRedo ?? false)
+            return result
+        default:
+            return try edit(method, params, &session)
+        }
+    }
+
+    // MARK: Sessions
+
+    private func hello() -> [String: JSONValue] {
+        [
+            "protocol": .string(ProtocolVersion.string),
+            "server": .string(Self.serverName),
+            "methods": .array(Self.methods.map { .string($0) }),
+            "limits": limits.json,
+            "idleTimeoutMs": .integer(Int64(idleTimeout.components.seconds * 1000)),
+        ]
+    }
+
+    private func openSession(_ params: Params) throws(ProtocolError) -> [String: JSONValue] {
+        let pencil = params.has("pencil") ? try params.decode(PencilConfiguration.self, field: "pencil") : PencilConfiguration()
+        let transitions = try transitionsParam(params)
+        let initialized = try params.bool("initialized", default: true)
+        let resultImages = try params.bool("resultImages", default: false)
+        let size = try sizeParam(params)
+        guard sessions.count < limits.maxSessions else {
+            throw ProtocolError(.unavailable, "the server has its maximum of \(limits.maxSessions) sessions",
+                                data: ["limit": .integer(Int64(limits.maxSessions))])
+        }
+        var id: String
+        repeat { id = String(UInt64.random(in: 1...UInt64.max), radix: 16) } while sessions[id] != nil
+        let session = ServiceSession(
+            id: id, canvas: CanvasSession(pencil: pencil, transitions: transitions, initialized: initialized),
+            transitions: transitions, size: size, resultImages: resultImages, lastActive: now,
+            replies: ReplyCache(capacity: limits.replyCacheSize))
+        sessions[id] = session
+        logger.info("session opened", metadata: ["session": "\(id)", "transitions": "\(transitions)"])
+        return [
+            "session": .string(id),
+            "state": .string(session.canvas.phase.rawValue),
+            "pencil": pencilJSON(session),
+            "transitions": transitionsJSON(transitions),
+        ]
+    }
+
+    private func closeSession(_ id: String, event: String, last session: ServiceSession) {
+        var session = session
+        publish(&session, event, [:])
+        sessions[id] = nil
+        timers.removeAll { $0.session == id }
+        logger.info("\(event)", metadata: ["session": "\(id)"])
+    }
+
+    /// Closes sessions idle for longer than the idle timeout. Returns the events to publish.
+    public func expireIdle(at now: ContinuousClock.Instant) -> [[[UInt8]]] {
+        self.now = now
+        events = []
+        for (id, session) in sessions where now - session.lastActive > idleTimeout {
+            closeSession(id, event: "session.expired", last: session)
+        }
+        return events
+    }
+
+    // MARK: Timers
+
+    public var nextDeadline: ContinuousClock.Instant? { timers.map(\.deadline).min() }
+
+    /// Finishes the timed transitions whose time has come. Returns the events to publish.
+    public func fireTimers(at now: ContinuousClock.Instant) -> [[[UInt8]]] {
+        self.now = now
+        events = []
+        let due = timers.filter { $0.deadline <= now }
+        timers.removeAll { $0.deadline <= now }
+        for timer in due {
+            guard var session = sessions[timer.session] else { continue }
+            // A transition a client already finished leaves a stale timer: nothing to do.
+            if let actions = try? session.canvas.finishTransition(timer.ticket) {
+                run(actions, &session, imageData: false)
+                sessions[timer.session] = session
+            }
+        }
+        return events
+    }
+
+    // MARK: Canvas
+
+    /// Runs a canvas command and its actions; returns the CanvasResult it produced, as JSON.
+    @discardableResult
+    private func perform(_ session: inout ServiceSession, imageData: Bool,
+                         _ command: (inout CanvasSession) throws(CanvasRejection) -> [CanvasAction]) throws(ProtocolError) -> [String: JSONValue]? {
+        let actions: [CanvasAction]
+        do {
+            actions = try command(&session.canvas)
+        } catch {
+            throw invalidState(error, session)
+        }
+        return run(actions, &session, imageData: imageData)
+    }
+
+    private func invalidState(_ rejection: CanvasRejection, _ session: ServiceSession) -> ProtocolError {
+        ProtocolError(.invalidState, rejection.description,
+                      data: ["reason": .string(rejection.rawValue), "state": .string(session.canvas.phase.rawValue)])
+    }
+
+    private func doubleTap(_ session: inout ServiceSession) -> [String: JSONValue] {
+        let report = session.canvas.doubleTap()
+        let canvasResult = run(report.actions, &session, imageData: false)
+        var result: [String: JSONValue] = [
+            "outcome": .string(report.outcome.name),
+            "state": .string(session.canvas.phase.rawValue),
+        ]
+        var eventData: [String: JSONValue] = ["outcome": .string(report.outcome.name)]
+        switch report.outcome {
+        case .ignored(let reason):
+            result["reason"] = .string(reason.rawValue)
+            eventData["reason"] = .string(reason.rawValue)
+        case .minimized:
+            result["canvasResult"] = canvasResult.map { .object($0) }
+        case .preference(_, let tools):
+            result["tool"] = toolsJSON(tools)
+        case .opened:
+            break
+        }
+        publish(&session, "pencil.doubleTap", eventData)
+        return result
+    }
+
+    /// Carries out a machine's actions: events, timers, log lines. Returns the CanvasResult
+    /// emitted, if any, with the image when the caller asked for it.
+    @discardableResult
+    private func run(_ actions: [CanvasAction], _ session: inout ServiceSession, imageData: Bool) -> [String: JSONValue]? {
+        var canvasResult: [String: JSONValue]?
+        for action in actions {
+            switch action {
+            case .stateChanged(let from, let to, let cause):
+                publish(&session, "canvas.stateChanged",
+                        ["from": .string(from.rawValue), "to": .string(to.rawValue), "state": .string(to.rawValue),
+                         "cause": .string(cause.rawValue)])
+            case .emitResult(let result, let drawing, let cause):
+                var json: [String: JSONValue] = ["action": .string(result.action.rawValue), "hasContent": .bool(result.hasContent)]
+                let image = imageData || session.resultImages ? png(drawing, session) : nil
+                if imageData, let image { json["imageData"] = .string(image) }
+                canvasResult = json
+                var eventData = json
+                eventData["cause"] = .string(cause.rawValue)
+                if session.resultImages, let image { eventData["imageData"] = .string(image) } else { eventData["imageData"] = nil }
+                publish(&session, "canvas.result", eventData)
+            case .startTransitionTimer(let ticket, let milliseconds):
+                timers.append(Timer(deadline: now + .milliseconds(milliseconds), session: session.id, ticket: ticket))
+            case .toolChanged(let tools):
+                publish(&session, "pencil.toolChanged", ["tool": toolsJSON(tools)])
+            case .logWarning(let message):
+                logger.warning("\(message)", metadata: ["session": "\(session.id)"])
+            }
+        }
+        return canvasResult
+    }
+
+    private func png(_ drawing: Drawing, _ session: ServiceSession) -> String? {
+        let extent = InkRenderer.extent(of: drawing)
+        let width = min(session.size?.width ?? extent.width, limits.maxImageSide)
+        let height = min(session.size?.height ?? extent.height, limits.maxImageSide)
+        do {
+            return Data(try InkRenderer.png(drawing, width: width, height: height)).base64EncodedString()
+        } catch {
+            logger.error("imageData not rendered", metadata: ["session": "\(session.id)", "error": "\(error)"])
+            return nil
+        }
+    }
+
+    private func publish(_ session: inout ServiceSession, _ name: String, _ data: [String: JSONValue]) {
+        events.append(ReplyEncoder.event(session: session.id, name: name, seq: session.nextSeq(), data: data))
+    }
+
+    // MARK: Drawing
+
+    private func requireOpen(_ session: ServiceSession) throws(ProtocolError) {
+        let phase = session.canvas.phase
+        guard phase == .open else { throw invalidState(phase.isTransition ? .transition : .notOpen, session) }
+    }
+
+    private func edit(_ method: String, _ params: Params, _ session: inout ServiceSession) throws(ProtocolError) -> [String: JSONValue] {
+        let drawing = session.canvas.drawing
+        let edit: DrawingEdit
+        switch method {
+        case "drawing.addStroke":
+            if case .array(let points)? = params.values["points"], points.count > limits.maxPointsPerStroke {
+                throw tooLarge("points", points.count, limits.maxPointsPerStroke)
+            }
+            edit = .addStroke(try params.decode(Stroke.self))
+            if drawing.strokes.count >= limits.maxStrokesPerDrawing {
+                throw tooLarge("strokes", drawing.strokes.count + 1, limits.maxStrokesPerDrawing)
+            }
+        case "drawing.addText":
+            let text = try params.decode(TextAnnotation.self)
+            if text.text.count > limits.maxTextLength { throw tooLarge("text", text.text.count, limits.maxTextLength) }
+            if drawing.texts.count >= limits.maxTextsPerDrawing {
+                throw tooLarge("texts", drawing.texts.count + 1, limits.maxTextsPerDrawing)
+            }
+            edit = .addText(text)
+        case "drawing.moveText":
+            edit = .moveText(index: Int(try params.integer("index", in: 0...Int64(Int32.max))),
+                             x: try params.number("x"), y: try params.number("y"))
+        case "drawing.erase":
+            edit = .erase(try params.decode(EraseRequest.self))
+        case "drawing.undo": edit = .undo
+        case "drawing.redo": edit = .redo
+        case "drawing.clear": edit = .clear
+        default:
+            throw ProtocolError(.methodNotFound, "no method \"\(method)\"")
+        }
+        let report: EditReport
+        do {
+            report = try session.canvas.edit(edit)
+        } catch {
+            switch error {
+            case .rejected(let rejection): throw invalidState(rejection, session)
+            case .invalid(.noSuchText(let index, let count)):
+                throw ProtocolError(.notFound, "there is no text \(index); the drawing has \(count)",
+                                    data: ["index": .integer(Int64(index)), "count": .integer(Int64(count))])
+            case .invalid(.invalid(let validation)):
+                throw ProtocolError(.invalidParams, validation.description)
+            }
+        }
+        run(report.actions, &session, imageData: false)
+        let after = session.canvas.drawing
+        return [
+            "changed": .bool(report.changed), "canUndo": .bool(report.canUndo), "canRedo": .bool(report.canRedo),
+            "strokes": .integer(Int64(after.strokes.count)), "texts": .integer(Int64(after.texts.count)),
+        ]
+    }
+
+    private func tooLarge(_ field: String, _ size: Int, _ limit: Int) -> ProtocolError {
+        ProtocolError(.payloadTooLarge, "\(field): \(size) is over the limit of \(limit)",
+                      data: ["field": .string(field), "limit": .integer(Int64(limit))])
+    }
+
+    // MARK: JSON shapes
+
+    private func stateResult(_ session: ServiceSession) -> [String: JSONValue] {
+        var result: [String: JSONValue] = [
+            "state": .string(session.canvas.phase.rawValue),
+            "hasContent": .bool(session.canvas.hasContent),
+            "seq": .integer(Int64(session.seq)),
+            "pencil": pencilJSON(session),
+            "tool": toolsJSON(session.canvas.pencil.tools),
+            "transitions": transitionsJSON(session.transitions),
+        ]
+        if let size = session.size { result["size"] = ["width": .integer(Int64(size.width)), "height": .integer(Int64(size.height))] }
+        return result
+    }
+
+    private func pencilJSON(_ session: ServiceSession) -> JSONValue {
+        let pencil = session.canvas.pencil
+        return [
+            "supported": .bool(pencil.configuration.supported),
+            "preferredTapAction": .string(pencil.configuration.preferredTapAction.rawValue),
+            "policy": .string(pencil.configuration.policy.rawValue),
+            "initialized": .bool(pencil.initialized),
+        ]
+    }
+
+    private func toolsJSON(_ tools: ToolSelection) -> JSONValue {
+        ["current": .string(tools.current.rawValue), "previous": .string(tools.previous.rawValue)]
+    }
+
+    private func transitionsJSON(_ mode: TransitionMode) -> JSONValue {
+        switch mode {
+        case .instant: return "instant"
+        case .manual: return "manual"
+        case .timed(let ms): return ["ms": .integer(Int64(ms))]
+        }
+    }
+
+    private func transitionsParam(_ params: Params) throws(ProtocolError) -> TransitionMode {
+        switch params.values["transitions"] {
+        case nil, .null?, .string("instant")?: return .instant
+        case .string("manual")?: return .manual
+        case .object(let object)? where object.keys.sorted() == ["ms"]:
+            let ms = try Params(object).integer("ms", in: 0...limits.maxTransitionMilliseconds)
+            return ms == 0 ? .instant : .timed(milliseconds: Int(ms))
+        default:
+            throw ProtocolError(.invalidParams, "transitions: must be \"instant\", \"manual\" or {\"ms\": N}",
+                                data: ["field": "transitions"])
+        }
+    }
+
+    private func sizeParam(_ params: Params) throws(ProtocolError) -> (width: Int, height: Int)? {
+        guard let object = try params.object("size") else { return nil }
+        let side = 1...Int64(limits.maxImageSide)
+        let size = Params(object)
+        return (Int(try size.integer("width", in: side)), Int(try size.integer("height", in: side)))
+    }
+}

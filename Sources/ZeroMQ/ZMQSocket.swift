@@ -1,0 +1,141 @@
+internal import CZeroMQ
+
+/// One libzmq socket. A socket belongs to the thread that uses it, so this type is not
+/// `Sendable`; it is closed when the last reference goes.
+public final class ZMQSocket {
+    private let handle: UnsafeMutableRawPointer
+    private let context: ZMQContext
+    /// libzmq keeps small messages inside the `zmq_msg_t` itself, so the struct needs an
+    /// address that does not move while it is in use: one heap slot per socket.
+    private let message: UnsafeMutablePointer<zmq_msg_t>
+
+    init(context: ZMQContext, type: ZMQSocketType) throws(ZMQError) {
+        guard let handle = zmq_socket(context.handle, type.rawValue) else { throw ZMQError("zmq_socket") }
+        self.handle = handle
+        self.context = context
+        self.message = .allocate(capacity: 1)
+        try setOption(ZMQ_LINGER, 0, "linger")
+    }
+
+    deinit {
+        zmq_close(handle)
+        message.deallocate()
+    }
+
+    // MARK: Set-up
+
+    public func bind(_ endpoint: String) throws(ZMQError) {
+        guard zmq_bind(handle, endpoint) == 0 else { throw ZMQError("bind \(endpoint)") }
+    }
+
+    public func connect(_ endpoint: String) throws(ZMQError) {
+        guard zmq_connect(handle, endpoint) == 0 else { throw ZMQError("connect \(endpoint)") }
+    }
+
+    /// The endpoint last bound, with the port the system chose for `tcp://127.0.0.1:*`.
+    public var lastEndpoint: String {
+        var buffer = [CChar](repeating: 0, count: 1024)
+        var size = buffer.count
+        guard zmq_getsockopt(handle, ZMQ_LAST_ENDPOINT, &buffer, &size) == 0 else { return "" }
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// Receive timeout in milliseconds; -1 waits for ever.
+    public func setReceiveTimeout(milliseconds: Int32) throws(ZMQError) {
+        try setOption(ZMQ_RCVTIMEO, milliseconds, "receive timeout")
+    }
+
+    public func setSendTimeout(milliseconds: Int32) throws(ZMQError) {
+        try setOption(ZMQ_SNDTIMEO, milliseconds, "send timeout")
+    }
+
+    /// A hard ceiling on one incoming frame; a peer that sends more is disconnected by libzmq.
+    public func setMaximumMessageSize(_ bytes: Int64) throws(ZMQError) {
+        var value = bytes
+        guard zmq_setsockopt(handle, ZMQ_MAXMSGSIZE, &value, MemoryLayout<Int64>.size) == 0 else {
+            throw ZMQError("set maximum message size")
+        }
+    }
+
+    /// How many messages may queue for one peer before further ones are dropped (PUB) or block.
+    public func setSendHighWaterMark(_ messages: Int32) throws(ZMQError) {
+        try setOption(ZMQ_SNDHWM, messages, "send high-water mark")
+    }
+
+    public func setReceiveHighWaterMark(_ messages: Int32) throws(ZMQError) {
+        try setOption(ZMQ_RCVHWM, messages, "receive high-water mark")
+    }
+
+    /// For ROUTER sockets: a new connection with a known identity takes over the old one.
+    public func setRouterHandover(_ on: Bool) throws(ZMQError) {
+        try setOption(ZMQ_ROUTER_HANDOVER, on ? 1 : 0, "router handover")
+    }
+
+    public func setRoutingID(_ id: [UInt8]) throws(ZMQError) {
+        guard zmq_setsockopt(handle, ZMQ_ROUTING_ID, id, id.count) == 0 else { throw ZMQError("set routing id") }
+    }
+
+    /// For SUB sockets: receive messages whose first frame starts with `prefix` ("" for all).
+    public func subscribe(_ prefix: String) throws(ZMQError) {
+        let bytes = Array(prefix.utf8)
+        guard zmq_setsockopt(handle, ZMQ_SUBSCRIBE, bytes, bytes.count) == 0 else { throw ZMQError("subscribe") }
+    }
+
+    public func unsubscribe(_ prefix: String) throws(ZMQError) {
+        let bytes = Array(prefix.utf8)
+        guard zmq_setsockopt(handle, ZMQ_UNSUBSCRIBE, bytes, bytes.count) == 0 else { throw ZMQError("unsubscribe") }
+    }
+
+    private func setOption(_ option: Int32, _ value: Int32, _ name: String) throws(ZMQError) {
+        var value = value
+        guard zmq_setsockopt(handle, option, &value, MemoryLayout<Int32>.size) == 0 else {
+            throw ZMQError("set \(name)")
+        }
+    }
+
+    // MARK: Messages
+
+    /// Sends a multipart message. With `wait: false`, a full queue throws `wouldBlock`
+    /// instead of blocking.
+    public func send(_ frames: [[UInt8]], wait: Bool = true) throws(ZMQError) {
+        precondition(!frames.isEmpty, "a message has at least one frame")
+        for (index, frame) in frames.enumerated() {
+            var flags: Int32 = index < frames.count - 1 ? ZMQ_SNDMORE : 0
+            if !wait { flags |= ZMQ_DONTWAIT }
+            let sent = frame.withUnsafeBytes { zmq_send(handle, $0.baseAddress, $0.count, flags) }
+            guard sent >= 0 else { throw ZMQError("send") }
+        }
+    }
+
+    /// Receives one multipart message, waiting at most the receive timeout. Returns nil if
+    /// the timeout passed (or, with `wait: false`, if nothing was queued).
+    public func receive(wait: Bool = true) throws(ZMQError) -> [[UInt8]]? {
+        var frames: [[UInt8]] = []
+        repeat {
+            guard zmq_msg_init(message) == 0 else { throw ZMQError("zmq_msg_init") }
+            defer { zmq_msg_close(message) }
+            let received = zmq_msg_recv(message, handle, wait || !frames.isEmpty ? 0 : ZMQ_DONTWAIT)
+            if received < 0 {
+                let error = ZMQError("receive")
+                if error.wouldBlock && frames.isEmpty { return nil }
+                throw error
+            }
+            let size = zmq_msg_size(message)
+            if size == 0 {
+                frames.append([])
+            } else {
+                let data = zmq_msg_data(message)!
+                frames.append(Array(UnsafeRawBufferPointer(start: data, count: size)))
+            }
+        } while zmq_msg_more(message) != 0
+        return frames
+    }
+
+    /// Waits until one of `sockets` has a message to read, or the timeout passes (-1: no
+    /// timeout). Returns, for each socket, whether it is readable.
+    public static func poll(_ sockets: [ZMQSocket], timeoutMilliseconds: Int) throws(ZMQError) -> [Bool] {
+        var items = sockets.map { zmq_pollitem_t(socket: $0.handle, fd: 0, events: Int16(ZMQ_POLLIN), revents: 0) }
+        guard zmq_poll(&items, Int32(items.count), timeoutMilliseconds) >= 0 else { throw ZMQError("poll") }
+        return items.map { $0.revents & Int16(ZMQ_POLLIN) != 0 }
+    }
+}

@@ -1,0 +1,230 @@
+import ArgumentParser
+import CanvasClient
+import CanvasProtocol
+import Foundation
+
+@main
+struct Canvasctl: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "canvasctl",
+        abstract: "A command-line client for canvasd.",
+        subcommands: [
+            Call.self, Hello.self, OpenSession.self, CloseSession.self, State.self, Open.self, Minimize.self,
+            Submit.self, Cancel.self, DoubleTap.self, FinishTransition.self, Draw.self, GetDrawing.self,
+            Events.self, Fuzz.self,
+        ]
+    )
+}
+
+struct Connection: ParsableArguments {
+    @Option(help: "The server's request endpoint.")
+    var endpoint = "tcp://127.0.0.1:5555"
+
+    @Option(help: "The server's event endpoint.")
+    var events = "tcp://127.0.0.1:5556"
+
+    @Option(help: "Milliseconds to wait for a reply.")
+    var timeout: Int32 = 5_000
+
+    func client() throws -> CanvasClient { try CanvasClient(endpoint: endpoint, timeoutMilliseconds: timeout) }
+
+    /// Calls a method and prints its result as JSON; an error reply exits non-zero.
+    func call(_ method: String, _ params: [String: JSONValue] = [:], session: String? = nil) throws {
+        switch try client().call(method, params, session: session) {
+        case .success(let result):
+            print(String(decoding: JSONCodec.serialize(.object(result)), as: UTF8.self))
+        case .failure(let error):
+            var body: [String: JSONValue] = ["code": .string(error.code.rawValue), "message": .string(error.message)]
+            if !error.data.isEmpty { body["data"] = .object(error.data) }
+            FileHandle.standardError.write(Data(JSONCodec.serialize(.object(body)) + [10]))
+            throw ExitCode(2)
+        }
+    }
+}
+
+struct SessionOption: ParsableArguments {
+    @Option(help: "The session id (from open-session).")
+    var session: String
+}
+
+func parseObject(_ text: String, _ what: String) throws -> [String: JSONValue] {
+    guard let value = try? JSONCodec.parse(Array(text.utf8)), let object = value.objectValue else {
+        throw ValidationError("\(what) must be a JSON object")
+    }
+    return object
+}
+
+struct Call: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Call any method: canvasctl call canvas.open --session S")
+    @OptionGroup var connection: Connection
+    @Argument(help: "The method, e.g. drawing.addStroke.") var method: String
+    @Option(help: "The params, as a JSON object.") var params = "{}"
+    @Option(help: "The session id, for methods that need one.") var session: String?
+
+    func run() throws { try connection.call(method, try parseObject(params, "--params"), session: session) }
+}
+
+struct Hello: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "The server's protocol version, methods and limits.")
+    @OptionGroup var connection: Connection
+    func run() throws { try connection.call("hello") }
+}
+
+struct OpenSession: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Open a session and print its id.")
+    @OptionGroup var connection: Connection
+    @Option(help: "instant, manual, or a number of milliseconds.") var transitions = "instant"
+    @Option(help: "alwaysToggle or respectPreference.") var policy = "alwaysToggle"
+    @Option(help: "switchEraser, switchPrevious, showColorPalette, showInkAttributes or ignore.") var preference = "switchEraser"
+    @Flag(help: "A device without pencil interaction.") var noPencil = false
+    @Flag(help: "Start uninitialized (double-taps are ignored until canvas.initialize).") var uninitialized = false
+
+    func run() throws {
+        let mode: JSONValue = Int64(transitions).map { ["ms": .integer($0)] } ?? .string(transitions)
+        try connection.call("session.open", [
+            "transitions": mode, "initialized": .bool(!uninitialized),
+            "pencil": ["supported": .bool(!noPencil), "policy": .string(policy), "preferredTapAction": .string(preference)],
+        ])
+    }
+}
+
+struct CloseSession: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Close a session.")
+    @OptionGroup var connection: Connection
+    @OptionGroup var session: SessionOption
+    func run() throws { try connection.call("session.close", session: session.session) }
+}
+
+struct State: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "The canvas's state.")
+    @OptionGroup var connection: Connection
+    @OptionGroup var session: SessionOption
+    func run() throws { try connection.call("canvas.state", session: session.session) }
+}
+
+struct Open: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Open the canvas (the on-screen button).")
+    @OptionGroup var connection: Connection
+    @OptionGroup var session: SessionOption
+    func run() throws { try connection.call("canvas.open", session: session.session) }
+}
+
+/// minimize, submit and cancel share their options: ask for the image, and save it.
+struct ResultOptions: ParsableArguments {
+    @Option(help: "Write the drawing's PNG here.") var image: String?
+}
+
+func finish(_ method: String, _ connection: Connection, _ session: String, _ options: ResultOptions) throws {
+    let client = try connection.client()
+    switch try client.call(method, ["imageData": .bool(options.image != nil)], session: session) {
+    case .success(var result):
+        if let path = options.image, let base64 = result["imageData"]?.stringValue, let png = Data(base64Encoded: base64) {
+            try png.write(to: URL(fileURLWithPath: path))
+            result["imageData"] = .string("(\(png.count) bytes written to \(path))")
+        }
+        print(String(decoding: JSONCodec.serialize(.object(result)), as: UTF8.self))
+    case .failure(let error):
+        FileHandle.standardError.write(Data("\(error)\n".utf8))
+        throw ExitCode(2)
+    }
+}
+
+struct Minimize: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Minimize the canvas, keeping the drawing.")
+    @OptionGroup var connection: Connection
+    @OptionGroup var session: SessionOption
+    @OptionGroup var options: ResultOptions
+    func run() throws { try finish("canvas.minimize", connection, session.session, options) }
+}
+
+struct Submit: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Submit the drawing.")
+    @OptionGroup var connection: Connection
+    @OptionGroup var session: SessionOption
+    @OptionGroup var options: ResultOptions
+    func run() throws { try finish("canvas.submit", connection, session.session, options) }
+}
+
+struct Cancel: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Cancel the drawing.")
+    @OptionGroup var connection: Connection
+    @OptionGroup var session: SessionOption
+    @OptionGroup var options: ResultOptions
+    func run() throws { try finish("canvas.cancel", connection, session.session, options) }
+}
+
+struct DoubleTap: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "An Apple Pencil double-tap.")
+    @OptionGroup var connection: Connection
+    @OptionGroup var session: SessionOption
+    func run() throws { try connection.call("pencil.doubleTap", session: session.session) }
+}
+
+struct FinishTransition: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "End the canvas's animation (manual transitions).")
+    @OptionGroup var connection: Connection
+    @OptionGroup var session: SessionOption
+    func run() throws { try connection.call("canvas.finishTransition", session: session.session) }
+}
+
+struct Draw: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Add a stroke: canvasctl draw --session S --points '10,10 50,40 90,20'")
+    @OptionGroup var connection: Connection
+    @OptionGroup var session: SessionOption
+    @Option(help: "Points as x,y or x,y,pressure, separated by spaces.") var points: String
+    @Option(help: "pen or highlighter.") var tool = "pen"
+    @Option(help: "A named colour or #RRGGBB.") var color = "black"
+    @Option(help: "Width in points.") var width = 2.0
+
+    func run() throws {
+        let parsed: [JSONValue] = try points.split(separator: " ").map { item in
+            let parts = item.split(separator: ",").compactMap { Double($0) }
+            guard parts.count == 2 || parts.count == 3 else { throw ValidationError("bad point \"\(item)\"") }
+            var point: [String: JSONValue] = ["x": .number(parts[0]), "y": .number(parts[1])]
+            if parts.count == 3 { point["pressure"] = .number(parts[2]) }
+            return .object(point)
+        }
+        try connection.call("drawing.addStroke", ["tool": .string(tool), "color": .string(color), "width": .number(width),
+                                                  "points": .array(parsed)], session: session.session)
+    }
+}
+
+struct GetDrawing: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "get-drawing", abstract: "Print the drawing's strokes and texts.")
+    @OptionGroup var connection: Connection
+    @OptionGroup var session: SessionOption
+    func run() throws { try connection.call("drawing.get", session: session.session) }
+}
+
+struct Events: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Print events as they come, one JSON line each.")
+    @OptionGroup var connection: Connection
+    @Option(help: "Only this session's events.") var session: String?
+    @Option(help: "Stop after this many events.") var count: Int?
+
+    func run() throws {
+        let subscriber = try EventSubscriber(endpoint: connection.events, prefix: session.map { $0 + "." } ?? "")
+        var printed = 0
+        while count.map({ printed < $0 }) ?? true {
+            guard let (_, body) = try subscriber.next(timeoutMilliseconds: 1_000) else { continue }
+            print(String(decoding: JSONCodec.serialize(body), as: UTF8.self))
+            printed += 1
+        }
+    }
+}
+
+struct Fuzz: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Random toggle and drawing sequences over the wire, checked against the state machine's model.")
+    @OptionGroup var connection: Connection
+    @Option(help: "The seed; a divergence prints the one that replays it.") var seed: UInt64 = UInt64.random(in: 0...UInt64(UInt32.max))
+    @Option(help: "How many commands in all.") var steps = 1_000
+    @Option(help: "Commands per session before a new one is opened.") var sessionLength = 80
+
+    func run() throws {
+        let fuzzer = try WireFuzzer(endpoint: connection.endpoint, eventsEndpoint: connection.events, seed: seed)
+        let report = try fuzzer.run(steps: steps, sessionLength: sessionLength)
+        print(report)
+        if report.divergence != nil { throw ExitCode(1) }
+    }
+}

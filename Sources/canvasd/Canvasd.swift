@@ -1,0 +1,71 @@
+import ArgumentParser
+import CanvasService
+import Foundation
+import Logging
+import Synchronization
+
+/// Set from the signal handler, read by the serving loop.
+let stopRequested = Atomic<Bool>(false)
+
+@main
+struct Canvasd: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "canvasd",
+        abstract: "Serves canvas sessions over ZeroMQ: requests on a ROUTER socket, events on a PUB socket."
+    )
+
+    @Option(help: "Where clients send requests (ROUTER; tcp://, ipc:// or ws://).")
+    var endpoint = "tcp://127.0.0.1:5555"
+
+    @Option(help: "Where events are published (PUB).")
+    var events = "tcp://127.0.0.1:5556"
+
+    @Option(help: "The document folder: .pdf and .yianazip files.")
+    var documents = "documents"
+
+    @Option(name: .customLong("idle-timeout"), help: "Seconds before an untouched session is closed.")
+    var idleTimeout: Int = 600
+
+    @Option(name: .customLong("max-message-bytes"), help: "The largest request accepted, all frames together.")
+    var maxMessageBytes: Int = 1 << 20
+
+    @Option(name: .customLong("max-sessions"), help: "Sessions open at once.")
+    var maxSessions: Int = 1_000
+
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
+    var logLevel: String = "info"
+
+    func validate() throws {
+        guard idleTimeout > 0 else { throw ValidationError("--idle-timeout must be positive") }
+        guard maxMessageBytes >= 1024 else { throw ValidationError("--max-message-bytes must be at least 1024") }
+        guard maxSessions > 0 else { throw ValidationError("--max-sessions must be positive") }
+        guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level \(logLevel)") }
+    }
+
+    func run() throws {
+        let level = Logger.Level(rawValue: logLevel)!
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "canvasd")
+
+        var configuration = ServiceConfiguration()
+        configuration.endpoint = endpoint
+        configuration.eventsEndpoint = events
+        configuration.documentsPath = documents
+        configuration.idleTimeout = .seconds(idleTimeout)
+        configuration.limits.maxMessageBytes = maxMessageBytes
+        configuration.limits.maxSessions = maxSessions
+
+        // SIGINT and SIGTERM end the loop at its next turn; the poll wakes with EINTR.
+        signal(SIGINT) { _ in stopRequested.store(true, ordering: .relaxed) }
+        signal(SIGTERM) { _ in stopRequested.store(true, ordering: .relaxed) }
+        signal(SIGPIPE, SIG_IGN)
+
+        let server = try CanvasServer(configuration: configuration, logger: logger)
+        try server.run { stopRequested.load(ordering: .relaxed) }
+        logger.info("canvasd stopped")
+    }
+}
