@@ -76,5 +76,10 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        .testTarget(
+            name: "CanvasServiceTests",
+            dependencies: ["CanvasClient", "CanvasProtocol", "ZeroMQ", "canvasd"],
+            swiftSettings: swiftSettings
+        ),
     ]
 )

@@ -35,15 +35,28 @@ public final class CanvasClient {
 
     /// Sends raw frames and returns the reply's JSON frame, parsed.
     public func exchange(_ frames: [[UInt8]], method: String = "request") throws(ClientError) -> JSONValue {
-        do {
+        try transport {
             try socket.send(frames)
-            guard let reply = try socket.receive() else { throw ClientError.timeout(method: method) }
-            guard let first = reply.first else { throw ClientError.malformedReply("no frames") }
-            do {
-                return try JSONCodec.parse(first)
-            } catch {
-                throw ClientError.malformedReply(String(decoding: first, as: UTF8.self))
-            }
+            return try receiveReply(method: method)
+        }
+    }
+
+    /// The next reply's JSON frame. A request sent with an empty delimiter frame first (as REQ
+    /// sockets do) gets its reply behind the same delimiter.
+    private func receiveReply(method: String) throws -> JSONValue {
+        guard let reply = try socket.receive() else { throw ClientError.timeout(method: method) }
+        guard var body = reply.first else { throw ClientError.malformedReply("no frames") }
+        if body.isEmpty, reply.count > 1 { body = reply[1] }
+        do {
+            return try JSONCodec.parse(body)
+        } catch {
+            throw ClientError.malformedReply(String(decoding: body, as: UTF8.self))
+        }
+    }
+
+    private func transport<T>(_ body: () throws -> T) throws(ClientError) -> T {
+        do {
+            return try body()
         } catch let error as ClientError {
             throw error
         } catch let error as ZMQError {
@@ -58,10 +71,15 @@ public final class CanvasClient {
         throws(ClientError) -> Result<[String: JSONValue], ProtocolError>
     {
         nextID += 1
-        let request = Request(id: .integer(nextID), method: method, params: params, session: session)
-        let reply = try exchange([JSONCodec.serialize(request.json)], method: method)
-        guard reply["id"] == .integer(nextID) else {
-            throw .malformedReply("reply id \(String(describing: reply["id"])) for request \(nextID)")
+        let id = nextID
+        let request = Request(id: .integer(id), method: method, params: params, session: session)
+        // Replies to other ids are late answers to calls that already timed out: skip them.
+        let reply = try transport {
+            try socket.send([JSONCodec.serialize(request.json)])
+            while true {
+                let reply = try receiveReply(method: method)
+                if reply["id"] == .integer(id) { return reply }
+            }
         }
         if let result = reply["result"]?.objectValue { return .success(result) }
         guard let error = reply["error"]?.objectValue, let code = error["code"]?.stringValue.flatMap(ErrorCode.init(rawValue:))

@@ -59,7 +59,14 @@ struct Canvasd: ParsableCommand {
         configuration.limits.maxMessageBytes = maxMessageBytes
         configuration.limits.maxSessions = maxSessions
 
-        // SIGINT and SIGTERM end the loop at its next turn; the poll wakes with EINTR.
+        // SIGINT and SIGTERM end the loop at its next turn; the poll wakes with EINTR. A parent
+        // may hand us a mask with them blocked (Foundation's Process spawns from Dispatch
+        // threads, which block most signals), so unblock them or a plain `kill` never stops us.
+        var stopSignals = sigset_t()
+        sigemptyset(&stopSignals)
+        sigaddset(&stopSignals, SIGINT)
+        sigaddset(&stopSignals, SIGTERM)
+        pthread_sigmask(SIG_UNBLOCK, &stopSignals, nil)
         signal(SIGINT) { _ in stopRequested.store(true, ordering: .relaxed) }
         signal(SIGTERM) { _ in stopRequested.store(true, ordering: .relaxed) }
         signal(SIGPIPE, SIG_IGN)

@@ -1,0 +1,318 @@
+"""A blocking client for canvasd over ZeroMQ (protocol canvas/1).
+
+One ``CanvasClient`` owns one DEALER socket; a ``Session`` wraps a session id with one method
+per protocol method. A call that times out is sent again with the *same id*: the server
+remembers its last replies per session, so a retry of a request that did run gets the first
+reply back and runs nothing twice.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from dataclasses import dataclass
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
+
+import zmq
+
+DEFAULT_ENDPOINT = "tcp://127.0.0.1:5555"
+DEFAULT_EVENTS = "tcp://127.0.0.1:5556"
+
+RequestID = Union[str, int]
+JSON = Dict[str, Any]
+
+
+class CanvasError(Exception):
+    """An error reply: the protocol's ``code``, a ``message`` for people, ``data`` for programs."""
+
+    def __init__(self, code: str, message: str, data: Optional[JSON] = None, method: str = ""):
+        super().__init__(f"{method + ': ' if method else ''}{code}: {message}")
+        self.code = code
+        self.message = message
+        self.data = data or {}
+        self.method = method
+
+
+class CanvasTimeout(TimeoutError):
+    """No reply came in time, after every retry."""
+
+
+class CanvasClient:
+    """Calls canvasd methods one at a time. Not thread-safe: a socket belongs to one thread."""
+
+    def __init__(
+        self,
+        endpoint: str = DEFAULT_ENDPOINT,
+        *,
+        timeout: float = 5.0,
+        retries: int = 2,
+        context: Optional[zmq.Context] = None,
+    ):
+        self.endpoint = endpoint
+        self.timeout = timeout
+        self.retries = retries
+        self._own_context = context is None
+        self._context = context or zmq.Context()
+        self._socket = self._context.socket(zmq.DEALER)
+        self._socket.setsockopt(zmq.LINGER, 0)
+        self._socket.connect(endpoint)
+        # Ids start at a random point so two clients of one session do not look like retries
+        # of each other's requests.
+        self._next_id = random.randint(1, 1 << 40)
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        self._socket.close(0)
+        if self._own_context:
+            self._context.term()
+
+    def __enter__(self) -> "CanvasClient":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def new_id(self) -> int:
+        self._next_id += 1
+        return self._next_id
+
+    def exchange(self, frames: Sequence[bytes], *, timeout: Optional[float] = None) -> JSON:
+        """Sends raw frames once and returns the next reply's JSON frame, parsed.
+
+        For tests of malformed input: no retry, no id matching.
+        """
+        self._socket.send_multipart(list(frames))
+        reply = self._receive(timeout if timeout is not None else self.timeout)
+        if reply is None:
+            raise CanvasTimeout(f"no reply from {self.endpoint} within {self.timeout}s")
+        return reply
+
+    def request(self, message: JSON, *, extra_frames: Iterable[bytes] = ()) -> JSON:
+        """Sends a request object (its ``id`` set) and returns the whole reply object.
+
+        Retries on timeout with the same id; replies to other ids (late answers to calls that
+        had already timed out) are skipped.
+        """
+        frame = json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        frames = [frame, *extra_frames]
+        for _ in range(self.retries + 1):
+            self._socket.send_multipart(frames)
+            deadline = time.monotonic() + self.timeout
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                reply = self._receive(remaining)
+                if reply is None:
+                    break
+                if reply.get("id") == message["id"]:
+                    return reply
+        raise CanvasTimeout(
+            f"{message.get('method')}: no reply from {self.endpoint} after {self.retries + 1} tries of {self.timeout}s"
+        )
+
+    def call(self, method: str, params: Optional[JSON] = None, *, session: Optional[str] = None,
+             id: Optional[RequestID] = None) -> JSON:
+        """Calls a method and returns its ``result``; an error reply raises ``CanvasError``."""
+        message: JSON = {"id": self.new_id() if id is None else id, "method": method, "params": params or {}}
+        if session is not None:
+            message["session"] = session
+        reply = self.request(message)
+        if "result" in reply:
+            return reply["result"]
+        error = reply.get("error") or {}
+        raise CanvasError(error.get("code", "?"), error.get("message", ""), error.get("data"), method)
+
+    def _receive(self, timeout: float) -> Optional[JSON]:
+        if not self._socket.poll(int(timeout * 1000)):
+            return None
+        frames = self._socket.recv_multipart()
+        # A reply to a REQ-style request (one with an empty delimiter) keeps the delimiter.
+        body = frames[1] if len(frames) > 1 and frames[0] == b"" else frames[0]
+        return json.loads(body.decode("utf-8"))
+
+    # -- methods without a session ------------------------------------------------------------
+
+    def hello(self) -> JSON:
+        return self.call("hello")
+
+    def open_session(
+        self,
+        *,
+        transitions: Union[str, int] = "instant",
+        pencil_supported: bool = True,
+        preferred_tap_action: str = "switchEraser",
+        policy: str = "alwaysToggle",
+        initialized: bool = True,
+        result_images: bool = False,
+        size: Optional[Sequence[int]] = None,
+    ) -> "Session":
+        """Opens a session. ``transitions`` is "instant", "manual" or a number of milliseconds."""
+        params: JSON = {
+            "pencil": {"supported": pencil_supported, "preferredTapAction": preferred_tap_action, "policy": policy},
+            "transitions": {"ms": transitions} if isinstance(transitions, int) else transitions,
+            "initialized": initialized,
+            "resultImages": result_images,
+        }
+        if size is not None:
+            params["size"] = {"width": size[0], "height": size[1]}
+        result = self.call("session.open", params)
+        return Session(self, result["session"], result)
+
+
+class Session:
+    """One canvas session: a method per protocol method, each returning the reply's result."""
+
+    def __init__(self, client: CanvasClient, id: str, opened: Optional[JSON] = None):
+        self.client = client
+        self.id = id
+        self.opened = opened or {}
+
+    def call(self, method: str, params: Optional[JSON] = None, **kwargs: Any) -> JSON:
+        return self.client.call(method, params, session=self.id, **kwargs)
+
+    # session and canvas
+    def close(self) -> JSON:
+        return self.call("session.close")
+
+    def initialize(self) -> JSON:
+        return self.call("canvas.initialize")
+
+    def state(self) -> JSON:
+        return self.call("canvas.state")
+
+    def open(self, *, document: Optional[str] = None, page: Optional[int] = None,
+             size: Optional[Sequence[int]] = None) -> JSON:
+        params: JSON = {}
+        if document is not None:
+            params["document"] = document
+        if page is not None:
+            params["page"] = page
+        if size is not None:
+            params["size"] = {"width": size[0], "height": size[1]}
+        return self.call("canvas.open", params)
+
+    def minimize(self, *, image_data: bool = False) -> JSON:
+        return self.call("canvas.minimize", {"imageData": image_data})
+
+    def submit(self, *, image_data: bool = False) -> JSON:
+        return self.call("canvas.submit", {"imageData": image_data})
+
+    def cancel(self, *, image_data: bool = False) -> JSON:
+        return self.call("canvas.cancel", {"imageData": image_data})
+
+    def finish_transition(self) -> JSON:
+        return self.call("canvas.finishTransition")
+
+    # pencil
+    def double_tap(self) -> JSON:
+        return self.call("pencil.doubleTap")
+
+    def configure_pencil(self, *, supported: bool = True, preferred_tap_action: str = "switchEraser",
+                         policy: str = "alwaysToggle") -> JSON:
+        return self.call("pencil.configure",
+                         {"supported": supported, "preferredTapAction": preferred_tap_action, "policy": policy})
+
+    # drawing
+    def get_drawing(self) -> JSON:
+        return self.call("drawing.get")
+
+    def add_stroke(self, points: Sequence[Union[Sequence[float], JSON]], *, tool: str = "pen",
+                   color: str = "black", width: float = 2.0) -> JSON:
+        """Points are ``{"x", "y", "pressure"?}`` objects or ``(x, y)`` / ``(x, y, pressure)`` tuples."""
+        return self.call("drawing.addStroke",
+                         {"tool": tool, "color": color, "width": width, "points": [_point(p) for p in points]})
+
+    def add_text(self, text: str, x: float, y: float, *, font_size: float = 14, color: str = "black") -> JSON:
+        return self.call("drawing.addText", {"text": text, "x": x, "y": y, "fontSize": font_size, "color": color})
+
+    def move_text(self, index: int, x: float, y: float) -> JSON:
+        return self.call("drawing.moveText", {"index": index, "x": x, "y": y})
+
+    def erase(self, x: float, y: float, radius: float, *, mode: str = "stroke") -> JSON:
+        return self.call("drawing.erase", {"x": x, "y": y, "radius": radius, "mode": mode})
+
+    def undo(self) -> JSON:
+        return self.call("drawing.undo")
+
+    def redo(self) -> JSON:
+        return self.call("drawing.redo")
+
+    def clear(self) -> JSON:
+        return self.call("drawing.clear")
+
+
+def _point(point: Union[Sequence[float], JSON]) -> JSON:
+    if isinstance(point, dict):
+        return point
+    if len(point) == 3:
+        return {"x": point[0], "y": point[1], "pressure": point[2]}
+    return {"x": point[0], "y": point[1]}
+
+
+@dataclass
+class Event:
+    topic: str
+    session: str
+    event: str
+    seq: int
+    data: JSON
+
+
+class EventSubscriber:
+    """A SUB socket on canvasd's event endpoint, for topics starting with ``prefix``.
+
+    Call ``ready()`` before causing the events you want: a subscription takes a moment to
+    reach the publisher, and PUB drops what nobody has subscribed to yet.
+    """
+
+    def __init__(self, endpoint: str = DEFAULT_EVENTS, prefix: str = "", *,
+                 context: Optional[zmq.Context] = None):
+        self._own_context = context is None
+        self._context = context or zmq.Context()
+        self._socket = self._context.socket(zmq.SUB)
+        self._socket.setsockopt(zmq.LINGER, 0)
+        self._monitor = self._socket.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED)
+        self._socket.setsockopt(zmq.SUBSCRIBE, prefix.encode("utf-8"))
+        self._socket.connect(endpoint)
+
+    def ready(self, timeout: float = 5.0) -> None:
+        """Waits until the connection is up, then a little longer for the subscription to land."""
+        if self._monitor is not None:
+            if not self._monitor.poll(int(timeout * 1000)):
+                raise CanvasTimeout("the event endpoint did not accept the connection")
+            self._monitor.recv_multipart()
+            self._socket.disable_monitor()
+            self._monitor.close(0)
+            self._monitor = None
+        time.sleep(0.05)
+
+    def next(self, timeout: float = 1.0) -> Optional[Event]:
+        if not self._socket.poll(int(timeout * 1000)):
+            return None
+        topic, body = self._socket.recv_multipart()
+        message = json.loads(body.decode("utf-8"))
+        return Event(topic.decode("utf-8"), message["session"], message["event"], message["seq"], message["data"])
+
+    def drain(self, quiet: float = 0.2) -> List[Event]:
+        """Every event until none comes for ``quiet`` seconds."""
+        events = []
+        while (event := self.next(quiet)) is not None:
+            events.append(event)
+        return events
+
+    def close(self) -> None:
+        if self._monitor is not None:
+            self._socket.disable_monitor()
+            self._monitor.close(0)
+        self._socket.close(0)
+        if self._own_context:
+            self._context.term()
+
+    def __enter__(self) -> "EventSubscriber":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
