@@ -1,35 +1,52 @@
-# Set-up, build, run and test for canvas bridge. Every target installs what it is missing.
+# Set-up, build, run, test and benchmark canvas bridge. Every target installs what it is missing.
 
 SWIFT        ?= swift
+PYTHON3      ?= python3
 # libzmq, Cairo and libqpdf are linked through system-library targets; qpdf and poppler-utils
 # verify PDFs in tests; the DejaVu fonts are embedded in flattened text.
 APT_PACKAGES := pkg-config libzmq3-dev libcairo2-dev libqpdf-dev qpdf poppler-utils fonts-dejavu-core
 DOCUMENTS    ?= documents
+VENV         := .venv
+PYTHON       := $(VENV)/bin/python
+CANVASD      := $(CURDIR)/.build/debug/canvasd
 
-.PHONY: all deps system-deps build run test test-swift bench clean
+.PHONY: all deps system-deps python-deps build run test test-swift test-python bench clean
 
 all: build
 
-deps: system-deps
+deps: system-deps python-deps
 
 system-deps:
 	@scripts/install-system-deps.sh $(APT_PACKAGES)
 
-build: deps
+# The Python client, installed editable with its test tools (pyzmq, pytest, Hypothesis, jsonschema).
+python-deps: $(VENV)/.installed
+
+$(VENV)/.installed: clients/python/pyproject.toml
+	$(PYTHON3) -m venv $(VENV)
+	$(PYTHON) -m pip install -q --upgrade pip
+	$(PYTHON) -m pip install -q -e 'clients/python[test]'
+	@touch $@
+
+build: system-deps
 	$(SWIFT) build
 
 run: build
 	@mkdir -p $(DOCUMENTS)
-	$(SWIFT) run canvasd
+	$(SWIFT) run canvasd --documents $(DOCUMENTS)
 
-test: test-swift
+test: test-swift test-python
 
-test-swift: deps
+test-swift: system-deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test
 
-bench: build
-	@echo "no benchmarks yet"
+test-python: build python-deps
+	CANVASD=$(CANVASD) $(PYTHON) -m pytest -q clients/python/tests
+
+bench: system-deps
+	$(SWIFT) build -c release
+	.build/release/canvasbench latency
 
 clean:
-	rm -rf .build
+	rm -rf .build $(VENV)

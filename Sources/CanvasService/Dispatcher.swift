@@ -98,7 +98,8 @@ public final class Dispatcher {
                 sessions[sessionID] = session
                 return cached
             case .reused:
-                throw ProtocolError(.invalidRequest, "id \(request.id) was already used for a different request in this session",
+                // Well-formed, but it clashes with what the session already holds under that id.
+                throw ProtocolError(.conflict, "id \(request.id) was already used for a different request in this session",
                                     data: ["id": request.id.json])
             case .miss:
                 break

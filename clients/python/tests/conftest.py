@@ -1,0 +1,84 @@
+"""Fixtures that start a real canvasd on ipc:// endpoints in a fresh folder."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Iterator, List
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from canvasbridge import CanvasClient, CanvasTimeout  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def canvasd_path() -> Path:
+    """$CANVASD, or the debug build beside the package."""
+    if "CANVASD" in os.environ:
+        return Path(os.environ["CANVASD"])
+    return ROOT / ".build" / "debug" / "canvasd"
+
+
+class Server:
+    """One canvasd process; ``stop()`` sends SIGTERM and returns the exit status."""
+
+    def __init__(self, folder: Path, arguments: List[str] = ()):
+        self.folder = folder
+        self.endpoint = f"ipc://{folder}/requests"
+        self.events = f"ipc://{folder}/events"
+        self.documents = folder / "documents"
+        self.documents.mkdir(exist_ok=True)
+        self.log = folder / "canvasd.log"
+        executable = canvasd_path()
+        if not executable.exists():
+            pytest.fail(f"no canvasd at {executable}: run `swift build` first (make test does)")
+        with open(self.log, "wb") as log:
+            self.process = subprocess.Popen(
+                [str(executable), "--endpoint", self.endpoint, "--events", self.events,
+                 "--documents", str(self.documents), *arguments],
+                stdout=log, stderr=subprocess.STDOUT)
+        self._wait_until_serving()
+
+    def _wait_until_serving(self) -> None:
+        with CanvasClient(self.endpoint, timeout=0.2, retries=0) as client:
+            for _ in range(50):
+                try:
+                    client.hello()
+                    return
+                except CanvasTimeout:
+                    if self.process.poll() is not None:
+                        break
+        raise RuntimeError(f"canvasd did not start:\n{self.log.read_text()}")
+
+    def client(self, **kwargs) -> CanvasClient:
+        return CanvasClient(self.endpoint, **kwargs)
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return self.process.returncode
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    running = Server(tmp_path)
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def client(server: Server) -> Iterator[CanvasClient]:
+    with server.client() as c:
+        yield c
