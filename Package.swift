@@ -67,6 +67,15 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Benchmarks, each against a baseline measured in the same run.
+        .executableTarget(
+            name: "canvasbench",
+            dependencies: [
+                "CanvasClient", "CanvasProtocol", "ZeroMQ",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "CanvasCoreTests",
             dependencies: [
@@ -76,6 +85,7 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        .testTarget(name: "CanvasProtocolTests", dependencies: ["CanvasProtocol"], swiftSettings: swiftSettings),
         .testTarget(
             name: "CanvasServiceTests",
             dependencies: ["CanvasClient", "CanvasProtocol", "ZeroMQ", "canvasd"],

@@ -104,7 +104,7 @@ extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, Ex
 public enum JSONCodec {
     /// Parses one JSON document. Invalid UTF-8, trailing garbage, `NaN` and the like all fail.
     public static func parse(_ bytes: [UInt8]) throws -> JSONValue {
-        try JSONDecoder().decode(JSONValue.self, from: Data(bytes))
+        try JSONParser.parse(bytes)
     }
 
     /// Writes compact JSON with keys in sorted order, so equal values give equal bytes.
@@ -117,7 +117,7 @@ public enum JSONCodec {
 
     /// Any Encodable value as a JSONValue (through JSONEncoder, so its own coding rules apply).
     public static func value(of encodable: some Encodable) throws -> JSONValue {
-        try JSONDecoder().decode(JSONValue.self, from: JSONEncoder().encode(encodable))
+        try JSONParser.parse(Array(JSONEncoder().encode(encodable)))
     }
 
     /// Decodes a typed value from a JSONValue, running the type's own validation.
@@ -162,6 +162,12 @@ public enum JSONCodec {
 
     private static func writeString(_ string: String, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
+        // Most strings (keys, states, ids) need no escape: copy them whole.
+        if !string.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+            out.append(contentsOf: string.utf8)
+            out.append(UInt8(ascii: "\""))
+            return
+        }
         for byte in string.utf8 {
             switch byte {
             case UInt8(ascii: "\""): out += [UInt8(ascii: "\\"), UInt8(ascii: "\"")]

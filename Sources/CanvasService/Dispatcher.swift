@@ -41,6 +41,8 @@ public final class Dispatcher {
         "drawing.undo", "drawing.redo", "drawing.clear", "drawing.erase",
     ]
 
+    private static let methodNames = Set(methods)
+
     public init(configuration: ServiceConfiguration, logger: Logger) {
         self.limits = configuration.limits
         self.idleTimeout = configuration.idleTimeout
@@ -80,22 +82,25 @@ public final class Dispatcher {
             case "session.open": return ReplyEncoder.success(id: request.id, result: try openSession(params))
             default: break
             }
-            guard Self.methods.contains(request.method) else {
+            guard Self.methodNames.contains(request.method) else {
                 throw ProtocolError(.methodNotFound, "no method \"\(request.method)\"", data: ["method": .string(request.method)])
             }
             guard let sessionID = request.session else {
                 throw ProtocolError(.invalidRequest, "\(request.method) needs a session")
             }
-            guard var session = sessions[sessionID] else {
+            // Taken out of the table while it is worked on, so its buffers (the reply cache, the
+            // drawing) have one owner and change in place instead of being copied per request.
+            guard var session = sessions.removeValue(forKey: sessionID) else {
                 throw ProtocolError(.unknownSession, "no session \"\(sessionID)\": never opened, closed, or expired",
                                     data: ["session": .string(sessionID)])
             }
+            var closing = false
+            defer { if !closing { sessions[sessionID] = session } }
+            session.lastActive = now
             // A retry of a request already answered gets the same reply, and nothing runs twice.
             let fingerprint = JSONCodec.serialize(["method": .string(request.method), "params": .object(request.params)])
             switch session.replies.lookup(request.id, request: fingerprint) {
             case .retry(let cached):
-                session.lastActive = now
-                sessions[sessionID] = session
                 return cached
             case .reused:
                 // Well-formed, but it clashes with what the session already holds under that id.
@@ -110,12 +115,10 @@ public final class Dispatcher {
             } catch {
                 reply = ReplyEncoder.failure(id: request.id, error: error)
             }
-            session.lastActive = now
             session.replies.store(reply, for: request.id, request: fingerprint)
             if request.method == "session.close" {
+                closing = true
                 closeSession(sessionID, event: "session.closed", last: session)
-            } else {
-                sessions[sessionID] = session
             }
             return reply
         } catch {

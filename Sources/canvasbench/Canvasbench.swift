@@ -1,0 +1,56 @@
+import ArgumentParser
+import Foundation
+
+@main
+struct Canvasbench: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "canvasbench",
+        abstract: "Benchmarks for canvas bridge, each next to a baseline measured in the same run.",
+        subcommands: [Latency.self, Echo.self]
+    )
+}
+
+/// The binaries built beside this one.
+enum Sibling {
+    static func path(_ name: String) -> String {
+        URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+            .deletingLastPathComponent().appendingPathComponent(name).path
+    }
+}
+
+/// A child process stopped (SIGTERM, then SIGKILL) when the benchmark is done with it.
+final class Child {
+    let process = Process()
+
+    init(_ executable: String, _ arguments: [String]) throws {
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+    }
+
+    func stop() {
+        guard process.isRunning else { return }
+        process.terminate()
+        let deadline = Date().addingTimeInterval(3)
+        while process.isRunning && Date() < deadline { usleep(10_000) }
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+    }
+
+    deinit { stop() }
+}
+
+/// Summary statistics of a set of samples.
+struct Stats {
+    let sorted: [Double]
+    init(_ samples: [Double]) { sorted = samples.sorted() }
+    func percentile(_ p: Double) -> Double {
+        guard !sorted.isEmpty else { return .nan }
+        return sorted[min(sorted.count - 1, Int((Double(sorted.count) * p / 100).rounded(.down)))]
+    }
+    var median: Double { percentile(50) }
+}
+
+func format(_ value: Double, _ digits: Int = 1) -> String { String(format: "%.\(digits)f", value) }
