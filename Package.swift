@@ -29,6 +29,16 @@ let package = Package(
         .target(name: "CanvasModel", dependencies: ["CanvasCore"], swiftSettings: swiftSettings),
         .systemLibrary(name: "CZeroMQ", pkgConfig: "libzmq", providers: [.apt(["libzmq3-dev"])]),
         .systemLibrary(name: "CCairo", pkgConfig: "cairo", providers: [.apt(["libcairo2-dev"])]),
+        // PDF surgery over libqpdf behind a C API that catches every C++ exception.
+        .target(
+            name: "CPDFSurgery",
+            cxxSettings: [.unsafeFlags(["-std=c++17"]), .define("POINTERHOLDER_TRANSITION", to: "4")],
+            linkerSettings: [.linkedLibrary("qpdf")]
+        ),
+        .target(name: "PDFSurgery", dependencies: ["CPDFSurgery"], swiftSettings: swiftSettings),
+        // Documents: .pdf and .yianazip files in one folder, flattening, atomic saves, revisions.
+        .target(name: "DocumentStore", dependencies: ["CanvasCore", "CanvasProtocol", "InkRendering", "PDFSurgery"],
+                swiftSettings: swiftSettings),
         // A thin, owning layer over libzmq: typed errors, no raw pointers in its API.
         .target(name: "ZeroMQ", dependencies: ["CZeroMQ"], swiftSettings: swiftSettings),
         // The wire: envelope, JSON codec, error codes, params. No sockets.
@@ -83,6 +93,11 @@ let package = Package(
                 "CanvasModel",
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "DocumentStoreTests",
+            dependencies: ["DocumentStore", "PDFSurgery", "CanvasCore", "CanvasProtocol"],
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "CanvasProtocolTests", dependencies: ["CanvasProtocol"], swiftSettings: swiftSettings),

@@ -42,6 +42,29 @@ public enum InkRenderer {
         return sink.bytes
     }
 
+    /// A one-page PDF, `width` × `height` points, with the drawing in display points (origin
+    /// top-left, y down): the overlay that flattening places on a page.
+    public static func pdf(_ drawing: Drawing, width: Double, height: Double) throws(RenderError) -> [UInt8] {
+        let sink = ByteSink()
+        let surface = cairo_pdf_surface_create_for_stream({ closure, data, length in
+            let sink = Unmanaged<ByteSink>.fromOpaque(closure!).takeUnretainedValue()
+            sink.bytes.append(contentsOf: UnsafeBufferPointer(start: data, count: Int(length)))
+            return CAIRO_STATUS_SUCCESS
+        }, Unmanaged.passUnretained(sink).toOpaque(), width, height)
+        guard let surface else { throw RenderError("create PDF surface", CAIRO_STATUS_NO_MEMORY) }
+        try check(cairo_surface_status(surface), "create \(width)×\(height) PDF surface")
+        let context = cairo_create(surface)!
+        draw(drawing, on: context)
+        let drawn = cairo_status(context)
+        cairo_destroy(context)
+        cairo_surface_finish(surface)
+        let finished = cairo_surface_status(surface)
+        cairo_surface_destroy(surface)
+        try check(drawn, "draw the ink")
+        try check(finished, "write the overlay PDF")
+        return sink.bytes
+    }
+
     /// The smallest size, from the origin, that shows everything drawn (at least 1 × 1).
     public static func extent(of drawing: Drawing) -> (width: Int, height: Int) {
         var maxX = 1.0, maxY = 1.0

@@ -1,0 +1,62 @@
+// PDF surgery over libqpdf, as a C API that Swift can call safely: every function catches
+// every C++ exception and reports it as a status and a message, so none ever reaches Swift
+// (where it would abort the process).
+#ifndef CANVAS_PDF_SURGERY_H
+#define CANVAS_PDF_SURGERY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    PS_OK = 0,
+    PS_DAMAGED = 1,      // not a PDF, or one that needs repair to be read
+    PS_ENCRYPTED = 2,    // encrypted: not served
+    PS_PAGE_RANGE = 3,   // no such page
+    PS_BAD_OVERLAY = 4,  // the overlay is not a one-page PDF
+    PS_INTERNAL = 5,     // anything else (the message says what)
+} ps_status;
+
+typedef struct ps_document ps_document;
+
+// A page as a viewer shows it: the visible box (CropBox within MediaBox) in default user space,
+// its rotation (0, 90, 180 or 270, clockwise), UserUnit, and the display size in points
+// (the box rotated and scaled by UserUnit).
+typedef struct {
+    double llx, lly, urx, ury;
+    int rotation;
+    double user_unit;
+    double display_width, display_height;
+} ps_page_info;
+
+// Opens the PDF that starts `offset` bytes into the file at `path` and runs to its end (a
+// .yianazip container holds one after its metadata; a .pdf file has offset 0).
+ps_status ps_open(const char *path, int64_t offset, ps_document **out, char *message, size_t message_size);
+void ps_close(ps_document *document);
+
+int ps_page_count(ps_document *document);
+ps_status ps_page_info_at(ps_document *document, int page, ps_page_info *out, char *message, size_t message_size);
+
+// The drawing JSON stored with the page's ink by an earlier flatten, if any. The caller frees
+// *bytes with ps_free; *length is 0 when the page has no ink of ours.
+ps_status ps_page_drawing(ps_document *document, int page, unsigned char **bytes, size_t *length, char *message, size_t message_size);
+
+// Places the one-page overlay PDF on `page`, replacing any ink an earlier flatten put there,
+// and returns the bytes of an incremental update: appended to the original PDF bytes they make
+// the new document. `drawing` (JSON) is stored with the ink for the next edit. The document
+// handle is spent afterwards: close it.
+ps_status ps_flatten_increment(ps_document *document, int page,
+                               const unsigned char *overlay, size_t overlay_length,
+                               const unsigned char *drawing, size_t drawing_length,
+                               unsigned char **bytes, size_t *length, char *message, size_t message_size);
+
+void ps_free(void *bytes);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,487 @@
+// PDF surgery for canvas bridge: inspect pages, and put ink on one page as an incremental
+// update, so the cost of a save follows the ink, not the size of the document.
+//
+// The ink arrives as a one-page PDF (drawn by Cairo in display points). It becomes a form
+// XObject placed into the page's visible box through /Rotate and /UserUnit; the page's own
+// content streams are kept as they are, bracketed by a `q` stream before and our drawing
+// stream after. The page records what we added under /CanvasBridgeInk, so a later edit
+// replaces our form instead of nesting a new one over it, and frees the old objects.
+
+#include "pdf_surgery.h"
+
+#include <qpdf/Buffer.hh>
+#include <qpdf/FileInputSource.hh>
+#include <qpdf/InputSource.hh>
+#include <qpdf/BufferInputSource.hh>
+#include <qpdf/QPDF.hh>
+#include <qpdf/QPDFExc.hh>
+#include <qpdf/QPDFObjectHandle.hh>
+#include <qpdf/QPDFPageDocumentHelper.hh>
+#include <qpdf/QPDFPageObjectHelper.hh>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+const char *const kMarker = "/CanvasBridgeInk";
+const char *const kFormName = "/CanvasBridgeInk";
+
+struct Failure : std::runtime_error {
+    ps_status status;
+    Failure(ps_status status, std::string const &message) : std::runtime_error(message), status(status) {}
+};
+
+// A window on a file: the PDF that starts `start` bytes in. QPDF sees offsets from the PDF's
+// first byte, which is what the incremental update's offsets must be relative to as well.
+class RegionInputSource : public InputSource {
+  public:
+    RegionInputSource(std::shared_ptr<InputSource> file, qpdf_offset_t start, qpdf_offset_t size)
+        : file_(std::move(file)), start_(start), size_(size) {}
+
+    qpdf_offset_t findAndSkipNextEOL() override {
+        file_->seek(start_ + position_, SEEK_SET);
+        qpdf_offset_t found = file_->findAndSkipNextEOL() - start_;
+        position_ = std::min(file_->tell() - start_, size_);
+        return std::min(found, size_);
+    }
+    std::string const &getName() const override { return file_->getName(); }
+    qpdf_offset_t tell() override { return position_; }
+    void seek(qpdf_offset_t offset, int whence) override {
+        switch (whence) {
+        case SEEK_SET: position_ = offset; break;
+        case SEEK_END: position_ = size_ + offset; break;
+        default: position_ += offset; break;
+        }
+        if (position_ < 0) throw std::runtime_error(getName() + ": seek before the start of the PDF");
+    }
+    void rewind() override { position_ = 0; }
+    size_t read(char *buffer, size_t length) override {
+        last_offset = position_;
+        if (position_ >= size_) return 0;
+        length = static_cast<size_t>(std::min<qpdf_offset_t>(static_cast<qpdf_offset_t>(length), size_ - position_));
+        file_->seek(start_ + position_, SEEK_SET);
+        size_t got = file_->read(buffer, length);
+        position_ += static_cast<qpdf_offset_t>(got);
+        return got;
+    }
+    void unreadCh(char) override {
+        if (position_ > 0) --position_;
+    }
+
+  private:
+    std::shared_ptr<InputSource> file_;
+    qpdf_offset_t start_, size_, position_ = 0;
+};
+
+struct Box {
+    double llx, lly, urx, ury;
+};
+
+Box normalized(QPDFObjectHandle rect, char const *what) {
+    if (!rect.isRectangle()) throw Failure(PS_DAMAGED, std::string("the page has no valid ") + what);
+    auto r = rect.getArrayAsRectangle();
+    return {std::min(r.llx, r.urx), std::min(r.lly, r.ury), std::max(r.llx, r.urx), std::max(r.lly, r.ury)};
+}
+
+}  // namespace
+
+struct ps_document {
+    std::shared_ptr<QPDF> pdf = std::make_shared<QPDF>();
+    std::string path;
+    qpdf_offset_t size = 0;
+    std::vector<QPDFPageObjectHelper> pages;
+    bool spent = false;
+};
+
+namespace {
+
+void report(char *message, size_t size, std::string const &text) {
+    if (message && size) std::snprintf(message, size, "%s", text.c_str());
+}
+
+// Runs `body`, turning every exception into a status and a message.
+template <typename Body>
+ps_status guarded(char *message, size_t size, ps_status fallback, Body body) {
+    try {
+        body();
+        return PS_OK;
+    } catch (Failure const &failure) {
+        report(message, size, failure.what());
+        return failure.status;
+    } catch (QPDFExc const &error) {
+        report(message, size, error.what());
+        return fallback;
+    } catch (std::exception const &error) {
+        report(message, size, error.what());
+        return fallback;
+    } catch (...) {
+        report(message, size, "unknown C++ exception");
+        return PS_INTERNAL;
+    }
+}
+
+QPDFPageObjectHelper &pageAt(ps_document *document, int page) {
+    if (page < 0 || page >= static_cast<int>(document->pages.size())) {
+        throw Failure(PS_PAGE_RANGE, "page " + std::to_string(page) + " is out of range: the document has " +
+                                         std::to_string(document->pages.size()) + " pages (numbered from 0)");
+    }
+    return document->pages[static_cast<size_t>(page)];
+}
+
+ps_page_info inspect(QPDFPageObjectHelper &page) {
+    Box media = normalized(page.getAttribute("/MediaBox", false), "MediaBox");
+    Box visible = media;
+    QPDFObjectHandle crop = page.getAttribute("/CropBox", false);
+    if (crop.isRectangle()) {
+        Box c = normalized(crop, "CropBox");
+        // The visible region is the CropBox clipped to the MediaBox.
+        visible = {std::max(c.llx, media.llx), std::max(c.lly, media.lly), std::min(c.urx, media.urx), std::min(c.ury, media.ury)};
+        if (visible.urx <= visible.llx || visible.ury <= visible.lly) visible = media;
+    }
+    if (visible.urx <= visible.llx || visible.ury <= visible.lly) throw Failure(PS_DAMAGED, "the page's MediaBox is empty");
+    int rotation = 0;
+    QPDFObjectHandle rotate = page.getAttribute("/Rotate", false);
+    if (rotate.isNumber()) {
+        // Only multiples of 90 are meaningful; viewers round others, and so do we.
+        long quarter = std::lround(rotate.getNumericValue() / 90.0);
+        rotation = static_cast<int>(((quarter % 4) + 4) % 4) * 90;
+    }
+    double unit = 1.0;
+    QPDFObjectHandle userUnit = page.getObjectHandle().getKey("/UserUnit");
+    if (userUnit.isNumber() && userUnit.getNumericValue() > 0) unit = userUnit.getNumericValue();
+    double width = visible.urx - visible.llx, height = visible.ury - visible.lly;
+    ps_page_info info{visible.llx, visible.lly, visible.urx, visible.ury, rotation, unit, 0, 0};
+    bool sideways = rotation == 90 || rotation == 270;
+    info.display_width = (sideways ? height : width) * unit;
+    info.display_height = (sideways ? width : height) * unit;
+    return info;
+}
+
+// The matrix from overlay space (display points, y up, origin at the displayed page's
+// bottom-left corner) to the page's default user space.
+std::string placement(ps_page_info const &p) {
+    double s = 1.0 / p.user_unit;
+    double w = p.urx - p.llx, h = p.ury - p.lly;
+    double m[6];
+    switch (p.rotation) {
+    case 90: m[0] = 0; m[1] = s; m[2] = -s; m[3] = 0; m[4] = p.llx + w; m[5] = p.lly; break;
+    case 180: m[0] = -s; m[1] = 0; m[2] = 0; m[3] = -s; m[4] = p.llx + w; m[5] = p.lly + h; break;
+    case 270: m[0] = 0; m[1] = -s; m[2] = s; m[3] = 0; m[4] = p.llx; m[5] = p.lly + h; break;
+    default: m[0] = s; m[1] = 0; m[2] = 0; m[3] = s; m[4] = p.llx; m[5] = p.lly; break;
+    }
+    std::ostringstream out;
+    out.precision(10);
+    out << "Q\nq\n";
+    for (double v : m) out << (std::fabs(v) < 1e-12 ? 0.0 : v) << ' ';
+    out << "cm\n" << kFormName << " Do\nQ\n";
+    return out.str();
+}
+
+// Every indirect object reachable from `root`, for freeing what an earlier edit added. Only
+// our own objects are walked: the form Cairo drew and what it uses, none of which points back
+// into the document.
+void collect(QPDFObjectHandle root, std::set<QPDFObjGen> &seen) {
+    std::vector<QPDFObjectHandle> queue{root};
+    while (!queue.empty()) {
+        QPDFObjectHandle h = queue.back();
+        queue.pop_back();
+        if (h.isIndirect()) {
+            if (!seen.insert(h.getObjGen()).second) continue;
+        }
+        if (h.isStream()) {
+            queue.push_back(h.getDict());
+        } else if (h.isDictionary()) {
+            for (auto &entry : h.getDictAsMap()) queue.push_back(entry.second);
+        } else if (h.isArray()) {
+            for (auto &item : h.getArrayAsVector()) queue.push_back(item);
+        }
+    }
+}
+
+// The byte offset of the last cross-reference section, read from the end of the PDF.
+qpdf_offset_t lastStartXref(ps_document *document, bool &isStream) {
+    FileInputSource file(document->path.c_str());
+    qpdf_offset_t start = 0;
+    // The PDF is the tail of the file; look at its last kilobytes.
+    file.seek(0, SEEK_END);
+    qpdf_offset_t end = file.tell();
+    start = end - document->size;
+    qpdf_offset_t from = std::max(start, end - 4096);
+    std::string tail(static_cast<size_t>(end - from), '\0');
+    file.seek(from, SEEK_SET);
+    tail.resize(file.read(tail.data(), tail.size()));
+    size_t at = tail.rfind("startxref");
+    if (at == std::string::npos) throw Failure(PS_DAMAGED, "no startxref at the end of the PDF");
+    qpdf_offset_t offset = std::strtoll(tail.c_str() + at + 9, nullptr, 10);
+    char head[5] = {0};
+    file.seek(start + offset, SEEK_SET);
+    file.read(head, 4);
+    isStream = std::strncmp(head, "xref", 4) != 0;
+    return offset;
+}
+
+std::string objectBody(QPDFObjectHandle h) {
+    if (!h.isStream()) return h.unparseResolved();
+    std::shared_ptr<Buffer> data = h.getRawStreamData();
+    QPDFObjectHandle dict = h.getDict().shallowCopy();
+    dict.replaceKey("/Length", QPDFObjectHandle::newInteger(static_cast<long long>(data->getSize())));
+    std::string body = dict.unparseResolved();
+    body += "\nstream\n";
+    body.append(reinterpret_cast<char const *>(data->getBuffer()), data->getSize());
+    body += "\nendstream";
+    return body;
+}
+
+void bigEndian(std::string &out, unsigned long long value, int width) {
+    for (int i = width - 1; i >= 0; --i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xFF));
+}
+
+}  // namespace
+
+extern "C" {
+
+ps_status ps_open(const char *path, int64_t offset, ps_document **out, char *message, size_t message_size) {
+    *out = nullptr;
+    auto document = std::make_unique<ps_document>();
+    ps_status status = guarded(message, message_size, PS_DAMAGED, [&] {
+        document->path = path;
+        auto file = std::make_shared<FileInputSource>(path);
+        file->seek(0, SEEK_END);
+        qpdf_offset_t total = file->tell();
+        if (offset < 0 || offset > total) throw Failure(PS_DAMAGED, "the PDF's offset is outside the file");
+        document->size = total - offset;
+        auto region = std::make_shared<RegionInputSource>(file, offset, document->size);
+        document->pdf->setSuppressWarnings(true);
+        // A file that only reads after repair has no trustworthy offsets to append an update
+        // to; such files are refused rather than rewritten behind the user's back.
+        document->pdf->setAttemptRecovery(false);
+        document->pdf->processInputSource(region);
+        if (document->pdf->isEncrypted()) throw Failure(PS_ENCRYPTED, "the PDF is encrypted; encrypted documents are not served");
+        document->pages = QPDFPageDocumentHelper(*document->pdf).getAllPages();
+        if (document->pdf->anyWarnings()) throw Failure(PS_DAMAGED, "the PDF is damaged (qpdf had to work around errors reading it)");
+    });
+    if (status == PS_OK) *out = document.release();
+    return status;
+}
+
+void ps_close(ps_document *document) { delete document; }
+
+int ps_page_count(ps_document *document) { return static_cast<int>(document->pages.size()); }
+
+ps_status ps_page_info_at(ps_document *document, int page, ps_page_info *out, char *message, size_t message_size) {
+    return guarded(message, message_size, PS_DAMAGED, [&] { *out = inspect(pageAt(document, page)); });
+}
+
+ps_status ps_page_drawing(ps_document *document, int page, unsigned char **bytes, size_t *length, char *message, size_t message_size) {
+    *bytes = nullptr;
+    *length = 0;
+    return guarded(message, message_size, PS_DAMAGED, [&] {
+        QPDFObjectHandle marker = pageAt(document, page).getObjectHandle().getKey(kMarker);
+        if (!marker.isDictionary()) return;
+        QPDFObjectHandle drawing = marker.getKey("/Drawing");
+        if (!drawing.isStream()) return;
+        std::shared_ptr<Buffer> data = drawing.getStreamData(qpdf_dl_generalized);
+        *bytes = static_cast<unsigned char *>(std::malloc(std::max<size_t>(1, data->getSize())));
+        if (!*bytes) throw std::bad_alloc();
+        std::memcpy(*bytes, data->getBuffer(), data->getSize());
+        *length = data->getSize();
+    });
+}
+
+ps_status ps_flatten_increment(ps_document *document, int page, const unsigned char *overlay, size_t overlay_length,
+                               const unsigned char *drawing, size_t drawing_length, unsigned char **bytes, size_t *length,
+                               char *message, size_t message_size) {
+    *bytes = nullptr;
+    *length = 0;
+    return guarded(message, message_size, PS_INTERNAL, [&] {
+        if (document->spent) throw Failure(PS_INTERNAL, "this document handle was already used for a flatten");
+        document->spent = true;
+        QPDF &pdf = *document->pdf;
+        QPDFPageObjectHelper &target = pageAt(document, page);
+        ps_page_info info = inspect(target);
+        QPDFObjectHandle pageObject = target.getObjectHandle();
+
+        bool xrefIsStream = false;
+        qpdf_offset_t previousXref = lastStartXref(document, xrefIsStream);
+        QPDFObjectHandle trailer = pdf.getTrailer();
+        int firstNew = pdf.getObjectCount() + 1;
+
+        // The overlay: Cairo's one page, as a form XObject without its transparency group, so
+        // that a multiply blend multiplies with the page below instead of with nothing.
+        QPDF ink;
+        ink.setSuppressWarnings(true);
+        std::string overlayName = "canvas overlay";
+        ink.processMemoryFile(overlayName.c_str(), reinterpret_cast<char const *>(overlay), overlay_length);
+        std::vector<QPDFPageObjectHelper> inkPages = QPDFPageDocumentHelper(ink).getAllPages();
+        if (inkPages.size() != 1) throw Failure(PS_BAD_OVERLAY, "the overlay must have exactly one page");
+        QPDFObjectHandle form = inkPages[0].getFormXObjectForPage(false);
+        form.getDict().removeKey("/Group");
+        form = pdf.copyForeignObject(ink.makeIndirectObject(form));
+
+        // What an earlier edit added goes: its form and everything under it, its drawing, and
+        // its closing stream. The `q` stream before the page's content is kept.
+        std::set<QPDFObjGen> freed;
+        QPDFObjectHandle contents = pageObject.getKey("/Contents");
+        std::vector<QPDFObjectHandle> original =
+            contents.isArray() ? contents.getArrayAsVector() : std::vector<QPDFObjectHandle>{contents};
+        QPDFObjectHandle opening;
+        QPDFObjectHandle marker = pageObject.getKey(kMarker);
+        if (marker.isDictionary()) {
+            opening = marker.getKey("/Open");
+            QPDFObjectHandle closing = marker.getKey("/Close");
+            collect(marker.getKey("/Form"), freed);
+            collect(marker.getKey("/Drawing"), freed);
+            if (closing.isIndirect()) freed.insert(closing.getObjGen());
+            std::vector<QPDFObjectHandle> kept;
+            for (auto &stream : original) {
+                bool ours = stream.isIndirect() && ((opening.isIndirect() && stream.getObjGen() == opening.getObjGen()) ||
+                                                    (closing.isIndirect() && stream.getObjGen() == closing.getObjGen()));
+                if (!ours) kept.push_back(stream);
+            }
+            original = kept;
+        }
+        if (!opening.isStream()) opening = pdf.makeIndirectObject(QPDFObjectHandle::newStream(&pdf, "q\n"));
+        QPDFObjectHandle closing = pdf.makeIndirectObject(QPDFObjectHandle::newStream(&pdf, placement(info)));
+        QPDFObjectHandle stored = pdf.makeIndirectObject(
+            QPDFObjectHandle::newStream(&pdf, std::string(reinterpret_cast<char const *>(drawing), drawing_length)));
+
+        std::vector<QPDFObjectHandle> streams{opening};
+        for (auto &stream : original) {
+            if (!stream.isNull()) streams.push_back(stream);
+        }
+        streams.push_back(closing);
+        pageObject.replaceKey("/Contents", QPDFObjectHandle::newArray(streams));
+
+        // The page's own resources, copied if it shares or inherits them, get our form.
+        QPDFObjectHandle resources = target.getAttribute("/Resources", true);
+        if (!resources.isDictionary()) {
+            resources = QPDFObjectHandle::newDictionary();
+            pageObject.replaceKey("/Resources", resources);
+        }
+        QPDFObjectHandle xobjects = resources.getKey("/XObject");
+        xobjects = xobjects.isDictionary() ? xobjects.shallowCopy() : QPDFObjectHandle::newDictionary();
+        xobjects.replaceKey(kFormName, form);
+        resources.replaceKey("/XObject", xobjects);
+
+        QPDFObjectHandle record = QPDFObjectHandle::newDictionary();
+        record.replaceKey("/Form", form);
+        record.replaceKey("/Open", opening);
+        record.replaceKey("/Close", closing);
+        record.replaceKey("/Drawing", stored);
+        pageObject.replaceKey(kMarker, record);
+
+        // Objects to write: the page, and every object made since the document was read.
+        std::vector<QPDFObjectHandle> written{pageObject};
+        int lastNew = pdf.getObjectCount();
+        for (int id = firstNew; id <= lastNew; ++id) {
+            QPDFObjectHandle h = pdf.getObjectByID(id, 0);
+            if (!h.isNull()) written.push_back(h);
+        }
+        freed.erase(opening.getObjGen());
+
+        std::string out = "\n";
+        std::map<int, std::pair<qpdf_offset_t, int>> entries;  // id -> (offset, generation); offset -1 is free
+        for (auto &h : written) {
+            QPDFObjGen og = h.getObjGen();
+            entries[og.getObj()] = {document->size + static_cast<qpdf_offset_t>(out.size()), og.getGen()};
+            out += std::to_string(og.getObj()) + " " + std::to_string(og.getGen()) + " obj\n" + objectBody(h) + "\nendobj\n";
+        }
+        for (auto const &og : freed) {
+            if (!entries.count(og.getObj())) entries[og.getObj()] = {-1, og.getGen() + 1};
+        }
+
+        int size = std::max(lastNew + 1, trailer.getKey("/Size").isInteger() ? trailer.getKey("/Size").getIntValueAsInt() : 0);
+        qpdf_offset_t xrefAt = document->size + static_cast<qpdf_offset_t>(out.size());
+        // Subsections of consecutive ids.
+        std::vector<std::pair<int, int>> runs;
+        for (auto const &entry : entries) {
+            if (!runs.empty() && runs.back().first + runs.back().second == entry.first) {
+                ++runs.back().second;
+            } else {
+                runs.push_back({entry.first, 1});
+            }
+        }
+        QPDFObjectHandle root = trailer.getKey("/Root"), infoDict = trailer.getKey("/Info"), id = trailer.getKey("/ID");
+        if (!xrefIsStream) {
+            out += "xref\n";
+            for (auto const &run : runs) {
+                out += std::to_string(run.first) + " " + std::to_string(run.second) + "\n";
+                for (int objectID = run.first; objectID < run.first + run.second; ++objectID) {
+                    auto const &e = entries[objectID];
+                    char line[32];
+                    if (e.first < 0) {
+                        std::snprintf(line, sizeof line, "%010d %05d f\r\n", 0, std::min(e.second, 65535));
+                    } else {
+                        std::snprintf(line, sizeof line, "%010lld %05d n\r\n", static_cast<long long>(e.first), e.second);
+                    }
+                    out += line;
+                }
+            }
+            QPDFObjectHandle next = QPDFObjectHandle::newDictionary();
+            next.replaceKey("/Size", QPDFObjectHandle::newInteger(size));
+            next.replaceKey("/Root", root);
+            if (!infoDict.isNull()) next.replaceKey("/Info", infoDict);
+            if (!id.isNull()) next.replaceKey("/ID", id);
+            next.replaceKey("/Prev", QPDFObjectHandle::newInteger(previousXref));
+            out += "trailer\n" + next.unparse() + "\n";
+        } else {
+            // The document uses a cross-reference stream: the update does too, with its own
+            // entry, so older readers and newer ones agree.
+            int self = size++;
+            entries[self] = {xrefAt, 0};
+            if (!runs.empty() && runs.back().first + runs.back().second == self) {
+                ++runs.back().second;
+            } else {
+                runs.push_back({self, 1});
+            }
+            std::string table;
+            QPDFObjectHandle index = QPDFObjectHandle::newArray();
+            for (auto const &run : runs) {
+                index.appendItem(QPDFObjectHandle::newInteger(run.first));
+                index.appendItem(QPDFObjectHandle::newInteger(run.second));
+                for (int objectID = run.first; objectID < run.first + run.second; ++objectID) {
+                    auto const &e = entries[objectID];
+                    table.push_back(e.first < 0 ? 0 : 1);
+                    bigEndian(table, e.first < 0 ? 0ULL : static_cast<unsigned long long>(e.first), 8);
+                    bigEndian(table, static_cast<unsigned long long>(std::min(e.second, 65535)), 2);
+                }
+            }
+            QPDFObjectHandle dict = QPDFObjectHandle::newDictionary();
+            dict.replaceKey("/Type", QPDFObjectHandle::newName("/XRef"));
+            dict.replaceKey("/Size", QPDFObjectHandle::newInteger(size));
+            dict.replaceKey("/Index", index);
+            QPDFObjectHandle widths = QPDFObjectHandle::newArray();
+            widths.appendItem(QPDFObjectHandle::newInteger(1));
+            widths.appendItem(QPDFObjectHandle::newInteger(8));
+            widths.appendItem(QPDFObjectHandle::newInteger(2));
+            dict.replaceKey("/W", widths);
+            dict.replaceKey("/Root", root);
+            if (!infoDict.isNull()) dict.replaceKey("/Info", infoDict);
+            if (!id.isNull()) dict.replaceKey("/ID", id);
+            dict.replaceKey("/Prev", QPDFObjectHandle::newInteger(previousXref));
+            dict.replaceKey("/Length", QPDFObjectHandle::newInteger(static_cast<long long>(table.size())));
+            out += std::to_string(self) + " 0 obj\n" + dict.unparse() + "\nstream\n" + table + "\nendstream\nendobj\n";
+        }
+        out += "startxref\n" + std::to_string(xrefAt) + "\n%%EOF\n";
+
+        *bytes = static_cast<unsigned char *>(std::malloc(out.size()));
+        if (!*bytes) throw std::bad_alloc();
+        std::memcpy(*bytes, out.data(), out.size());
+        *length = out.size();
+    });
+}
+
+void ps_free(void *bytes) { std::free(bytes); }
+
+}  // extern "C"

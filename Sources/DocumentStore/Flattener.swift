@@ -1,0 +1,80 @@
+public import CanvasCore
+import Foundation
+import InkRendering
+public import PDFSurgery
+
+/// What flattening needs from a document file: where its PDF starts.
+public struct PDFLocation: Sendable {
+    public let path: String
+    /// Bytes before the PDF (a .yianazip container's metadata and separator); 0 for a .pdf.
+    public let offset: Int64
+
+    public init(path: String, offset: Int64 = 0) {
+        self.path = path
+        self.offset = offset
+    }
+}
+
+/// Why a flatten failed.
+public enum FlattenError: Error, Sendable, CustomStringConvertible {
+    case pdf(PDFError)
+    case render(String)
+    case storedDrawing(String)
+
+    public var description: String {
+        switch self {
+        case .pdf(let error): return error.description
+        case .render(let message): return "render the ink: \(message)"
+        case .storedDrawing(let message): return "read the ink already on the page: \(message)"
+        }
+    }
+}
+
+/// Turns a drawing into the bytes that put it on a page.
+///
+/// The ink already on the page (from earlier flattens) is read back, the new drawing is added
+/// to it, and the whole is drawn again as one overlay that replaces the old one: repeated edits
+/// keep one form and one copy of the font, and nothing drifts, because every stroke is drawn
+/// from the coordinates it was made with.
+public enum Flattener {
+    public struct Increment: Sendable {
+        /// Append these to the PDF's bytes.
+        public let bytes: [UInt8]
+        public let pageCount: Int
+        /// Everything now on the page: the earlier ink and this drawing.
+        public let drawing: Drawing
+    }
+
+    public static func increment(_ location: PDFLocation, page: Int, adding drawing: Drawing) throws(FlattenError) -> Increment {
+        do {
+            let file = try PDFFile(path: location.path, offset: location.offset)
+            let geometry = try file.page(page)
+            var combined = drawing
+            if let stored = try file.storedDrawing(page: page) {
+                do {
+                    let earlier = try JSONDecoder().decode(Drawing.self, from: Data(stored))
+                    combined = Drawing(strokes: earlier.strokes + drawing.strokes, texts: earlier.texts + drawing.texts)
+                } catch {
+                    throw FlattenError.storedDrawing("\(error)")
+                }
+            }
+            let overlay: [UInt8]
+            do {
+                overlay = try InkRenderer.pdf(combined, width: geometry.width, height: geometry.height)
+            } catch {
+                throw FlattenError.render(error.description)
+            }
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            let json = Array((try? encoder.encode(combined)) ?? Data())
+            let bytes = try file.flattenIncrement(page: page, overlay: overlay, drawing: json)
+            return Increment(bytes: bytes, pageCount: file.pageCount, drawing: combined)
+        } catch let error as FlattenError {
+            throw error
+        } catch let error as PDFError {
+            throw .pdf(error)
+        } catch {
+            throw .render("\(error)")
+        }
+    }
+}

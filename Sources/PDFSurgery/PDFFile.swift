@@ -1,0 +1,96 @@
+internal import CPDFSurgery
+
+/// Why a PDF could not be read or changed: the kind, what was being done, and qpdf's message.
+public struct PDFError: Error, Sendable, Equatable, CustomStringConvertible {
+    public enum Kind: String, Sendable {
+        case damaged, encrypted, pageOutOfRange, badOverlay, `internal`
+    }
+    public let kind: Kind
+    public let operation: String
+    public let message: String
+
+    public var description: String { "\(operation): \(message)" }
+
+    init(_ status: ps_status, _ operation: String, _ buffer: [CChar]) {
+        switch status {
+        case PS_DAMAGED: kind = .damaged
+        case PS_ENCRYPTED: kind = .encrypted
+        case PS_PAGE_RANGE: kind = .pageOutOfRange
+        case PS_BAD_OVERLAY: kind = .badOverlay
+        default: kind = .internal
+        }
+        self.operation = operation
+        message = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}
+
+/// A page as a viewer shows it. `width` and `height` are display points (after `/Rotate`, with
+/// UserUnit applied): the space drawings are made in.
+public struct PageGeometry: Sendable, Equatable {
+    /// The visible box (CropBox within MediaBox) in the page's default user space.
+    public let box: (llx: Double, lly: Double, urx: Double, ury: Double)
+    /// Clockwise degrees: 0, 90, 180 or 270.
+    public let rotation: Int
+    public let userUnit: Double
+    public let width: Double
+    public let height: Double
+
+    public static func == (a: PageGeometry, b: PageGeometry) -> Bool {
+        a.box == b.box && a.rotation == b.rotation && a.userUnit == b.userUnit && a.width == b.width && a.height == b.height
+    }
+}
+
+/// One PDF, open for reading through qpdf. Not Sendable: qpdf objects are not thread-safe.
+public final class PDFFile {
+    private let handle: OpaquePointer
+    public let path: String
+
+    /// Opens the PDF starting `offset` bytes into `path` (0 for a .pdf file).
+    public init(path: String, offset: Int64 = 0) throws(PDFError) {
+        var message = [CChar](repeating: 0, count: 1024)
+        var document: OpaquePointer?
+        let status = ps_open(path, offset, &document, &message, message.count)
+        guard status == PS_OK, let document else { throw PDFError(status, "open \(path)", message) }
+        handle = document
+        self.path = path
+    }
+
+    deinit { ps_close(handle) }
+
+    public var pageCount: Int { Int(ps_page_count(handle)) }
+
+    public func page(_ index: Int) throws(PDFError) -> PageGeometry {
+        var message = [CChar](repeating: 0, count: 1024)
+        var info = ps_page_info()
+        let status = ps_page_info_at(handle, Int32(clamping: index), &info, &message, message.count)
+        guard status == PS_OK else { throw PDFError(status, "read page \(index)", message) }
+        return PageGeometry(box: (info.llx, info.lly, info.urx, info.ury), rotation: Int(info.rotation),
+                            userUnit: info.user_unit, width: info.display_width, height: info.display_height)
+    }
+
+    /// The drawing an earlier flatten stored with the page's ink (JSON), or nil.
+    public func storedDrawing(page index: Int) throws(PDFError) -> [UInt8]? {
+        var message = [CChar](repeating: 0, count: 1024)
+        var bytes: UnsafeMutablePointer<UInt8>?
+        var length = 0
+        let status = ps_page_drawing(handle, Int32(clamping: index), &bytes, &length, &message, message.count)
+        defer { ps_free(bytes) }
+        guard status == PS_OK else { throw PDFError(status, "read the ink of page \(index)", message) }
+        guard let bytes, length > 0 else { return nil }
+        return Array(UnsafeBufferPointer(start: bytes, count: length))
+    }
+
+    /// The incremental update that puts `overlay` (a one-page PDF in display points) on the
+    /// page, replacing any ink of an earlier flatten, with `drawing` stored beside it. Append it
+    /// to this PDF's bytes. A file can make one increment; open it again for another.
+    public func flattenIncrement(page index: Int, overlay: [UInt8], drawing: [UInt8]) throws(PDFError) -> [UInt8] {
+        var message = [CChar](repeating: 0, count: 1024)
+        var bytes: UnsafeMutablePointer<UInt8>?
+        var length = 0
+        let status = ps_flatten_increment(handle, Int32(clamping: index), overlay, overlay.count, drawing, drawing.count,
+                                          &bytes, &length, &message, message.count)
+        defer { ps_free(bytes) }
+        guard status == PS_OK, let bytes else { throw PDFError(status, "place the ink on page \(index)", message) }
+        return Array(UnsafeBufferPointer(start: bytes, count: length))
+    }
+}

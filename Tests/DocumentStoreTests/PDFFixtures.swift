@@ -1,0 +1,139 @@
+import Foundation
+
+/// Small PDFs written byte by byte, so a test knows exactly what is on each page.
+enum PDFFixtures {
+    struct Page {
+        var mediaBox: [Double] = [0, 0, 612, 792]
+        var cropBox: [Double]? = nil
+        var rotate: Int? = nil
+        var userUnit: Double? = nil
+        /// Content stream operators (default user space).
+        var content = ""
+    }
+
+    /// A PDF with these pages; `Helvetica` is available to their content as /F1.
+    static func pdf(_ pages: [Page]) -> [UInt8] {
+        var objects: [String] = []
+        // 1: catalog, 2: pages, 3: font, then a page and its content per page.
+        let kids = pages.indices.map { "\(4 + 2 * $0) 0 R" }.joined(separator: " ")
+        objects.append("<< /Type /Catalog /Pages 2 0 R >>")
+        objects.append("<< /Type /Pages /Kids [\(kids)] /Count \(pages.count) >>")
+        objects.append("<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
+        for (index, page) in pages.enumerated() {
+            var dict = "<< /Type /Page /Parent 2 0 R /MediaBox \(array(page.mediaBox))"
+            if let crop = page.cropBox { dict += " /CropBox \(array(crop))" }
+            if let rotate = page.rotate { dict += " /Rotate \(rotate)" }
+            if let unit = page.userUnit { dict += " /UserUnit \(unit)" }
+            dict += " /Resources << /Font << /F1 3 0 R >> >> /Contents \(5 + 2 * index) 0 R >>"
+            objects.append(dict)
+            objects.append("<< /Length \(page.content.utf8.count) >>\nstream\n\(page.content)\nendstream")
+        }
+        var out = Array("%PDF-1.7\n%\u{e2}\u{e3}\u{cf}\u{d3}\n".utf8)
+        var offsets: [Int] = []
+        for (index, body) in objects.enumerated() {
+            offsets.append(out.count)
+            out += Array("\(index + 1) 0 obj\n\(body)\nendobj\n".utf8)
+        }
+        let xref = out.count
+        out += Array("xref\n0 \(objects.count + 1)\n0000000000 65535 f\r\n".utf8)
+        for offset in offsets { out += Array(String(format: "%010d 00000 n\r\n", offset).utf8) }
+        out += Array("trailer\n<< /Size \(objects.count + 1) /Root 1 0 R >>\nstartxref\n\(xref)\n%%EOF\n".utf8)
+        return out
+    }
+
+    private static func array(_ values: [Double]) -> String {
+        "[" + values.map { $0 == $0.rounded() ? String(Int($0)) : String($0) }.joined(separator: " ") + "]"
+    }
+
+    /// Black bars and text across the whole MediaBox, so that any movement of the original
+    /// content shows in a render.
+    static func busyContent(_ box: [Double]) -> String {
+        var ops = "0 g\n"
+        var y = box[1] + 20
+        while y < box[3] - 20 {
+            ops += "\(box[0] + 30) \(y) \(box[2] - box[0] - 60) 3 re f\n"
+            ops += "BT /F1 10 Tf \(box[0] + 40) \(y + 6) Td (The quick brown fox \(Int(y))) Tj ET\n"
+            y += 37
+        }
+        return ops
+    }
+}
+
+/// A page rendered by pdftoppm, as 8-bit RGB.
+struct Raster: Equatable {
+    let width: Int
+    let height: Int
+    let pixels: [UInt8]
+
+    func rgb(_ x: Int, _ y: Int) -> (Int, Int, Int) {
+        let i = (y * width + x) * 3
+        return (Int(pixels[i]), Int(pixels[i + 1]), Int(pixels[i + 2]))
+    }
+
+    /// Renders one page (numbered from 0) of the PDF at `path`, the visible box only.
+    static func render(_ path: String, page: Int, dpi: Double = 72) throws -> Raster {
+        let out = FileManager.default.temporaryDirectory.appendingPathComponent("render-\(UUID().uuidString)")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/pdftoppm")
+        process.arguments = ["-r", String(dpi), "-cropbox", "-aa", "no", "-aaVector", "no", "-f", String(page + 1), "-l", String(page + 1),
+                             "-singlefile", path, out.path]
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        let file = out.appendingPathExtension("ppm")
+        defer { try? FileManager.default.removeItem(at: file) }
+        guard process.terminationStatus == 0 else { throw RenderFailure(message: "pdftoppm exited \(process.terminationStatus) on \(path)") }
+        return try parsePPM(Array(Data(contentsOf: file)))
+    }
+
+    struct RenderFailure: Error { let message: String }
+
+    static func parsePPM(_ bytes: [UInt8]) throws -> Raster {
+        // P6 <w> <h> <max>\n then RGB bytes.
+        var fields: [String] = []
+        var index = 0
+        while fields.count < 4 {
+            while bytes[index] == 0x20 || bytes[index] == 0x0A { index += 1 }
+            var field = ""
+            while bytes[index] != 0x20 && bytes[index] != 0x0A { field.append(Character(UnicodeScalar(bytes[index]))); index += 1 }
+            fields.append(field)
+        }
+        index += 1
+        guard fields[0] == "P6", let width = Int(fields[1]), let height = Int(fields[2]) else { throw RenderFailure(message: "not a PPM") }
+        return Raster(width: width, height: height, pixels: Array(bytes[index..<(index + width * height * 3)]))
+    }
+}
+
+/// Where a render differs from another: the changed pixels, grouped into blobs.
+struct Difference {
+    var blobs: [(x: Double, y: Double, count: Int)] = []
+    var changed = 0
+
+    init(_ before: Raster, _ after: Raster) {
+        precondition(before.width == after.width && before.height == after.height, "renders of different sizes")
+        var mask = [Bool](repeating: false, count: before.width * before.height)
+        for i in 0..<mask.count where before.pixels[3 * i] != after.pixels[3 * i] || before.pixels[3 * i + 1] != after.pixels[3 * i + 1]
+            || before.pixels[3 * i + 2] != after.pixels[3 * i + 2] {
+            mask[i] = true
+            changed += 1
+        }
+        var seen = [Bool](repeating: false, count: mask.count)
+        for start in mask.indices where mask[start] && !seen[start] {
+            var stack = [start], sumX = 0.0, sumY = 0.0, count = 0
+            seen[start] = true
+            while let i = stack.popLast() {
+                let x = i % before.width, y = i / before.width
+                sumX += Double(x) + 0.5
+                sumY += Double(y) + 0.5
+                count += 1
+                for (dx, dy) in [(-1, 0), (1, 0), (0, -1), (0, 1)] {
+                    let nx = x + dx, ny = y + dy
+                    guard nx >= 0, ny >= 0, nx < before.width, ny < before.height else { continue }
+                    let j = ny * before.width + nx
+                    if mask[j] && !seen[j] { seen[j] = true; stack.append(j) }
+                }
+            }
+            blobs.append((sumX / Double(count), sumY / Double(count), count))
+        }
+    }
+}
