@@ -49,7 +49,7 @@ let package = Package(
         .target(
             name: "CanvasService",
             dependencies: [
-                "CanvasCore", "CanvasProtocol", "InkRendering", "ZeroMQ",
+                "CanvasCore", "CanvasProtocol", "DocumentStore", "InkRendering", "ZeroMQ",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings

@@ -18,6 +18,9 @@
 #include <qpdf/QPDFObjectHandle.hh>
 #include <qpdf/QPDFPageDocumentHelper.hh>
 #include <qpdf/QPDFPageObjectHelper.hh>
+#include <qpdf/QPDFWriter.hh>
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -98,9 +101,13 @@ Box normalized(QPDFObjectHandle rect, char const *what) {
 
 struct ps_document {
     std::shared_ptr<QPDF> pdf = std::make_shared<QPDF>();
+    // The overlay's own document: copied streams are read from it when the result is written.
+    std::shared_ptr<QPDF> ink;
     std::string path;
     qpdf_offset_t size = 0;
     std::vector<QPDFPageObjectHelper> pages;
+    // Read only after repair, or encrypted: its bytes cannot take an appended update.
+    bool needs_rewrite = false;
     bool spent = false;
 };
 
@@ -263,13 +270,19 @@ ps_status ps_open(const char *path, int64_t offset, ps_document **out, char *mes
         document->size = total - offset;
         auto region = std::make_shared<RegionInputSource>(file, offset, document->size);
         document->pdf->setSuppressWarnings(true);
-        // A file that only reads after repair has no trustworthy offsets to append an update
-        // to; such files are refused rather than rewritten behind the user's back.
-        document->pdf->setAttemptRecovery(false);
-        document->pdf->processInputSource(region);
-        if (document->pdf->isEncrypted()) throw Failure(PS_ENCRYPTED, "the PDF is encrypted; encrypted documents are not served");
+        try {
+            document->pdf->processInputSource(region);
+        } catch (QPDFExc const &error) {
+            if (error.getErrorCode() == qpdf_e_password) {
+                throw Failure(PS_ENCRYPTED, "the PDF is encrypted and needs a password; it is not served");
+            }
+            throw Failure(PS_DAMAGED, std::string("the PDF cannot be read: ") + error.what());
+        }
         document->pages = QPDFPageDocumentHelper(*document->pdf).getAllPages();
-        if (document->pdf->anyWarnings()) throw Failure(PS_DAMAGED, "the PDF is damaged (qpdf had to work around errors reading it)");
+        if (document->pages.empty()) throw Failure(PS_DAMAGED, "the PDF has no pages");
+        // Offsets repaired by qpdf, or encryption, rule out appending an update: such a
+        // document is written out whole (encrypted as it was) instead.
+        document->needs_rewrite = document->pdf->anyWarnings() || document->pdf->isEncrypted();
     });
     if (status == PS_OK) *out = document.release();
     return status;
@@ -299,12 +312,21 @@ ps_status ps_page_drawing(ps_document *document, int page, unsigned char **bytes
     });
 }
 
-ps_status ps_flatten_increment(ps_document *document, int page, const unsigned char *overlay, size_t overlay_length,
-                               const unsigned char *drawing, size_t drawing_length, unsigned char **bytes, size_t *length,
-                               char *message, size_t message_size) {
-    *bytes = nullptr;
-    *length = 0;
-    return guarded(message, message_size, PS_INTERNAL, [&] {
+}  // extern "C"
+
+namespace {
+
+// Puts the overlay on the page in `document`'s objects; says which objects changed and which
+// of an earlier edit's objects are no longer used.
+struct Applied {
+    int firstNew = 0;
+    QPDFObjectHandle page;
+    QPDFObjectHandle opening;
+    std::set<QPDFObjGen> freed;
+};
+
+Applied applyInk(ps_document *document, int page, const unsigned char *overlay, size_t overlay_length,
+                 const unsigned char *drawing, size_t drawing_length) {
         if (document->spent) throw Failure(PS_INTERNAL, "this document handle was already used for a flatten");
         document->spent = true;
         QPDF &pdf = *document->pdf;
@@ -312,14 +334,13 @@ ps_status ps_flatten_increment(ps_document *document, int page, const unsigned c
         ps_page_info info = inspect(target);
         QPDFObjectHandle pageObject = target.getObjectHandle();
 
-        bool xrefIsStream = false;
-        qpdf_offset_t previousXref = lastStartXref(document, xrefIsStream);
-        QPDFObjectHandle trailer = pdf.getTrailer();
-        int firstNew = pdf.getObjectCount() + 1;
+        Applied applied;
+        applied.firstNew = pdf.getObjectCount() + 1;
 
         // The overlay: Cairo's one page, as a form XObject without its transparency group, so
         // that a multiply blend multiplies with the page below instead of with nothing.
-        QPDF ink;
+        document->ink = std::make_shared<QPDF>();
+        QPDF &ink = *document->ink;
         ink.setSuppressWarnings(true);
         std::string overlayName = "canvas overlay";
         ink.processMemoryFile(overlayName.c_str(), reinterpret_cast<char const *>(overlay), overlay_length);
@@ -331,7 +352,7 @@ ps_status ps_flatten_increment(ps_document *document, int page, const unsigned c
 
         // What an earlier edit added goes: its form and everything under it, its drawing, and
         // its closing stream. The `q` stream before the page's content is kept.
-        std::set<QPDFObjGen> freed;
+        std::set<QPDFObjGen> &freed = applied.freed;
         QPDFObjectHandle contents = pageObject.getKey("/Contents");
         std::vector<QPDFObjectHandle> original =
             contents.isArray() ? contents.getArrayAsVector() : std::vector<QPDFObjectHandle>{contents};
@@ -381,14 +402,35 @@ ps_status ps_flatten_increment(ps_document *document, int page, const unsigned c
         record.replaceKey("/Drawing", stored);
         pageObject.replaceKey(kMarker, record);
 
+        applied.page = pageObject;
+        applied.opening = opening;
+        return applied;
+}
+
+}  // namespace
+
+extern "C" {
+
+ps_status ps_flatten_increment(ps_document *document, int page, const unsigned char *overlay, size_t overlay_length,
+                               const unsigned char *drawing, size_t drawing_length, unsigned char **bytes, size_t *length,
+                               char *message, size_t message_size) {
+    *bytes = nullptr;
+    *length = 0;
+    return guarded(message, message_size, PS_INTERNAL, [&] {
+        if (document->needs_rewrite) throw Failure(PS_INTERNAL, "this document must be rewritten whole, not appended to");
+        bool xrefIsStream = false;
+        qpdf_offset_t previousXref = lastStartXref(document, xrefIsStream);
+        QPDF &pdf = *document->pdf;
+        QPDFObjectHandle trailer = pdf.getTrailer();
+        Applied applied = applyInk(document, page, overlay, overlay_length, drawing, drawing_length);
         // Objects to write: the page, and every object made since the document was read.
-        std::vector<QPDFObjectHandle> written{pageObject};
+        std::vector<QPDFObjectHandle> written{applied.page};
         int lastNew = pdf.getObjectCount();
-        for (int id = firstNew; id <= lastNew; ++id) {
+        for (int id = applied.firstNew; id <= lastNew; ++id) {
             QPDFObjectHandle h = pdf.getObjectByID(id, 0);
             if (!h.isNull()) written.push_back(h);
         }
-        freed.erase(opening.getObjGen());
+        applied.freed.erase(applied.opening.getObjGen());
 
         std::string out = "\n";
         std::map<int, std::pair<qpdf_offset_t, int>> entries;  // id -> (offset, generation); offset -1 is free
@@ -397,7 +439,7 @@ ps_status ps_flatten_increment(ps_document *document, int page, const unsigned c
             entries[og.getObj()] = {document->size + static_cast<qpdf_offset_t>(out.size()), og.getGen()};
             out += std::to_string(og.getObj()) + " " + std::to_string(og.getGen()) + " obj\n" + objectBody(h) + "\nendobj\n";
         }
-        for (auto const &og : freed) {
+        for (auto const &og : applied.freed) {
             if (!entries.count(og.getObj())) entries[og.getObj()] = {-1, og.getGen() + 1};
         }
 
@@ -481,6 +523,25 @@ ps_status ps_flatten_increment(ps_document *document, int page, const unsigned c
         *length = out.size();
     });
 }
+
+ps_status ps_flatten_rewrite(ps_document *document, int page, const unsigned char *overlay, size_t overlay_length,
+                             const unsigned char *drawing, size_t drawing_length, int fd, char *message, size_t message_size) {
+    return guarded(message, message_size, PS_INTERNAL, [&] {
+        applyInk(document, page, overlay, overlay_length, drawing, drawing_length);
+        int copy = dup(fd);
+        if (copy < 0) throw Failure(PS_INTERNAL, std::string("dup: ") + std::strerror(errno));
+        FILE *file = fdopen(copy, "ab");
+        if (!file) {
+            close(copy);
+            throw Failure(PS_INTERNAL, std::string("fdopen: ") + std::strerror(errno));
+        }
+        QPDFWriter writer(*document->pdf);
+        writer.setOutputFile("flattened document", file, true);
+        writer.write();
+    });
+}
+
+int ps_needs_rewrite(ps_document *document) { return document->needs_rewrite ? 1 : 0; }
 
 void ps_free(void *bytes) { std::free(bytes); }
 

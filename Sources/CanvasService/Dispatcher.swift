@@ -3,6 +3,7 @@ public import CanvasProtocol
 import Foundation
 public import Logging
 import InkRendering
+import DocumentStore
 
 /// Turns request frames into exactly one reply and any events, and runs the sessions' timers.
 ///
@@ -28,6 +29,10 @@ public final class Dispatcher {
     private let idleTimeout: Duration
     private let logger: Logger
     private var now = ContinuousClock.now
+    /// nil when the document folder could not be used: document methods then answer UNAVAILABLE.
+    private let documents: DocumentMethods?
+    /// Sequence numbers of the server-wide `documents.*` events.
+    private var documentSeq: UInt64 = 0
 
     public static let serverName = "canvasd/0.2.0"
 
@@ -39,7 +44,7 @@ public final class Dispatcher {
         "pencil.doubleTap", "pencil.configure",
         "drawing.get", "drawing.addStroke", "drawing.addText", "drawing.moveText",
         "drawing.undo", "drawing.redo", "drawing.clear", "drawing.erase",
-    ]
+    ] + DocumentMethods.methods
 
     private static let methodNames = Set(methods)
 
@@ -47,6 +52,14 @@ public final class Dispatcher {
         self.limits = configuration.limits
         self.idleTimeout = configuration.idleTimeout
         self.logger = logger
+        do {
+            let store = try DocumentStore(folder: URL(fileURLWithPath: configuration.documentsPath),
+                                          keepRevisions: configuration.keepRevisions)
+            documents = DocumentMethods(store: store, limits: configuration.limits)
+        } catch {
+            logger.error("documents not served", metadata: ["folder": "\(configuration.documentsPath)", "error": "\(error)"])
+            documents = nil
+        }
     }
 
     public var sessionCount: Int { sessions.count }
@@ -80,6 +93,10 @@ public final class Dispatcher {
             switch request.method {
             case "hello": return ReplyEncoder.success(id: request.id, result: hello())
             case "session.open": return ReplyEncoder.success(id: request.id, result: try openSession(params))
+            case let method where method.hasPrefix("document.") && DocumentMethods.methods.contains(method):
+                let result = try documentStore().call(method, params)
+                if method == "document.flatten" || method == "document.restore" { publishSaved(result, cause: method, session: nil) }
+                return ReplyEncoder.success(id: request.id, result: result)
             default: break
             }
             guard Self.methodNames.contains(request.method) else {
@@ -137,13 +154,27 @@ public final class Dispatcher {
             return stateResult(session)
         case "canvas.open":
             if params.has("document") || params.has("page") {
-                throw ProtocolError(.unavailable, "this server does not serve documents yet", data: ["feature": "documents"])
+                // The target is checked now, so nobody draws for a page that is not there.
+                let name = try params.string("document")
+                let page = params.has("page") ? try documentStore().pageParam(params) : 0
+                let geometry = try documentStore().target(name, page: page)
+                if session.canvas.phase == .closed || session.canvas.phase == .minimized {
+                    session.target = DocumentTarget(name: name, page: page)
+                    session.size = (Int(geometry.width.rounded(.up)), Int(geometry.height.rounded(.up)))
+                }
             }
             if let size = try sizeParam(params) { session.size = size }
             try perform(&session, imageData: false) { canvas throws(CanvasRejection) in try canvas.open() }
             return ["state": .string(session.canvas.phase.rawValue)]
         case "canvas.minimize", "canvas.submit", "canvas.cancel":
             let wantsImage = try params.bool("imageData", default: false)
+            // A submit with a document target saves first; only a save that worked ends the
+            // drawing, so a failed one leaves the canvas as it was for another try.
+            var saved: [String: JSONValue]?
+            if method == "canvas.submit", let target = session.target,
+               session.canvas.phase == .open || session.canvas.phase == .minimized {
+                saved = try flattenTarget(target, session.canvas.drawing)
+            }
             let result = try perform(&session, imageData: wantsImage) { canvas throws(CanvasRejection) in
                 switch method {
                 case "canvas.minimize": return try canvas.minimize()
@@ -153,6 +184,11 @@ public final class Dispatcher {
             }
             var reply = result ?? [:]
             reply["state"] = .string(session.canvas.phase.rawValue)
+            if method != "canvas.minimize" { session.target = nil }
+            if let saved {
+                reply["document"] = .object(saved)
+                publishSaved(saved, cause: method, session: &session)
+            }
             return reply
         case "canvas.finishTransition":
             try perform(&session, imageData: false) { canvas throws(CanvasRejection) in try canvas.finishTransition() }
@@ -173,6 +209,43 @@ public final class Dispatcher {
         default:
             return try edit(method, params, &session)
         }
+    }
+
+    // MARK: Documents
+
+    private func documentStore() throws(ProtocolError) -> DocumentMethods {
+        guard let documents else {
+            throw ProtocolError(.unavailable, "the document folder is not usable; see the server's log", data: ["feature": "documents"])
+        }
+        return documents
+    }
+
+    private func flattenTarget(_ target: DocumentTarget, _ drawing: Drawing) throws(ProtocolError) -> [String: JSONValue] {
+        let store = try documentStore()
+        // Nothing drawn: nothing to save, and no new revision for it.
+        let summary = try store.run { () throws(DocumentError) in
+            drawing.hasContent
+                ? try store.store.flatten(target.name, page: target.page, drawing: drawing, expectedRevision: nil)
+                : try store.store.summary(target.name)
+        }
+        return DocumentMethods.json(summary)
+    }
+
+    /// `document.saved`: on the session that saved, if one did, and on the server-wide
+    /// `documents` topic, which has its own sequence.
+    private func publishSaved(_ summary: [String: JSONValue], cause: String, session: inout ServiceSession) {
+        var data = summary
+        data["cause"] = .string(cause)
+        publish(&session, "document.saved", data)
+        publishSaved(summary, cause: cause, session: session.id)
+    }
+
+    private func publishSaved(_ summary: [String: JSONValue], cause: String, session: String?) {
+        var data = summary
+        data["cause"] = .string(cause)
+        if let session { data["session"] = .string(session) }
+        documentSeq += 1
+        events.append(ReplyEncoder.event(session: "documents", name: "document.saved", seq: documentSeq, data: data))
     }
 
     // MARK: Sessions

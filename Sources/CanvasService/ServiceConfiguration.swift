@@ -36,6 +36,8 @@ public struct ServiceConfiguration: Sendable {
     public var endpoint = "tcp://127.0.0.1:5555"
     public var eventsEndpoint = "tcp://127.0.0.1:5556"
     public var documentsPath = "documents"
+    /// Revisions kept per document, the current one included (at least 2: the original and the latest).
+    public var keepRevisions = 20
     /// A session nobody has touched for this long is closed.
     public var idleTimeout: Duration = .seconds(600)
     public var limits = Limits()

@@ -15,11 +15,19 @@ struct ServiceSession {
     /// The last event's sequence number; the first event is 1.
     var seq: UInt64 = 0
     var replies: ReplyCache
+    /// Where a submit puts the drawing, when `canvas.open` named a document.
+    var target: DocumentTarget?
 
     mutating func nextSeq() -> UInt64 {
         seq += 1
         return seq
     }
+}
+
+/// A document page that a session's drawing is for.
+struct DocumentTarget {
+    let name: String
+    let page: Int
 }
 
 /// The last few replies of a session by request id, oldest forgotten first, each with the

@@ -37,15 +37,49 @@ public enum FlattenError: Error, Sendable, CustomStringConvertible {
 /// keep one form and one copy of the font, and nothing drifts, because every stroke is drawn
 /// from the coordinates it was made with.
 public enum Flattener {
-    public struct Increment: Sendable {
-        /// Append these to the PDF's bytes.
-        public let bytes: [UInt8]
+    /// A flatten ready to be written: the new page content is decided, the bytes not yet made.
+    /// Not Sendable: it holds the open PDF.
+    public final class Prepared {
+        private let file: PDFFile
+        private let page: Int
+        private let overlay: [UInt8]
+        private let json: [UInt8]
         public let pageCount: Int
         /// Everything now on the page: the earlier ink and this drawing.
         public let drawing: Drawing
+
+        init(file: PDFFile, page: Int, overlay: [UInt8], json: [UInt8], drawing: Drawing) {
+            self.file = file
+            self.page = page
+            self.overlay = overlay
+            self.json = json
+            self.drawing = drawing
+            pageCount = file.pageCount
+        }
+
+        /// True when the result must be written whole (`rewrite`) rather than appended (`increment`).
+        public var needsRewrite: Bool { file.needsRewrite }
+
+        /// The bytes to append to the PDF's bytes.
+        public func increment() throws(FlattenError) -> [UInt8] {
+            do {
+                return try file.flattenIncrement(page: page, overlay: overlay, drawing: json)
+            } catch {
+                throw .pdf(error)
+            }
+        }
+
+        /// Writes the whole new PDF to `descriptor`.
+        public func rewrite(to descriptor: Int32) throws(FlattenError) {
+            do {
+                try file.flattenRewrite(page: page, overlay: overlay, drawing: json, to: descriptor)
+            } catch {
+                throw .pdf(error)
+            }
+        }
     }
 
-    public static func increment(_ location: PDFLocation, page: Int, adding drawing: Drawing) throws(FlattenError) -> Increment {
+    public static func prepare(_ location: PDFLocation, page: Int, adding drawing: Drawing) throws(FlattenError) -> Prepared {
         do {
             let file = try PDFFile(path: location.path, offset: location.offset)
             let geometry = try file.page(page)
@@ -67,8 +101,7 @@ public enum Flattener {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys]
             let json = Array((try? encoder.encode(combined)) ?? Data())
-            let bytes = try file.flattenIncrement(page: page, overlay: overlay, drawing: json)
-            return Increment(bytes: bytes, pageCount: file.pageCount, drawing: combined)
+            return Prepared(file: file, page: page, overlay: overlay, json: json, drawing: combined)
         } catch let error as FlattenError {
             throw error
         } catch let error as PDFError {
@@ -76,5 +109,10 @@ public enum Flattener {
         } catch {
             throw .render("\(error)")
         }
+    }
+
+    /// The incremental update for a file that takes one (tests and offline use).
+    public static func increment(_ location: PDFLocation, page: Int, adding drawing: Drawing) throws(FlattenError) -> [UInt8] {
+        try prepare(location, page: page, adding: drawing).increment()
     }
 }

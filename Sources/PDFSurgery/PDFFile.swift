@@ -59,6 +59,10 @@ public final class PDFFile {
 
     public var pageCount: Int { Int(ps_page_count(handle)) }
 
+    /// True when the file cannot take an appended update (qpdf read it only after repair, or it
+    /// is encrypted): flatten it with `flattenRewrite`.
+    public var needsRewrite: Bool { ps_needs_rewrite(handle) != 0 }
+
     public func page(_ index: Int) throws(PDFError) -> PageGeometry {
         var message = [CChar](repeating: 0, count: 1024)
         var info = ps_page_info()
@@ -92,5 +96,14 @@ public final class PDFFile {
         defer { ps_free(bytes) }
         guard status == PS_OK, let bytes else { throw PDFError(status, "place the ink on page \(index)", message) }
         return Array(UnsafeBufferPointer(start: bytes, count: length))
+    }
+
+    /// Puts the overlay on the page as `flattenIncrement` does, and writes the whole new PDF to
+    /// the open file `descriptor`, from its current position.
+    public func flattenRewrite(page index: Int, overlay: [UInt8], drawing: [UInt8], to descriptor: Int32) throws(PDFError) {
+        var message = [CChar](repeating: 0, count: 1024)
+        let status = ps_flatten_rewrite(handle, Int32(clamping: index), overlay, overlay.count, drawing, drawing.count,
+                                        descriptor, &message, message.count)
+        guard status == PS_OK else { throw PDFError(status, "rewrite the document with ink on page \(index)", message) }
     }
 }

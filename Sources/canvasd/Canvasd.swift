@@ -32,12 +32,16 @@ struct Canvasd: ParsableCommand {
     @Option(name: .customLong("max-sessions"), help: "Sessions open at once.")
     var maxSessions: Int = 1_000
 
+    @Option(name: .customLong("keep-revisions"), help: "Revisions kept per document, the current one included (at least 2).")
+    var keepRevisions: Int = 20
+
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: String = "info"
 
     func validate() throws {
         guard idleTimeout > 0 else { throw ValidationError("--idle-timeout must be positive") }
         guard maxMessageBytes >= 1024 else { throw ValidationError("--max-message-bytes must be at least 1024") }
+        guard keepRevisions >= 2 else { throw ValidationError("--keep-revisions must be at least 2: the original and the latest") }
         guard maxSessions > 0 else { throw ValidationError("--max-sessions must be positive") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level \(logLevel)") }
     }
@@ -55,6 +59,7 @@ struct Canvasd: ParsableCommand {
         configuration.endpoint = endpoint
         configuration.eventsEndpoint = events
         configuration.documentsPath = documents
+        configuration.keepRevisions = keepRevisions
         configuration.idleTimeout = .seconds(idleTimeout)
         configuration.limits.maxMessageBytes = maxMessageBytes
         configuration.limits.maxSessions = maxSessions

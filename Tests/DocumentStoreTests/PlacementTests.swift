@@ -31,7 +31,7 @@ struct PlacementTests {
         let (drawing, spots) = try dots(width: geometry.width, height: geometry.height)
         let increment = try Flattener.increment(PDFLocation(path: source.path), page: page, adding: drawing)
         let output = folder.appendingPathComponent("flat-\(UUID().uuidString).pdf")
-        try Data(Array(try Data(contentsOf: source)) + increment.bytes).write(to: output)
+        try Data(Array(try Data(contentsOf: source)) + increment).write(to: output)
 
         // A viewer honours UserUnit; pdftoppm does not, so render at 72 dpi per user unit.
         let dpi = 72 * geometry.userUnit

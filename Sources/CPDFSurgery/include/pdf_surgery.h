@@ -53,6 +53,17 @@ ps_status ps_flatten_increment(ps_document *document, int page,
                                const unsigned char *drawing, size_t drawing_length,
                                unsigned char **bytes, size_t *length, char *message, size_t message_size);
 
+// 1 when the document cannot take an appended update (it was read only after repair, or it is
+// encrypted) and must be written whole with ps_flatten_rewrite.
+int ps_needs_rewrite(ps_document *document);
+
+// Places the overlay as ps_flatten_increment does, then writes the whole document (encrypted
+// as it was, if it was) to `fd` at its current position. The handle is spent afterwards.
+ps_status ps_flatten_rewrite(ps_document *document, int page,
+                             const unsigned char *overlay, size_t overlay_length,
+                             const unsigned char *drawing, size_t drawing_length,
+                             int fd, char *message, size_t message_size);
+
 void ps_free(void *bytes);
 
 #ifdef __cplusplus

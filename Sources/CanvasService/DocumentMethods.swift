@@ -1,0 +1,131 @@
+import CanvasCore
+import CanvasProtocol
+import DocumentStore
+import Foundation
+
+/// The `document.*` methods: params in, results out, and `DocumentError` as protocol errors.
+struct DocumentMethods {
+    let store: DocumentStore
+    let limits: Limits
+
+    static let methods = ["document.list", "document.info", "document.flatten", "document.revisions", "document.restore"]
+
+    func call(_ method: String, _ params: Params) throws(ProtocolError) -> [String: JSONValue] {
+        switch method {
+        case "document.list":
+            return ["documents": .array(store.list().map { entry in
+                switch entry.summary {
+                case .success(let summary): return .object(Self.json(summary))
+                case .failure(let error):
+                    // Listed all the same, so a client sees the file and why it is not served.
+                    let problem = Self.protocolError(error)
+                    var reason = problem.data["reason"] ?? .string(problem.code.rawValue)
+                    if case .io = error { reason = "io" }
+                    return ["name": .string(entry.name), "problem": ["reason": reason, "message": .string(problem.message)]]
+                }
+            })]
+        case "document.info":
+            let name = try params.string("name")
+            var result = Self.json(try run { () throws(DocumentError) in try store.summary(name) })
+            let pages = try run { () throws(DocumentError) in try store.pages(name) }
+            result["pages"] = .array(pages.map { page in
+                ["width": .number(page.width), "height": .number(page.height), "rotation": .integer(Int64(page.rotation))]
+            })
+            if let metadata = try run({ () throws(DocumentError) in try store.metadata(name) }) { result["metadata"] = .object(metadata) }
+            return result
+        case "document.flatten":
+            let drawing = try drawingParam(params)
+            let name = try params.string("name"), page = try pageParam(params)
+            let expected = try revisionParam(params, "expectedRevision")
+            return Self.json(try run { () throws(DocumentError) in
+                try store.flatten(name, page: page, drawing: drawing, expectedRevision: expected)
+            })
+        case "document.revisions":
+            let name = try params.string("name")
+            let formatter = ISO8601DateFormatter()
+            let revisions = try run { () throws(DocumentError) in try store.revisions(name) }
+            return ["name": .string(name), "revisions": .array(revisions.map { revision in
+                ["revision": .integer(Int64(revision.revision)), "bytes": .integer(revision.bytes),
+                 "modified": .string(formatter.string(from: revision.modified)), "current": .bool(revision.current)]
+            })]
+        case "document.restore":
+            guard let revision = try revisionParam(params, "revision") else {
+                throw ProtocolError(.invalidParams, "revision: required", data: ["field": "revision"])
+            }
+            let name = try params.string("name")
+            let expected = try revisionParam(params, "expectedRevision")
+            return Self.json(try run { () throws(DocumentError) in
+                try store.restore(name, revision: revision, expectedRevision: expected)
+            })
+        default:
+            throw ProtocolError(.methodNotFound, "no method \"\(method)\"")
+        }
+    }
+
+    /// Runs a store call, its failure as a protocol error.
+    func run<T>(_ body: () throws(DocumentError) -> T) throws(ProtocolError) -> T {
+        do {
+            return try body()
+        } catch {
+            throw Self.protocolError(error)
+        }
+    }
+
+    /// The page a canvas will draw on, checked before anyone draws.
+    func target(_ name: String, page: Int) throws(ProtocolError) -> PageSummary {
+        try run { () throws(DocumentError) in try store.page(name, page) }
+    }
+
+    func pageParam(_ params: Params) throws(ProtocolError) -> Int {
+        Int(try params.integer("page", in: 0...Int64(Int32.max)))
+    }
+
+    private func revisionParam(_ params: Params, _ field: String) throws(ProtocolError) -> Int? {
+        try params.optionalInteger(field, in: 1...Int64(Int32.max)).map { Int($0) }
+    }
+
+    private func drawingParam(_ params: Params) throws(ProtocolError) -> Drawing {
+        let drawing = try params.decode(Drawing.self, field: "drawing")
+        if drawing.strokes.count > limits.maxStrokesPerDrawing {
+            throw ProtocolError(.payloadTooLarge, "drawing.strokes: \(drawing.strokes.count) is over the limit of \(limits.maxStrokesPerDrawing)",
+                                data: ["field": "drawing.strokes", "limit": .integer(Int64(limits.maxStrokesPerDrawing))])
+        }
+        if drawing.texts.count > limits.maxTextsPerDrawing {
+            throw ProtocolError(.payloadTooLarge, "drawing.texts: \(drawing.texts.count) is over the limit of \(limits.maxTextsPerDrawing)",
+                                data: ["field": "drawing.texts", "limit": .integer(Int64(limits.maxTextsPerDrawing))])
+        }
+        if let long = drawing.strokes.first(where: { $0.points.count > limits.maxPointsPerStroke }) {
+            throw ProtocolError(.payloadTooLarge, "a stroke has \(long.points.count) points; the limit is \(limits.maxPointsPerStroke)",
+                                data: ["field": "drawing.strokes.points", "limit": .integer(Int64(limits.maxPointsPerStroke))])
+        }
+        return drawing
+    }
+
+    static func json(_ summary: DocumentSummary) -> [String: JSONValue] {
+        ["name": .string(summary.name), "revision": .integer(Int64(summary.revision)), "pageCount": .integer(Int64(summary.pageCount))]
+    }
+
+    static func protocolError(_ error: DocumentError) -> ProtocolError {
+        let message = error.description
+        switch error {
+        case .invalidName(let name, let reason):
+            return ProtocolError(.invalidParams, message, data: ["field": "name", "name": .string(name), "reason": .string(reason)])
+        case .notFound(let name):
+            return ProtocolError(.notFound, message, data: ["name": .string(name)])
+        case .pageOutOfRange(let name, let page, let count):
+            return ProtocolError(.notFound, message, data: ["name": .string(name), "page": .integer(Int64(page)),
+                                                            "pageCount": .integer(Int64(count))])
+        case .revisionNotFound(let name, let revision):
+            return ProtocolError(.notFound, message, data: ["name": .string(name), "revision": .integer(Int64(revision))])
+        case .conflict(let name, let expected, let current):
+            return ProtocolError(.conflict, message, data: ["name": .string(name), "expectedRevision": .integer(Int64(expected)),
+                                                            "revision": .integer(Int64(current))])
+        case .unreadable(let name, let reason, _):
+            return ProtocolError(.unavailable, message, data: ["name": .string(name), "reason": .string(reason)])
+        case .invalidDrawing:
+            return ProtocolError(.invalidParams, message, data: ["field": "drawing"])
+        case .io(let operation, _):
+            return ProtocolError(.internal, message, data: ["operation": .string(operation)])
+        }
+    }
+}
