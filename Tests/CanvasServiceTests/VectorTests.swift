@@ -24,6 +24,10 @@ struct VectorTests {
     func replay(_ vector: Case) throws {
         // A server per case: cases stay independent, and every server is stopped when its case ends.
         let server = try LiveServer()
+        for (name, content) in vector.json["documents"]?.objectValue ?? [:] {
+            let bytes = content["base64"]?.stringValue.flatMap { Data(base64Encoded: $0) } ?? Data((content["text"]?.stringValue ?? "").utf8)
+            try bytes.write(to: server.folder.appendingPathComponent(name))
+        }
         let client = try server.client()
         var session = ""
         if let params = vector.json["session"]?.objectValue {

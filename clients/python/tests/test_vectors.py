@@ -95,6 +95,9 @@ def test_every_error_code_has_a_vector():
 
 @pytest.mark.parametrize("case", cases())
 def test_vector(server, client, case):
+    for name, content in case.get("documents", {}).items():
+        data = base64.b64decode(content["base64"]) if "base64" in content else content["text"].encode("utf-8")
+        (server.documents / name).write_bytes(data)
     session = ""
     if "session" in case:
         session = client.call("session.open", case["session"])["session"]
