@@ -47,6 +47,7 @@ test-python: build python-deps
 bench: system-deps
 	$(SWIFT) build -c release
 	.build/release/canvasbench latency
+	.build/release/canvasbench flatten
 
 clean:
 	rm -rf .build $(VENV)

@@ -72,7 +72,7 @@ let package = Package(
         .executableTarget(
             name: "canvasctl",
             dependencies: [
-                "CanvasClient", "CanvasProtocol",
+                "CanvasClient", "CanvasCore", "CanvasProtocol", "DocumentStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings
@@ -81,7 +81,7 @@ let package = Package(
         .executableTarget(
             name: "canvasbench",
             dependencies: [
-                "CanvasClient", "CanvasProtocol", "ZeroMQ",
+                "CanvasClient", "CanvasCore", "CanvasProtocol", "DocumentStore", "InkRendering", "ZeroMQ",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings

@@ -11,7 +11,7 @@ struct Canvasctl: ParsableCommand {
         subcommands: [
             Call.self, Hello.self, OpenSession.self, CloseSession.self, State.self, Open.self, Minimize.self,
             Submit.self, Cancel.self, DoubleTap.self, FinishTransition.self, Draw.self, GetDrawing.self,
-            Events.self, Fuzz.self,
+            Events.self, Fuzz.self, Documents.self, DocumentInfo.self, Revisions.self, Restore.self, Flatten.self,
         ]
     )
 }

@@ -1,0 +1,85 @@
+import ArgumentParser
+import CanvasCore
+import CanvasProtocol
+import DocumentStore
+import Foundation
+
+struct Documents: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "List the server's documents with their revisions and page counts.")
+    @OptionGroup var connection: Connection
+    func run() throws { try connection.call("document.list") }
+}
+
+struct DocumentInfo: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "document-info", abstract: "A document's pages, as display sizes and rotations.")
+    @OptionGroup var connection: Connection
+    @Argument(help: "The document's name in the server's folder.") var name: String
+    func run() throws { try connection.call("document.info", ["name": .string(name)]) }
+}
+
+struct Revisions: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "A document's kept revisions, oldest first.")
+    @OptionGroup var connection: Connection
+    @Argument(help: "The document's name in the server's folder.") var name: String
+    func run() throws { try connection.call("document.revisions", ["name": .string(name)]) }
+}
+
+struct Restore: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Make an earlier revision current again (as a new revision).")
+    @OptionGroup var connection: Connection
+    @Argument(help: "The document's name in the server's folder.") var name: String
+    @Option(help: "The revision to bring back.") var revision: Int
+    @Option(help: "Refuse (CONFLICT) unless the document is still at this revision.") var expectedRevision: Int?
+
+    func run() throws {
+        var params: [String: JSONValue] = ["name": .string(name), "revision": .integer(Int64(revision))]
+        if let expectedRevision { params["expectedRevision"] = .integer(Int64(expectedRevision)) }
+        try connection.call("document.restore", params)
+    }
+}
+
+/// Flattening without a server: a file in, a file out, the same code canvasd runs.
+struct Flatten: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Flatten a drawing into one page of a PDF or .yianazip file, offline.",
+        discussion: "The drawing is JSON as drawing.get returns it: {\"strokes\": [...], \"texts\": [...]}, in display points of the page."
+    )
+    @Option(help: "The document to read (.pdf or .yianazip).") var document: String
+    @Option(help: "The page, numbered from 0.") var page: Int
+    @Option(help: "The drawing, a JSON file.") var drawing: String
+    @Option(help: "Where to write the result (a new file; the input is not changed).") var out: String
+
+    func validate() throws {
+        guard page >= 0 else { throw ValidationError("--page counts from 0") }
+        let ext = (document as NSString).pathExtension.lowercased()
+        guard DocumentStore.extensions.contains(ext) else { throw ValidationError("--document must be a .pdf or .yianazip file") }
+        guard (out as NSString).pathExtension.lowercased() == ext else { throw ValidationError("--out must have the same extension as --document") }
+        guard !FileManager.default.fileExists(atPath: out) else { throw ValidationError("\(out) exists; choose a new name") }
+    }
+
+    func run() throws {
+        let strokes: Drawing
+        do {
+            strokes = try JSONDecoder().decode(Drawing.self, from: Data(contentsOf: URL(fileURLWithPath: drawing)))
+        } catch {
+            throw ValidationError("\(drawing): not a drawing: \(error)")
+        }
+        // A private folder holds a copy, so the store's own checks, revisions and atomic save
+        // do the work and the input file is never touched.
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("canvasctl-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let name = (out as NSString).lastPathComponent.hasPrefix(".") ? "document." + (document as NSString).pathExtension
+                                                                         : (out as NSString).lastPathComponent
+        try FileManager.default.copyItem(at: URL(fileURLWithPath: document), to: scratch.appendingPathComponent(name))
+        do {
+            let store = try DocumentStore(folder: scratch)
+            let summary = try store.flatten(name, page: page, drawing: strokes)
+            try FileManager.default.moveItem(at: scratch.appendingPathComponent(name), to: URL(fileURLWithPath: out))
+            print("{\"out\":\(String(decoding: JSONCodec.serialize(.string(out)), as: UTF8.self)),\"pageCount\":\(summary.pageCount)}")
+        } catch let error as DocumentError {
+            FileHandle.standardError.write(Data("canvasctl flatten: \(error)\n".utf8))
+            throw ExitCode(2)
+        }
+    }
+}
