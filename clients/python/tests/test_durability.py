@@ -1,0 +1,89 @@
+"""Nothing lost: canvasd killed with SIGKILL at random moments during saves.
+
+After every kill the server is started again on the same folder, and every document must be
+readable (qpdf --check as clean as the original) at its old or its new revision, with no
+revision the server acknowledged missing. DURABILITY_SAVES scales the run (default 200).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import zmq
+
+from conftest import Server
+
+CORPUS = Path(__file__).resolve().parents[4] / "shared" / "corpus" / "pdfjs"
+# One file that takes appended updates, and one that qpdf reads only after repair, which is
+# written whole.
+DOCUMENTS = ["labelled_pages.pdf", "basicapi.pdf"]
+
+
+def qpdf_check(path: Path) -> int:
+    return subprocess.run(["qpdf", "--check", str(path)], capture_output=True).returncode
+
+
+def test_sigkill_during_saves_loses_nothing(tmp_path):
+    saves = int(os.environ.get("DURABILITY_SAVES", "200"))
+    rng = random.Random(os.environ.get("DURABILITY_SEED", "7"))
+    documents = tmp_path / "server" / "documents"
+    documents.mkdir(parents=True)
+    for name in DOCUMENTS:
+        shutil.copy(CORPUS / name, documents / name)
+    baseline = {name: qpdf_check(CORPUS / name) for name in DOCUMENTS}
+    acknowledged = {name: 1 for name in DOCUMENTS}
+
+    server = Server(tmp_path / "server", ["--log-level", "error"])
+    context = zmq.Context.instance()
+    killed_mid_save = 0
+    try:
+        for attempt in range(saves):
+            name = rng.choice(DOCUMENTS)
+            socket = context.socket(zmq.DEALER)
+            socket.setsockopt(zmq.LINGER, 0)
+            socket.connect(server.endpoint)
+            request = {"id": attempt, "method": "document.flatten", "params": {
+                "name": name, "page": rng.randrange(0, 3),
+                "drawing": {"strokes": [{"tool": "pen", "color": "red", "width": 3,
+                                         "points": [{"x": rng.uniform(20, 500), "y": rng.uniform(20, 700)}]}], "texts": []}}}
+            socket.send(json.dumps(request).encode())
+            # Kill at a random moment: before, during or after the save.
+            deadline = time.monotonic() + rng.uniform(0, 0.02)
+            reply = None
+            while time.monotonic() < deadline and reply is None:
+                if socket.poll(1):
+                    reply = json.loads(socket.recv())
+            server.process.send_signal(signal.SIGKILL)
+            server.process.wait()
+            if reply is None and socket.poll(0):
+                reply = json.loads(socket.recv())
+            socket.close(0)
+            if reply is not None:
+                assert "result" in reply, reply
+                acknowledged[name] = reply["result"]["revision"]
+            else:
+                killed_mid_save += 1
+
+            server = Server(tmp_path / "server", ["--log-level", "error"])
+            with server.client(timeout=5) as client:
+                for document in DOCUMENTS:
+                    info = client.call("document.info", {"name": document})
+                    # The acknowledged revision, or one the kill interrupted after it was written.
+                    assert info["revision"] in (acknowledged[document], acknowledged[document] + 1), \
+                        f"{document}: revision {info['revision']}, acknowledged {acknowledged[document]}"
+                    acknowledged[document] = info["revision"]
+                    assert qpdf_check(documents / document) in (0, baseline[document]), f"{document} is damaged"
+                    revisions = [r["revision"] for r in client.call("document.revisions", {"name": document})["revisions"]]
+                    assert revisions[-1] == info["revision"] and revisions[0] == 1
+        assert not list((documents / ".canvas-revisions").glob(".tmp-*")), "a half-written save was left behind"
+    finally:
+        server.stop()
+    print(f"\ndurability: {saves} saves, {killed_mid_save} killed before their reply; "
+          f"final revisions {acknowledged}")
