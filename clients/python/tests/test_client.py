@@ -136,3 +136,30 @@ def test_hello_and_session_results_match_their_schemas(client):
 def test_sigterm_stops_the_server(server):
     assert server.stop() == 0
     assert "canvasd stopped" in server.log.read_text()
+
+
+def test_submit_into_a_document_publishes_document_saved(server, client):
+    import shutil
+    from pathlib import Path
+
+    corpus = Path(__file__).resolve().parents[4] / "shared" / "corpus" / "pdfjs"
+    shutil.copy(corpus / "rotation.pdf", server.documents / "rotation.pdf")
+    session = client.open_session()
+    with EventSubscriber(server.events, prefix="") as events:
+        events.ready()
+        session.open(document="rotation.pdf", page=1)
+        assert session.state()["size"] == {"width": 792, "height": 612}, "the canvas takes the page's display size"
+        session.add_stroke([(100, 100), (200, 150)], color="red", width=5)
+        submitted = session.submit()
+        assert submitted["document"] == {"name": "rotation.pdf", "revision": 2, "pageCount": 2}
+        flattened = client.call("document.flatten", {"name": "rotation.pdf", "page": 0, "expectedRevision": 2,
+                                                     "drawing": {"strokes": [], "texts": [{"text": "ok", "x": 9, "y": 9,
+                                                                                           "fontSize": 10, "color": "black"}]}})
+        assert flattened["revision"] == 3
+        received = events.drain()
+    saved = [(e.topic, e.data["revision"], e.data["cause"]) for e in received if e.event == "document.saved"]
+    assert saved == [(f"{session.id}.document.saved", 2, "canvas.submit"), ("documents.document.saved", 2, "canvas.submit"),
+                     ("documents.document.saved", 3, "document.flatten")]
+    for event in received:
+        schemas.check_event({"session": event.session, "event": event.event, "seq": event.seq, "data": event.data})
+    assert [e.seq for e in received if e.session == "documents"] == [1, 2]
