@@ -87,9 +87,8 @@ def test_every_error_code_has_a_vector():
             error = step["expect"].get("error")
             if isinstance(error, dict):
                 codes.add(error.get("code"))
-    # INTERNAL is a fault in the server: no well-formed exchange may produce it on purpose.
     envelope = json.loads((schemas.SCHEMAS / "envelope.schema.json").read_text(encoding="utf-8"))
-    wanted = set(envelope["$defs"]["failure"]["properties"]["error"]["properties"]["code"]["enum"]) - {"INTERNAL"}
+    wanted = set(envelope["$defs"]["failure"]["properties"]["error"]["properties"]["code"]["enum"])
     assert wanted <= codes, f"no vector produces {sorted(wanted - codes)}"
 
 
