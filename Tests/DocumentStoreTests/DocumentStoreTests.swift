@@ -177,6 +177,26 @@ struct DocumentStoreTests {
         #expect(store.list().isEmpty)
     }
 
+    @Test("a PDF that needs a password is refused as encrypted, and left as it was")
+    func passwordProtected() throws {
+        let folder = try freshFolder("locked")
+        let plain = folder.appendingPathComponent("plain.bin")
+        try Data(PDFFixtures.pdf([.init(content: "0 g 10 10 50 50 re f")])).write(to: plain)
+        let locked = folder.appendingPathComponent("locked.pdf")
+        #expect(try run("/usr/bin/qpdf", ["--encrypt", "user-secret", "owner-secret", "256", "--", plain.path, locked.path]).status == 0)
+        let before = try Data(contentsOf: locked)
+        let store = try DocumentStore(folder: folder)
+        #expect(throws: DocumentError.self) { try store.flatten("locked.pdf", page: 0, drawing: Drawing(strokes: [try dot(5, 5)])) }
+        do {
+            _ = try store.summary("locked.pdf")
+            Issue.record("a locked PDF was read")
+        } catch {
+            guard case .unreadable(_, let reason, _) = error else { Issue.record("\(error)"); return }
+            #expect(reason == "encrypted")
+        }
+        #expect(try Data(contentsOf: locked) == before)
+    }
+
     @Test("every corpus file either flattens and passes qpdf --check, or is refused with a reason, untouched")
     func corpus() throws {
         let corpus = LiveCorpus.folder

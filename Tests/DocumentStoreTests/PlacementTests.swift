@@ -81,3 +81,18 @@ struct PlacementTests {
         try Self.checkDots(url, page: 0)
     }
 }
+
+/// The same check on pages nobody here made: the corpus's rotated pages and UserUnit pages.
+@Suite("Placement on corpus pages")
+struct CorpusPlacementTests {
+    @Test("dots land where drawn", arguments: [
+        ("hello_world_rotated.pdf", 0), ("hello_world_rotated.pdf", 4), ("issue8125.pdf", 0), ("pr20043.pdf", 0),
+        ("rotation.pdf", 1), ("rotated_freetexts.pdf", 0), ("bug1947248_text.pdf", 0), ("issue19176.pdf", 0),
+        ("labelled_pages.pdf", 10), ("annotation-highlight.pdf", 0), ("blendmode.pdf", 0),
+    ])
+    func corpusPage(_ name: String, _ page: Int) throws {
+        let copy = PlacementTests.folder.appendingPathComponent("corpus-\(UUID().uuidString)-\(name)")
+        try FileManager.default.copyItem(at: LiveCorpus.folder.appendingPathComponent(name), to: copy)
+        try PlacementTests.checkDots(copy, page: page)
+    }
+}
