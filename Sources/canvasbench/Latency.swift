@@ -11,7 +11,7 @@ struct Latency: ParsableCommand {
 
     @Option(help: "Round trips measured per server (after a warm-up).") var requests = 20_000
     @Option(help: "Requests kept in flight for the throughput run.") var window = 64
-    @Option(help: "Rounds, alternating the servers; the figures are medians over rounds.") var rounds = 3
+    @Option(help: "Rounds, alternating the servers; the figures are medians over rounds.") var rounds = 5
 
     func run() throws {
         let context = try ZMQContext()
