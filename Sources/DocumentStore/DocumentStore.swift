@@ -250,7 +250,10 @@ public final class DocumentStore {
             if let expectedRevision, expectedRevision != current {
                 throw .conflict(name: name, expected: expectedRevision, current: current)
             }
-            let place = try location(name, url)
+            // A container's header is read once: it gives both where the PDF starts and the
+            // metadata the save updates.
+            let container = kind(name) == "yianazip" ? try header(name, url) : nil
+            let place = PDFLocation(path: url.path, offset: container?.pdfOffset ?? 0)
             let prepared: Flattener.Prepared
             do throws(FlattenError) {
                 prepared = try Flattener.prepare(place, page: page, adding: drawing)
@@ -258,8 +261,8 @@ public final class DocumentStore {
                 throw documentError(name, place, page, error)
             }
             var head: [UInt8] = []
-            if kind(name) == "yianazip" {
-                let metadata = YianaContainer.updated(try header(name, url).metadata, pageCount: prepared.pageCount, now: Date())
+            if let container {
+                let metadata = YianaContainer.updated(container.metadata, pageCount: prepared.pageCount, now: Date())
                 head = JSONCodec.serialize(.object(metadata)) + YianaContainer.separator
             }
             if prepared.needsRewrite {
