@@ -234,18 +234,21 @@ public final class Dispatcher {
     /// `document.saved`: on the session that saved, if one did, and on the server-wide
     /// `documents` topic, which has its own sequence.
     private func publishSaved(_ summary: [String: JSONValue], cause: String, session: inout ServiceSession) {
-        var data = summary
-        data["cause"] = .string(cause)
-        publish(&session, "document.saved", data)
+        publish(&session, "document.saved", savedEvent(summary, cause: cause))
         publishSaved(summary, cause: cause, session: session.id)
     }
 
     private func publishSaved(_ summary: [String: JSONValue], cause: String, session: String?) {
-        var data = summary
-        data["cause"] = .string(cause)
+        var data = savedEvent(summary, cause: cause)
         if let session { data["session"] = .string(session) }
         documentSeq += 1
         events.append(ReplyEncoder.event(session: "documents", name: "document.saved", seq: documentSeq, data: data))
+    }
+
+    private func savedEvent(_ summary: [String: JSONValue], cause: String) -> [String: JSONValue] {
+        var data = summary
+        data["cause"] = .string(cause)
+        return data
     }
 
     // MARK: Sessions

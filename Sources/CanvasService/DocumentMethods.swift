@@ -26,12 +26,12 @@ struct DocumentMethods {
             })]
         case "document.info":
             let name = try params.string("name")
-            var result = Self.json(try run { () throws(DocumentError) in try store.summary(name) })
-            let pages = try run { () throws(DocumentError) in try store.pages(name) }
-            result["pages"] = .array(pages.map { page in
+            let info = try run { () throws(DocumentError) in try store.info(name) }
+            var result = Self.json(info.summary)
+            result["pages"] = .array(info.pages.map { page in
                 ["width": .number(page.width), "height": .number(page.height), "rotation": .integer(Int64(page.rotation))]
             })
-            if let metadata = try run({ () throws(DocumentError) in try store.metadata(name) }) { result["metadata"] = .object(metadata) }
+            if let metadata = info.metadata { result["metadata"] = .object(metadata) }
             return result
         case "document.flatten":
             let drawing = try drawingParam(params)
@@ -122,8 +122,6 @@ struct DocumentMethods {
                                                             "revision": .integer(Int64(current))])
         case .unreadable(let name, let reason, _):
             return ProtocolError(.unavailable, message, data: ["name": .string(name), "reason": .string(reason)])
-        case .invalidDrawing:
-            return ProtocolError(.invalidParams, message, data: ["field": "drawing"])
         case .io(let operation, _):
             return ProtocolError(.internal, message, data: ["operation": .string(operation)])
         }

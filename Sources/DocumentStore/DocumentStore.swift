@@ -18,7 +18,6 @@ public enum DocumentError: Error, Sendable, Equatable, CustomStringConvertible {
     case conflict(name: String, expected: Int, current: Int)
     /// The file is damaged or encrypted, or its container is malformed.
     case unreadable(name: String, reason: String, message: String)
-    case invalidDrawing(String)
     /// A write or file-system call failed: the operation and errno's text.
     case io(operation: String, message: String)
 
@@ -32,7 +31,6 @@ public enum DocumentError: Error, Sendable, Equatable, CustomStringConvertible {
         case .conflict(let name, let expected, let current):
             return "\(name) is at revision \(current), not \(expected): it was saved since"
         case .unreadable(let name, _, let message): return "\(name) cannot be read: \(message)"
-        case .invalidDrawing(let message): return "the drawing is not valid: \(message)"
         case .io(let operation, let message): return "\(operation): \(message)"
         }
     }
@@ -42,6 +40,13 @@ public struct PageSummary: Sendable, Equatable {
     public let width: Double
     public let height: Double
     public let rotation: Int
+}
+
+public struct DocumentInfo: Sendable {
+    public let summary: DocumentSummary
+    public let pages: [PageSummary]
+    /// A .yianazip document's metadata; nil for a .pdf.
+    public let metadata: [String: JSONValue]?
 }
 
 public struct DocumentSummary: Sendable, Equatable {
@@ -131,8 +136,16 @@ public final class DocumentStore {
         return DocumentSummary(name: name, revision: currentRevision(name, url), pageCount: pdf.pageCount)
     }
 
-    public func pages(_ name: String) throws(DocumentError) -> [PageSummary] {
-        let pdf = try open(name, try file(name))
+    /// Everything `document.info` reports, from one read of the file.
+    public func info(_ name: String) throws(DocumentError) -> DocumentInfo {
+        let url = try file(name)
+        let container = kind(name) == "yianazip" ? try header(name, url) : nil
+        let pdf: PDFFile
+        do {
+            pdf = try PDFFile(path: url.path, offset: container?.pdfOffset ?? 0)
+        } catch {
+            throw unreadable(name, error)
+        }
         var pages: [PageSummary] = []
         for index in 0..<pdf.pageCount {
             do {
@@ -142,7 +155,8 @@ public final class DocumentStore {
                 throw unreadable(name, error)
             }
         }
-        return pages
+        return DocumentInfo(summary: DocumentSummary(name: name, revision: currentRevision(name, url), pageCount: pdf.pageCount),
+                            pages: pages, metadata: container?.metadata)
     }
 
     /// One page's display geometry.
@@ -155,12 +169,6 @@ public final class DocumentStore {
         } catch {
             throw unreadable(name, error)
         }
-    }
-
-    public func metadata(_ name: String) throws(DocumentError) -> [String: JSONValue]? {
-        let url = try file(name)
-        guard kind(name) == "yianazip" else { return nil }
-        return try header(name, url).metadata
     }
 
     private func header(_ name: String, _ url: URL) throws(DocumentError) -> YianaContainer.Header {
