@@ -63,7 +63,7 @@ let package = Package(
         .executableTarget(
             name: "canvasd",
             dependencies: [
-                "CanvasService",
+                "CanvasService", "ZeroMQ",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -72,7 +72,7 @@ let package = Package(
         .executableTarget(
             name: "canvasctl",
             dependencies: [
-                "CanvasClient", "CanvasCore", "CanvasProtocol", "DocumentStore",
+                "CanvasClient", "CanvasCore", "CanvasProtocol", "DocumentStore", "ZeroMQ",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings

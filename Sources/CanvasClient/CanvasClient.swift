@@ -16,6 +16,18 @@ public enum ClientError: Error, CustomStringConvertible {
     }
 }
 
+/// What a client needs to reach a server that requires CurveZMQ: the server's public key and
+/// the client's own key pair (whose public half the server must list as allowed).
+public struct CurveCredentials: Sendable {
+    public let serverKey: CurveKey
+    public let client: CurveKeyPair
+
+    public init(serverKey: CurveKey, client: CurveKeyPair) {
+        self.serverKey = serverKey
+        self.client = client
+    }
+}
+
 /// A blocking client over a DEALER socket: one call at a time, replies matched by id.
 /// Not Sendable: its socket belongs to the thread that made it.
 public final class CanvasClient {
@@ -25,9 +37,11 @@ public final class CanvasClient {
     /// canvasctl, say) do not reuse each other's ids, which the server would treat as retries.
     private var nextID = Int64.random(in: 1...(1 << 40))
 
-    public init(endpoint: String, timeoutMilliseconds: Int32 = 5_000, context: ZMQContext? = nil) throws {
+    public init(endpoint: String, timeoutMilliseconds: Int32 = 5_000, curve: CurveCredentials? = nil,
+                context: ZMQContext? = nil) throws {
         self.context = try context ?? ZMQContext()
         socket = try self.context.socket(.dealer)
+        if let curve { try socket.makeCurveClient(serverKey: curve.serverKey, keyPair: curve.client) }
         try socket.setReceiveTimeout(milliseconds: timeoutMilliseconds)
         try socket.setSendTimeout(milliseconds: timeoutMilliseconds)
         try socket.connect(endpoint)
@@ -93,9 +107,10 @@ public final class EventSubscriber {
     private let socket: ZMQSocket
     private let context: ZMQContext
 
-    public init(endpoint: String, prefix: String = "", context: ZMQContext? = nil) throws {
+    public init(endpoint: String, prefix: String = "", curve: CurveCredentials? = nil, context: ZMQContext? = nil) throws {
         self.context = try context ?? ZMQContext()
         socket = try self.context.socket(.sub)
+        if let curve { try socket.makeCurveClient(serverKey: curve.serverKey, keyPair: curve.client) }
         try socket.subscribe(prefix)
         try socket.connect(endpoint)
     }

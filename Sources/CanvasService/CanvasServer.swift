@@ -1,8 +1,31 @@
 public import Logging
 public import ZeroMQ
 
+/// Why the server could not start.
+public enum ServerStartError: Error, CustomStringConvertible {
+    case transport(ZMQError)
+    /// No keys were given and an endpoint can be reached from other machines.
+    case unauthenticatedRemote(endpoint: String)
+    case curveUnavailable
+
+    public var description: String {
+        switch self {
+        case .transport(let error): return error.description
+        case .unauthenticatedRemote(let endpoint):
+            return "refusing to serve \(endpoint) without authentication: bind to 127.0.0.1, ::1 or ipc://, "
+                + "or give --curve-secret-key and --allowed-keys"
+        case .curveUnavailable: return "this libzmq was built without CurveZMQ (zmq_has(\"curve\") is false)"
+        }
+    }
+}
+
 /// The sockets and the loop: a ROUTER for requests, a PUB for events, and the dispatcher
 /// between them, all on the calling thread (a ZeroMQ socket belongs to one thread).
+///
+/// With CurveZMQ keys, both sockets are CURVE servers behind a ZAP handler that admits only the
+/// allowed client keys; every request carries its client's key as the owner of what it opens,
+/// and the event socket is an XPUB that applies a subscription only to topics of sessions the
+/// subscriber owns (and the shared `documents` topic).
 public final class CanvasServer {
     private let context: ZMQContext
     private let requests: ZMQSocket
@@ -11,49 +34,127 @@ public final class CanvasServer {
     private let configuration: ServiceConfiguration
     private let logger: Logger
     private let clock = ContinuousClock()
+    /// Only with CurveZMQ: the handshake gatekeeper, and the keys it admits.
+    private let zap: ZAPHandler?
+    private let allowedKeys: AllowedKeys?
 
     /// The endpoints actually bound (a `*` port resolved).
     public let endpoint: String
     public let eventsEndpoint: String
 
-    public init(configuration: ServiceConfiguration, logger: Logger) throws(ZMQError) {
+    public init(configuration: ServiceConfiguration, logger: Logger) throws(ServerStartError) {
         self.configuration = configuration
         self.logger = logger
-        context = try ZMQContext()
-        requests = try context.socket(.router)
-        // libzmq drops a peer that sends one frame over this; requests over the limit but under
-        // it get a PAYLOAD_TOO_LARGE reply instead, so the connection survives ordinary mistakes.
-        try requests.setMaximumMessageSize(Int64(max(configuration.limits.maxMessageBytes * 4, 16 << 20)))
-        try requests.setRouterHandover(true)
-        try requests.bind(configuration.endpoint)
-        eventSocket = try context.socket(.pub)
-        // A subscriber that stops reading loses events past this queue; the server never waits for it.
-        try eventSocket.setSendHighWaterMark(10_000)
-        try eventSocket.bind(configuration.eventsEndpoint)
+        do {
+            context = try ZMQContext()
+            switch configuration.security {
+            case .loopbackOnly:
+                for endpoint in [configuration.endpoint, configuration.eventsEndpoint] where !ServiceSecurity.isLocal(endpoint) {
+                    throw ServerStartError.unauthenticatedRemote(endpoint: endpoint)
+                }
+                zap = nil
+                allowedKeys = nil
+                requests = try context.socket(.router)
+                eventSocket = try context.socket(.pub)
+            case .curve(let serverKeys, let allowed):
+                guard ZMQContext.has("curve") else { throw ServerStartError.curveUnavailable }
+                allowedKeys = allowed
+                // Bound before the server's sockets: libzmq admits every CURVE client while no
+                // handler is listening.
+                zap = try ZAPHandler(context: context) { [logger] request in
+                    guard request.mechanism == "CURVE", let key = request.clientKey else {
+                        return .deny(reason: "CURVE required")
+                    }
+                    guard allowed.contains(key) else {
+                        logger.warning("client key refused", metadata: ["key": "\(key.z85)", "address": "\(request.address)"])
+                        return .deny(reason: "unknown key")
+                    }
+                    return .allow(userID: key.z85)
+                }
+                requests = try context.socket(.router)
+                try requests.makeCurveServer(secretKey: serverKeys.secretKey)
+                try requests.setZAPDomain("canvasd")
+                eventSocket = try context.socket(.xpub)
+                try eventSocket.makeCurveServer(secretKey: serverKeys.secretKey)
+                try eventSocket.setZAPDomain("canvasd")
+                try eventSocket.setManualSubscriptions(true)
+            }
+            try Self.bind(requests: requests, events: eventSocket, configuration)
+        } catch let error as ServerStartError {
+            throw error
+        } catch let error as ZMQError {
+            throw .transport(error)
+        } catch {
+            fatalError("unexpected error \(error)")
+        }
         endpoint = requests.lastEndpoint
         eventsEndpoint = eventSocket.lastEndpoint
         dispatcher = Dispatcher(configuration: configuration, logger: logger)
     }
 
+    private static func bind(requests: ZMQSocket, events eventSocket: ZMQSocket,
+                             _ configuration: ServiceConfiguration) throws(ZMQError) {
+        // libzmq drops a peer that sends one frame over this; requests over the limit but under
+        // it get a PAYLOAD_TOO_LARGE reply instead, so the connection survives ordinary mistakes.
+        try requests.setMaximumMessageSize(Int64(max(configuration.limits.maxMessageBytes * 4, 16 << 20)))
+        try requests.setRouterHandover(true)
+        try requests.bind(configuration.endpoint)
+        // A subscriber that stops reading loses events past this queue; the server never waits for it.
+        try eventSocket.setSendHighWaterMark(10_000)
+        try eventSocket.bind(configuration.eventsEndpoint)
+    }
+
     /// Serves until `shouldStop` says so; it is asked at least every `checkInterval`.
-    public func run(checkInterval: Duration = .milliseconds(200), shouldStop: () -> Bool) throws(ZMQError) {
-        logger.info("canvasd serving", metadata: [
-            "requests": "\(endpoint)", "events": "\(eventsEndpoint)", "zmq": "\(ZMQContext.version)",
-        ])
+    /// `reloadKeys` is asked as often; when it says so, the allowed keys are read again.
+    public func run(checkInterval: Duration = .milliseconds(200), reloadKeys: () -> Bool = { false },
+                    shouldStop: () -> Bool) throws(ZMQError) {
+        switch configuration.security {
+        case .loopbackOnly:
+            logger.notice("no CurveZMQ keys configured: serving without authentication, on loopback only", metadata: [
+                "requests": "\(endpoint)", "events": "\(eventsEndpoint)", "zmq": "\(ZMQContext.version)",
+            ])
+        case .curve(let keys, let allowed):
+            logger.info("canvasd serving with CurveZMQ", metadata: [
+                "requests": "\(endpoint)", "events": "\(eventsEndpoint)", "zmq": "\(ZMQContext.version)",
+                "serverKey": "\(keys.publicKey.z85)", "allowedKeys": "\(allowed.count)",
+            ])
+        }
         var nextSweep = clock.now + .seconds(1)
         var timeout: Int32 = -2
         while !shouldStop() {
+            if reloadKeys(), let allowedKeys {
+                do {
+                    let count = try allowedKeys.reload()
+                    logger.info("allowed keys reloaded", metadata: ["keys": "\(count)"])
+                } catch {
+                    logger.error("allowed keys not reloaded; the previous ones stay", metadata: ["error": "\(error)"])
+                }
+            }
             var wait = checkInterval
             if let deadline = dispatcher.nextDeadline { wait = min(wait, max(.zero, deadline - clock.now)) }
-            // A blocking receive with a timeout, not a poll followed by a receive: one trip into
-            // libzmq per request instead of three, which is most of the gap to a bare echo.
             let milliseconds = Int32(wait.components.seconds * 1000 + wait.components.attoseconds / 1_000_000_000_000_000)
-            if milliseconds != timeout {
-                try requests.setReceiveTimeout(milliseconds: milliseconds)
-                timeout = milliseconds
-            }
             do {
-                if let frames = try requests.receive(wait: milliseconds > 0) { serve(frames) }
+                if zap == nil {
+                    // A blocking receive with a timeout, not a poll followed by a receive: one trip
+                    // into libzmq per request instead of three, which is most of the gap to a bare echo.
+                    if milliseconds != timeout {
+                        try requests.setReceiveTimeout(milliseconds: milliseconds)
+                        timeout = milliseconds
+                    }
+                    if let frames = try requests.receive(wait: milliseconds > 0) { serve(frames, owner: nil) }
+                } else {
+                    // Subscriptions wait to be vetted here, so both sockets are watched.
+                    let ready = try ZMQSocket.poll([requests, eventSocket], timeoutMilliseconds: Int(milliseconds))
+                    if ready[1] { try vetSubscriptions() }
+                    if ready[0] {
+                        // A burst is served before polling again; `receive` never blocks here.
+                        var served = 0
+                        while served < 64, let message = try requests.receiveWithUserID(wait: false) {
+                            serve(message.frames, owner: message.userID)
+                            served += 1
+                        }
+                    }
+                }
             } catch where error.isInterrupted {
                 continue   // a signal: go round and ask shouldStop
             }
@@ -65,9 +166,35 @@ public final class CanvasServer {
             }
         }
         logger.info("canvasd stopping", metadata: ["sessions": "\(dispatcher.sessionCount)"])
+        zap?.stop()
     }
 
-    private func serve(_ frames: [[UInt8]]) {
+    /// Reads the subscriptions that subscribers sent (XPUB in manual mode) and applies those
+    /// their identity may have: its own sessions' topics and the shared `documents` topic.
+    /// A refused one is simply not applied, so its subscriber receives nothing for it.
+    private func vetSubscriptions() throws(ZMQError) {
+        while let message = try eventSocket.receiveWithUserID(wait: false) {
+            guard let frame = message.frames.first, let kind = frame.first else { continue }
+            let topic = Array(frame.dropFirst())
+            switch kind {
+            case 1:
+                if dispatcher.maySubscribe(message.userID, to: topic) {
+                    try eventSocket.subscribe(bytes: topic)
+                } else {
+                    logger.info("subscription refused", metadata: [
+                        "topic": "\(String(decoding: topic, as: UTF8.self))", "client": "\(message.userID ?? "-")",
+                    ])
+                }
+            case 0:
+                // Undoing a subscription that was never applied is harmless either way.
+                try? eventSocket.unsubscribe(bytes: topic)
+            default:
+                continue   // not a subscription message; nothing to do
+            }
+        }
+    }
+
+    private func serve(_ frames: [[UInt8]], owner: String?) {
         // ROUTER prefixes the sender's identity; REQ clients add an empty delimiter, DEALER
         // clients may not. The reply goes back with the same envelope.
         guard frames.count >= 1 else { return }
@@ -77,7 +204,7 @@ public final class CanvasServer {
             envelope.append([])
             body = body.dropFirst()
         }
-        let output = dispatcher.handle(Array(body), at: clock.now)
+        let output = dispatcher.handle(Array(body), from: owner, at: clock.now)
         // Events first: a client that has its reply can expect the events it caused to be on the way.
         publish(output.events)
         do {

@@ -33,6 +33,13 @@ public final class Dispatcher {
     private let documents: DocumentMethods?
     /// Sequence numbers of the server-wide `documents.*` events.
     private var documentSeq: UInt64 = 0
+    /// Who sent the request being answered.
+    private var client: String?
+    /// Whether clients are authenticated: sessions are then private to their owner, and
+    /// nothing server-wide names them.
+    private let authenticated: Bool
+    /// Sessions per owner, for the per-client limit.
+    private var sessionsByOwner: [String: Int] = [:]
 
     public static let serverName = "canvasd/0.2.0"
 
@@ -52,6 +59,7 @@ public final class Dispatcher {
         self.limits = configuration.limits
         self.idleTimeout = configuration.idleTimeout
         self.logger = logger
+        if case .curve = configuration.security { authenticated = true } else { authenticated = false }
         do {
             let store = try DocumentStore(folder: URL(fileURLWithPath: configuration.documentsPath),
                                           keepRevisions: configuration.keepRevisions)
@@ -64,11 +72,25 @@ public final class Dispatcher {
 
     public var sessionCount: Int { sessions.count }
 
+    /// Whether `client` may receive events under `topic` (a subscription prefix): only topics
+    /// inside one of its own sessions (`<session>.` and longer), or the shared `documents.`
+    /// topic. A shorter prefix would match other clients' sessions, so it is refused.
+    public func maySubscribe(_ client: String?, to topic: [UInt8]) -> Bool {
+        guard authenticated else { return true }
+        let shared = Array("documents.".utf8)
+        if topic.count >= shared.count ? topic.starts(with: shared) : false { return true }
+        guard let dot = topic.firstIndex(of: UInt8(ascii: ".")) else { return false }
+        let session = String(decoding: topic[..<dot], as: UTF8.self)
+        return sessions[session].map { $0.owner == client } ?? false
+    }
+
     // MARK: Requests
 
-    /// Answers one request (its frames without the routing envelope).
-    public func handle(_ frames: [[UInt8]], at now: ContinuousClock.Instant) -> Output {
+    /// Answers one request (its frames without the routing envelope) from `client`, the
+    /// authenticated identity that sent it (nil without authentication).
+    public func handle(_ frames: [[UInt8]], from client: String? = nil, at now: ContinuousClock.Instant) -> Output {
         self.now = now
+        self.client = client
         events = []
         let size = frames.reduce(0) { $0 + $1.count }
         guard size <= limits.maxMessageBytes else {
@@ -107,7 +129,9 @@ public final class Dispatcher {
             }
             // Taken out of the table while it is worked on, so its buffers (the reply cache, the
             // drawing) have one owner and change in place instead of being copied per request.
-            guard var session = sessions.removeValue(forKey: sessionID) else {
+            // Another client's session is answered exactly like one that does not exist, so
+            // session ids cannot be probed.
+            guard sessions[sessionID]?.owner == client, var session = sessions.removeValue(forKey: sessionID) else {
                 throw ProtocolError(.unknownSession, "no session \"\(sessionID)\": never opened, closed, or expired",
                                     data: ["session": .string(sessionID)])
             }
@@ -240,7 +264,7 @@ public final class Dispatcher {
 
     private func publishSaved(_ summary: [String: JSONValue], cause: String, session: String?) {
         var data = savedEvent(summary, cause: cause)
-        if let session { data["session"] = .string(session) }
+        if let session, !authenticated { data["session"] = .string(session) }
         documentSeq += 1
         events.append(ReplyEncoder.event(session: "documents", name: "document.saved", seq: documentSeq, data: data))
     }
@@ -273,14 +297,19 @@ public final class Dispatcher {
             throw ProtocolError(.unavailable, "the server has its maximum of \(limits.maxSessions) sessions",
                                 data: ["limit": .integer(Int64(limits.maxSessions))])
         }
+        if let client, sessionsByOwner[client, default: 0] >= limits.maxSessionsPerClient {
+            throw ProtocolError(.unavailable, "this client has its maximum of \(limits.maxSessionsPerClient) sessions",
+                                data: ["limit": .integer(Int64(limits.maxSessionsPerClient))])
+        }
         var id: String
         repeat { id = String(UInt64.random(in: 1...UInt64.max), radix: 16) } while sessions[id] != nil
         let session = ServiceSession(
-            id: id, canvas: CanvasSession(pencil: pencil, transitions: transitions, initialized: initialized),
+            id: id, owner: client, canvas: CanvasSession(pencil: pencil, transitions: transitions, initialized: initialized),
             transitions: transitions, size: size, resultImages: resultImages, lastActive: now,
             replies: ReplyCache(capacity: limits.replyCacheSize))
         sessions[id] = session
-        logger.info("session opened", metadata: ["session": "\(id)", "transitions": "\(transitions)"])
+        if let client { sessionsByOwner[client, default: 0] += 1 }
+        logger.info("session opened", metadata: ["session": "\(id)", "transitions": "\(transitions)", "client": "\(client ?? "-")"])
         return [
             "session": .string(id),
             "state": .string(session.canvas.phase.rawValue),
@@ -293,6 +322,10 @@ public final class Dispatcher {
         var session = session
         publish(&session, event, [:])
         sessions[id] = nil
+        if let owner = session.owner {
+            sessionsByOwner[owner, default: 1] -= 1
+            if sessionsByOwner[owner] == 0 { sessionsByOwner[owner] = nil }
+        }
         timers.removeAll { $0.session == id }
         logger.info("\(event)", metadata: ["session": "\(id)"])
     }

@@ -9,6 +9,8 @@ public struct Limits: Sendable {
     public var maxTextsPerDrawing = 500
     public var maxTextLength = 2_000
     public var maxSessions = 1_000
+    /// Sessions one authenticated client may hold at once, so one key cannot take them all.
+    public var maxSessionsPerClient = 100
     /// Replies remembered per session, so a retried request is answered without running twice.
     public var replyCacheSize = 64
     /// The largest side of an `imageData` PNG, in pixels.
@@ -25,6 +27,7 @@ public struct Limits: Sendable {
             "maxTextsPerDrawing": .integer(Int64(maxTextsPerDrawing)),
             "maxTextLength": .integer(Int64(maxTextLength)),
             "maxSessions": .integer(Int64(maxSessions)),
+            "maxSessionsPerClient": .integer(Int64(maxSessionsPerClient)),
             "replyCacheSize": .integer(Int64(replyCacheSize)),
             "maxImageSide": .integer(Int64(maxImageSide)),
             "maxTransitionMs": .integer(maxTransitionMilliseconds),
@@ -41,6 +44,8 @@ public struct ServiceConfiguration: Sendable {
     /// A session nobody has touched for this long is closed.
     public var idleTimeout: Duration = .seconds(600)
     public var limits = Limits()
+    /// Loopback-only without authentication unless CurveZMQ keys are given.
+    public var security = ServiceSecurity.loopbackOnly
 
     public init() {}
 }

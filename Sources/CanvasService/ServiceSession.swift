@@ -4,6 +4,9 @@ public import CanvasProtocol
 /// One session as the service holds it: the pure canvas session plus what the wire needs.
 struct ServiceSession {
     let id: String
+    /// The authenticated client (its CurveZMQ public key) that opened it; nil without
+    /// authentication, where every local client may use every session.
+    let owner: String?
     var canvas: CanvasSession
     let transitions: TransitionMode
     /// The canvas size for images, when the client gave one.

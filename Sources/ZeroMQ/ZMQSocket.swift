@@ -82,8 +82,49 @@ public final class ZMQSocket {
     }
 
     public func unsubscribe(_ prefix: String) throws(ZMQError) {
-        let bytes = Array(prefix.utf8)
+        try unsubscribe(bytes: Array(prefix.utf8))
+    }
+
+    /// Byte-exact forms, for an XPUB that applies its subscribers' topics itself.
+    public func subscribe(bytes: [UInt8]) throws(ZMQError) {
+        guard zmq_setsockopt(handle, ZMQ_SUBSCRIBE, bytes, bytes.count) == 0 else { throw ZMQError("subscribe") }
+    }
+
+    public func unsubscribe(bytes: [UInt8]) throws(ZMQError) {
         guard zmq_setsockopt(handle, ZMQ_UNSUBSCRIBE, bytes, bytes.count) == 0 else { throw ZMQError("unsubscribe") }
+    }
+
+    /// For XPUB sockets: subscriptions are handed to the application (as received messages)
+    /// and take effect only when it subscribes on the subscriber's behalf, right after reading
+    /// them. This is how a publisher decides who may see which topics.
+    public func setManualSubscriptions(_ on: Bool) throws(ZMQError) {
+        try setOption(ZMQ_XPUB_MANUAL, on ? 1 : 0, "xpub manual")
+    }
+
+    // MARK: CurveZMQ
+
+    /// Makes this socket a CurveZMQ server with the given secret key: every peer must complete
+    /// the handshake, and a ZAP handler in the same context (see `ZAPHandler`) decides who may.
+    public func makeCurveServer(secretKey: CurveKey) throws(ZMQError) {
+        try setOption(ZMQ_CURVE_SERVER, 1, "curve server")
+        try setKey(ZMQ_CURVE_SECRETKEY, secretKey, "curve secret key")
+    }
+
+    /// Makes this socket a CurveZMQ client of the server whose public key is given.
+    public func makeCurveClient(serverKey: CurveKey, keyPair: CurveKeyPair) throws(ZMQError) {
+        try setKey(ZMQ_CURVE_SERVERKEY, serverKey, "curve server key")
+        try setKey(ZMQ_CURVE_PUBLICKEY, keyPair.publicKey, "curve public key")
+        try setKey(ZMQ_CURVE_SECRETKEY, keyPair.secretKey, "curve secret key")
+    }
+
+    /// The ZAP domain sent with every handshake on this socket.
+    public func setZAPDomain(_ domain: String) throws(ZMQError) {
+        let bytes = Array(domain.utf8)
+        guard zmq_setsockopt(handle, ZMQ_ZAP_DOMAIN, bytes, bytes.count) == 0 else { throw ZMQError("set zap domain") }
+    }
+
+    private func setKey(_ option: Int32, _ key: CurveKey, _ name: String) throws(ZMQError) {
+        guard zmq_setsockopt(handle, option, key.bytes, key.bytes.count) == 0 else { throw ZMQError("set \(name)") }
     }
 
     private func setOption(_ option: Int32, _ value: Int32, _ name: String) throws(ZMQError) {
@@ -110,7 +151,18 @@ public final class ZMQSocket {
     /// Receives one multipart message, waiting at most the receive timeout. Returns nil if
     /// the timeout passed (or, with `wait: false`, if nothing was queued).
     public func receive(wait: Bool = true) throws(ZMQError) -> [[UInt8]]? {
+        try receive(wait: wait, readUserID: false)?.frames
+    }
+
+    /// Like `receive`, with the sender's authenticated identity: the user id its ZAP handler
+    /// gave (for CurveZMQ, here, the client's public key), or nil when nobody authenticated it.
+    public func receiveWithUserID(wait: Bool = true) throws(ZMQError) -> (frames: [[UInt8]], userID: String?)? {
+        try receive(wait: wait, readUserID: true)
+    }
+
+    private func receive(wait: Bool, readUserID: Bool) throws(ZMQError) -> (frames: [[UInt8]], userID: String?)? {
         var frames: [[UInt8]] = []
+        var userID: String?
         repeat {
             guard zmq_msg_init(message) == 0 else { throw ZMQError("zmq_msg_init") }
             defer { zmq_msg_close(message) }
@@ -120,6 +172,11 @@ public final class ZMQSocket {
                 if error.wouldBlock && frames.isEmpty { return nil }
                 throw error
             }
+            // Frames that came from the peer carry its properties, but a ROUTER's routing-id frame
+            // is made locally and carries none, so the first frame that has it is used.
+            if readUserID && userID == nil, let property = zmq_msg_gets(message, "User-Id") {
+                userID = String(cString: property)
+            }
             let size = zmq_msg_size(message)
             if size == 0 {
                 frames.append([])
@@ -128,7 +185,7 @@ public final class ZMQSocket {
                 frames.append(Array(UnsafeRawBufferPointer(start: data, count: size)))
             }
         } while zmq_msg_more(message) != 0
-        return frames
+        return (frames, userID)
     }
 
     /// Waits until one of `sockets` has a message to read, or the timeout passes (-1: no

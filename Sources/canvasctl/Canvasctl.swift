@@ -2,6 +2,7 @@ import ArgumentParser
 import CanvasClient
 import CanvasProtocol
 import Foundation
+import ZeroMQ
 
 @main
 struct Canvasctl: ParsableCommand {
@@ -11,7 +12,7 @@ struct Canvasctl: ParsableCommand {
         subcommands: [
             Call.self, Hello.self, OpenSession.self, CloseSession.self, State.self, Open.self, Minimize.self,
             Submit.self, Cancel.self, DoubleTap.self, FinishTransition.self, Draw.self, GetDrawing.self,
-            Events.self, Fuzz.self, Documents.self, DocumentInfo.self, Revisions.self, Restore.self, Flatten.self,
+            Events.self, Fuzz.self, Keygen.self, Documents.self, DocumentInfo.self, Revisions.self, Restore.self, Flatten.self,
         ]
     )
 }
@@ -26,7 +27,29 @@ struct Connection: ParsableArguments {
     @Option(help: "Milliseconds to wait for a reply.")
     var timeout: Int32 = 5_000
 
-    func client() throws -> CanvasClient { try CanvasClient(endpoint: endpoint, timeoutMilliseconds: timeout) }
+    @Option(name: .customLong("server-key"), help: "The server's public key: a .pub file, or its 40 Z85 characters.")
+    var serverKey: String?
+
+    @Option(name: .customLong("client-key"), help: "This client's key pair file (canvasctl keygen), for a server with CurveZMQ.")
+    var clientKey: String?
+
+    func validate() throws {
+        guard (serverKey == nil) == (clientKey == nil) else { throw ValidationError("--server-key and --client-key go together") }
+    }
+
+    /// The CurveZMQ credentials, when both keys are given.
+    func credentials() throws -> CurveCredentials? {
+        guard let serverKey, let clientKey else { return nil }
+        do {
+            return CurveCredentials(serverKey: try CurveKeyFile.publicKey(serverKey), client: try CurveKeyFile.keyPair(at: clientKey))
+        } catch {
+            throw ValidationError(error.description)
+        }
+    }
+
+    func client() throws -> CanvasClient {
+        try CanvasClient(endpoint: endpoint, timeoutMilliseconds: timeout, curve: try credentials())
+    }
 
     /// Calls a method and prints its result as JSON; an error reply exits non-zero.
     func call(_ method: String, _ params: [String: JSONValue] = [:], session: String? = nil) throws {
@@ -203,7 +226,8 @@ struct Events: ParsableCommand {
     @Option(help: "Stop after this many events.") var count: Int?
 
     func run() throws {
-        let subscriber = try EventSubscriber(endpoint: connection.events, prefix: session.map { $0 + "." } ?? "")
+        let subscriber = try EventSubscriber(endpoint: connection.events, prefix: session.map { $0 + "." } ?? "",
+                                             curve: try connection.credentials())
         var printed = 0
         while count.map({ printed < $0 }) ?? true {
             guard let (_, body) = try subscriber.next(timeoutMilliseconds: 1_000) else { continue }

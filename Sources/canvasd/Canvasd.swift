@@ -3,9 +3,11 @@ import CanvasService
 import Foundation
 import Logging
 import Synchronization
+import ZeroMQ
 
-/// Set from the signal handler, read by the serving loop.
+/// Set from the signal handlers, read by the serving loop.
 let stopRequested = Atomic<Bool>(false)
+let reloadRequested = Atomic<Bool>(false)
 
 @main
 struct Canvasd: ParsableCommand {
@@ -35,6 +37,17 @@ struct Canvasd: ParsableCommand {
     @Option(name: .customLong("keep-revisions"), help: "Revisions kept per document, the current one included (at least 2).")
     var keepRevisions: Int = 20
 
+    @Option(name: .customLong("curve-secret-key"),
+            help: "The server's CurveZMQ key pair file (canvasctl keygen). With it, only --allowed-keys get in.")
+    var curveSecretKey: String?
+
+    @Option(name: .customLong("allowed-keys"),
+            help: "A file of client public keys, or a folder of such files; read again on SIGHUP.")
+    var allowedKeys: String?
+
+    @Option(name: .customLong("max-sessions-per-client"), help: "Sessions one authenticated client may hold at once.")
+    var maxSessionsPerClient: Int = 100
+
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: String = "info"
 
@@ -43,6 +56,10 @@ struct Canvasd: ParsableCommand {
         guard maxMessageBytes >= 1024 else { throw ValidationError("--max-message-bytes must be at least 1024") }
         guard keepRevisions >= 2 else { throw ValidationError("--keep-revisions must be at least 2: the original and the latest") }
         guard maxSessions > 0 else { throw ValidationError("--max-sessions must be positive") }
+        guard maxSessionsPerClient > 0 else { throw ValidationError("--max-sessions-per-client must be positive") }
+        guard (curveSecretKey == nil) == (allowedKeys == nil) else {
+            throw ValidationError("--curve-secret-key and --allowed-keys go together")
+        }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level \(logLevel)") }
     }
 
@@ -63,6 +80,15 @@ struct Canvasd: ParsableCommand {
         configuration.idleTimeout = .seconds(idleTimeout)
         configuration.limits.maxMessageBytes = maxMessageBytes
         configuration.limits.maxSessions = maxSessions
+        configuration.limits.maxSessionsPerClient = maxSessionsPerClient
+        if let curveSecretKey, let allowedKeys {
+            do {
+                configuration.security = .curve(server: try CurveKeyFile.keyPair(at: curveSecretKey),
+                                                allowed: try AllowedKeys(path: allowedKeys))
+            } catch {
+                throw ValidationError("\(error)")
+            }
+        }
 
         // SIGINT and SIGTERM end the loop at its next turn; the poll wakes with EINTR. A parent
         // may hand us a mask with them blocked (Foundation's Process spawns from Dispatch
@@ -75,9 +101,18 @@ struct Canvasd: ParsableCommand {
         signal(SIGINT) { _ in stopRequested.store(true, ordering: .relaxed) }
         signal(SIGTERM) { _ in stopRequested.store(true, ordering: .relaxed) }
         signal(SIGPIPE, SIG_IGN)
+        signal(SIGHUP) { _ in reloadRequested.store(true, ordering: .relaxed) }
 
-        let server = try CanvasServer(configuration: configuration, logger: logger)
-        try server.run { stopRequested.load(ordering: .relaxed) }
+        let server: CanvasServer
+        do {
+            server = try CanvasServer(configuration: configuration, logger: logger)
+        } catch {
+            logger.critical("canvasd not started", metadata: ["error": "\(error)"])
+            throw ExitCode(1)
+        }
+        try server.run(reloadKeys: { reloadRequested.exchange(false, ordering: .relaxed) }) {
+            stopRequested.load(ordering: .relaxed)
+        }
         logger.info("canvasd stopped")
     }
 }
