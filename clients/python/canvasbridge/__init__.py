@@ -10,8 +10,9 @@ from .client import (
     EventSubscriber,
     Session,
 )
+from .keys import CurveKeys, generate as generate_keys, load_pair, load_public
 
 __all__ = [
     "DEFAULT_ENDPOINT", "DEFAULT_EVENTS", "CanvasClient", "CanvasError", "CanvasTimeout", "Event",
-    "EventSubscriber", "Session",
+    "EventSubscriber", "Session", "CurveKeys", "generate_keys", "load_pair", "load_public",
 ]

@@ -16,6 +16,8 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
 
 import zmq
 
+from .keys import CurveKeys
+
 DEFAULT_ENDPOINT = "tcp://127.0.0.1:5555"
 DEFAULT_EVENTS = "tcp://127.0.0.1:5556"
 
@@ -47,8 +49,10 @@ class CanvasClient:
         *,
         timeout: float = 5.0,
         retries: int = 2,
+        curve: Optional[CurveKeys] = None,
         context: Optional[zmq.Context] = None,
     ):
+        """``curve``: the keys for a server that requires CurveZMQ (see ``CurveKeys.from_files``)."""
         self.endpoint = endpoint
         self.timeout = timeout
         self.retries = retries
@@ -56,6 +60,8 @@ class CanvasClient:
         self._context = context or zmq.Context()
         self._socket = self._context.socket(zmq.DEALER)
         self._socket.setsockopt(zmq.LINGER, 0)
+        if curve is not None:
+            curve.apply(self._socket)
         self._socket.connect(endpoint)
         # Ids start at a random point so two clients of one session do not look like retries
         # of each other's requests.
@@ -269,11 +275,13 @@ class EventSubscriber:
     """
 
     def __init__(self, endpoint: str = DEFAULT_EVENTS, prefix: str = "", *,
-                 context: Optional[zmq.Context] = None):
+                 curve: Optional[CurveKeys] = None, context: Optional[zmq.Context] = None):
         self._own_context = context is None
         self._context = context or zmq.Context()
         self._socket = self._context.socket(zmq.SUB)
         self._socket.setsockopt(zmq.LINGER, 0)
+        if curve is not None:
+            curve.apply(self._socket)
         self._monitor = self._socket.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED)
         self._socket.setsockopt(zmq.SUBSCRIBE, prefix.encode("utf-8"))
         self._socket.connect(endpoint)

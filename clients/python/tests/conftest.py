@@ -8,13 +8,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Iterator, List
+from typing import Iterator, List, Optional
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from canvasbridge import CanvasClient, CanvasTimeout  # noqa: E402
+from canvasbridge import CanvasClient, CanvasTimeout, CurveKeys  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -29,12 +29,14 @@ def canvasd_path() -> Path:
 class Server:
     """One canvasd process; ``stop()`` sends SIGTERM and returns the exit status."""
 
-    def __init__(self, folder: Path, arguments: List[str] = ()):
+    def __init__(self, folder: Path, arguments: List[str] = (), *, curve: Optional[CurveKeys] = None):
+        """``curve``: keys of an allowed client, for a server started with CurveZMQ options."""
         self.folder = folder
+        self.curve = curve
         self.endpoint = f"ipc://{folder}/requests"
         self.events = f"ipc://{folder}/events"
         self.documents = folder / "documents"
-        self.documents.mkdir(exist_ok=True)
+        self.documents.mkdir(parents=True, exist_ok=True)
         self.log = folder / "canvasd.log"
         executable = canvasd_path()
         if not executable.exists():
@@ -47,7 +49,7 @@ class Server:
         self._wait_until_serving()
 
     def _wait_until_serving(self) -> None:
-        with CanvasClient(self.endpoint, timeout=0.2, retries=0) as client:
+        with CanvasClient(self.endpoint, timeout=0.2, retries=0, curve=self.curve) as client:
             for _ in range(50):
                 try:
                     client.hello()
