@@ -10,7 +10,7 @@ VENV         := .venv
 PYTHON       := $(VENV)/bin/python
 CANVASD      := $(CURDIR)/.build/debug/canvasd
 
-.PHONY: all deps system-deps python-deps build run test test-swift test-python bench clean
+.PHONY: all deps system-deps python-deps build run test test-swift test-python bench fuzz clean
 
 all: build
 
@@ -49,5 +49,10 @@ bench: system-deps
 	.build/release/canvasbench latency
 	.build/release/canvasbench flatten
 
+# libFuzzer with address sanitizer over the request decoder and dispatcher, the drawing validator
+# and the .yianazip reader; FUZZ_SECONDS per target (default 60).
+fuzz: system-deps
+	scripts/fuzz.sh
+
 clean:
-	rm -rf .build $(VENV)
+	rm -rf .build .build-fuzz $(VENV)

@@ -15,6 +15,8 @@ let package = Package(
         .library(name: "CanvasClient", targets: ["CanvasClient"]),
         .executable(name: "canvasd", targets: ["canvasd"]),
         .executable(name: "canvasctl", targets: ["canvasctl"]),
+        // For the libFuzzer package in Fuzz/, which builds these with -sanitize=fuzzer.
+        .library(name: "FuzzTargets", targets: ["FuzzTargets"]),
     ],
     dependencies: [
         .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
@@ -86,6 +88,17 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // What each libFuzzer target runs on one input, and the invariants it traps on; the
+        // regression tests replay saved inputs through the same functions.
+        .target(
+            name: "FuzzTargets",
+            dependencies: [
+                "CanvasCore", "CanvasProtocol", "CanvasService", "DocumentStore", "InkRendering",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(name: "FuzzRegressionTests", dependencies: ["FuzzTargets"], swiftSettings: swiftSettings),
         .testTarget(
             name: "CanvasCoreTests",
             dependencies: [
@@ -108,3 +121,11 @@ let package = Package(
         ),
     ]
 )
+
+// libFuzzer targets, only when asked for (`make fuzz`): they have no main() of their own, so an
+// ordinary build could not link them.
+if Context.environment["CANVAS_FUZZ"] != nil {
+    for name in ["request", "drawing", "yianazip"] {
+        package.targets.append(.executableTarget(name: "fuzz-\(name)", dependencies: ["FuzzTargets"], swiftSettings: swiftSettings))
+    }
+}

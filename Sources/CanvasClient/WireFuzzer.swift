@@ -37,12 +37,14 @@ public final class WireFuzzer {
     private let client: CanvasClient
     private let events: EventSubscriber
     private var random: SeededGenerator
+    private var commands: RandomCommands
     private var report: FuzzReport
 
     public init(endpoint: String, eventsEndpoint: String, seed: UInt64) throws {
         client = try CanvasClient(endpoint: endpoint)
         events = try EventSubscriber(endpoint: eventsEndpoint)
         random = SeededGenerator(seed: seed)
+        commands = RandomCommands(seed: seed ^ 0x5EED)
         report = FuzzReport(seed: seed)
     }
 
@@ -65,7 +67,7 @@ public final class WireFuzzer {
     }
 
     private func runSession(length: Int) throws {
-        let pencil = randomPencil()
+        let pencil = commands.pencil()
         let transitions: TransitionMode = Bool.random(using: &random) ? .instant : .manual
         let initialized = Int.random(in: 0..<5, using: &random) > 0
         var model = ReferenceCanvas(pencil: pencil, transitions: transitions, initialized: initialized)
@@ -80,10 +82,10 @@ public final class WireFuzzer {
         var seq: Int64 = 0
         var history: [String] = []
         for _ in 0..<length {
-            let command = randomCommand()
+            let command = commands.next()
             history.append(command.description)
             let expected = model.predict(command)
-            let (method, params) = try wire(command)
+            let (method, params) = try WireCommands.request(command)
             let reply = try client.call(method, params, session: session)
             report.requests += 1
             report.steps += 1
@@ -96,7 +98,7 @@ public final class WireFuzzer {
                       replay: canvasctl fuzz --seed \(report.seed) --steps \(report.steps)
                     """)
             }
-            if let problem = compare(reply, expected, command) { throw fail(problem) }
+            if let problem = WireCommands.check(reply, against: expected) { throw fail(problem) }
             try checkState(session, expected, fail)
             if let problem = try checkEvents(session, expected, &seq) { throw fail(problem) }
         }
@@ -105,44 +107,6 @@ public final class WireFuzzer {
     }
 
     // MARK: Checks
-
-    private func compare(_ reply: Result<[String: JSONValue], ProtocolError>, _ expected: Observation, _ command: CanvasCommand) -> String? {
-        switch (reply, expected.reply) {
-        case (.failure(let error), .rejected(let reason)):
-            guard error.code == .invalidState, error.data["reason"] == .string(reason.rawValue) else {
-                return "expected INVALID_STATE \(reason), got \(error)"
-            }
-        case (.failure(let error), .invalidEdit(.noSuchText)):
-            guard error.code == .notFound else { return "expected NOT_FOUND, got \(error)" }
-        case (.failure(let error), _):
-            return "expected success, got \(error)"
-        case (.success(let result), .accepted):
-            if result["state"] != .string(expected.phase.rawValue) { return "reply state \(String(describing: result["state"]))" }
-            if let problem = compareResult(result["action"] == nil ? nil : result, expected.result) { return problem }
-        case (.success(let result), .edited(let changed)):
-            if result["changed"] != .bool(changed) { return "reply changed=\(String(describing: result["changed"])), expected \(changed)" }
-        case (.success(let result), .doubleTap(let outcome)):
-            if result["outcome"] != .string(outcome.name) { return "outcome \(String(describing: result["outcome"]))" }
-            if case .ignored(let reason) = outcome, result["reason"] != .string(reason.rawValue) {
-                return "ignore reason \(String(describing: result["reason"]))"
-            }
-            if let problem = compareResult(result["canvasResult"]?.objectValue, expected.result) { return problem }
-        case (.success(let result), _):
-            return "expected \(expected.reply), got success \(result)"
-        }
-        return nil
-    }
-
-    private func compareResult(_ actual: [String: JSONValue]?, _ expected: CanvasResult?) -> String? {
-        switch (actual, expected) {
-        case (nil, nil): return nil
-        case (let actual?, let expected?):
-            if actual["action"] == .string(expected.action.rawValue), actual["hasContent"] == .bool(expected.hasContent) { return nil }
-            return "CanvasResult \(actual), expected \(expected)"
-        default:
-            return "CanvasResult \(String(describing: actual)), expected \(String(describing: expected))"
-        }
-    }
 
     private func checkState(_ session: String, _ expected: Observation, _ fail: (String) -> Divergence) throws {
         let state = try expectSuccess(client.call("canvas.state", [:], session: session), context: "canvas.state")
@@ -206,76 +170,5 @@ public final class WireFuzzer {
         case .success(let result): return result
         case .failure(let error): throw Divergence(message: "\(context) failed: \(error)")
         }
-    }
-
-    // MARK: Commands
-
-    private func wire(_ command: CanvasCommand) throws -> (String, [String: JSONValue]) {
-        switch command {
-        case .open: return ("canvas.open", [:])
-        case .minimize: return ("canvas.minimize", [:])
-        case .submit: return ("canvas.submit", [:])
-        case .cancel: return ("canvas.cancel", [:])
-        case .doubleTap: return ("pencil.doubleTap", [:])
-        case .finishTransition: return ("canvas.finishTransition", [:])
-        case .initialize: return ("canvas.initialize", [:])
-        case .timerFired: preconditionFailure("timers are the server's own; the fuzzer uses manual transitions")
-        case .configurePencil(let configuration):
-            return ("pencil.configure", try JSONCodec.value(of: configuration).objectValue ?? [:])
-        case .edit(let edit):
-            switch edit {
-            case .addStroke(let stroke): return ("drawing.addStroke", try JSONCodec.value(of: stroke).objectValue ?? [:])
-            case .addText(let text): return ("drawing.addText", try JSONCodec.value(of: text).objectValue ?? [:])
-            case .erase(let request): return ("drawing.erase", try JSONCodec.value(of: request).objectValue ?? [:])
-            case .moveText(let index, let x, let y):
-                return ("drawing.moveText", ["index": .integer(Int64(index)), "x": .number(x), "y": .number(y)])
-            case .undo: return ("drawing.undo", [:])
-            case .redo: return ("drawing.redo", [:])
-            case .clear: return ("drawing.clear", [:])
-            }
-        }
-    }
-
-    private func randomPencil() -> PencilConfiguration {
-        PencilConfiguration(supported: Int.random(in: 0..<6, using: &random) > 0,
-                            preferredTapAction: PreferredTapAction.allCases.randomElement(using: &random)!,
-                            policy: TapPolicy.allCases.randomElement(using: &random)!)
-    }
-
-    private func coordinate() -> Double { (Double.random(in: 0...200, using: &random) * 100).rounded() / 100 }
-
-    private func randomCommand() -> CanvasCommand {
-        switch Int.random(in: 0..<20, using: &random) {
-        case 0, 1, 2, 3: return .doubleTap
-        case 4: return .open
-        case 5: return .minimize
-        case 6, 7: return .finishTransition
-        case 8: return .submit
-        case 9: return .cancel
-        case 10, 11: return .edit(.addStroke(randomStroke()))
-        case 12: return .edit(.addText(try! TextAnnotation(text: ["Hi", "Ünï ✓", "two\nlines"].randomElement(using: &random)!,
-                                                           x: coordinate(), y: coordinate(),
-                                                           fontSize: Double(Int.random(in: 8...48, using: &random)),
-                                                           color: InkColor(["red", "#112233"].randomElement(using: &random)!))))
-        case 13: return .edit(.erase(try! EraseRequest(x: coordinate(), y: coordinate(), radius: Double.random(in: 2...50, using: &random),
-                                                       mode: EraseMode.allCases.randomElement(using: &random)!)))
-        case 14: return .edit(.undo)
-        case 15: return .edit(.redo)
-        case 16: return .edit(.clear)
-        case 17: return .edit(.moveText(index: Int.random(in: 0...2, using: &random), x: coordinate(), y: coordinate()))
-        case 18: return .initialize
-        default: return .configurePencil(randomPencil())
-        }
-    }
-
-    private func randomStroke() -> Stroke {
-        let count = Int.random(in: 1...8, using: &random)
-        let withPressure = Bool.random(using: &random)
-        let points = (0..<count).map { _ in
-            try! InkPoint(x: coordinate(), y: coordinate(),
-                          pressure: withPressure ? (Double.random(in: 0...1, using: &random) * 1000).rounded() / 1000 : nil)
-        }
-        return try! Stroke(tool: InkTool.allCases.randomElement(using: &random)!, color: InkColor(["black", "blue", "#FFCC00"].randomElement(using: &random)!),
-                           width: Double(Int.random(in: 1...20, using: &random)), points: points)
     }
 }

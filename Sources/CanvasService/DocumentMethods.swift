@@ -122,6 +122,8 @@ struct DocumentMethods {
                                                             "revision": .integer(Int64(current))])
         case .unreadable(let name, let reason, _):
             return ProtocolError(.unavailable, message, data: ["name": .string(name), "reason": .string(reason)])
+        case .io(let operation, _) where error.isOutOfSpace:
+            return ProtocolError(.unavailable, message, data: ["operation": .string(operation), "reason": "noSpace"])
         case .io(let operation, _):
             return ProtocolError(.internal, message, data: ["operation": .string(operation)])
         }

@@ -34,6 +34,13 @@ public enum DocumentError: Error, Sendable, Equatable, CustomStringConvertible {
         case .io(let operation, let message): return "\(operation): \(message)"
         }
     }
+
+    /// A write that failed for want of room (a full disk, a quota, a file-size limit): the
+    /// client can try again once space is made, so it is not an internal fault.
+    public var isOutOfSpace: Bool {
+        guard case .io(_, let message) = self else { return false }
+        return [ENOSPC, EDQUOT, EFBIG].contains { message == String(cString: strerror($0)) }
+    }
 }
 
 public struct PageSummary: Sendable, Equatable {

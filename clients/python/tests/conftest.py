@@ -29,13 +29,16 @@ def canvasd_path() -> Path:
 class Server:
     """One canvasd process; ``stop()`` sends SIGTERM and returns the exit status."""
 
-    def __init__(self, folder: Path, arguments: List[str] = (), *, curve: Optional[CurveKeys] = None):
-        """``curve``: keys of an allowed client, for a server started with CurveZMQ options."""
+    def __init__(self, folder: Path, arguments: List[str] = (), *, curve: Optional[CurveKeys] = None,
+                 documents: Optional[Path] = None):
+        """``curve``: keys of an allowed client, for a server started with CurveZMQ options;
+        ``documents``: the document folder, if not ``folder/documents``."""
         self.folder = folder
         self.curve = curve
         self.endpoint = f"ipc://{folder}/requests"
         self.events = f"ipc://{folder}/events"
-        self.documents = folder / "documents"
+        self.documents = documents or folder / "documents"
+        folder.mkdir(parents=True, exist_ok=True)
         self.documents.mkdir(parents=True, exist_ok=True)
         self.log = folder / "canvasd.log"
         executable = canvasd_path()

@@ -1,0 +1,43 @@
+import CanvasCore
+import CanvasProtocol
+import DocumentStore
+import Foundation
+
+/// The `.yianazip` reader, and the PDF reading and writing behind it: an input is the whole
+/// file. It is read as `document.info` reads it; a file that reads is flattened (a dot on its
+/// first page), and must then read again with the same page count and its unknown metadata
+/// kept. A file that cannot be read must be refused with an error and left byte for byte as
+/// it was.
+public enum YianazipTarget {
+    public static func run(_ input: [UInt8]) {
+        let folder = FuzzFolder()
+        defer { folder.remove() }
+        let path = folder.path + "/input.yianazip"
+        FileManager.default.createFile(atPath: path, contents: Data(input))
+        guard let store = try? DocumentStore(folder: URL(fileURLWithPath: folder.path), keepRevisions: 2) else {
+            fatalError("the document folder could not be opened")
+        }
+        let info: DocumentInfo
+        do {
+            info = try store.info("input.yianazip")
+        } catch {
+            if FileManager.default.contents(atPath: path).map(Array.init) != input { fatalError("a refused file was changed") }
+            return
+        }
+        guard info.summary.pageCount > 0, let page = info.pages.first else { return }
+        let dot = try! Stroke(tool: .pen, color: try! InkColor("red"), width: 2,
+                              points: [try! InkPoint(x: page.width / 2, y: page.height / 2)])
+        do {
+            _ = try store.flatten("input.yianazip", page: 0, drawing: Drawing(strokes: [dot]))
+        } catch {
+            // Refusing is allowed (a page qpdf cannot rewrite); changing the file while refusing is not.
+            if FileManager.default.contents(atPath: path).map(Array.init) != input { fatalError("a failed save changed the file: \(error)") }
+            return
+        }
+        guard let after = try? store.info("input.yianazip") else { fatalError("a saved document no longer reads") }
+        if after.summary.pageCount != info.summary.pageCount { fatalError("the page count changed") }
+        for (key, value) in info.metadata ?? [:] where !["modified", "page_count", "markup"].contains(key) {
+            if after.metadata?[key] != value { fatalError("metadata field \(key) was not kept") }
+        }
+    }
+}

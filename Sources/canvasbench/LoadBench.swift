@@ -1,0 +1,253 @@
+import ArgumentParser
+import CanvasClient
+import CanvasCore
+import CanvasModel
+import CanvasProtocol
+import Foundation
+import Synchronization
+import ZeroMQ
+
+/// Many clients at once, each pipelining a random mix of toggles, drawing edits and flattens on
+/// its own session and document, every reply checked: it must arrive, answer a request this
+/// client has in flight, and say what the model predicts (or, for a flatten, the next revision).
+/// Beside them, one subscriber that never reads, to show that a stalled reader neither slows the
+/// server nor grows its memory.
+struct LoadBench: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "load", abstract: "Concurrent pipelined clients against canvasd, every reply checked.")
+
+    @Option(help: "Concurrent clients, each a DEALER socket on its own thread.") var clients = 32
+    @Option(help: "Requests per client.") var requests = 2_000
+    @Option(help: "Requests each client keeps in flight.") var window = 8
+    @Option(help: "One request in this many is a document.flatten.") var flattenEvery = 50
+    @Option(help: "Pages of each client's document.") var pages = 20
+    @Option(help: "Seconds to wait for any one reply before it counts as lost.") var replyTimeout = 60
+
+    func run() throws {
+        let folder = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("canvas-load-\(getpid())")
+        let documents = folder.appendingPathComponent("documents")
+        try FileManager.default.createDirectory(at: documents, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let template = folder.appendingPathComponent("template.pdf")
+        try BenchDocuments.write(to: template, pages: pages, scanned: false, imageSide: 0)
+        for client in 0..<clients {
+            try FileManager.default.copyItem(at: template, to: documents.appendingPathComponent(Self.document(client)))
+        }
+
+        let context = try ZMQContext()
+        let endpoint = "ipc://\(folder.path)/requests", events = "ipc://\(folder.path)/events"
+        let canvasd = try Child(Sibling.path("canvasd"), [
+            "--endpoint", endpoint, "--events", events, "--documents", documents.path, "--log-level", "error",
+            "--keep-revisions", "3", "--max-sessions", "\(max(1_000, clients * 2))",
+        ])
+        defer { canvasd.stop() }
+        let probe = try CanvasClient(endpoint: endpoint, timeoutMilliseconds: 200, context: context)
+        var up = false
+        for _ in 0..<50 where !up { if case .success? = try? probe.call("hello") { up = true } }
+        guard up else { throw ValidationError("canvasd did not start") }
+
+        // The stalled subscriber: subscribed to everything, with a small queue, never read.
+        let stalled = try context.socket(.sub)
+        try stalled.setReceiveHighWaterMark(100)
+        try stalled.subscribe("")
+        try stalled.connect(events)
+        // A reading subscriber, to count what was published.
+        let reader = EventCounter(context: context, endpoint: events)
+        usleep(200_000)
+        let idleRSS = Memory.of(canvasd.process.processIdentifier)
+
+        let outcomes = Mutex<[ClientOutcome]>([])
+        let clock = ContinuousClock()
+        let start = clock.now
+        let threads = (0..<clients).map { index in
+            Thread { [self] in
+                let outcome = ClientRun(index: index, endpoint: endpoint, context: context, requests: requests, window: window,
+                                        flattenEvery: flattenEvery, pages: pages, timeoutSeconds: replyTimeout).run()
+                outcomes.withLock { $0.append(outcome) }
+            }
+        }
+        threads.forEach { $0.start() }
+        while outcomes.withLock({ $0.count }) < clients { usleep(10_000) }
+        let elapsed = clock.now - start
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let loadedRSS = Memory.of(canvasd.process.processIdentifier)
+        let published = reader.stop()
+
+        let all = outcomes.withLock { $0 }
+        let total = all.reduce(0) { $0 + $1.replies }
+        let lost = all.reduce(0) { $0 + $1.lost }, mismatched = all.reduce(0) { $0 + $1.mismatched }
+        let wrong = all.flatMap(\.wrong)
+        let canvasLatency = Stats(all.flatMap(\.canvasMicroseconds)), flattenLatency = Stats(all.flatMap(\.flattenMicroseconds))
+        let everything = Stats(all.flatMap(\.canvasMicroseconds) + all.flatMap(\.flattenMicroseconds))
+        print("load: \(clients) clients x \(requests) requests, \(window) in flight each, 1 in \(flattenEvery) a flatten of a \(pages)-page PDF")
+        print("  replies: \(total) of \(clients * requests); lost \(lost), mismatched \(mismatched), wrong \(wrong.count)")
+        print("  time \(format(seconds, 2)) s, throughput \(format(Double(total) / seconds, 0)) replies/s")
+        print("  latency µs       p50       p90       p99       max")
+        for (name, stats) in [("all", everything), ("canvas/drawing", canvasLatency), ("flatten", flattenLatency)] {
+            let row = [50.0, 90, 99, 100].map { format(stats.percentile($0), 0) }
+            print("  \(name.padding(toLength: 15, withPad: " ", startingAt: 0))" + row.map { String(repeating: " ", count: max(0, 10 - $0.count)) + $0 }.joined())
+        }
+        print("  canvasd memory: \(format(idleRSS.rss)) MB resident idle, \(format(loadedRSS.rss)) MB after, peak \(format(loadedRSS.peak)) MB")
+        print("  events: \(published) read by a live subscriber; a stalled subscriber (queue of 100, never read) was connected throughout")
+        for problem in wrong.prefix(5) { print("  WRONG: \(problem)") }
+        if lost + mismatched + wrong.count > 0 { throw ExitCode(1) }
+    }
+
+    static func document(_ client: Int) -> String { "client-\(client).pdf" }
+}
+
+/// What one client saw.
+struct ClientOutcome: Sendable {
+    var replies = 0
+    var lost = 0
+    var mismatched = 0
+    var wrong: [String] = []
+    var canvasMicroseconds: [Double] = []
+    var flattenMicroseconds: [Double] = []
+}
+
+/// One client: its own session, its own document, requests pipelined `window` deep.
+struct ClientRun {
+    let index: Int
+    let endpoint: String
+    let context: ZMQContext
+    let requests: Int
+    let window: Int
+    let flattenEvery: Int
+    let pages: Int
+    let timeoutSeconds: Int
+
+    private enum Expectation {
+        case canvas(Observation)
+        case flatten(revision: Int)
+    }
+
+    func run() -> ClientOutcome {
+        var outcome = ClientOutcome()
+        do {
+            try drive(&outcome)
+        } catch {
+            outcome.wrong.append("client \(index): \(error)")
+        }
+        return outcome
+    }
+
+    private func drive(_ outcome: inout ClientOutcome) throws {
+        let socket = try context.socket(.dealer)
+        try socket.setReceiveTimeout(milliseconds: Int32(timeoutSeconds * 1000))
+        try socket.connect(endpoint)
+        try socket.send([JSONCodec.serialize(Request(id: .string("open"), method: "session.open",
+                                                     params: ["transitions": "instant"]).json)])
+        guard let opened = try socket.receive(), let reply = try? JSONCodec.parse(opened.last ?? []),
+              let session = reply["result"]?["session"]?.stringValue else { throw ValidationError("session.open failed") }
+
+        var model = ReferenceCanvas(pencil: PencilConfiguration(), transitions: .instant, initialized: true)
+        var commands = RandomCommands(seed: UInt64(index) &* 7919 &+ 1)
+        var revision = 1
+        var inFlight: [Int64: (Expectation, ContinuousClock.Instant)] = [:]
+        let clock = ContinuousClock()
+        var sent = 0
+        while outcome.replies + outcome.lost < requests {
+            while sent < requests && inFlight.count < window {
+                sent += 1
+                let id = Int64(sent)
+                let request: Request
+                if sent % flattenEvery == 0 {
+                    revision += 1
+                    let page = sent / flattenEvery % pages
+                    let stroke: JSONValue = ["tool": "pen", "color": "red", "width": 3,
+                                             "points": [["x": .number(Double(20 + sent % 300)), "y": 40], ["x": 80, "y": 90]]]
+                    request = Request(id: .integer(id), method: "document.flatten", params: [
+                        "name": .string(LoadBench.document(index)), "page": .integer(Int64(page)),
+                        "drawing": ["strokes": [stroke], "texts": []], "expectedRevision": .integer(Int64(revision - 1)),
+                    ])
+                    inFlight[id] = (.flatten(revision: revision), clock.now)
+                } else {
+                    let command = commands.next()
+                    let (method, params) = try WireCommands.request(command)
+                    request = Request(id: .integer(id), method: method, params: params, session: session)
+                    inFlight[id] = (.canvas(model.predict(command)), clock.now)
+                }
+                try socket.send([JSONCodec.serialize(request.json)])
+            }
+            guard let frames = try socket.receive() else {
+                // Nothing for the whole timeout: everything still in flight is lost.
+                outcome.lost += inFlight.count
+                return
+            }
+            guard let reply = try? JSONCodec.parse(frames.last ?? []), let id = reply["id"]?.integerValue,
+                  let (expectation, sentAt) = inFlight.removeValue(forKey: id) else {
+                outcome.mismatched += 1
+                continue
+            }
+            outcome.replies += 1
+            let elapsed = clock.now - sentAt
+            let microseconds = Double(elapsed.components.seconds) * 1e6 + Double(elapsed.components.attoseconds) / 1e12
+            switch expectation {
+            case .canvas(let observation):
+                outcome.canvasMicroseconds.append(microseconds)
+                if let problem = WireCommands.check(Self.result(reply), against: observation) {
+                    outcome.wrong.append("client \(index) request \(id): \(problem)")
+                }
+            case .flatten(let expected):
+                outcome.flattenMicroseconds.append(microseconds)
+                guard reply["result"]?["revision"]?.integerValue == Int64(expected),
+                      reply["result"]?["pageCount"]?.integerValue == Int64(pages) else {
+                    outcome.wrong.append("client \(index) flatten \(id): expected revision \(expected), got \(reply)")
+                    continue
+                }
+            }
+        }
+        try socket.send([JSONCodec.serialize(Request(id: .string("close"), method: "session.close", session: session).json)])
+        _ = try socket.receive()
+    }
+
+    private static func result(_ reply: JSONValue) -> Result<[String: JSONValue], ProtocolError> {
+        if let result = reply["result"]?.objectValue { return .success(result) }
+        let error = reply["error"]?.objectValue ?? [:]
+        return .failure(ProtocolError(ErrorCode(rawValue: error["code"]?.stringValue ?? "") ?? .internal,
+                                      error["message"]?.stringValue ?? "", data: error["data"]?.objectValue ?? [:]))
+    }
+}
+
+/// Counts events on its own thread until stopped.
+final class EventCounter: Sendable {
+    private let count = Atomic<Int>(0)
+    private let stopRequested = Atomic<Bool>(false)
+    private let finished = DispatchSemaphore(value: 0)
+
+    init(context: ZMQContext, endpoint: String) {
+        Thread { [self] in
+            defer { finished.signal() }
+            guard let socket = try? context.socket(.sub) else { return }
+            try? socket.subscribe("")
+            try? socket.setReceiveTimeout(milliseconds: 100)
+            try? socket.connect(endpoint)
+            while !stopRequested.load(ordering: .relaxed) {
+                if (try? socket.receive()) != nil { count.add(1, ordering: .relaxed) }
+            }
+        }.start()
+    }
+
+    /// Stops reading; returns how many events were read.
+    func stop() -> Int {
+        usleep(300_000)   // the last events of the run are still on their way
+        stopRequested.store(true, ordering: .relaxed)
+        finished.wait()
+        return count.load(ordering: .relaxed)
+    }
+}
+
+/// A process's resident memory now and at its peak, from /proc, in MB.
+enum Memory {
+    static func of(_ pid: Int32) -> (rss: Double, peak: Double) {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return (.nan, .nan) }
+        func field(_ name: String) -> Double {
+            guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix(name + ":") }),
+                  let kilobytes = Double(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
+            else { return .nan }
+            return kilobytes / 1024
+        }
+        return (field("VmRSS"), field("VmHWM"))
+    }
+}
