@@ -21,9 +21,11 @@ import zmq
 from conftest import Server
 
 CORPUS = Path(__file__).resolve().parents[4] / "shared" / "corpus" / "pdfjs"
-# One file that takes appended updates, and one that qpdf reads only after repair, which is
-# written whole.
-DOCUMENTS = ["labelled_pages.pdf", "basicapi.pdf"]
+# One file that takes appended updates, one that qpdf reads only after repair, which is written
+# whole, and a .yianazip container (metadata rewritten ahead of the PDF on every save).
+DOCUMENTS = ["labelled_pages.pdf", "basicapi.pdf", "box.yianazip"]
+METADATA = {"title": "box", "created": 0, "modified": 0, "page_count": 3, "tags": ["x"], "ocr_completed": False,
+            "full_text": "", "kept": {"unknown": True}}
 
 
 def qpdf_check(path: Path) -> int:
@@ -35,9 +37,12 @@ def test_sigkill_during_saves_loses_nothing(tmp_path):
     rng = random.Random(os.environ.get("DURABILITY_SEED", "7"))
     documents = tmp_path / "server" / "documents"
     documents.mkdir(parents=True)
-    for name in DOCUMENTS:
+    for name in DOCUMENTS[:2]:
         shutil.copy(CORPUS / name, documents / name)
-    baseline = {name: qpdf_check(CORPUS / name) for name in DOCUMENTS}
+    (documents / "box.yianazip").write_bytes(json.dumps(METADATA).encode() + b"\xff\xff\xff\xff"
+                                             + (CORPUS / "labelled_pages.pdf").read_bytes())
+    baseline = {name: qpdf_check(CORPUS / name) for name in DOCUMENTS[:2]}
+    baseline["box.yianazip"] = baseline["labelled_pages.pdf"]
     acknowledged = {name: 1 for name in DOCUMENTS}
 
     server = Server(tmp_path / "server", ["--log-level", "error"])
@@ -49,10 +54,19 @@ def test_sigkill_during_saves_loses_nothing(tmp_path):
             socket = context.socket(zmq.DEALER)
             socket.setsockopt(zmq.LINGER, 0)
             socket.connect(server.endpoint)
-            request = {"id": attempt, "method": "document.flatten", "params": {
-                "name": name, "page": rng.randrange(0, 3),
-                "drawing": {"strokes": [{"tool": "pen", "color": "red", "width": 3,
-                                         "points": [{"x": rng.uniform(20, 500), "y": rng.uniform(20, 700)}]}], "texts": []}}}
+            stroke = {"tool": "pen", "color": "red", "width": 3,
+                      "points": [{"x": rng.uniform(20, 500), "y": rng.uniform(20, 700)}]}
+            page = rng.randrange(0, 3)
+            if rng.random() < 0.5:
+                request = {"id": attempt, "method": "document.flatten", "params": {
+                    "name": name, "page": page, "drawing": {"strokes": [stroke], "texts": []}}}
+            else:
+                # The same save through a canvas: opened on the page, drawn on, submitted.
+                with server.client(timeout=5) as setup:
+                    session = setup.open_session()
+                    session.open(document=name, page=page)
+                    session.call("drawing.addStroke", stroke)
+                request = {"id": attempt, "method": "canvas.submit", "session": session.id}
             socket.send(json.dumps(request).encode())
             # Kill at a random moment: before, during or after the save.
             deadline = time.monotonic() + rng.uniform(0, 0.02)
@@ -67,7 +81,8 @@ def test_sigkill_during_saves_loses_nothing(tmp_path):
             socket.close(0)
             if reply is not None:
                 assert "result" in reply, reply
-                acknowledged[name] = reply["result"]["revision"]
+                result = reply["result"]
+                acknowledged[name] = result["document"]["revision"] if "document" in result else result["revision"]
             else:
                 killed_mid_save += 1
 
@@ -79,7 +94,14 @@ def test_sigkill_during_saves_loses_nothing(tmp_path):
                     assert info["revision"] in (acknowledged[document], acknowledged[document] + 1), \
                         f"{document}: revision {info['revision']}, acknowledged {acknowledged[document]}"
                     acknowledged[document] = info["revision"]
-                    assert qpdf_check(documents / document) in (0, baseline[document]), f"{document} is damaged"
+                    if document.endswith(".yianazip"):
+                        data = (documents / document).read_bytes()
+                        split = data.index(b"\xff\xff\xff\xff")
+                        assert json.loads(data[:split])["kept"] == {"unknown": True}
+                        (tmp_path / "inner.pdf").write_bytes(data[split + 4:])
+                        assert qpdf_check(tmp_path / "inner.pdf") in (0, baseline[document]), f"{document} is damaged"
+                    else:
+                        assert qpdf_check(documents / document) in (0, baseline[document]), f"{document} is damaged"
                     revisions = [r["revision"] for r in client.call("document.revisions", {"name": document})["revisions"]]
                     assert revisions[-1] == info["revision"] and revisions[0] == 1
         assert not list((documents / ".canvas-revisions").glob(".tmp-*")), "a half-written save was left behind"
