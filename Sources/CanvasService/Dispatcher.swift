@@ -284,6 +284,7 @@ public final class Dispatcher {
             "methods": .array(Self.methods.map { .string($0) }),
             "limits": limits.json,
             "idleTimeoutMs": .integer(Int64(idleTimeout.components.seconds * 1000)),
+            "security": authenticated ? "curve" : "loopback",
         ]
     }
 
