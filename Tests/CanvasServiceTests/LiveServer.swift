@@ -20,8 +20,13 @@ final class LiveServer: @unchecked Sendable {
 
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
-    init(arguments: [String] = [], endpoint: String? = nil) throws {
-        folder = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("canvasd-\(UInt32.random(in: 0...UInt32.max))")
+    /// Keys of an allowed client, for a server started with CurveZMQ options.
+    let curve: CurveCredentials?
+
+    init(arguments: [String] = [], endpoint: String? = nil, curve: CurveCredentials? = nil,
+         folder existing: URL? = nil) throws {
+        self.curve = curve
+        folder = existing ?? URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("canvasd-\(UInt32.random(in: 0...UInt32.max))")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         self.endpoint = endpoint ?? "ipc://\(folder.path)/requests"
         events = "ipc://\(folder.path)/events"
@@ -38,7 +43,7 @@ final class LiveServer: @unchecked Sendable {
     }
 
     private func waitUntilServing() throws {
-        let client = try CanvasClient(endpoint: endpoint, timeoutMilliseconds: 200)
+        let client = try CanvasClient(endpoint: endpoint, timeoutMilliseconds: 200, curve: curve)
         for _ in 0..<50 {
             if case .success? = try? client.call("hello") { return }
             guard process.isRunning else { break }
@@ -50,8 +55,8 @@ final class LiveServer: @unchecked Sendable {
 
     var logText: String { (try? String(contentsOf: log, encoding: .utf8)) ?? "" }
 
-    func client(timeoutMilliseconds: Int32 = 5_000) throws -> CanvasClient {
-        try CanvasClient(endpoint: endpoint, timeoutMilliseconds: timeoutMilliseconds)
+    func client(timeoutMilliseconds: Int32 = 5_000, curve: CurveCredentials? = nil) throws -> CanvasClient {
+        try CanvasClient(endpoint: endpoint, timeoutMilliseconds: timeoutMilliseconds, curve: curve ?? self.curve)
     }
 
     /// Stops with SIGTERM and returns the exit status. A server that has not stopped after
