@@ -1,4 +1,5 @@
 public import Logging
+import Dispatch
 public import ZeroMQ
 
 /// Why the server could not start.
@@ -34,6 +35,14 @@ public final class CanvasServer {
     private let configuration: ServiceConfiguration
     private let logger: Logger
     private let clock = ContinuousClock()
+    /// Saves run here, one at a time (so one save's memory is the most they take), and say
+    /// they are done through `waker`, a DEALER connected over inproc to the request socket:
+    /// the loop learns of it in the same receive that brings requests, with no extra poll.
+    private let saveQueue = DispatchQueue(label: "canvasd.saves")
+    private let waker: SaveWaker
+    /// Messages from this routing id are the waker's, not a client's. Random, so no client
+    /// can pose as it (and one that did would only make the loop look for finished saves).
+    private let wakerID: [UInt8] = (0..<16).map { _ in UInt8.random(in: 0...255) }
     /// Only with CurveZMQ: the handshake gatekeeper, and the keys it admits.
     private let zap: ZAPHandler?
     private let allowedKeys: AllowedKeys?
@@ -80,6 +89,12 @@ public final class CanvasServer {
                 try eventSocket.setManualSubscriptions(true)
             }
             try Self.bind(requests: requests, events: eventSocket, configuration)
+            let wakeEndpoint = "inproc://canvasd-saves-\(UInt64.random(in: 0...UInt64.max))"
+            try requests.bind(wakeEndpoint)
+            let socket = try context.socket(.dealer)
+            try socket.setRoutingID(wakerID)
+            try socket.connect(wakeEndpoint)
+            waker = SaveWaker(socket)
         } catch let error as ServerStartError {
             throw error
         } catch let error as ZMQError {
@@ -89,7 +104,13 @@ public final class CanvasServer {
         }
         endpoint = requests.lastEndpoint
         eventsEndpoint = eventSocket.lastEndpoint
-        dispatcher = Dispatcher(configuration: configuration, logger: logger)
+        let (queue, waker) = (saveQueue, waker)
+        dispatcher = Dispatcher(configuration: configuration, logger: logger, saves: { save in
+            queue.async {
+                save()
+                waker.wake()
+            }
+        })
     }
 
     private static func bind(requests: ZMQSocket, events eventSocket: ZMQSocket,
@@ -165,6 +186,9 @@ public final class CanvasServer {
                 nextSweep = now + .seconds(1)
             }
         }
+        // Saves under way finish (a save is never cut short by a stop), and are answered.
+        saveQueue.sync {}
+        deliver(dispatcher.collectSaves(at: clock.now))
         logger.info("canvasd stopping", metadata: ["sessions": "\(dispatcher.sessionCount)"])
         zap?.stop()
     }
@@ -198,19 +222,28 @@ public final class CanvasServer {
         // ROUTER prefixes the sender's identity; REQ clients add an empty delimiter, DEALER
         // clients may not. The reply goes back with the same envelope.
         guard frames.count >= 1 else { return }
+        if frames[0] == wakerID {
+            deliver(dispatcher.collectSaves(at: clock.now))
+            return
+        }
         var envelope = [frames[0]]
         var body = frames.dropFirst()
         if body.count > 1 || body.first?.isEmpty == true, body.first?.isEmpty == true {
             envelope.append([])
             body = body.dropFirst()
         }
-        let output = dispatcher.handle(Array(body), from: owner, at: clock.now)
+        deliver(dispatcher.handle(Array(body), envelope: envelope, from: owner, at: clock.now))
+    }
+
+    private func deliver(_ output: Dispatcher.Output) {
         // Events first: a client that has its reply can expect the events it caused to be on the way.
         publish(output.events)
-        do {
-            try requests.send(envelope + [output.reply], wait: false)
-        } catch {
-            logger.warning("reply not sent", metadata: ["error": "\(error)"])
+        for reply in output.replies {
+            do {
+                try requests.send(reply.envelope + [reply.bytes], wait: false)
+            } catch {
+                logger.warning("reply not sent", metadata: ["error": "\(error)"])
+            }
         }
     }
 
@@ -222,5 +255,19 @@ public final class CanvasServer {
                 logger.warning("event not published", metadata: ["error": "\(error)"])
             }
         }
+    }
+}
+
+/// The save queue's end of the inproc pipe that tells the loop a save is done.
+// A ZeroMQ socket may move between threads given a full memory barrier between uses; every use
+// of this one is on the serial save queue, which provides that.
+private final class SaveWaker: @unchecked Sendable {
+    private let socket: ZMQSocket
+
+    init(_ socket: ZMQSocket) { self.socket = socket }
+
+    func wake() {
+        // Blocking is fine here: the loop drains the request socket continually.
+        try? socket.send([[]])
     }
 }

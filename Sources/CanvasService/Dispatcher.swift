@@ -1,6 +1,7 @@
 public import CanvasCore
 public import CanvasProtocol
 import Foundation
+import Synchronization
 public import Logging
 import InkRendering
 import DocumentStore
@@ -11,9 +12,53 @@ import DocumentStore
 /// sends what it returns. Tests can drive it with a made-up clock.
 public final class Dispatcher {
     public struct Output {
-        public var reply: [UInt8]
-        /// Events to publish, each as its two frames.
-        public var events: [[[UInt8]]]
+        /// A reply and the routing envelope of the request it answers.
+        public struct Reply {
+            public var envelope: [[UInt8]]
+            public var bytes: [UInt8]
+        }
+
+        /// Replies to send now: to this request, unless it waits for a save, and to earlier
+        /// requests whose saves finished.
+        public var replies: [Reply] = []
+        /// Events to publish, each as its two frames. They go out before the replies.
+        public var events: [[[UInt8]]] = []
+    }
+
+    /// Where saves run. The server gives a serial queue beside its loop, so no request waits
+    /// on a disk; nil runs each save in place (tests, the fuzzer).
+    public typealias SaveExecutor = @Sendable (_ save: @escaping @Sendable () -> Void) -> Void
+
+    /// A save started and not yet answered.
+    private struct PendingSave {
+        enum Kind {
+            case document(method: String)
+            /// A submit into its document target: the session waits, out of the table, with
+            /// the requests that came for it meanwhile queued in `parked`.
+            case submit(ServiceSession, fingerprint: [UInt8])
+        }
+        let kind: Kind
+        let request: Request
+        let envelope: [[UInt8]]
+        let client: String?
+    }
+
+    /// A session whose submit is saving: who owns it, and what came for it since, in order.
+    private struct ParkedSession {
+        let owner: String?
+        var queue: [(frames: [[UInt8]], envelope: [[UInt8]], client: String?)] = []
+    }
+
+    /// Finished saves, posted by whichever thread ran them.
+    private final class SaveInbox: Sendable {
+        private let finished = Mutex<[(job: UInt64, outcome: Result<DocumentSummary, DocumentError>)]>([])
+        func post(_ job: UInt64, _ outcome: Result<DocumentSummary, DocumentError>) { finished.withLock { $0.append((job, outcome)) } }
+        func take() -> [(job: UInt64, outcome: Result<DocumentSummary, DocumentError>)] {
+            finished.withLock { list in
+                defer { list.removeAll() }
+                return list
+            }
+        }
     }
 
     private struct Timer {
@@ -25,6 +70,12 @@ public final class Dispatcher {
     private var sessions: [String: ServiceSession] = [:]
     private var timers: [Timer] = []
     private var events: [[[UInt8]]] = []
+    private var replies: [Output.Reply] = []
+    private let saveExecutor: SaveExecutor?
+    private let inbox = SaveInbox()
+    private var pendingSaves: [UInt64: PendingSave] = [:]
+    private var nextSaveJob: UInt64 = 0
+    private var parked: [String: ParkedSession] = [:]
     private let limits: Limits
     private let idleTimeout: Duration
     private let logger: Logger
@@ -55,8 +106,9 @@ public final class Dispatcher {
 
     private static let methodNames = Set(methods)
 
-    public init(configuration: ServiceConfiguration, logger: Logger) {
+    public init(configuration: ServiceConfiguration, logger: Logger, saves: SaveExecutor? = nil) {
         self.limits = configuration.limits
+        self.saveExecutor = saves
         self.idleTimeout = configuration.idleTimeout
         self.logger = logger
         if case .curve = configuration.security { authenticated = true } else { authenticated = false }
@@ -70,7 +122,10 @@ public final class Dispatcher {
         }
     }
 
-    public var sessionCount: Int { sessions.count }
+    public var sessionCount: Int { sessions.count + parked.count }
+
+    /// Saves started and not yet answered.
+    public var savesInFlight: Int { pendingSaves.count }
 
     /// Whether `client` may receive events under `topic` (a subscription prefix): only topics
     /// inside one of its own sessions (`<session>.` and longer), or the shared `documents.`
@@ -81,44 +136,66 @@ public final class Dispatcher {
         if topic.count >= shared.count ? topic.starts(with: shared) : false { return true }
         guard let dot = topic.firstIndex(of: UInt8(ascii: ".")) else { return false }
         let session = String(decoding: topic[..<dot], as: UTF8.self)
-        return sessions[session].map { $0.owner == client } ?? false
+        return (sessions[session]?.owner ?? parked[session]?.owner) == client && (sessions[session] != nil || parked[session] != nil)
     }
 
     // MARK: Requests
 
     /// Answers one request (its frames without the routing envelope) from `client`, the
-    /// authenticated identity that sent it (nil without authentication).
-    public func handle(_ frames: [[UInt8]], from client: String? = nil, at now: ContinuousClock.Instant) -> Output {
+    /// authenticated identity that sent it (nil without authentication). The reply carries
+    /// `envelope` back; it may come later, from `collectSaves`, if the request waits for a save.
+    public func handle(_ frames: [[UInt8]], envelope: [[UInt8]] = [], from client: String? = nil,
+                       at now: ContinuousClock.Instant) -> Output {
         self.now = now
-        self.client = client
         events = []
+        replies = []
+        receive(frames, envelope: envelope, from: client)
+        finishSaves()
+        return Output(replies: replies, events: events)
+    }
+
+    /// Answers the requests whose saves have finished since the last call (and whatever queued
+    /// behind them). The server calls it when its save queue says a save is done.
+    public func collectSaves(at now: ContinuousClock.Instant) -> Output {
+        self.now = now
+        events = []
+        replies = []
+        finishSaves()
+        return Output(replies: replies, events: events)
+    }
+
+    private func receive(_ frames: [[UInt8]], envelope: [[UInt8]], from client: String?) {
+        self.client = client
         let size = frames.reduce(0) { $0 + $1.count }
         guard size <= limits.maxMessageBytes else {
             let error = ProtocolError(.payloadTooLarge, "the request is \(size) bytes; the limit is \(limits.maxMessageBytes)",
                                       data: ["limit": .integer(Int64(limits.maxMessageBytes)), "size": .integer(Int64(size))])
-            return Output(reply: ReplyEncoder.failure(id: nil, error: error), events: [])
+            replies.append(Output.Reply(envelope: envelope, bytes: ReplyEncoder.failure(id: nil, error: error)))
+            return
         }
-        let request: Request
         switch RequestDecoder.decode(frames) {
         case .failure(let unreadable):
-            return Output(reply: ReplyEncoder.failure(id: unreadable.id, error: unreadable.error), events: [])
-        case .success(let decoded):
-            request = decoded
+            replies.append(Output.Reply(envelope: envelope, bytes: ReplyEncoder.failure(id: unreadable.id, error: unreadable.error)))
+        case .success(let request):
+            if let reply = answer(request, frames: frames, envelope: envelope) {
+                replies.append(Output.Reply(envelope: envelope, bytes: reply))
+            }
         }
-        let reply = answer(request)
-        return Output(reply: reply, events: events)
     }
 
-    private func answer(_ request: Request) -> [UInt8] {
+    /// The reply, or nil when the request waits: for its save, or behind another's.
+    private func answer(_ request: Request, frames: [[UInt8]], envelope: [[UInt8]]) -> [UInt8]? {
         let params = Params(request.params)
         do throws(ProtocolError) {
             switch request.method {
             case "hello": return ReplyEncoder.success(id: request.id, result: hello())
             case "session.open": return ReplyEncoder.success(id: request.id, result: try openSession(params))
+            case let method where DocumentMethods.saves(method):
+                startSave(try documentStore().prepareSave(method, params),
+                          PendingSave(kind: .document(method: method), request: request, envelope: envelope, client: client))
+                return nil
             case let method where method.hasPrefix("document.") && DocumentMethods.methods.contains(method):
-                let result = try documentStore().call(method, params)
-                if method == "document.flatten" || method == "document.restore" { publishSaved(result, cause: method, session: nil) }
-                return ReplyEncoder.success(id: request.id, result: result)
+                return ReplyEncoder.success(id: request.id, result: try documentStore().call(method, params))
             default: break
             }
             guard Self.methodNames.contains(request.method) else {
@@ -126,6 +203,12 @@ public final class Dispatcher {
             }
             guard let sessionID = request.session else {
                 throw ProtocolError(.invalidRequest, "\(request.method) needs a session")
+            }
+            // A session whose submit is saving answers nothing until the save is done: what
+            // comes for it waits, in order, and runs after.
+            if parked[sessionID]?.owner == client, parked[sessionID] != nil {
+                parked[sessionID]?.queue.append((frames, envelope, client))
+                return nil
             }
             // Taken out of the table while it is worked on, so its buffers (the reply cache, the
             // drawing) have one owner and change in place instead of being copied per request.
@@ -135,8 +218,9 @@ public final class Dispatcher {
                 throw ProtocolError(.unknownSession, "no session \"\(sessionID)\": never opened, closed, or expired",
                                     data: ["session": .string(sessionID)])
             }
-            var closing = false
-            defer { if !closing { sessions[sessionID] = session } }
+            // Closed, or parked with its save: either way not put back here.
+            var keptOut = false
+            defer { if !keptOut { sessions[sessionID] = session } }
             session.lastActive = now
             // A retry of a request already answered gets the same reply, and nothing runs twice.
             let fingerprint = JSONCodec.serialize(["method": .string(request.method), "params": .object(request.params)])
@@ -150,15 +234,26 @@ public final class Dispatcher {
             case .miss:
                 break
             }
-            let reply: [UInt8]
-            do throws(ProtocolError) {
-                reply = ReplyEncoder.success(id: request.id, result: try run(request.method, params, &session))
-            } catch {
-                reply = ReplyEncoder.failure(id: request.id, error: error)
+            if request.method == "canvas.submit", let target = session.target,
+               session.canvas.phase == .open || session.canvas.phase == .minimized {
+                // A submit into a document saves first, off the loop; the session waits for it.
+                do throws(ProtocolError) {
+                    _ = try params.bool("imageData", default: false)
+                    let save = try documentStore().targetSave(target, session.canvas.drawing)
+                    keptOut = true
+                    parked[sessionID] = ParkedSession(owner: session.owner)
+                    startSave(save, PendingSave(kind: .submit(session, fingerprint: fingerprint), request: request,
+                                                envelope: envelope, client: client))
+                    return nil
+                } catch {
+                    let reply = ReplyEncoder.failure(id: request.id, error: error)
+                    session.replies.store(reply, for: request.id, request: fingerprint)
+                    return reply
+                }
             }
-            session.replies.store(reply, for: request.id, request: fingerprint)
+            let reply = runAndRemember(request, params, fingerprint, &session, saved: nil)
             if request.method == "session.close" {
-                closing = true
+                keptOut = true
                 closeSession(sessionID, event: "session.closed", last: session)
             }
             return reply
@@ -167,7 +262,68 @@ public final class Dispatcher {
         }
     }
 
-    private func run(_ method: String, _ params: Params, _ session: inout ServiceSession) throws(ProtocolError) -> [String: JSONValue] {
+    /// Runs a session's request and remembers its reply for retries.
+    private func runAndRemember(_ request: Request, _ params: Params, _ fingerprint: [UInt8], _ session: inout ServiceSession,
+                                saved: Result<DocumentSummary, DocumentError>?) -> [UInt8] {
+        let reply: [UInt8]
+        do throws(ProtocolError) {
+            reply = ReplyEncoder.success(id: request.id, result: try run(request.method, params, &session, saved: saved))
+        } catch {
+            reply = ReplyEncoder.failure(id: request.id, error: error)
+        }
+        session.replies.store(reply, for: request.id, request: fingerprint)
+        return reply
+    }
+
+    // MARK: Saves
+
+    private func startSave(_ save: @escaping PreparedSave, _ pending: PendingSave) {
+        nextSaveJob += 1
+        let job = nextSaveJob, inbox = self.inbox
+        pendingSaves[job] = pending
+        let work: @Sendable () -> Void = { inbox.post(job, Result(catching: save)) }
+        if let saveExecutor { saveExecutor(work) } else { work() }
+    }
+
+    /// Answers every finished save, then runs what queued behind a parked session (which may
+    /// start another save, and park it again).
+    private func finishSaves() {
+        while case let finished = inbox.take(), !finished.isEmpty {
+            for (job, outcome) in finished {
+                guard let pending = pendingSaves.removeValue(forKey: job) else { continue }
+                client = pending.client
+                switch pending.kind {
+                case .document(let method):
+                    let reply: [UInt8]
+                    switch outcome {
+                    case .success(let summary):
+                        let result = DocumentMethods.json(summary)
+                        publishSaved(result, cause: method, session: nil)
+                        reply = ReplyEncoder.success(id: pending.request.id, result: result)
+                    case .failure(let error):
+                        reply = ReplyEncoder.failure(id: pending.request.id, error: DocumentMethods.protocolError(error))
+                    }
+                    replies.append(Output.Reply(envelope: pending.envelope, bytes: reply))
+                case .submit(var session, let fingerprint):
+                    let reply = runAndRemember(pending.request, Params(pending.request.params), fingerprint, &session, saved: outcome)
+                    replies.append(Output.Reply(envelope: pending.envelope, bytes: reply))
+                    sessions[session.id] = session
+                    let waiting = parked.removeValue(forKey: session.id)?.queue ?? []
+                    for (index, next) in waiting.enumerated() {
+                        if parked[session.id] != nil {
+                            // Parked again by a request in the queue: the rest wait once more.
+                            parked[session.id]?.queue += waiting[index...]
+                            break
+                        }
+                        receive(next.frames, envelope: next.envelope, from: next.client)
+                    }
+                }
+            }
+        }
+    }
+
+    private func run(_ method: String, _ params: Params, _ session: inout ServiceSession,
+                     saved savedOutcome: Result<DocumentSummary, DocumentError>?) throws(ProtocolError) -> [String: JSONValue] {
         switch method {
         case "session.close":
             return ["closed": true]
@@ -195,9 +351,10 @@ public final class Dispatcher {
             // A submit with a document target saves first; only a save that worked ends the
             // drawing, so a failed one leaves the canvas as it was for another try.
             var saved: [String: JSONValue]?
-            if method == "canvas.submit", let target = session.target,
+            if method == "canvas.submit", session.target != nil,
                session.canvas.phase == .open || session.canvas.phase == .minimized {
-                saved = try flattenTarget(target, session.canvas.drawing)
+                guard let outcome = savedOutcome else { preconditionFailure("a submit into a document runs after its save") }
+                saved = DocumentMethods.json(try documentStore().run { () throws(DocumentError) in try outcome.get() })
             }
             let result = try perform(&session, imageData: wantsImage) { canvas throws(CanvasRejection) in
                 switch method {
@@ -244,17 +401,6 @@ public final class Dispatcher {
         return documents
     }
 
-    private func flattenTarget(_ target: DocumentTarget, _ drawing: Drawing) throws(ProtocolError) -> [String: JSONValue] {
-        let store = try documentStore()
-        // Nothing drawn: nothing to save, and no new revision for it.
-        let summary = try store.run { () throws(DocumentError) in
-            drawing.hasContent
-                ? try store.store.flatten(target.name, page: target.page, drawing: drawing, expectedRevision: nil)
-                : try store.store.summary(target.name)
-        }
-        return DocumentMethods.json(summary)
-    }
-
     /// `document.saved`: on the session that saved, if one did, and on the server-wide
     /// `documents` topic, which has its own sequence.
     private func publishSaved(_ summary: [String: JSONValue], cause: String, session: inout ServiceSession) {
@@ -294,7 +440,7 @@ public final class Dispatcher {
         let initialized = try params.bool("initialized", default: true)
         let resultImages = try params.bool("resultImages", default: false)
         let size = try sizeParam(params)
-        guard sessions.count < limits.maxSessions else {
+        guard sessionCount < limits.maxSessions else {
             throw ProtocolError(.unavailable, "the server has its maximum of \(limits.maxSessions) sessions",
                                 data: ["limit": .integer(Int64(limits.maxSessions))])
         }

@@ -3,6 +3,9 @@ import CanvasProtocol
 import DocumentStore
 import Foundation
 
+/// A save, checked and ready to run wherever saves run; what it returns is the new revision.
+typealias PreparedSave = @Sendable () throws(DocumentError) -> DocumentSummary
+
 /// The `document.*` methods: params in, results out, and `DocumentError` as protocol errors.
 struct DocumentMethods {
     let store: DocumentStore
@@ -33,13 +36,8 @@ struct DocumentMethods {
             })
             if let metadata = info.metadata { result["metadata"] = .object(metadata) }
             return result
-        case "document.flatten":
-            let drawing = try drawingParam(params)
-            let name = try params.string("name"), page = try pageParam(params)
-            let expected = try revisionParam(params, "expectedRevision")
-            return Self.json(try run { () throws(DocumentError) in
-                try store.flatten(name, page: page, drawing: drawing, expectedRevision: expected)
-            })
+        case "document.flatten", "document.restore":
+            return Self.json(try run(try prepareSave(method, params)))
         case "document.revisions":
             let name = try params.string("name")
             let formatter = ISO8601DateFormatter()
@@ -48,17 +46,37 @@ struct DocumentMethods {
                 ["revision": .integer(Int64(revision.revision)), "bytes": .integer(revision.bytes),
                  "modified": .string(formatter.string(from: revision.modified)), "current": .bool(revision.current)]
             })]
-        case "document.restore":
+        default:
+            throw ProtocolError(.methodNotFound, "no method \"\(method)\"")
+        }
+    }
+
+    /// Whether `method` writes a document (and so runs where saves run).
+    static func saves(_ method: String) -> Bool { method == "document.flatten" || method == "document.restore" }
+
+    /// Checks a saving method's params now, and returns the save itself to run later.
+    func prepareSave(_ method: String, _ params: Params) throws(ProtocolError) -> PreparedSave {
+        if method == "document.restore" {
             guard let revision = try revisionParam(params, "revision") else {
                 throw ProtocolError(.invalidParams, "revision: required", data: ["field": "revision"])
             }
             let name = try params.string("name")
             let expected = try revisionParam(params, "expectedRevision")
-            return Self.json(try run { () throws(DocumentError) in
-                try store.restore(name, revision: revision, expectedRevision: expected)
-            })
-        default:
-            throw ProtocolError(.methodNotFound, "no method \"\(method)\"")
+            return { [store] () throws(DocumentError) in try store.restore(name, revision: revision, expectedRevision: expected) }
+        }
+        let drawing = try drawingParam(params)
+        let name = try params.string("name"), page = try pageParam(params)
+        let expected = try revisionParam(params, "expectedRevision")
+        return { [store] () throws(DocumentError) in try store.flatten(name, page: page, drawing: drawing, expectedRevision: expected) }
+    }
+
+    /// A submit's save into its target: the drawing on the page, or, with nothing drawn, just
+    /// the document's current summary (no new revision for an empty drawing).
+    func targetSave(_ target: DocumentTarget, _ drawing: Drawing) -> PreparedSave {
+        { [store] () throws(DocumentError) in
+            drawing.hasContent
+                ? try store.flatten(target.name, page: target.page, drawing: drawing, expectedRevision: nil)
+                : try store.summary(target.name)
         }
     }
 

@@ -28,7 +28,7 @@ struct ServiceSession {
 }
 
 /// A document page that a session's drawing is for.
-struct DocumentTarget {
+struct DocumentTarget: Sendable {
     let name: String
     let page: Int
 }

@@ -74,8 +74,10 @@ public struct RevisionSummary: Sendable, Equatable {
 /// previous version as a revision in `.canvas-revisions/`, and one writer at a time works on a
 /// document (an exclusive lock file, which also holds off other processes).
 ///
-/// Not Sendable: the service calls it from its one loop thread.
-public final class DocumentStore {
+/// Sendable: its state is fixed at init. Concurrent use is safe because a writer holds the
+/// document's lock for the whole save and readers only ever see whole files (a save renames a
+/// finished file into place); the service runs its saves on one queue beside its loop.
+public final class DocumentStore: Sendable {
     public let folder: URL
     /// Revisions kept per document, the current one included; never fewer than 2 (the original
     /// and the latest).

@@ -10,13 +10,14 @@ import Logging
 /// opened, so inputs reach the states behind `session.open` although ids are random. Each input
 /// gets a fresh dispatcher over a fresh document folder holding `doc.pdf` and `doc.yianazip`.
 ///
-/// Besides crashes, it traps when the dispatcher breaks the wire contract: a reply that is not
+/// Besides crashes, it traps when the dispatcher breaks the wire contract: not exactly one
+/// reply per request, a reply that is not
 /// one JSON object with the request's id and exactly one of `result` and `error`, an unknown
 /// error code, or an event whose frames or sequence numbers are wrong.
 public enum RequestTarget {
     public static func run(_ input: [UInt8]) {
-        let folder = FuzzFolder()
-        defer { folder.remove() }
+        let folder = FuzzFolder.shared
+        folder.reset()
         var configuration = ServiceConfiguration()
         configuration.documentsPath = folder.path
         configuration.keepRevisions = 2
@@ -29,7 +30,9 @@ public enum RequestTarget {
             let frames = line.split(separator: 0x1F, omittingEmptySubsequences: false).map { replacing(Array($0), session) }
             clock = clock.advanced(by: .milliseconds(7))
             let output = dispatcher.handle(frames, at: clock)
-            let reply = check(reply: output.reply, for: frames.first ?? [])
+            // Saves run in place here, so every request is answered at once, exactly once.
+            guard output.replies.count == 1 else { fatalError("\(output.replies.count) replies to one request") }
+            let reply = check(reply: output.replies[0].bytes, for: frames.first ?? [])
             if case .string(let opened)? = reply["result"]?["session"] { session = opened }
             for event in output.events { check(event: event, &lastSeq) }
             for event in dispatcher.fireTimers(at: clock) { check(event: event, &lastSeq) }
@@ -95,20 +98,32 @@ public enum RequestTarget {
     }
 }
 
-/// A fresh folder for one input, with a one-page PDF and a `.yianazip` of it.
-struct FuzzFolder {
+/// A document folder for the fuzz targets, with a one-page PDF and a `.yianazip` of it; one per
+/// process, put back as it was before every input.
+struct FuzzFolder: Sendable {
     let path: String
+
+    static let shared = FuzzFolder()
 
     init() {
         path = NSTemporaryDirectory() + "canvas-fuzz-\(getpid())-\(UInt64.random(in: 0...UInt64.max))"
-        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        reset()
+    }
+
+    /// Everything gone but the two documents, written afresh.
+    func reset() {
+        let manager = FileManager.default
+        if let entries = try? manager.contentsOfDirectory(atPath: path) {
+            for entry in entries { try? manager.removeItem(atPath: path + "/" + entry) }
+        } else {
+            try? manager.createDirectory(atPath: path, withIntermediateDirectories: true)
+        }
         let pdf = Self.onePagePDF
         FileManager.default.createFile(atPath: path + "/doc.pdf", contents: Data(pdf))
         let metadata = Array(#"{"title":"t","created":0,"modified":0,"page_count":1,"tags":[],"ocr_completed":false,"full_text":""}"#.utf8)
         FileManager.default.createFile(atPath: path + "/doc.yianazip", contents: Data(metadata + [0xFF, 0xFF, 0xFF, 0xFF] + pdf))
     }
 
-    func remove() { try? FileManager.default.removeItem(atPath: path) }
 
     /// A one-page PDF with a line of text, its cross-reference table exact.
     static let onePagePDF: [UInt8] = {

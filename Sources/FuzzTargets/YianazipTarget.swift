@@ -10,8 +10,8 @@ import Foundation
 /// it was.
 public enum YianazipTarget {
     public static func run(_ input: [UInt8]) {
-        let folder = FuzzFolder()
-        defer { folder.remove() }
+        let folder = FuzzFolder.shared
+        folder.reset()
         let path = folder.path + "/input.yianazip"
         FileManager.default.createFile(atPath: path, contents: Data(input))
         guard let store = try? DocumentStore(folder: URL(fileURLWithPath: folder.path), keepRevisions: 2) else {

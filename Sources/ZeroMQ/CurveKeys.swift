@@ -82,7 +82,12 @@ public enum CurveKeyFile {
         var contents = Contents()
         for (index, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let line = raw.trimmingWhitespace()
-            // '#' is a Z85 character, so only a line that starts with it is a comment.
+            // A bare key first: '#' and '=' are both Z85 characters, so a key line may look like
+            // a comment or an assignment. Anything 40 characters long that decodes is a key.
+            if let key = CurveKey(z85: line) {
+                contents.publicKeys.append(key)
+                continue
+            }
             if line.isEmpty || line.hasPrefix("#") { continue }
             if let equals = line.firstIndex(of: "=") {
                 let name = line[..<equals].trimmingWhitespace()
@@ -93,8 +98,6 @@ public enum CurveKeyFile {
                     throw FormatError(line: index + 1, reason: "\(name) is not 40 Z85 characters")
                 }
                 if name == "public-key" { contents.publicKeys.append(key) } else { contents.secretKeys.append(key) }
-            } else if let key = CurveKey(z85: line) {
-                contents.publicKeys.append(key)
             } else if line.contains(where: { $0 == " " || $0 == "\t" }) || line.count == 40 {
                 throw FormatError(line: index + 1, reason: "neither a key nor `name = \"value\"`")
             }

@@ -4,8 +4,9 @@ import Testing
 
 /// Every input saved under Inputs/<target>/ (crashes libFuzzer found, once fixed, and inputs
 /// picked by hand) is run through its target again. A target traps on a broken invariant, so
-/// a regression fails this suite by crashing it, as it crashed the fuzzer.
-@Suite("fuzz regressions")
+/// a regression fails this suite by crashing it, as it crashed the fuzzer. Serialized: the
+/// targets share one document folder, as they do in the fuzzer's single thread.
+@Suite("fuzz regressions", .serialized)
 struct FuzzRegressionTests {
     static let inputs = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Inputs")
 

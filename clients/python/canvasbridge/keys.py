@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import List, Optional, Tuple, Union
 
 import zmq
+import zmq.utils.z85
 
 PathLike = Union[str, "os.PathLike[str]"]
 _ASSIGNMENT = re.compile(r'^\s*(public-key|secret-key)\s*=\s*"?([^"]*)"?\s*$')
@@ -46,7 +47,11 @@ def _read(path: PathLike) -> Tuple[List[bytes], List[bytes]]:
     secrets: List[bytes] = []
     for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
         stripped = line.strip()
-        # '#' is a Z85 character, so only a line that starts with it is a comment.
+        # '#' and '=' are Z85 characters: a 40-character line that decodes is a key, whatever
+        # it looks like.
+        if _is_key(stripped):
+            publics.append(stripped.encode("ascii"))
+            continue
         if not stripped or stripped.startswith("#"):
             continue
         match = _ASSIGNMENT.match(stripped)
@@ -55,9 +60,16 @@ def _read(path: PathLike) -> Tuple[List[bytes], List[bytes]]:
             if len(key) != 40:
                 raise ValueError(f"{path}:{number}: {match.group(1)} is not 40 Z85 characters")
             (publics if match.group(1) == "public-key" else secrets).append(key)
-        elif len(stripped) == 40:
-            publics.append(stripped.encode("ascii"))
     return publics, secrets
+
+
+def _is_key(text: str) -> bool:
+    if len(text) != 40:
+        return False
+    try:
+        return len(zmq.utils.z85.decode(text.encode("ascii"))) == 32
+    except Exception:  # not Z85: bad characters, or groups too large for 32 bits
+        return False
 
 
 def load_public(path: PathLike) -> bytes:

@@ -194,3 +194,23 @@ def test_without_keys_only_loopback(tmp_path):
     # Half a key configuration is a usage error, not a silently open server.
     half = subprocess.run([str(canvasd_path()), "--allowed-keys", str(tmp_path)], capture_output=True, text=True, timeout=10)
     assert half.returncode != 0 and "go together" in half.stderr
+
+
+def test_allowed_keys_as_one_file_of_bare_keys(tmp_path, keys):
+    """A single file, one bare Z85 key per line: keys that contain '=' or start with '#' (both
+    Z85 characters) are keys, not assignments or comments."""
+    import zmq
+
+    others = [zmq.curve_keypair()[0].decode() for _ in range(60)]
+    alice = keys("alice").public.decode()
+    listing = tmp_path / "allowed.txt"
+    listing.write_text("# the allowed clients\n" + "\n".join(others + [alice]) + "\n")
+    assert any("=" in key for key in others)
+    server = Server(tmp_path / "file", ["--curve-secret-key", str(keys.folder / "server.key"),
+                                         "--allowed-keys", str(listing)], curve=keys("alice"))
+    try:
+        assert not no_reply(server, keys("alice"))
+        assert no_reply(server, keys("bob"))
+        assert "allowedKeys=61" in server.log.read_text()
+    finally:
+        server.stop()
