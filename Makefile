@@ -48,6 +48,7 @@ bench: system-deps
 	$(SWIFT) build -c release
 	.build/release/canvasbench latency
 	.build/release/canvasbench flatten
+	.build/release/canvasbench load
 
 # libFuzzer with address sanitizer over the request decoder and dispatcher, the drawing validator
 # and the .yianazip reader; FUZZ_SECONDS per target (default 60).
