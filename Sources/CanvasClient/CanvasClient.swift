@@ -115,6 +115,9 @@ public final class EventSubscriber {
         try socket.connect(endpoint)
     }
 
+    /// Adds a subscription; a publisher takes a moment to apply it.
+    public func subscribe(_ prefix: String) throws(ZMQError) { try socket.subscribe(prefix) }
+
     /// The next event, or nil if none came within the timeout.
     public func next(timeoutMilliseconds: Int32) throws -> (topic: String, body: JSONValue)? {
         try socket.setReceiveTimeout(milliseconds: timeoutMilliseconds)

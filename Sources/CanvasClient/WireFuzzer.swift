@@ -40,9 +40,14 @@ public final class WireFuzzer {
     private var commands: RandomCommands
     private var report: FuzzReport
 
-    public init(endpoint: String, eventsEndpoint: String, seed: UInt64) throws {
-        client = try CanvasClient(endpoint: endpoint)
-        events = try EventSubscriber(endpoint: eventsEndpoint)
+    /// Under CurveZMQ a subscriber sees only its own sessions' topics, so it subscribes to
+    /// each session as it opens it instead of to everything.
+    private let perSessionSubscriptions: Bool
+
+    public init(endpoint: String, eventsEndpoint: String, seed: UInt64, curve: CurveCredentials? = nil) throws {
+        client = try CanvasClient(endpoint: endpoint, curve: curve)
+        perSessionSubscriptions = curve != nil
+        events = try EventSubscriber(endpoint: eventsEndpoint, prefix: curve == nil ? "" : "documents.", curve: curve)
         random = SeededGenerator(seed: seed)
         commands = RandomCommands(seed: seed ^ 0x5EED)
         report = FuzzReport(seed: seed)
@@ -77,6 +82,13 @@ public final class WireFuzzer {
             "initialized": .bool(initialized),
         ]), context: "session.open")
         guard let session = opened["session"]?.stringValue else { throw Divergence(message: "session.open gave no session") }
+        if perSessionSubscriptions {
+            try events.subscribe(session + ".")
+            // Time for the server to apply it. What arrives meanwhile is the previous session's
+            // last events (its session.closed): reading them must not cut the wait short.
+            let applied = ContinuousClock.now + .milliseconds(100)
+            while ContinuousClock.now < applied { _ = try events.next(timeoutMilliseconds: 10) }
+        }
         report.sessions += 1
         report.requests += 1
         var seq: Int64 = 0

@@ -89,6 +89,9 @@ public final class CanvasServer {
                 try eventSocket.setManualSubscriptions(true)
             }
             try Self.bind(requests: requests, events: eventSocket, configuration)
+            // Read before the inproc bind below, which would otherwise be the "last endpoint".
+            endpoint = requests.lastEndpoint
+            eventsEndpoint = eventSocket.lastEndpoint
             let wakeEndpoint = "inproc://canvasd-saves-\(UInt64.random(in: 0...UInt64.max))"
             try requests.bind(wakeEndpoint)
             let socket = try context.socket(.dealer)
@@ -102,8 +105,6 @@ public final class CanvasServer {
         } catch {
             fatalError("unexpected error \(error)")
         }
-        endpoint = requests.lastEndpoint
-        eventsEndpoint = eventSocket.lastEndpoint
         let (queue, waker) = (saveQueue, waker)
         dispatcher = Dispatcher(configuration: configuration, logger: logger, saves: { save in
             queue.async {
@@ -204,6 +205,7 @@ public final class CanvasServer {
             case 1:
                 if dispatcher.maySubscribe(message.userID, to: topic) {
                     try eventSocket.subscribe(bytes: topic)
+                    logger.debug("subscription applied", metadata: ["topic": "\(String(decoding: topic, as: UTF8.self))"])
                 } else {
                     logger.info("subscription refused", metadata: [
                         "topic": "\(String(decoding: topic, as: UTF8.self))", "client": "\(message.userID ?? "-")",

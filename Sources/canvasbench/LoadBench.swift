@@ -22,6 +22,7 @@ struct LoadBench: ParsableCommand {
     @Option(help: "One request in this many is a document.flatten.") var flattenEvery = 50
     @Option(help: "Pages of each client's document.") var pages = 20
     @Option(help: "Seconds to wait for any one reply before it counts as lost.") var replyTimeout = 60
+    @Flag(help: "Run canvasd with CurveZMQ: a key pair per client, all allowed, every socket encrypted.") var curve = false
 
     func run() throws {
         let folder = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("canvas-load-\(getpid())")
@@ -36,23 +37,40 @@ struct LoadBench: ParsableCommand {
 
         let context = try ZMQContext()
         let endpoint = "ipc://\(folder.path)/requests", events = "ipc://\(folder.path)/events"
-        let canvasd = try Child(Sibling.path("canvasd"), [
-            "--endpoint", endpoint, "--events", events, "--documents", documents.path, "--log-level", "error",
-            "--keep-revisions", "3", "--max-sessions", "\(max(1_000, clients * 2))",
-        ])
+        var arguments = ["--endpoint", endpoint, "--events", events, "--documents", documents.path, "--log-level", "error",
+                         "--keep-revisions", "3", "--max-sessions", "\(max(1_000, clients * 2))"]
+        // With --curve: the server's pair, one pair per client (index `clients` is the subscribers'), all allowed.
+        var keys: [CurveCredentials?] = Array(repeating: nil, count: clients + 1)
+        if curve {
+            let server = try CurveKeyPair.generate()
+            let allowed = folder.appendingPathComponent("allowed")
+            try FileManager.default.createDirectory(at: allowed, withIntermediateDirectories: true)
+            try CurveKeyFile.secretText(server).write(to: folder.appendingPathComponent("server.key"), atomically: true, encoding: .utf8)
+            for index in keys.indices {
+                let pair = try CurveKeyPair.generate()
+                try CurveKeyFile.publicText(pair.publicKey).write(to: allowed.appendingPathComponent("\(index).pub"),
+                                                                  atomically: true, encoding: .utf8)
+                keys[index] = CurveCredentials(serverKey: server.publicKey, client: pair)
+            }
+            arguments += ["--curve-secret-key", folder.appendingPathComponent("server.key").path, "--allowed-keys", allowed.path]
+        }
+        let credentials = keys
+        let canvasd = try Child(Sibling.path("canvasd"), arguments)
         defer { canvasd.stop() }
-        let probe = try CanvasClient(endpoint: endpoint, timeoutMilliseconds: 200, context: context)
+        let probe = try CanvasClient(endpoint: endpoint, timeoutMilliseconds: 200, curve: keys[clients], context: context)
         var up = false
         for _ in 0..<50 where !up { if case .success? = try? probe.call("hello") { up = true } }
         guard up else { throw ValidationError("canvasd did not start") }
 
         // The stalled subscriber: subscribed to everything, with a small queue, never read.
         let stalled = try context.socket(.sub)
+        if let subscriber = keys[clients] { try stalled.makeCurveClient(serverKey: subscriber.serverKey, keyPair: subscriber.client) }
         try stalled.setReceiveHighWaterMark(100)
-        try stalled.subscribe("")
+        // Everything; under CurveZMQ only the shared documents topic is granted to it.
+        try stalled.subscribe(curve ? "documents." : "")
         try stalled.connect(events)
         // A reading subscriber, to count what was published.
-        let reader = EventCounter(context: context, endpoint: events)
+        let reader = EventCounter(context: context, endpoint: events, curve: keys[clients], prefix: curve ? "documents." : "")
         usleep(200_000)
         let idleRSS = Memory.of(canvasd.process.processIdentifier)
 
@@ -61,7 +79,7 @@ struct LoadBench: ParsableCommand {
         let start = clock.now
         let threads = (0..<clients).map { index in
             Thread { [self] in
-                let outcome = ClientRun(index: index, endpoint: endpoint, context: context, requests: requests, window: window,
+                let outcome = ClientRun(index: index, endpoint: endpoint, curve: credentials[index], context: context, requests: requests, window: window,
                                         flattenEvery: flattenEvery, pages: pages, timeoutSeconds: replyTimeout).run()
                 outcomes.withLock { $0.append(outcome) }
             }
@@ -79,7 +97,8 @@ struct LoadBench: ParsableCommand {
         let wrong = all.flatMap(\.wrong)
         let canvasLatency = Stats(all.flatMap(\.canvasMicroseconds)), flattenLatency = Stats(all.flatMap(\.flattenMicroseconds))
         let everything = Stats(all.flatMap(\.canvasMicroseconds) + all.flatMap(\.flattenMicroseconds))
-        print("load: \(clients) clients x \(requests) requests, \(window) in flight each, 1 in \(flattenEvery) a flatten of a \(pages)-page PDF")
+        print("load: \(clients) clients x \(requests) requests, \(window) in flight each, 1 in \(flattenEvery) a flatten of a \(pages)-page PDF"
+              + (curve ? ", CurveZMQ" : ""))
         print("  replies: \(total) of \(clients * requests); lost \(lost), mismatched \(mismatched), wrong \(wrong.count)")
         print("  time \(format(seconds, 2)) s, throughput \(format(Double(total) / seconds, 0)) replies/s")
         print("  latency µs       p50       p90       p99       max")
@@ -88,7 +107,8 @@ struct LoadBench: ParsableCommand {
             print("  \(name.padding(toLength: 15, withPad: " ", startingAt: 0))" + row.map { String(repeating: " ", count: max(0, 10 - $0.count)) + $0 }.joined())
         }
         print("  canvasd memory: \(format(idleRSS.rss)) MB resident idle, \(format(loadedRSS.rss)) MB after, peak \(format(loadedRSS.peak)) MB")
-        print("  events: \(published) read by a live subscriber; a stalled subscriber (queue of 100, never read) was connected throughout")
+        print("  events: \(published) read by a live subscriber\(curve ? " of the documents topic" : ""); a stalled subscriber "
+              + "(queue of 100, never read) was connected throughout")
         for problem in wrong.prefix(5) { print("  WRONG: \(problem)") }
         if lost + mismatched + wrong.count > 0 { throw ExitCode(1) }
     }
@@ -110,6 +130,7 @@ struct ClientOutcome: Sendable {
 struct ClientRun {
     let index: Int
     let endpoint: String
+    let curve: CurveCredentials?
     let context: ZMQContext
     let requests: Int
     let window: Int
@@ -134,6 +155,7 @@ struct ClientRun {
 
     private func drive(_ outcome: inout ClientOutcome) throws {
         let socket = try context.socket(.dealer)
+        if let curve { try socket.makeCurveClient(serverKey: curve.serverKey, keyPair: curve.client) }
         try socket.setReceiveTimeout(milliseconds: Int32(timeoutSeconds * 1000))
         try socket.connect(endpoint)
         try socket.send([JSONCodec.serialize(Request(id: .string("open"), method: "session.open",
@@ -216,11 +238,12 @@ final class EventCounter: Sendable {
     private let stopRequested = Atomic<Bool>(false)
     private let finished = DispatchSemaphore(value: 0)
 
-    init(context: ZMQContext, endpoint: String) {
+    init(context: ZMQContext, endpoint: String, curve: CurveCredentials?, prefix: String) {
         Thread { [self] in
             defer { finished.signal() }
             guard let socket = try? context.socket(.sub) else { return }
-            try? socket.subscribe("")
+            if let curve { try? socket.makeCurveClient(serverKey: curve.serverKey, keyPair: curve.client) }
+            try? socket.subscribe(prefix)
             try? socket.setReceiveTimeout(milliseconds: 100)
             try? socket.connect(endpoint)
             while !stopRequested.load(ordering: .relaxed) {

@@ -246,7 +246,8 @@ struct Fuzz: ParsableCommand {
     @Option(help: "Commands per session before a new one is opened.") var sessionLength = 80
 
     func run() throws {
-        let fuzzer = try WireFuzzer(endpoint: connection.endpoint, eventsEndpoint: connection.events, seed: seed)
+        let fuzzer = try WireFuzzer(endpoint: connection.endpoint, eventsEndpoint: connection.events, seed: seed,
+                                    curve: try connection.credentials())
         let report = try fuzzer.run(steps: steps, sessionLength: sessionLength)
         print(report)
         if report.divergence != nil { throw ExitCode(1) }

@@ -188,7 +188,9 @@ def test_without_keys_only_loopback(tmp_path):
     assert "refusing to serve tcp://0.0.0.0:0 without authentication" in refused.stderr
     server = Server(tmp_path / "open")
     try:
-        assert "serving without authentication, on loopback only" in server.log.read_text()
+        log = server.log.read_text()
+        assert "serving without authentication, on loopback only" in log
+        assert f"requests={server.endpoint}" in log, log  # the endpoint clients use, not an internal one
     finally:
         server.stop()
     # Half a key configuration is a usage error, not a silently open server.
