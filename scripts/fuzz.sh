@@ -8,21 +8,26 @@ cd "$(dirname "$0")/.."
 seconds="${FUZZ_SECONDS:-60}"
 targets="${FUZZ_TARGETS:-request drawing yianazip}"
 scratch=.build-fuzz
-for target in $targets; do
-  CANVAS_FUZZ=1 swift build --scratch-path "$scratch" --sanitize=fuzzer --sanitize=address --product "fuzz-$target" 2>&1 \
-    | grep -v "Cannot export local symbol" || true
-  test -x "$scratch/debug/fuzz-$target" || { echo "fuzz-$target did not build" >&2; exit 1; }
-done
 python3 scripts/fuzz-seeds.py "$scratch/seeds"
 mkdir -p "$scratch/crashes"
 for target in $targets; do
+  # Built right before it runs: building another fuzz product in the same scratch folder
+  # afterwards leaves this one's binary with most of its coverage counters gone.
+  CANVAS_FUZZ=1 swift build --scratch-path "$scratch" --sanitize=fuzzer --sanitize=address --product "fuzz-$target" 2>&1 \
+    | grep -E "error|warning: unre|Build of" || true
+  test -x "$scratch/debug/fuzz-$target" || { echo "fuzz-$target did not build" >&2; exit 1; }
   mkdir -p "$scratch/corpus/$target"
   echo "== fuzz-$target for ${seconds}s"
   # Leak detection is off: fontconfig and Cairo keep process-wide caches that it reports as
   # leaks. -timeout catches a hang (an input that takes over 10 s).
   ASAN_OPTIONS=detect_leaks=0 "$scratch/debug/fuzz-$target" -detect_leaks=0 -timeout=10 -rss_limit_mb=4096 -max_len=1048576 \
     -max_total_time="$seconds" -print_final_stats=1 -artifact_prefix="$scratch/crashes/$target-" \
-    "$scratch/corpus/$target" "$scratch/seeds/$target" 2>&1 | grep -E "^#[0-9]+[[:space:]]+(INITED|DONE)|stat::|ERROR|SUMMARY|Fatal error|Test unit written|^==" || true
+    "$scratch/corpus/$target" "$scratch/seeds/$target" > "$scratch/$target.log" 2>&1 || true
+  grep -E "^#[0-9]+[[:space:]]+(INITED|DONE)|stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)|ERROR|SUMMARY|Fatal error|Test unit written|Loaded 1 modules" "$scratch/$target.log" || true
+  if ! grep -qE "^#[0-9]+[[:space:]]+INITED cov:" "$scratch/$target.log"; then
+    echo "fuzz-$target ran without coverage feedback: is it instrumented? (see $scratch/$target.log)" >&2
+    exit 1
+  fi
   if ls "$scratch/crashes/$target-"* >/dev/null 2>&1; then
     echo "fuzz-$target found a crash: $(ls "$scratch/crashes/$target-"*)" >&2
     exit 1

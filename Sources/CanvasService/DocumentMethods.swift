@@ -13,6 +13,7 @@ struct DocumentMethods {
 
     static let methods = ["document.list", "document.info", "document.flatten", "document.revisions", "document.restore"]
 
+    /// The methods that only read; the saving ones go through `prepareSave`.
     func call(_ method: String, _ params: Params) throws(ProtocolError) -> [String: JSONValue] {
         switch method {
         case "document.list":
@@ -36,8 +37,6 @@ struct DocumentMethods {
             })
             if let metadata = info.metadata { result["metadata"] = .object(metadata) }
             return result
-        case "document.flatten", "document.restore":
-            return Self.json(try run(try prepareSave(method, params)))
         case "document.revisions":
             let name = try params.string("name")
             let formatter = ISO8601DateFormatter()

@@ -41,7 +41,7 @@ def big_pdf(path: Path, megabytes: int) -> None:
 
 def test_a_long_save_blocks_nobody_else(tmp_path: Path):
     server = Server(tmp_path, ["--log-level", "error"])
-    big_pdf(server.documents / "big.pdf", 300)
+    big_pdf(server.documents / "big.pdf", 400)
     context = zmq.Context.instance()
     try:
         with server.client(timeout=30) as saver, server.client() as other:
@@ -71,7 +71,7 @@ def test_a_long_save_blocks_nobody_else(tmp_path: Path):
             while len(replies) < 3 and dealer.poll(10_000):
                 replies.append(json.loads(dealer.recv()))
             dealer.close(0)
-        print(f"\nsave of a 300 MB document: {save_seconds:.2f}s; meanwhile {len(quick)} requests of another "
+        print(f"\nsave of a 400 MB document: {save_seconds:.2f}s; meanwhile {len(quick)} requests of another "
               f"session, slowest {max(quick) * 1000:.1f} ms")
         # The session's own requests waited for the save and came back in order, after it.
         assert [r["id"] for r in replies] == [1, 2, 3]
@@ -79,6 +79,12 @@ def test_a_long_save_blocks_nobody_else(tmp_path: Path):
         assert replies[1]["result"]["state"] == "closed"
         assert replies[2]["error"]["code"] == "INVALID_STATE"
         assert len(quick) >= 5, "the save was too quick to show anything; make the document bigger"
-        assert max(quick) < min(0.25, save_seconds / 2), "another session's request waited for the save"
+        # Saved in the loop, one of these would have waited the whole save.
+        assert max(quick) < save_seconds / 2, "another session's request waited for the save"
+        assert sorted(quick)[len(quick) // 2] < 0.05
     finally:
         server.stop()
+        # Hundreds of MB each: not left for pytest's kept temporary folders.
+        for path in [server.documents / "big.pdf", *(server.documents / ".canvas-revisions").rglob("*")]:
+            if path.is_file():
+                path.unlink()
