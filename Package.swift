@@ -90,10 +90,12 @@ let package = Package(
         ),
         // What each libFuzzer target runs on one input, and the invariants it traps on; the
         // regression tests replay saved inputs through the same functions.
+        // Small PDFs written byte by byte, for tests and the fuzz targets' document folder.
+        .target(name: "TestSupport", swiftSettings: swiftSettings),
         .target(
             name: "FuzzTargets",
             dependencies: [
-                "CanvasCore", "CanvasProtocol", "CanvasService", "DocumentStore", "InkRendering",
+                "CanvasCore", "CanvasProtocol", "CanvasService", "DocumentStore", "InkRendering", "TestSupport",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
@@ -110,7 +112,7 @@ let package = Package(
         ),
         .testTarget(
             name: "DocumentStoreTests",
-            dependencies: ["DocumentStore", "PDFSurgery", "CanvasCore", "CanvasProtocol"],
+            dependencies: ["DocumentStore", "PDFSurgery", "CanvasCore", "CanvasProtocol", "TestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "CanvasProtocolTests", dependencies: ["CanvasProtocol"], swiftSettings: swiftSettings),

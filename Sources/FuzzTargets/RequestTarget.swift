@@ -2,6 +2,7 @@ import CanvasProtocol
 import CanvasService
 import Foundation
 import Logging
+import TestSupport
 
 /// The request decoder and the dispatcher behind it, fed a sequence of requests.
 ///
@@ -125,26 +126,6 @@ struct FuzzFolder: Sendable {
     }
 
 
-    /// A one-page PDF with a line of text, its cross-reference table exact.
-    static let onePagePDF: [UInt8] = {
-        let content = "BT /F1 12 Tf 72 720 Td (fuzz) Tj ET"
-        let objects = [
-            "<< /Type /Catalog /Pages 2 0 R >>",
-            "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-            "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 300 400] /Resources << /Font << /F1 5 0 R >> >> /Contents 4 0 R >>",
-            "<< /Length \(content.utf8.count) >>\nstream\n\(content)\nendstream",
-            "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-        ]
-        var out = Array("%PDF-1.7\n".utf8)
-        var offsets: [Int] = []
-        for (index, body) in objects.enumerated() {
-            offsets.append(out.count)
-            out += Array("\(index + 1) 0 obj\n\(body)\nendobj\n".utf8)
-        }
-        let xref = out.count
-        out += Array("xref\n0 \(objects.count + 1)\n0000000000 65535 f\r\n".utf8)
-        for offset in offsets { out += Array(String(format: "%010d 00000 n\r\n", offset).utf8) }
-        out += Array("trailer\n<< /Size \(objects.count + 1) /Root 1 0 R >>\nstartxref\n\(xref)\n%%EOF\n".utf8)
-        return out
-    }()
+    /// A one-page PDF with a line of text.
+    static let onePagePDF = PDFFixtures.pdf([PDFFixtures.Page(mediaBox: [0, 0, 300, 400], content: "BT /F1 12 Tf 72 320 Td (fuzz) Tj ET")])
 }

@@ -3,6 +3,7 @@ import CanvasProtocol
 import DocumentStore
 import Foundation
 import PDFSurgery
+import TestSupport
 import Testing
 
 /// Runs a command and returns its standard output; fails the test on a non-zero exit.

@@ -2,6 +2,7 @@ import CanvasCore
 import DocumentStore
 import Foundation
 import PDFSurgery
+import TestSupport
 import Testing
 
 /// Ink lands where it was drawn: dots drawn at known display points are found, after
