@@ -11,9 +11,11 @@ scratch=.build-fuzz
 python3 scripts/fuzz-seeds.py "$scratch/seeds"
 mkdir -p "$scratch/crashes"
 for target in $targets; do
-  # Built right before it runs: building another fuzz product in the same scratch folder
-  # afterwards leaves this one's binary with most of its coverage counters gone.
-  CANVAS_FUZZ=1 swift build --scratch-path "$scratch" --sanitize=fuzzer --sanitize=address --product "fuzz-$target" 2>&1 \
+  # SwiftPM hands swiftc `-sanitize=fuzzer -sanitize=address` as two flags, and the driver
+  # keeps only the last for its compile jobs: the Swift code would get no coverage counters
+  # (only the C++ would), so the combined flag is passed again, last.
+  CANVAS_FUZZ=1 swift build --scratch-path "$scratch" --sanitize=fuzzer --sanitize=address \
+    -Xswiftc -sanitize=fuzzer,address --product "fuzz-$target" 2>&1 \
     | grep -E "error|warning: unre|Build of" || true
   test -x "$scratch/debug/fuzz-$target" || { echo "fuzz-$target did not build" >&2; exit 1; }
   mkdir -p "$scratch/corpus/$target"
