@@ -124,9 +124,6 @@ public final class Dispatcher {
 
     public var sessionCount: Int { sessions.count + parked.count }
 
-    /// Saves started and not yet answered.
-    public var savesInFlight: Int { pendingSaves.count }
-
     /// Whether `client` may receive events under `topic` (a subscription prefix): only topics
     /// inside one of its own sessions (`<session>.` and longer), or the shared `documents.`
     /// topic. A shorter prefix would match other clients' sessions, so it is refused.
@@ -136,7 +133,9 @@ public final class Dispatcher {
         if topic.count >= shared.count ? topic.starts(with: shared) : false { return true }
         guard let dot = topic.firstIndex(of: UInt8(ascii: ".")) else { return false }
         let session = String(decoding: topic[..<dot], as: UTF8.self)
-        return (sessions[session]?.owner ?? parked[session]?.owner) == client && (sessions[session] != nil || parked[session] != nil)
+        if let open = sessions[session] { return open.owner == client }
+        if let saving = parked[session] { return saving.owner == client }
+        return false
     }
 
     // MARK: Requests
@@ -206,7 +205,7 @@ public final class Dispatcher {
             }
             // A session whose submit is saving answers nothing until the save is done: what
             // comes for it waits, in order, and runs after.
-            if parked[sessionID]?.owner == client, parked[sessionID] != nil {
+            if let saving = parked[sessionID], saving.owner == client {
                 parked[sessionID]?.queue.append((frames, envelope, client))
                 return nil
             }
@@ -449,7 +448,7 @@ public final class Dispatcher {
                                 data: ["limit": .integer(Int64(limits.maxSessionsPerClient))])
         }
         var id: String
-        repeat { id = String(UInt64.random(in: 1...UInt64.max), radix: 16) } while sessions[id] != nil
+        repeat { id = String(UInt64.random(in: 1...UInt64.max), radix: 16) } while sessions[id] != nil || parked[id] != nil
         let session = ServiceSession(
             id: id, owner: client, canvas: CanvasSession(pencil: pencil, transitions: transitions, initialized: initialized),
             transitions: transitions, size: size, resultImages: resultImages, lastActive: now,
