@@ -49,6 +49,7 @@ bench: system-deps
 	.build/release/canvasbench latency
 	.build/release/canvasbench flatten
 	.build/release/canvasbench load
+	.build/release/canvasbench load --curve
 
 # libFuzzer with address sanitizer over the request decoder and dispatcher, the drawing validator
 # and the .yianazip reader; FUZZ_SECONDS per target (default 60).

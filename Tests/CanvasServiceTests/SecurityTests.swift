@@ -72,5 +72,12 @@ struct SecurityTests {
         #expect(try mine.next(timeoutMilliseconds: 2_000)?.topic == session + ".canvas.stateChanged")
         #expect(try bobsView.next(timeoutMilliseconds: 300) == nil)
         #expect(try bobsGuess.next(timeoutMilliseconds: 300) == nil)
+
+        // The wire fuzzer, as an authenticated client: it subscribes to each of its sessions in
+        // turn, and every reply and event must still agree with the model.
+        let fuzzer = try WireFuzzer(endpoint: live.endpoint, eventsEndpoint: live.events, seed: 11, curve: credentials(alice))
+        let report = try fuzzer.run(steps: 600)
+        #expect(report.divergence == nil, "\(report)")
+        #expect(report.events > 50)
     }
 }
