@@ -222,12 +222,13 @@ struct GetDrawing: ParsableCommand {
 struct Events: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Print events as they come, one JSON line each.")
     @OptionGroup var connection: Connection
-    @Option(help: "Only this session's events.") var session: String?
+    @Option(help: "Only this session's events. With CurveZMQ keys a client sees only its own sessions, so give one (without it, only the shared documents topic).") var session: String?
     @Option(help: "Stop after this many events.") var count: Int?
 
     func run() throws {
-        let subscriber = try EventSubscriber(endpoint: connection.events, prefix: session.map { $0 + "." } ?? "",
-                                             curve: try connection.credentials())
+        let curve = try connection.credentials()
+        let subscriber = try EventSubscriber(endpoint: connection.events, prefix: session.map { $0 + "." } ?? (curve == nil ? "" : "documents."),
+                                             curve: curve)
         var printed = 0
         while count.map({ printed < $0 }) ?? true {
             guard let (_, body) = try subscriber.next(timeoutMilliseconds: 1_000) else { continue }

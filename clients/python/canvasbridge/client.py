@@ -272,6 +272,10 @@ class EventSubscriber:
 
     Call ``ready()`` before causing the events you want: a subscription takes a moment to
     reach the publisher, and PUB drops what nobody has subscribed to yet.
+
+    With ``curve`` keys (a server that authenticates), only ``"<session>."`` prefixes of this
+    key's own sessions and ``"documents."`` take effect; any other prefix, ``""`` included,
+    silently receives nothing. Subscribe after ``open_session`` has returned.
     """
 
     def __init__(self, endpoint: str = DEFAULT_EVENTS, prefix: str = "", *,
