@@ -269,7 +269,8 @@ private final class SaveWaker: @unchecked Sendable {
     init(_ socket: ZMQSocket) { self.socket = socket }
 
     func wake() {
-        // Blocking is fine here: the loop drains the request socket continually.
-        try? socket.send([[]])
+        // Never waits: if the pipe is full, wake-ups are already queued and one is enough (and
+        // a stopping loop that no longer reads must not leave this queue stuck).
+        try? socket.send([[]], wait: false)
     }
 }
