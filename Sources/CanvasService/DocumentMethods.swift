@@ -139,9 +139,9 @@ struct DocumentMethods {
                                                             "revision": .integer(Int64(current))])
         case .unreadable(let name, let reason, _):
             return ProtocolError(.unavailable, message, data: ["name": .string(name), "reason": .string(reason)])
-        case .io(let operation, _) where error.isOutOfSpace:
+        case .io(let operation, _, _) where error.isOutOfSpace:
             return ProtocolError(.unavailable, message, data: ["operation": .string(operation), "reason": "noSpace"])
-        case .io(let operation, _):
+        case .io(let operation, _, _):
             return ProtocolError(.internal, message, data: ["operation": .string(operation)])
         }
     }

@@ -18,8 +18,14 @@ public enum DocumentError: Error, Sendable, Equatable, CustomStringConvertible {
     case conflict(name: String, expected: Int, current: Int)
     /// The file is damaged or encrypted, or its container is malformed.
     case unreadable(name: String, reason: String, message: String)
-    /// A write or file-system call failed: the operation and errno's text.
-    case io(operation: String, message: String)
+    /// A write or file-system call failed: the operation, the cause's text, and the errno when
+    /// a system call gave one (0 otherwise).
+    case io(operation: String, message: String, code: Int32 = 0)
+
+    /// A failed system call: `code` is its errno.
+    static func system(_ operation: String, _ code: Int32 = errno) -> DocumentError {
+        .io(operation: operation, message: String(cString: strerror(code)), code: code)
+    }
 
     public var description: String {
         switch self {
@@ -31,15 +37,15 @@ public enum DocumentError: Error, Sendable, Equatable, CustomStringConvertible {
         case .conflict(let name, let expected, let current):
             return "\(name) is at revision \(current), not \(expected): it was saved since"
         case .unreadable(let name, _, let message): return "\(name) cannot be read: \(message)"
-        case .io(let operation, let message): return "\(operation): \(message)"
+        case .io(let operation, let message, _): return "\(operation): \(message)"
         }
     }
 
     /// A write that failed for want of room (a full disk, a quota, a file-size limit): the
     /// client can try again once space is made, so it is not an internal fault.
     public var isOutOfSpace: Bool {
-        guard case .io(_, let message) = self else { return false }
-        return [ENOSPC, EDQUOT, EFBIG].contains { message == String(cString: strerror($0)) }
+        guard case .io(_, _, let code) = self else { return false }
+        return [ENOSPC, EDQUOT, EFBIG].contains(code)
     }
 }
 
@@ -347,16 +353,16 @@ public final class DocumentStore: Sendable {
         let kept = folder.appendingPathComponent("\(current).\(kind(name))")
         unlink(kept.path)
         guard link(url.path, kept.path) == 0 else {
-            let message = String(cString: strerror(errno))
+            let failure = DocumentError.system("keep revision \(current) of \(name)")
             unlink(temporary.path)
-            throw .io(operation: "keep revision \(current) of \(name)", message: message)
+            throw failure
         }
         syncDirectory(folder)
         guard rename(temporary.path, url.path) == 0 else {
-            let message = String(cString: strerror(errno))
+            let failure = DocumentError.system("replace \(name)")
             unlink(kept.path)
             unlink(temporary.path)
-            throw .io(operation: "replace \(name)", message: message)
+            throw failure
         }
         syncDirectory(self.folder)
         prune(name)
@@ -364,24 +370,24 @@ public final class DocumentStore: Sendable {
 
     private func write(_ destination: URL, head: [UInt8], body: (Int32) throws(DocumentError) -> Void) throws(DocumentError) {
         let out = Glibc.open(destination.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
-        guard out >= 0 else { throw .io(operation: "create \(destination.path)", message: String(cString: strerror(errno))) }
+        guard out >= 0 else { throw .system("create \(destination.path)") }
         defer { close(out) }
         try writeAll(out, head)
         try body(out)
-        guard fsync(out) == 0 else { throw .io(operation: "flush \(destination.path)", message: String(cString: strerror(errno))) }
+        guard fsync(out) == 0 else { throw .system("flush \(destination.path)") }
     }
 
     private func writeAll(_ fd: Int32, _ bytes: [UInt8]) throws(DocumentError) {
-        if let problem = bytes.withUnsafeBytes({ Self.writeAll(fd, $0) }) { throw .io(operation: "write", message: problem) }
+        if let code = bytes.withUnsafeBytes({ Self.writeAll(fd, $0) }) { throw .system("write", code) }
     }
 
-    /// Writes every byte, or says why it could not.
-    private static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> String? {
+    /// Writes every byte, or returns the errno that stopped it.
+    private static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32? {
         var done = 0
         while done < bytes.count {
             let n = Glibc.write(fd, bytes.baseAddress! + done, bytes.count - done)
             if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { return String(cString: strerror(errno)) }
+            guard n > 0 else { return errno }
             done += n
         }
         return nil
@@ -390,17 +396,17 @@ public final class DocumentStore: Sendable {
     /// Copies the PDF at `source` to `fd` in pieces, so memory stays flat however large it is.
     private func copy(_ source: PDFLocation, to fd: Int32) throws(DocumentError) {
         let input = Glibc.open(source.path, O_RDONLY | O_CLOEXEC)
-        guard input >= 0 else { throw .io(operation: "open \(source.path)", message: String(cString: strerror(errno))) }
+        guard input >= 0 else { throw .system("open \(source.path)") }
         defer { close(input) }
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
         var offset = off_t(source.offset)
         while true {
             let n = buffer.withUnsafeMutableBytes { pread(input, $0.baseAddress, $0.count, offset) }
             if n < 0 && errno == EINTR { continue }
-            guard n >= 0 else { throw .io(operation: "read \(source.path)", message: String(cString: strerror(errno))) }
+            guard n >= 0 else { throw .system("read \(source.path)") }
             if n == 0 { break }
-            if let problem = buffer.withUnsafeBytes({ Self.writeAll(fd, UnsafeRawBufferPointer(rebasing: $0[0..<n])) }) {
-                throw .io(operation: "write", message: problem)
+            if let code = buffer.withUnsafeBytes({ Self.writeAll(fd, UnsafeRawBufferPointer(rebasing: $0[0..<n])) }) {
+                throw .system("write", code)
             }
             offset += off_t(n)
         }
@@ -438,9 +444,9 @@ public final class DocumentStore: Sendable {
     private func withLock<T>(_ name: String, _ body: () throws(DocumentError) -> T) throws(DocumentError) -> T {
         let lockPath = revisionsFolder.appendingPathComponent(".\(name).lock").path
         let fd = Glibc.open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw .io(operation: "open \(lockPath)", message: String(cString: strerror(errno))) }
+        guard fd >= 0 else { throw .system("open \(lockPath)") }
         defer { close(fd) }
-        guard flock(fd, LOCK_EX) == 0 else { throw .io(operation: "lock \(name)", message: String(cString: strerror(errno))) }
+        guard flock(fd, LOCK_EX) == 0 else { throw .system("lock \(name)") }
         defer { flock(fd, LOCK_UN) }
         return try body()
     }
