@@ -22,12 +22,6 @@ public final class AllowedKeys: Sendable {
         keys = Mutex(try Self.read(path))
     }
 
-    /// Keys given directly (tests, embedding).
-    public init(_ keys: some Sequence<CurveKey>) {
-        path = ""
-        self.keys = Mutex(Set(keys))
-    }
-
     public var count: Int { keys.withLock { $0.count } }
 
     public func contains(_ key: CurveKey) -> Bool { keys.withLock { $0.contains(key) } }
@@ -35,7 +29,6 @@ public final class AllowedKeys: Sendable {
     /// Reads the path again; on failure the keys already loaded stay in force.
     @discardableResult
     public func reload() throws(LoadError) -> Int {
-        guard !path.isEmpty else { return count }
         let fresh = try Self.read(path)
         keys.withLock { $0 = fresh }
         return fresh.count

@@ -89,8 +89,6 @@ public final class Dispatcher {
     /// Whether clients are authenticated: sessions are then private to their owner, and
     /// nothing server-wide names them.
     private let authenticated: Bool
-    /// Sessions per owner, for the per-client limit.
-    private var sessionsByOwner: [String: Int] = [:]
 
     public static let serverName = "canvasd/0.2.0"
 
@@ -443,7 +441,8 @@ public final class Dispatcher {
             throw ProtocolError(.unavailable, "the server has its maximum of \(limits.maxSessions) sessions",
                                 data: ["limit": .integer(Int64(limits.maxSessions))])
         }
-        if let client, sessionsByOwner[client, default: 0] >= limits.maxSessionsPerClient {
+        if let client, sessions.values.count(where: { $0.owner == client }) + parked.values.count(where: { $0.owner == client })
+            >= limits.maxSessionsPerClient {
             throw ProtocolError(.unavailable, "this client has its maximum of \(limits.maxSessionsPerClient) sessions",
                                 data: ["limit": .integer(Int64(limits.maxSessionsPerClient))])
         }
@@ -454,7 +453,6 @@ public final class Dispatcher {
             transitions: transitions, size: size, resultImages: resultImages, lastActive: now,
             replies: ReplyCache(capacity: limits.replyCacheSize))
         sessions[id] = session
-        if let client { sessionsByOwner[client, default: 0] += 1 }
         logger.info("session opened", metadata: ["session": "\(id)", "transitions": "\(transitions)", "client": "\(client ?? "-")"])
         return [
             "session": .string(id),
@@ -468,10 +466,6 @@ public final class Dispatcher {
         var session = session
         publish(&session, event, [:])
         sessions[id] = nil
-        if let owner = session.owner {
-            sessionsByOwner[owner, default: 1] -= 1
-            if sessionsByOwner[owner] == 0 { sessionsByOwner[owner] = nil }
-        }
         timers.removeAll { $0.session == id }
         logger.info("\(event)", metadata: ["session": "\(id)"])
     }
