@@ -95,6 +95,11 @@ public final class CanvasClient {
                 if reply["id"] == .integer(id) { return reply }
             }
         }
+        return try Self.outcome(of: reply)
+    }
+
+    /// What a reply says: `.success` with its `result`, or `.failure` with the error it names.
+    public static func outcome(of reply: JSONValue) throws(ClientError) -> Result<[String: JSONValue], ProtocolError> {
         if let result = reply["result"]?.objectValue { return .success(result) }
         guard let error = reply["error"]?.objectValue, let code = error["code"]?.stringValue.flatMap(ErrorCode.init(rawValue:))
         else { throw .malformedReply("neither result nor a known error") }

@@ -54,3 +54,22 @@ struct Stats {
 }
 
 func format(_ value: Double, _ digits: Int = 1) -> String { String(format: "%.\(digits)f", value) }
+
+extension Duration {
+    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+    var microseconds: Double { Double(components.seconds) * 1e6 + Double(components.attoseconds) / 1e12 }
+}
+
+/// A process's resident memory now and at its peak, from /proc, in MB.
+enum Memory {
+    static func of(_ pid: Int32) -> (rss: Double, peak: Double) {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return (.nan, .nan) }
+        func field(_ name: String) -> Double {
+            guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix(name + ":") }),
+                  let kilobytes = Double(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
+            else { return .nan }
+            return kilobytes / 1024
+        }
+        return (field("VmRSS"), field("VmHWM"))
+    }
+}

@@ -42,7 +42,7 @@ struct FlattenBench: ParsableCommand {
                     let page = count / 2 + index
                     let start = ContinuousClock.now
                     _ = try store.flatten(name, page: page, drawing: drawing)
-                    ours.append(seconds(ContinuousClock.now - start))
+                    ours.append((ContinuousClock.now - start).seconds)
                     let out = folder.appendingPathComponent("qpdf-out.pdf")
                     let qpdf = try Spawned.run("/usr/bin/qpdf", [document.path, "--overlay", overlay.path, "--to=\(page + 1)", "--from=1", "--", out.path])
                     guard qpdf.status == 0 || qpdf.status == 3 else { throw ValidationError("qpdf exited \(qpdf.status)") }
@@ -60,10 +60,6 @@ struct FlattenBench: ParsableCommand {
             }
         }
         print("ratio = qpdf / canvas bridge (above 1: canvas bridge is faster)")
-    }
-
-    private func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 
     private func pad(_ s: String, _ width: Int) -> String { s + String(repeating: " ", count: max(0, width - s.count)) }
@@ -108,13 +104,10 @@ enum Spawned {
         // ru_maxrss is no use here: Linux carries the parent's high-water mark into a child
         // started with vfork. The child's own VmHWM, read while it runs, is its peak.
         var status: Int32 = 0
-        var peakKilobytes = 0
+        var peakMegabytes = 0.0
         while true {
-            if let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
-               let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
-               let kilobytes = Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") {
-                peakKilobytes = max(peakKilobytes, kilobytes)
-            }
+            let peak = Memory.of(pid).peak
+            if !peak.isNaN { peakMegabytes = max(peakMegabytes, peak) }
             let done = waitpid(pid, &status, WNOHANG)
             if done == pid { break }
             if done < 0 && errno != EINTR { break }
@@ -122,8 +115,7 @@ enum Spawned {
         }
         let elapsed = ContinuousClock.now - start
         let exit = (status & 0x7F) == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
-        return Outcome(status: exit, seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18,
-                       peakMegabytes: Double(peakKilobytes) / 1024)
+        return Outcome(status: exit, seconds: elapsed.seconds, peakMegabytes: peakMegabytes)
     }
 }
 

@@ -82,7 +82,7 @@ struct Latency: ParsableCommand {
             guard try req.receive() != nil else { throw ValidationError("no reply from \(endpoint)") }
             if index >= requests / 10 {   // the first tenth warms up
                 let elapsed = clock.now - start
-                samples.append(Double(elapsed.components.attoseconds) / 1e12 + Double(elapsed.components.seconds) * 1e6)
+                samples.append(elapsed.microseconds)
             }
         }
         let stats = Stats(samples)
@@ -101,7 +101,7 @@ struct Latency: ParsableCommand {
             received += 1
         }
         let elapsed = clock.now - start
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let seconds = elapsed.seconds
         return Measurement(medianMicroseconds: stats.median, p99Microseconds: stats.percentile(99),
                            perSecond: Double(requests) / seconds)
     }

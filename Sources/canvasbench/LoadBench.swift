@@ -87,7 +87,7 @@ struct LoadBench: ParsableCommand {
         threads.forEach { $0.start() }
         while outcomes.withLock({ $0.count }) < clients { usleep(10_000) }
         let elapsed = clock.now - start
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let seconds = elapsed.seconds
         let loadedRSS = Memory.of(canvasd.process.processIdentifier)
         let published = reader.stop()
 
@@ -204,12 +204,16 @@ struct ClientRun {
             }
             outcome.replies += 1
             let elapsed = clock.now - sentAt
-            let microseconds = Double(elapsed.components.seconds) * 1e6 + Double(elapsed.components.attoseconds) / 1e12
+            let microseconds = elapsed.microseconds
             switch expectation {
             case .canvas(let observation):
                 outcome.canvasMicroseconds.append(microseconds)
-                if let problem = WireCommands.check(Self.result(reply), against: observation) {
-                    outcome.wrong.append("client \(index) request \(id): \(problem)")
+                do {
+                    if let problem = WireCommands.check(try CanvasClient.outcome(of: reply), against: observation) {
+                        outcome.wrong.append("client \(index) request \(id): \(problem)")
+                    }
+                } catch {
+                    outcome.wrong.append("client \(index) request \(id): \(error)")
                 }
             case .flatten(let expected):
                 outcome.flattenMicroseconds.append(microseconds)
@@ -222,13 +226,6 @@ struct ClientRun {
         }
         try socket.send([JSONCodec.serialize(Request(id: .string("close"), method: "session.close", session: session).json)])
         _ = try socket.receive()
-    }
-
-    private static func result(_ reply: JSONValue) -> Result<[String: JSONValue], ProtocolError> {
-        if let result = reply["result"]?.objectValue { return .success(result) }
-        let error = reply["error"]?.objectValue ?? [:]
-        return .failure(ProtocolError(ErrorCode(rawValue: error["code"]?.stringValue ?? "") ?? .internal,
-                                      error["message"]?.stringValue ?? "", data: error["data"]?.objectValue ?? [:]))
     }
 }
 
@@ -258,19 +255,5 @@ final class EventCounter: Sendable {
         stopRequested.store(true, ordering: .relaxed)
         finished.wait()
         return count.load(ordering: .relaxed)
-    }
-}
-
-/// A process's resident memory now and at its peak, from /proc, in MB.
-enum Memory {
-    static func of(_ pid: Int32) -> (rss: Double, peak: Double) {
-        guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return (.nan, .nan) }
-        func field(_ name: String) -> Double {
-            guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix(name + ":") }),
-                  let kilobytes = Double(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
-            else { return .nan }
-            return kilobytes / 1024
-        }
-        return (field("VmRSS"), field("VmHWM"))
     }
 }
