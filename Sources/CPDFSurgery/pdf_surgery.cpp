@@ -13,6 +13,7 @@
 #include <qpdf/FileInputSource.hh>
 #include <qpdf/InputSource.hh>
 #include <qpdf/BufferInputSource.hh>
+#include <qpdf/Pipeline.hh>
 #include <qpdf/QPDF.hh>
 #include <qpdf/QPDFExc.hh>
 #include <qpdf/QPDFObjectHandle.hh>
@@ -20,6 +21,8 @@
 #include <qpdf/QPDFPageObjectHelper.hh>
 #include <qpdf/QPDFWriter.hh>
 
+#include <errno.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -42,7 +45,33 @@ const char *const kFormName = "/CanvasBridgeInk";
 
 struct Failure : std::runtime_error {
     ps_status status;
-    Failure(ps_status status, std::string const &message) : std::runtime_error(message), status(status) {}
+    int code;  // the errno of a failed system call, 0 otherwise
+    Failure(ps_status status, std::string const &message, int code = 0)
+        : std::runtime_error(message), status(status), code(code) {}
+};
+
+// The end of QPDFWriter's pipeline: writes to a descriptor and keeps the errno of a failed
+// write, so that a full disk reaches the caller as ENOSPC rather than as qpdf's text.
+class DescriptorPipeline : public Pipeline {
+  public:
+    explicit DescriptorPipeline(int fd) : Pipeline("document", nullptr), fd_(fd) {}
+
+    void write(unsigned char const *data, size_t length) override {
+        while (length > 0) {
+            ssize_t n = ::write(fd_, data, length);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) {
+                int code = n < 0 ? errno : ENOSPC;
+                throw Failure(PS_IO, std::string("write the document: ") + std::strerror(code), code);
+            }
+            data += n;
+            length -= static_cast<size_t>(n);
+        }
+    }
+    void finish() override {}
+
+  private:
+    int fd_;
 };
 
 // A window on a file: the PDF that starts `start` bytes in. QPDF sees offsets from the PDF's
@@ -103,7 +132,9 @@ struct ps_document {
     std::shared_ptr<QPDF> pdf = std::make_shared<QPDF>();
     // The overlay's own document: copied streams are read from it when the result is written.
     std::shared_ptr<QPDF> ink;
-    std::string path;
+    // The whole file (a .yianazip container's metadata included), read through the
+    // descriptor the caller opened: the path is never opened again.
+    std::shared_ptr<InputSource> file;
     qpdf_offset_t size = 0;
     std::vector<QPDFPageObjectHelper> pages;
     // Read only after repair, or encrypted: its bytes cannot take an appended update.
@@ -117,14 +148,19 @@ void report(char *message, size_t size, std::string const &text) {
     if (message && size) std::snprintf(message, size, "%s", text.c_str());
 }
 
+// Where a failure's errno goes: the document's, when there is one.
+thread_local int lastErrno = 0;
+
 // Runs `body`, turning every exception into a status and a message.
 template <typename Body>
 ps_status guarded(char *message, size_t size, ps_status fallback, Body body) {
+    lastErrno = 0;
     try {
         body();
         return PS_OK;
     } catch (Failure const &failure) {
         report(message, size, failure.what());
+        lastErrno = failure.code;
         return failure.status;
     } catch (QPDFExc const &error) {
         report(message, size, error.what());
@@ -218,7 +254,7 @@ void collect(QPDFObjectHandle root, std::set<QPDFObjGen> &seen) {
 
 // The byte offset of the last cross-reference section, read from the end of the PDF.
 qpdf_offset_t lastStartXref(ps_document *document, bool &isStream) {
-    FileInputSource file(document->path.c_str());
+    InputSource &file = *document->file;
     qpdf_offset_t start = 0;
     // The PDF is the tail of the file; look at its last kilobytes.
     file.seek(0, SEEK_END);
@@ -258,12 +294,21 @@ void bigEndian(std::string &out, unsigned long long value, int width) {
 
 extern "C" {
 
-ps_status ps_open(const char *path, int64_t offset, ps_document **out, char *message, size_t message_size) {
+ps_status ps_open(int fd, const char *name, int64_t offset, ps_document **out, char *message, size_t message_size) {
     *out = nullptr;
     auto document = std::make_unique<ps_document>();
     ps_status status = guarded(message, message_size, PS_DAMAGED, [&] {
-        document->path = path;
-        auto file = std::make_shared<FileInputSource>(path);
+        // qpdf reads through a stdio stream of its own, on a duplicate of the caller's descriptor.
+        int copy = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+        if (copy < 0) throw Failure(PS_IO, std::string("duplicate the descriptor: ") + std::strerror(errno), errno);
+        FILE *stream = fdopen(copy, "rb");
+        if (!stream) {
+            int code = errno;
+            close(copy);
+            throw Failure(PS_IO, std::string("read the document: ") + std::strerror(code), code);
+        }
+        auto file = std::make_shared<FileInputSource>(name, stream, true);
+        document->file = file;
         file->seek(0, SEEK_END);
         qpdf_offset_t total = file->tell();
         if (offset < 0 || offset > total) throw Failure(PS_DAMAGED, "the PDF's offset is outside the file");
@@ -528,21 +573,22 @@ ps_status ps_flatten_rewrite(ps_document *document, int page, const unsigned cha
                              const unsigned char *drawing, size_t drawing_length, int fd, char *message, size_t message_size) {
     return guarded(message, message_size, PS_INTERNAL, [&] {
         applyInk(document, page, overlay, overlay_length, drawing, drawing_length);
-        int copy = dup(fd);
-        if (copy < 0) throw Failure(PS_INTERNAL, std::string("dup: ") + std::strerror(errno));
-        FILE *file = fdopen(copy, "ab");
-        if (!file) {
-            close(copy);
-            throw Failure(PS_INTERNAL, std::string("fdopen: ") + std::strerror(errno));
-        }
+        DescriptorPipeline out(fd);
         QPDFWriter writer(*document->pdf);
-        writer.setOutputFile("flattened document", file, true);
-        writer.write();
+        writer.setOutputPipeline(&out);
+        try {
+            writer.write();
+        } catch (QPDFExc const &error) {
+            // qpdf gives up on objects it cannot read back even after repair: damaged input.
+            throw Failure(PS_DAMAGED, std::string("the PDF cannot be rewritten: ") + error.what());
+        }
     });
 }
 
 int ps_needs_rewrite(ps_document *document) { return document->needs_rewrite ? 1 : 0; }
 
 void ps_free(void *bytes) { std::free(bytes); }
+
+int ps_last_errno(void) { return lastErrno; }
 
 }  // extern "C"

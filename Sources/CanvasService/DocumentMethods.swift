@@ -43,7 +43,8 @@ struct DocumentMethods {
             let revisions = try run { () throws(DocumentError) in try store.revisions(name) }
             return ["name": .string(name), "revisions": .array(revisions.map { revision in
                 ["revision": .integer(Int64(revision.revision)), "bytes": .integer(revision.bytes),
-                 "modified": .string(formatter.string(from: revision.modified)), "current": .bool(revision.current)]
+                 "modified": .string(formatter.string(from: revision.modified)), "current": .bool(revision.current),
+                 "sha256": .string(revision.sha256)]
             })]
         default:
             throw ProtocolError(.methodNotFound, "no method \"\(method)\"")
@@ -119,7 +120,8 @@ struct DocumentMethods {
     }
 
     static func json(_ summary: DocumentSummary) -> [String: JSONValue] {
-        ["name": .string(summary.name), "revision": .integer(Int64(summary.revision)), "pageCount": .integer(Int64(summary.pageCount))]
+        ["name": .string(summary.name), "revision": .integer(Int64(summary.revision)), "pageCount": .integer(Int64(summary.pageCount)),
+         "sha256": .string(summary.sha256)]
     }
 
     static func protocolError(_ error: DocumentError) -> ProtocolError {

@@ -2,16 +2,33 @@ public import CanvasCore
 import Foundation
 import InkRendering
 public import PDFSurgery
+public import SystemPackage
 
 /// What flattening needs from a document file: where its PDF starts.
 public struct PDFLocation: Sendable {
+    /// The file's path, or with `file` only its name for messages.
     public let path: String
     /// Bytes before the PDF (a .yianazip container's metadata and separator); 0 for a .pdf.
     public let offset: Int64
+    /// The open file to read, when the caller has one (the document store never opens a
+    /// document by path twice).
+    public let file: FileDescriptor?
 
     public init(path: String, offset: Int64 = 0) {
         self.path = path
         self.offset = offset
+        file = nil
+    }
+
+    public init(file: FileDescriptor, name: String, offset: Int64 = 0) {
+        path = name
+        self.offset = offset
+        self.file = file
+    }
+
+    func open() throws(PDFError) -> PDFFile {
+        if let file { return try PDFFile(file: file, name: path, offset: offset) }
+        return try PDFFile(path: path, offset: offset)
     }
 }
 
@@ -70,7 +87,7 @@ public enum Flattener {
         }
 
         /// Writes the whole new PDF to `descriptor`.
-        public func rewrite(to descriptor: Int32) throws(FlattenError) {
+        public func rewrite(to descriptor: FileDescriptor) throws(FlattenError) {
             do {
                 try file.flattenRewrite(page: page, overlay: overlay, drawing: json, to: descriptor)
             } catch {
@@ -81,7 +98,7 @@ public enum Flattener {
 
     public static func prepare(_ location: PDFLocation, page: Int, adding drawing: Drawing) throws(FlattenError) -> Prepared {
         do {
-            let file = try PDFFile(path: location.path, offset: location.offset)
+            let file = try location.open()
             let geometry = try file.page(page)
             var combined = drawing
             if let stored = try file.storedDrawing(page: page) {

@@ -18,6 +18,7 @@ typedef enum {
     PS_PAGE_RANGE = 3,   // no such page
     PS_BAD_OVERLAY = 4,  // the overlay is not a one-page PDF
     PS_INTERNAL = 5,     // anything else (the message says what)
+    PS_IO = 6,           // a system call failed: ps_last_errno() says why
 } ps_status;
 
 typedef struct ps_document ps_document;
@@ -32,9 +33,11 @@ typedef struct {
     double display_width, display_height;
 } ps_page_info;
 
-// Opens the PDF that starts `offset` bytes into the file at `path` and runs to its end (a
-// .yianazip container holds one after its metadata; a .pdf file has offset 0).
-ps_status ps_open(const char *path, int64_t offset, ps_document **out, char *message, size_t message_size);
+// Opens the PDF that starts `offset` bytes into the open file `fd` and runs to its end (a
+// .yianazip container holds one after its metadata; a .pdf file has offset 0). The document
+// reads through its own duplicate of `fd`: the caller may close `fd` at once. `name` appears
+// in messages.
+ps_status ps_open(int fd, const char *name, int64_t offset, ps_document **out, char *message, size_t message_size);
 void ps_close(ps_document *document);
 
 int ps_page_count(ps_document *document);
@@ -65,6 +68,9 @@ ps_status ps_flatten_rewrite(ps_document *document, int page,
                              int fd, char *message, size_t message_size);
 
 void ps_free(void *bytes);
+
+// The errno behind the last PS_IO status returned on this thread (0 for other statuses).
+int ps_last_errno(void);
 
 #ifdef __cplusplus
 }
