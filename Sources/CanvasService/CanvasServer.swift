@@ -1,4 +1,5 @@
 public import Logging
+import Foundation
 import Dispatch
 public import ZeroMQ
 
@@ -35,10 +36,11 @@ public final class CanvasServer {
     private let configuration: ServiceConfiguration
     private let logger: Logger
     private let clock = ContinuousClock()
-    /// Saves run here, one at a time (so one save's memory is the most they take), and say
-    /// they are done through `waker`, a DEALER connected over inproc to the request socket:
-    /// the loop learns of it in the same receive that brings requests, with no extra poll.
-    private let saveQueue = DispatchQueue(label: "canvasd.saves")
+    /// Saves run here, one per document and as many documents at once as there are cores
+    /// (so a slow save into a large document holds up no other), and say they are done through
+    /// `waker`, a DEALER connected over inproc to the request socket: the loop learns of it in
+    /// the same receive that brings requests, with no extra poll.
+    private let saves: SaveRunner
     private let waker: SaveWaker
     /// Messages from this routing id are the waker's, not a client's. Random, so no client
     /// can pose as it (and one that did would only make the loop look for finished saves).
@@ -105,12 +107,11 @@ public final class CanvasServer {
         } catch {
             fatalError("unexpected error \(error)")
         }
-        let (queue, waker) = (saveQueue, waker)
-        dispatcher = Dispatcher(configuration: configuration, logger: logger, saves: { save in
-            queue.async {
-                save()
-                waker.wake()
-            }
+        let waker = self.waker
+        let saves = SaveRunner(width: ProcessInfo.processInfo.activeProcessorCount) { waker.wake() }
+        self.saves = saves
+        dispatcher = Dispatcher(configuration: configuration, logger: logger, saves: { document, save in
+            saves.submit(document, save)
         })
     }
 
@@ -188,7 +189,7 @@ public final class CanvasServer {
             }
         }
         // Saves under way finish (a save is never cut short by a stop), and are answered.
-        saveQueue.sync {}
+        saves.wait()
         deliver(dispatcher.collectSaves(at: clock.now))
         logger.info("canvasd stopping", metadata: ["sessions": "\(dispatcher.sessionCount)"])
         zap?.stop()
@@ -260,17 +261,18 @@ public final class CanvasServer {
     }
 }
 
-/// The save queue's end of the inproc pipe that tells the loop a save is done.
-// A ZeroMQ socket may move between threads given a full memory barrier between uses; every use
-// of this one is on the serial save queue, which provides that.
+/// The save workers' end of the inproc pipe that tells the loop a save is done.
+// A ZeroMQ socket may move between threads given a full memory barrier between uses; the lock
+// gives that, and keeps two workers from using it at once.
 private final class SaveWaker: @unchecked Sendable {
     private let socket: ZMQSocket
+    private let lock = NSLock()
 
     init(_ socket: ZMQSocket) { self.socket = socket }
 
     func wake() {
         // Never waits: if the pipe is full, wake-ups are already queued and one is enough (and
-        // a stopping loop that no longer reads must not leave this queue stuck).
-        try? socket.send([[]], wait: false)
+        // a stopping loop that no longer reads must not leave a worker stuck).
+        lock.withLock { _ = try? socket.send([[]], wait: false) }
     }
 }

@@ -25,9 +25,9 @@ public final class Dispatcher {
         public var events: [[[UInt8]]] = []
     }
 
-    /// Where saves run. The server gives a serial queue beside its loop, so no request waits
-    /// on a disk; nil runs each save in place (tests, the fuzzer).
-    public typealias SaveExecutor = @Sendable (_ save: @escaping @Sendable () -> Void) -> Void
+    /// Where saves run, given the document each writes. The server runs them on workers beside
+    /// its loop, so no request waits on a disk; nil runs each save in place (tests, the fuzzer).
+    public typealias SaveExecutor = @Sendable (_ document: String, _ save: @escaping @Sendable () -> Void) -> Void
 
     /// A save started and not yet answered.
     private struct PendingSave {
@@ -188,7 +188,8 @@ public final class Dispatcher {
             case "hello": return ReplyEncoder.success(id: request.id, result: hello())
             case "session.open": return ReplyEncoder.success(id: request.id, result: try openSession(params))
             case let method where DocumentMethods.saves(method):
-                startSave(try documentStore().prepareSave(method, params),
+                let (document, save) = try documentStore().prepareSave(method, params)
+                startSave(document, save,
                           PendingSave(kind: .document(method: method), request: request, envelope: envelope, client: client))
                 return nil
             case let method where method.hasPrefix("document.") && DocumentMethods.methods.contains(method):
@@ -239,8 +240,8 @@ public final class Dispatcher {
                     let save = try documentStore().targetSave(target, session.canvas.drawing)
                     keptOut = true
                     parked[sessionID] = ParkedSession(owner: session.owner)
-                    startSave(save, PendingSave(kind: .submit(session, fingerprint: fingerprint), request: request,
-                                                envelope: envelope, client: client))
+                    startSave(target.name, save, PendingSave(kind: .submit(session, fingerprint: fingerprint), request: request,
+                                                             envelope: envelope, client: client))
                     return nil
                 } catch {
                     let reply = ReplyEncoder.failure(id: request.id, error: error)
@@ -274,12 +275,12 @@ public final class Dispatcher {
 
     // MARK: Saves
 
-    private func startSave(_ save: @escaping PreparedSave, _ pending: PendingSave) {
+    private func startSave(_ document: String, _ save: @escaping PreparedSave, _ pending: PendingSave) {
         nextSaveJob += 1
         let job = nextSaveJob, inbox = self.inbox
         pendingSaves[job] = pending
         let work: @Sendable () -> Void = { inbox.post(job, Result(catching: save)) }
-        if let saveExecutor { saveExecutor(work) } else { work() }
+        if let saveExecutor { saveExecutor(document, work) } else { work() }
     }
 
     /// Answers every finished save, then runs what queued behind a parked session (which may

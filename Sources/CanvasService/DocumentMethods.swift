@@ -54,20 +54,21 @@ struct DocumentMethods {
     /// Whether `method` writes a document (and so runs where saves run).
     static func saves(_ method: String) -> Bool { method == "document.flatten" || method == "document.restore" }
 
-    /// Checks a saving method's params now, and returns the save itself to run later.
-    func prepareSave(_ method: String, _ params: Params) throws(ProtocolError) -> PreparedSave {
+    /// Checks a saving method's params now, and returns the document it writes and the save
+    /// itself, to run later.
+    func prepareSave(_ method: String, _ params: Params) throws(ProtocolError) -> (document: String, save: PreparedSave) {
         if method == "document.restore" {
             guard let revision = try revisionParam(params, "revision") else {
                 throw ProtocolError(.invalidParams, "revision: required", data: ["field": "revision"])
             }
             let name = try params.string("name")
             let expected = try revisionParam(params, "expectedRevision")
-            return { [store] () throws(DocumentError) in try store.restore(name, revision: revision, expectedRevision: expected) }
+            return (name, { [store] () throws(DocumentError) in try store.restore(name, revision: revision, expectedRevision: expected) })
         }
         let drawing = try drawingParam(params)
         let name = try params.string("name"), page = try pageParam(params)
         let expected = try revisionParam(params, "expectedRevision")
-        return { [store] () throws(DocumentError) in try store.flatten(name, page: page, drawing: drawing, expectedRevision: expected) }
+        return (name, { [store] () throws(DocumentError) in try store.flatten(name, page: page, drawing: drawing, expectedRevision: expected) })
     }
 
     /// A submit's save into its target: the drawing on the page, or, with nothing drawn, just

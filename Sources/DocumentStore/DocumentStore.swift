@@ -128,6 +128,10 @@ public final class DocumentStore: Sendable {
             return RevisionHistory(directory: try revisionsRoot.directory(name, create: create), kind: Self.kind(name))
         } catch .noSuchFileOrDirectory where !create {
             return nil
+        } catch .notDirectory where !create {
+            // Something else stands where the history belongs: readers read on (revision 1 then),
+            // and a save refuses, with this cause, until it is moved away.
+            return nil
         } catch {
             throw .system("open the revisions of \(name)", error)
         }
