@@ -39,25 +39,29 @@ struct SHA256Hasher: ~Copyable {
 /// The SHA-256 of files the store reads, remembered by file identity.
 ///
 /// The store never changes a file it has made (a save writes a new one and renames it into
-/// place, revisions are links to those), so a file's identity, size and change time name its
-/// bytes; a file someone rewrote in place gets a new change time and is read again.
+/// place, revisions are links to those), so a file's identity, size and times name its bytes,
+/// with one catch: a freed inode number is soon given to a new file, which may have the same
+/// size and, within one tick of the file system's coarse clock, the same times. So only a file
+/// whose last change is some seconds old is remembered: any file that later reuses its inode
+/// is changed after that moment, and so has other times.
 final class ContentHashes: @unchecked Sendable {
     // @unchecked: the table is only touched under `lock`.
     private struct Key: Hashable {
         let identity: FileIdentity
         let size: Int64
-        let changed: Int
-        let changedNanoseconds: Int
+        let changed: timespec.Key
+        let modified: timespec.Key
     }
 
     private let lock = NSLock()
     private var table: [Key: String] = [:]
     private var order: [Key] = []
     private let capacity = 4096
+    /// How old a change must be for its file to be remembered: far more than a clock tick.
+    private let settled: Int = 2
 
     private static func key(_ stat: Stat) -> Key {
-        Key(identity: stat.identity, size: stat.size, changed: Int(stat.rawValue.st_ctim.tv_sec),
-            changedNanoseconds: Int(stat.rawValue.st_ctim.tv_nsec))
+        Key(identity: stat.identity, size: stat.size, changed: stat.rawValue.st_ctim.key, modified: stat.rawValue.st_mtim.key)
     }
 
     /// The hash of the open file `file`, read from its start unless it is remembered.
@@ -74,22 +78,28 @@ final class ContentHashes: @unchecked Sendable {
             offset += Int64(count)
         }
         let digest = hasher.finish()
-        remember(digest, for: stat)
-        return digest
-    }
-
-    /// Records what a writer hashed while it wrote the file.
-    func remember(_ digest: String, for stat: Stat) {
-        let key = Self.key(stat)
-        lock.withLock {
-            if table.updateValue(digest, forKey: key) == nil {
-                order.append(key)
-                if order.count > capacity {
-                    table[order.removeFirst()] = nil
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        let changed = max(stat.rawValue.st_ctim.tv_sec, stat.rawValue.st_mtim.tv_sec)
+        if Int(now.tv_sec) - Int(changed) >= settled {
+            lock.withLock {
+                if table.updateValue(digest, forKey: key) == nil {
+                    order.append(key)
+                    if order.count > capacity { table[order.removeFirst()] = nil }
                 }
             }
         }
+        return digest
     }
+}
+
+extension timespec {
+    struct Key: Hashable {
+        let seconds: Int
+        let nanoseconds: Int
+    }
+
+    var key: Key { Key(seconds: Int(tv_sec), nanoseconds: Int(tv_nsec)) }
 }
 
 extension Errno {

@@ -32,6 +32,8 @@ public final class DocumentStore: Sendable {
 
     public static let extensions = ["pdf", "yianazip"]
     static let revisionsFolderName = ".canvas-revisions"
+    /// How often a read starts again when saves keep replacing the file under it.
+    static let readAttempts = 20
 
     public init(folder: URL, keepRevisions: Int = 20) throws(DocumentError) {
         self.folder = folder.standardizedFileURL.resolvingSymlinksInPath()
@@ -150,20 +152,20 @@ public final class DocumentStore: Sendable {
     /// lock and changes nothing: a save that lands meanwhile makes it read again, so the
     /// revision, the hash and what `body` saw are always of one file.
     private func reading<T>(_ name: String, _ body: (OpenFile) throws(DocumentError) -> T) throws(DocumentError) -> (T, revision: Int, sha256: String) {
-        var attempt = 0
-        while true {
-            attempt += 1
+        for _ in 0..<Self.readAttempts {
             let file = try openDocument(name)
             let value = try body(file)
             let kept = try entries(try history(name, create: false), name)
             let revision = RevisionHistory.revision(of: file.stat.identity, in: kept)
             // A file with an entry of its own has its number for good; one without is the
-            // current file only while the name still leads to it.
+            // current file only while the name still leads to it (else it was saved over, and
+            // perhaps pruned, while this read: read the new one).
             let stillCurrent = (try? root.stat(name))?.identity == file.stat.identity
-            if RevisionHistory.isKept(file.stat.identity, in: kept) || stillCurrent || attempt >= 5 {
+            if RevisionHistory.isKept(file.stat.identity, in: kept) || stillCurrent {
                 return (value, revision, try hash(file, name))
             }
         }
+        throw .unreadable(name: name, reason: "busy", message: "it was saved over \(Self.readAttempts) times while being read; try again")
     }
 
     private func hash(_ file: OpenFile, _ name: String) throws(DocumentError) -> String {
@@ -387,15 +389,21 @@ public final class DocumentStore: Sendable {
     }
 
     /// Puts right what a killed save of this document left, under its write lock (so no writer
-    /// of it is alive but this one): abandoned temporary files go, and a current file without an
-    /// entry (renamed into place, then killed; or never saved) is kept under its number.
-    /// Returns the current revision. Killed itself, it leaves nothing the next repair cannot mend.
+    /// of it is alive but this one): abandoned temporary files go, entries numbered past the
+    /// current file (kept by a save killed before its rename: never the document, never
+    /// reported) go, and a current file without an entry (never saved, or put there by hand) is
+    /// kept under its number. Returns the current revision. Killed itself, it leaves nothing
+    /// the next repair cannot mend.
     private func repair(_ name: String, _ current: OpenFile, _ history: RevisionHistory) throws(DocumentError) -> Int {
         do {
             try history.removeAbandonedTemporaries()
             let kept = try history.entries()
             let revision = RevisionHistory.revision(of: current.stat.identity, in: kept)
-            if !RevisionHistory.isKept(current.stat.identity, in: kept) {
+            if RevisionHistory.isKept(current.stat.identity, in: kept) {
+                for orphan in kept where orphan.revision > revision {
+                    try history.directory.remove(orphan.name)
+                }
+            } else {
                 let entry = history.entryName(revision)
                 try history.directory.remove(entry)
                 try root.link(name, to: history.directory, as: entry)
@@ -405,8 +413,8 @@ public final class DocumentStore: Sendable {
                     throw DocumentError.io(operation: "keep revision \(revision) of \(name)",
                                            message: "the document was replaced from outside during the save; try again")
                 }
-                try history.directory.sync()
             }
+            try history.directory.sync()
             return revision
         } catch let error as Errno {
             throw .system("repair the revisions of \(name)", error)
@@ -418,14 +426,16 @@ public final class DocumentStore: Sendable {
     }
 
     /// The atomic save: `body` writes the new version into a temporary file in the document's
-    /// history (and says whether it hashed every byte as it wrote them), which is flushed,
-    /// locked, renamed over the document and kept as `revision`; older revisions are pruned.
-    /// Killed at any point, the document is its old version or its new one, an acknowledged
-    /// save is on disk, and the next writer's repair finishes what was started. Returns the
-    /// new file's SHA-256.
+    /// history (and says whether it hashed every byte as it wrote them). The file is flushed,
+    /// locked, kept as `revision` (a link), and only then renamed over the document, so the
+    /// current file always has its entry and a reader always finds its number; older revisions
+    /// are pruned last. Killed at any point, the document is its old version or its new one, an
+    /// acknowledged save is on disk, and the next writer's repair clears what was left. Returns
+    /// the new file's SHA-256.
     private func save(_ name: String, _ history: RevisionHistory, as revision: Int,
                       _ body: (FileDescriptor, inout SHA256Hasher) throws(DocumentError) -> Bool) throws(DocumentError) -> String {
         let temporary = RevisionHistory.temporaryPrefix + "\(getpid()).\(UInt32.random(in: 0...UInt32.max))"
+        let entry = history.entryName(revision)
         let out: FileDescriptor
         do {
             out = try history.directory.create(temporary, readable: true)
@@ -434,7 +444,7 @@ public final class DocumentStore: Sendable {
         }
         // Closing releases the lock taken below, once the file is in place and kept.
         defer { try? out.close() }
-        var renamed = false
+        var renamed = false, linked = false
         do {
             // Locked before it becomes the document, so the next writer waits for this one.
             try FileLock.lock(out)
@@ -447,7 +457,13 @@ public final class DocumentStore: Sendable {
             }
             let stat = try Errno.rethrowing { try out.stat() }
             let sha256 = hashed ? hasher.finish() : try hashes.hash(out, stat)
-            hashes.remember(sha256, for: stat)
+            do {
+                try history.directory.link(temporary, to: history.directory, as: entry)
+                linked = true
+                try history.directory.sync()
+            } catch {
+                throw DocumentError.system("keep revision \(revision) of \(name)", error)
+            }
             do {
                 try history.directory.rename(temporary, to: root, as: name)
                 renamed = true
@@ -455,26 +471,24 @@ public final class DocumentStore: Sendable {
             } catch {
                 throw DocumentError.system("replace \(name)", error)
             }
-            keep(name, history, revision, stat)
+            prune(history)
             return sha256
-        } catch let error as DocumentError {
-            if !renamed { try? history.directory.remove(temporary) }
-            throw error
-        } catch let error as Errno {
-            if !renamed { try? history.directory.remove(temporary) }
-            throw .system("save \(name)", error)
         } catch {
-            if !renamed { try? history.directory.remove(temporary) }
-            throw .io(operation: "save \(name)", message: "\(error)")
+            if !renamed {
+                try? history.directory.remove(temporary)
+                if linked { try? history.directory.remove(entry) }
+            }
+            switch error {
+            case let error as DocumentError: throw error
+            case let error as Errno: throw .system("save \(name)", error)
+            default: throw .io(operation: "save \(name)", message: "\(error)")
+            }
         }
     }
 
-    /// Links the new current file as `revision` and prunes. The save has already happened: a
-    /// failure here is mended by the next writer's repair, so it is not reported.
-    private func keep(_ name: String, _ history: RevisionHistory, _ revision: Int, _ stat: Stat) {
-        let entry = history.entryName(revision)
-        try? root.link(name, to: history.directory, as: entry)
-        try? history.directory.sync()
+    /// Removes the revisions past what `keepRevisions` keeps. The save has already happened: a
+    /// failure here is mended by the next save's pruning, so it is not reported.
+    private func prune(_ history: RevisionHistory) {
         guard let kept = try? history.entries() else { return }
         for victim in RevisionHistory.prunable(kept, keep: keepRevisions) {
             try? history.directory.remove(victim.name)

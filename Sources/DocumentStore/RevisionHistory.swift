@@ -3,14 +3,17 @@ import SystemPackage
 /// One document's kept revisions: `.canvas-revisions/<name>/<N>.<ext>`, each a hard link to
 /// the file that was the document at revision N.
 ///
-/// The current file is kept there too, under its own number, as soon as a save has made it
-/// (or, for a document never saved, as revision 1 when the first save begins). That gives
-/// every rule the store needs without a counter that could disagree with the files:
-/// - the revision of a file is the number of the entry that is the same file;
-/// - a current file with no entry (renamed into place by a save killed before it could link
-///   it, or put there by hand) is one past the newest entry;
-/// - numbers only grow, because the newest entry is always the current file and pruning
-///   never removes it, nor revision 1 (the original).
+/// A save links its new file here under the next number before renaming it over the document,
+/// so the current file is always kept under its own number (a document never saved gets
+/// revision 1 when its first save begins). That gives every rule the store needs without a
+/// counter that could disagree with the files:
+/// - the revision of a file is the number of the entry that is the same file, which any reader
+///   can find without a lock;
+/// - a current file with no entry (never saved, or put there by hand) is one past the newest;
+/// - an entry numbered past the current file's was linked by a save killed before its rename:
+///   it was never the document nor reported, and the next writer removes it;
+/// - numbers only grow, because the current file is the newest entry and pruning never removes
+///   it, nor revision 1 (the original).
 /// Files whose names start with `.tmp.` are saves being written; outside the document's write
 /// lock, they belong to a writer that is still alive.
 struct RevisionHistory {

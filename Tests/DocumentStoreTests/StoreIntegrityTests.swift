@@ -184,7 +184,7 @@ struct StoreIntegrityTests {
         }
     }
 
-    @Test("a second store opened on the folder while a save is being written leaves the writer's files alone")
+    @Test("a second store opened mid-save leaves the writer's files alone; the next writer clears a killed save's")
     func secondStoreMidSave() throws {
         let folder = try freshFolder("second")
         let url = folder.appendingPathComponent("d.pdf")
@@ -195,24 +195,32 @@ struct StoreIntegrityTests {
         let history = revisionsFolder(folder, "d.pdf")
         let temporary = history.appendingPathComponent(".tmp.99999.1")
         try Data("half a PDF".utf8).write(to: temporary)
+        // And what one killed between keeping its file and renaming it leaves: an entry past
+        // the current revision, which no reader reports.
+        let orphan = history.appendingPathComponent("3.pdf")
+        try Data("never the document".utf8).write(to: orphan)
         let held = open(url.path, O_RDONLY)
         #expect(flock(held, LOCK_EX) == 0)
         _ = try DocumentStore(folder: folder)
         #expect(FileManager.default.fileExists(atPath: temporary.path), "a live writer's file was removed")
+        #expect(try store.revisions("d.pdf").map(\.revision) == [1, 2])
+        #expect(try store.summary("d.pdf").revision == 2)
         // Once the writer is gone (its lock released), the next save clears what it left.
         close(held)
-        #expect(try store.flatten("d.pdf", page: 0, drawing: Drawing(strokes: [try dot(9, 9)])).revision == 3)
+        let third = try store.flatten("d.pdf", page: 0, drawing: Drawing(strokes: [try dot(9, 9)]))
+        #expect(third.revision == 3)
         #expect(!FileManager.default.fileExists(atPath: temporary.path))
+        #expect(try sha256(orphan) == third.sha256, "the killed save's entry was not replaced")
     }
 
-    @Test("a save killed after its rename: the new file is the next revision, and the next save keeps it")
+    @Test("a file put in place by hand is the next revision, and the next save keeps it")
     func killedAfterRename() throws {
         let folder = try freshFolder("killed")
         let url = folder.appendingPathComponent("d.pdf")
         try onePagePDF().write(to: url)
         let store = try DocumentStore(folder: folder)
         _ = try store.flatten("d.pdf", page: 0, drawing: Drawing(strokes: [try dot(5, 5)]))
-        // What a save killed between its rename and its link leaves: a current file with no entry.
+        // A current file with no entry of its own.
         let replacement = folder.appendingPathComponent("new")
         try onePagePDF("0 g 100 100 20 20 re f").write(to: replacement)
         #expect(rename(replacement.path, url.path) == 0)

@@ -65,9 +65,11 @@ class Mix:
         self.seen: Dict[Tuple[str, int], set] = {}
         self.errors: List[str] = []
 
-    def saw(self, name: str, revision: int, sha256: str) -> None:
+    def saw(self, name: str, revision: int, sha256: str, source: str = "") -> None:
         with self.lock:
             self.seen.setdefault((name, revision), set()).add(sha256)
+            if os.environ.get("STORE_STRESS_TRACE"):
+                print("SEEN", name, revision, sha256[:8], source, time.monotonic())
 
 
 def test_two_servers_readers_writers_kills(tmp_path):
@@ -109,7 +111,7 @@ def test_two_servers_readers_writers_kills(tmp_path):
             with mix.lock:
                 mix.acknowledged[name].append((reply["revision"], reply.get("sha256", "")))
                 mix.per_thread[label].append((name, reply["revision"]))
-            mix.saw(name, reply["revision"], reply.get("sha256", ""))
+            mix.saw(name, reply["revision"], reply.get("sha256", ""), "ack")
 
     def reader(seed: int) -> None:
         local = random.Random(seed)
@@ -118,14 +120,16 @@ def test_two_servers_readers_writers_kills(tmp_path):
                 try:
                     for entry in client.call("document.list", {})["documents"]:
                         if "revision" in entry:
-                            mix.saw(entry["name"], entry["revision"], entry.get("sha256", ""))
+                            mix.saw(entry["name"], entry["revision"], entry.get("sha256", ""), "list")
                     name = local.choice(list(DOCUMENTS))
                     info = client.call("document.info", {"name": name})
-                    mix.saw(name, info["revision"], info.get("sha256", ""))
+                    mix.saw(name, info["revision"], info.get("sha256", ""), "info")
                     for revision in client.call("document.revisions", {"name": name})["revisions"]:
-                        mix.saw(name, revision["revision"], revision.get("sha256", ""))
+                        mix.saw(name, revision["revision"], revision.get("sha256", ""), "revisions")
                 except (CanvasTimeout, CanvasError):
                     continue
+
+    kills = []
 
     def killer() -> None:
         while time.monotonic() < stop - 1:
@@ -135,6 +139,7 @@ def test_two_servers_readers_writers_kills(tmp_path):
                 old = servers[index]
             old.process.send_signal(signal.SIGKILL)
             old.process.wait()
+            kills.append(index)
             restarted = Server(tmp_path / f"s{index}", ["--log-level", "error", *settings[index]], documents=documents)
             with servers_lock:
                 servers[index] = restarted
@@ -157,6 +162,8 @@ def test_two_servers_readers_writers_kills(tmp_path):
         final.stop()
 
     total = sum(len(acks) for acks in mix.acknowledged.values())
+    print(f"\n{total} saves acknowledged, {len(mix.seen)} revisions seen by readers, {len(kills)} servers killed; "
+          f"kept: { {name: [e['revision'] for e in entries] for name, entries in kept.items()} }")
     assert total >= 10, f"only {total} saves were acknowledged"
     for name, acks in mix.acknowledged.items():
         numbers = [revision for revision, _ in acks]
