@@ -124,7 +124,7 @@ let package = Package(
         .testTarget(name: "CanvasProtocolTests", dependencies: ["CanvasProtocol"], swiftSettings: swiftSettings),
         .testTarget(
             name: "CanvasServiceTests",
-            dependencies: ["CanvasClient", "CanvasProtocol", "ZeroMQ", "canvasd"],
+            dependencies: ["CanvasClient", "CanvasProtocol", "CanvasService", "ZeroMQ", "canvasd"],
             swiftSettings: swiftSettings
         ),
     ]
