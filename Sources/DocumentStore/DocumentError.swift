@@ -1,6 +1,6 @@
 public import CanvasProtocol
 public import Foundation
-import SystemPackage
+public import SystemPackage
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -18,12 +18,12 @@ public enum DocumentError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The file is damaged or encrypted, or its container is malformed.
     case unreadable(name: String, reason: String, message: String)
     /// A write or file-system call failed: the operation, the cause's text, and the errno when
-    /// a system call gave one (0 otherwise).
-    case io(operation: String, message: String, code: Int32 = 0)
+    /// a system call gave one.
+    case io(operation: String, message: String, errno: Errno? = nil)
 
     /// A failed system call, with its errno.
     static func system(_ operation: String, _ error: Errno) -> DocumentError {
-        .io(operation: operation, message: String(cString: strerror(error.rawValue)), code: error.rawValue)
+        .io(operation: operation, message: String(cString: strerror(error.rawValue)), errno: error)
     }
 
     public var description: String {
@@ -43,8 +43,8 @@ public enum DocumentError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A write that failed for want of room (a full disk, a quota, a file-size limit): the
     /// client can try again once space is made, so it is not an internal fault.
     public var isOutOfSpace: Bool {
-        guard case .io(_, _, let code) = self else { return false }
-        return [ENOSPC, EDQUOT, EFBIG].contains(code)
+        guard case .io(_, _, let code?) = self else { return false }
+        return [.noSpace, .diskQuotaExceeded, .fileTooLarge].contains(code)
     }
 }
 

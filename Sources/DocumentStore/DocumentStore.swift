@@ -205,7 +205,7 @@ public final class DocumentStore: Sendable {
         switch error.kind {
         case .encrypted: return .unreadable(name: name, reason: "encrypted", message: error.message)
         case .damaged: return .unreadable(name: name, reason: "damaged", message: error.message)
-        case .io: return .io(operation: error.operation, message: error.message, code: error.errno?.rawValue ?? 0)
+        case .io: return .io(operation: error.operation, message: error.message, errno: error.errno)
         default: return .io(operation: error.operation, message: error.message)
         }
     }
