@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -76,12 +77,30 @@ class DescriptorPipeline : public Pipeline {
 
 // A window on a file: the PDF that starts `start` bytes in. QPDF sees offsets from the PDF's
 // first byte, which is what the incremental update's offsets must be relative to as well.
+//
+// It also bounds the time qpdf may spend: a damaged file can send qpdf's repair into work that
+// grows faster than the file, and every step of it reads through here. Past the deadline each
+// read fails, which ends the parse or the write at once.
 class RegionInputSource : public InputSource {
   public:
-    RegionInputSource(std::shared_ptr<InputSource> file, qpdf_offset_t start, qpdf_offset_t size)
-        : file_(std::move(file)), start_(start), size_(size) {}
+    using Clock = std::chrono::steady_clock;
+
+    RegionInputSource(std::shared_ptr<InputSource> file, qpdf_offset_t start, qpdf_offset_t size, int64_t budgetMilliseconds)
+        : file_(std::move(file)), start_(start), size_(size), budget_(budgetMilliseconds),
+          deadline_(budgetMilliseconds > 0 ? Clock::now() + std::chrono::milliseconds(budgetMilliseconds) : Clock::time_point::max()) {}
+
+    // True once a read came after the deadline: whatever qpdf made of the failure, the work is void.
+    bool expired() const { return expired_; }
+
+    void checkDeadline() {
+        if (expired_ || Clock::now() > deadline_) {
+            expired_ = true;
+            throw Failure(PS_TIMEOUT, "reading the PDF took longer than " + std::to_string(budget_) + " ms; it is damaged, or too complex");
+        }
+    }
 
     qpdf_offset_t findAndSkipNextEOL() override {
+        checkDeadline();
         file_->seek(start_ + position_, SEEK_SET);
         qpdf_offset_t found = file_->findAndSkipNextEOL() - start_;
         position_ = std::min(file_->tell() - start_, size_);
@@ -99,6 +118,7 @@ class RegionInputSource : public InputSource {
     }
     void rewind() override { position_ = 0; }
     size_t read(char *buffer, size_t length) override {
+        checkDeadline();
         last_offset = position_;
         if (position_ >= size_) return 0;
         length = static_cast<size_t>(std::min<qpdf_offset_t>(static_cast<qpdf_offset_t>(length), size_ - position_));
@@ -114,6 +134,9 @@ class RegionInputSource : public InputSource {
   private:
     std::shared_ptr<InputSource> file_;
     qpdf_offset_t start_, size_, position_ = 0;
+    int64_t budget_;
+    Clock::time_point deadline_;
+    bool expired_ = false;
 };
 
 struct Box {
@@ -294,7 +317,8 @@ void bigEndian(std::string &out, unsigned long long value, int width) {
 
 extern "C" {
 
-ps_status ps_open(int fd, const char *name, int64_t offset, ps_document **out, char *message, size_t message_size) {
+ps_status ps_open(int fd, const char *name, int64_t offset, int64_t budget_ms, ps_document **out, char *message,
+                  size_t message_size) {
     *out = nullptr;
     auto document = std::make_unique<ps_document>();
     ps_status status = guarded(message, message_size, PS_DAMAGED, [&] {
@@ -313,11 +337,13 @@ ps_status ps_open(int fd, const char *name, int64_t offset, ps_document **out, c
         qpdf_offset_t total = file->tell();
         if (offset < 0 || offset > total) throw Failure(PS_DAMAGED, "the PDF's offset is outside the file");
         document->size = total - offset;
-        auto region = std::make_shared<RegionInputSource>(file, offset, document->size);
+        auto region = std::make_shared<RegionInputSource>(file, offset, document->size, budget_ms);
         document->pdf->setSuppressWarnings(true);
         try {
             document->pdf->processInputSource(region);
+            region->checkDeadline();
         } catch (QPDFExc const &error) {
+            region->checkDeadline();
             if (error.getErrorCode() == qpdf_e_password) {
                 throw Failure(PS_ENCRYPTED, "the PDF is encrypted and needs a password; it is not served");
             }

@@ -41,6 +41,9 @@ public final class CanvasServer {
     /// `waker`, a DEALER connected over inproc to the request socket: the loop learns of it in
     /// the same receive that brings requests, with no extra poll.
     private let saves: SaveRunner
+    /// Reads of documents (`document.list`, `.info`, `.revisions`, the page of `canvas.open`):
+    /// file and PDF work too, so off the loop as well, answered the same way.
+    private let reads: SaveRunner
     private let waker: SaveWaker
     /// Messages from this routing id are the waker's, not a client's. Random, so no client
     /// can pose as it (and one that did would only make the loop look for finished saves).
@@ -109,10 +112,12 @@ public final class CanvasServer {
         }
         let waker = self.waker
         let saves = SaveRunner(width: ProcessInfo.processInfo.activeProcessorCount) { waker.wake() }
+        let reads = SaveRunner(width: ProcessInfo.processInfo.activeProcessorCount) { waker.wake() }
         self.saves = saves
-        dispatcher = Dispatcher(configuration: configuration, logger: logger, saves: { document, save in
-            saves.submit(document, save)
-        })
+        self.reads = reads
+        dispatcher = Dispatcher(configuration: configuration, logger: logger,
+                                saves: { document, save in saves.submit(document, save) },
+                                reads: { key, read in reads.submit(key, read) })
     }
 
     private static func bind(requests: ZMQSocket, events eventSocket: ZMQSocket,
@@ -190,6 +195,7 @@ public final class CanvasServer {
         }
         // Saves under way finish (a save is never cut short by a stop), and are answered.
         saves.wait()
+        reads.wait()
         deliver(dispatcher.collectSaves(at: clock.now))
         logger.info("canvasd stopping", metadata: ["sessions": "\(dispatcher.sessionCount)"])
         zap?.stop()

@@ -29,13 +29,26 @@ public final class Dispatcher {
     /// its loop, so no request waits on a disk; nil runs each save in place (tests, the fuzzer).
     public typealias SaveExecutor = @Sendable (_ document: String, _ save: @escaping @Sendable () -> Void) -> Void
 
-    /// A save started and not yet answered.
+    /// What a job run off the loop gives back: a save's new summary, a document read's
+    /// result, or a page's geometry.
+    enum JobOutcome: Sendable {
+        case saved(Result<DocumentSummary, DocumentError>)
+        case read(Result<[String: JSONValue], ProtocolError>)
+        case page(Result<PageSummary, DocumentError>)
+    }
+
+    /// A job started off the loop (a save, or a read of a document) and not yet answered.
     private struct PendingSave {
         enum Kind {
             case document(method: String)
             /// A submit into its document target: the session waits, out of the table, with
             /// the requests that came for it meanwhile queued in `parked`.
             case submit(ServiceSession, fingerprint: [UInt8])
+            /// `document.list`, `.info` or `.revisions`.
+            case read
+            /// `canvas.open` on a document page, waiting for the page's geometry; the session
+            /// is parked as for a submit.
+            case openTarget(ServiceSession, fingerprint: [UInt8])
         }
         let kind: Kind
         let request: Request
@@ -51,9 +64,9 @@ public final class Dispatcher {
 
     /// Finished saves, posted by whichever thread ran them.
     private final class SaveInbox: Sendable {
-        private let finished = Mutex<[(job: UInt64, outcome: Result<DocumentSummary, DocumentError>)]>([])
-        func post(_ job: UInt64, _ outcome: Result<DocumentSummary, DocumentError>) { finished.withLock { $0.append((job, outcome)) } }
-        func take() -> [(job: UInt64, outcome: Result<DocumentSummary, DocumentError>)] {
+        private let finished = Mutex<[(job: UInt64, outcome: JobOutcome)]>([])
+        func post(_ job: UInt64, _ outcome: JobOutcome) { finished.withLock { $0.append((job, outcome)) } }
+        func take() -> [(job: UInt64, outcome: JobOutcome)] {
             finished.withLock { list in
                 defer { list.removeAll() }
                 return list
@@ -72,6 +85,11 @@ public final class Dispatcher {
     private var events: [[[UInt8]]] = []
     private var replies: [Output.Reply] = []
     private let saveExecutor: SaveExecutor?
+    /// Where document reads run (nil: in place). Reads are bounded in time by the store; this
+    /// bounds how many may wait.
+    private let readExecutor: SaveExecutor?
+    private var pendingReads = 0
+    static let maxPendingReads = 64
     private let inbox = SaveInbox()
     private var pendingSaves: [UInt64: PendingSave] = [:]
     private var nextSaveJob: UInt64 = 0
@@ -104,9 +122,10 @@ public final class Dispatcher {
 
     private static let methodNames = Set(methods)
 
-    public init(configuration: ServiceConfiguration, logger: Logger, saves: SaveExecutor? = nil) {
+    public init(configuration: ServiceConfiguration, logger: Logger, saves: SaveExecutor? = nil, reads: SaveExecutor? = nil) {
         self.limits = configuration.limits
         self.saveExecutor = saves
+        self.readExecutor = reads
         self.idleTimeout = configuration.idleTimeout
         self.logger = logger
         if case .curve = configuration.security { authenticated = true } else { authenticated = false }
@@ -193,7 +212,12 @@ public final class Dispatcher {
                           PendingSave(kind: .document(method: method), request: request, envelope: envelope, client: client))
                 return nil
             case let method where method.hasPrefix("document.") && DocumentMethods.methods.contains(method):
-                return ReplyEncoder.success(id: request.id, result: try documentStore().call(method, params))
+                // Reading a document is file and PDF work: off the loop, like a save.
+                let documents = try documentStore()
+                try startRead(PendingSave(kind: .read, request: request, envelope: envelope, client: client)) {
+                    .read(Result { () throws(ProtocolError) in try documents.call(method, params) })
+                }
+                return nil
             default: break
             }
             guard Self.methodNames.contains(request.method) else {
@@ -232,6 +256,17 @@ public final class Dispatcher {
             case .miss:
                 break
             }
+            if request.method == "canvas.open", let target = try? documentStore().targetParams(params) {
+                // The page is looked up off the loop; the session waits for it, as for a submit.
+                let documents = try documentStore()
+                try startRead(PendingSave(kind: .openTarget(session, fingerprint: fingerprint), request: request,
+                                          envelope: envelope, client: client)) {
+                    .page(Result { () throws(DocumentError) in try documents.store.page(target.name, target.page) })
+                }
+                keptOut = true
+                parked[sessionID] = ParkedSession(owner: session.owner)
+                return nil
+            }
             if request.method == "canvas.submit", let target = session.target,
                session.canvas.phase == .open || session.canvas.phase == .minimized {
                 // A submit into a document saves first, off the loop; the session waits for it.
@@ -260,12 +295,14 @@ public final class Dispatcher {
         }
     }
 
-    /// Runs a session's request and remembers its reply for retries.
+    /// Runs a session's request and remembers its reply for retries. `saved` and `page` are
+    /// what a job off the loop found for it: a submit's save, an open's page.
     private func runAndRemember(_ request: Request, _ params: Params, _ fingerprint: [UInt8], _ session: inout ServiceSession,
-                                saved: Result<DocumentSummary, DocumentError>?) -> [UInt8] {
+                                saved: Result<DocumentSummary, DocumentError>?,
+                                page: Result<PageSummary, DocumentError>? = nil) -> [UInt8] {
         let reply: [UInt8]
         do throws(ProtocolError) {
-            reply = ReplyEncoder.success(id: request.id, result: try run(request.method, params, &session, saved: saved))
+            reply = ReplyEncoder.success(id: request.id, result: try run(request.method, params, &session, saved: saved, page: page))
         } catch {
             reply = ReplyEncoder.failure(id: request.id, error: error)
         }
@@ -279,8 +316,24 @@ public final class Dispatcher {
         nextSaveJob += 1
         let job = nextSaveJob, inbox = self.inbox
         pendingSaves[job] = pending
-        let work: @Sendable () -> Void = { inbox.post(job, Result(catching: save)) }
+        let work: @Sendable () -> Void = { inbox.post(job, .saved(Result(catching: save))) }
         if let saveExecutor { saveExecutor(document, work) } else { work() }
+    }
+
+    /// Starts a read of a document off the loop, or refuses at once when too many wait (each is
+    /// bounded in time, but a flood of them must not grow without end).
+    private func startRead(_ pending: PendingSave, _ read: @escaping @Sendable () -> JobOutcome) throws(ProtocolError) {
+        guard pendingReads < Self.maxPendingReads else {
+            throw ProtocolError(.unavailable, "\(pendingReads) document reads are waiting; try again",
+                                data: ["reason": "busy", "limit": .integer(Int64(Self.maxPendingReads))])
+        }
+        pendingReads += 1
+        nextSaveJob += 1
+        let job = nextSaveJob, inbox = self.inbox
+        pendingSaves[job] = pending
+        let work: @Sendable () -> Void = { inbox.post(job, read()) }
+        // Reads of one document need not wait for each other: each job is its own key.
+        if let readExecutor { readExecutor("read \(job)", work) } else { work() }
     }
 
     /// Answers every finished save, then runs what queued behind a parked session (which may
@@ -290,8 +343,8 @@ public final class Dispatcher {
             for (job, outcome) in finished {
                 guard let pending = pendingSaves.removeValue(forKey: job) else { continue }
                 client = pending.client
-                switch pending.kind {
-                case .document(let method):
+                switch (pending.kind, outcome) {
+                case (.document(let method), .saved(let outcome)):
                     let reply: [UInt8]
                     switch outcome {
                     case .success(let summary):
@@ -302,26 +355,49 @@ public final class Dispatcher {
                         reply = ReplyEncoder.failure(id: pending.request.id, error: DocumentMethods.protocolError(error))
                     }
                     replies.append(Output.Reply(envelope: pending.envelope, bytes: reply))
-                case .submit(var session, let fingerprint):
+                case (.read, .read(let outcome)):
+                    pendingReads -= 1
+                    let reply: [UInt8]
+                    switch outcome {
+                    case .success(let result): reply = ReplyEncoder.success(id: pending.request.id, result: result)
+                    case .failure(let error): reply = ReplyEncoder.failure(id: pending.request.id, error: error)
+                    }
+                    replies.append(Output.Reply(envelope: pending.envelope, bytes: reply))
+                case (.submit(var session, let fingerprint), .saved(let outcome)):
                     let reply = runAndRemember(pending.request, Params(pending.request.params), fingerprint, &session, saved: outcome)
                     replies.append(Output.Reply(envelope: pending.envelope, bytes: reply))
-                    sessions[session.id] = session
-                    let waiting = parked.removeValue(forKey: session.id)?.queue ?? []
-                    for (index, next) in waiting.enumerated() {
-                        if parked[session.id] != nil {
-                            // Parked again by a request in the queue: the rest wait once more.
-                            parked[session.id]?.queue += waiting[index...]
-                            break
-                        }
-                        receive(next.frames, envelope: next.envelope, from: next.client)
-                    }
+                    unpark(session)
+                case (.openTarget(var session, let fingerprint), .page(let outcome)):
+                    pendingReads -= 1
+                    let reply = runAndRemember(pending.request, Params(pending.request.params), fingerprint, &session,
+                                               saved: nil, page: outcome)
+                    replies.append(Output.Reply(envelope: pending.envelope, bytes: reply))
+                    unpark(session)
+                default:
+                    preconditionFailure("a job's outcome does not match its kind")
                 }
             }
         }
     }
 
+    /// Puts a session back in the table after its job, and runs what queued behind it (which
+    /// may park it again).
+    private func unpark(_ session: ServiceSession) {
+        sessions[session.id] = session
+        let waiting = parked.removeValue(forKey: session.id)?.queue ?? []
+        for (index, next) in waiting.enumerated() {
+            if parked[session.id] != nil {
+                // Parked again by a request in the queue: the rest wait once more.
+                parked[session.id]?.queue += waiting[index...]
+                break
+            }
+            receive(next.frames, envelope: next.envelope, from: next.client)
+        }
+    }
+
     private func run(_ method: String, _ params: Params, _ session: inout ServiceSession,
-                     saved savedOutcome: Result<DocumentSummary, DocumentError>?) throws(ProtocolError) -> [String: JSONValue] {
+                     saved savedOutcome: Result<DocumentSummary, DocumentError>?,
+                     page pageOutcome: Result<PageSummary, DocumentError>?) throws(ProtocolError) -> [String: JSONValue] {
         switch method {
         case "session.close":
             return ["closed": true]
@@ -333,9 +409,9 @@ public final class Dispatcher {
         case "canvas.open":
             if params.has("document") || params.has("page") {
                 // The target is checked now, so nobody draws for a page that is not there.
-                let name = try params.string("document")
-                let page = params.has("page") ? try documentStore().pageParam(params) : 0
-                let geometry = try documentStore().target(name, page: page)
+                let (name, page) = try documentStore().targetParams(params)
+                guard let pageOutcome else { preconditionFailure("canvas.open on a document runs after its page is read") }
+                let geometry = try documentStore().run { () throws(DocumentError) in try pageOutcome.get() }
                 if session.canvas.phase == .closed || session.canvas.phase == .minimized {
                     session.target = DocumentTarget(name: name, page: page)
                     session.size = (Int(geometry.width.rounded(.up)), Int(geometry.height.rounded(.up)))

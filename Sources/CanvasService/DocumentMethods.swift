@@ -90,9 +90,9 @@ struct DocumentMethods {
         }
     }
 
-    /// The page a canvas will draw on, checked before anyone draws.
-    func target(_ name: String, page: Int) throws(ProtocolError) -> PageSummary {
-        try run { () throws(DocumentError) in try store.page(name, page) }
+    /// `canvas.open`'s target: its `document` and `page` (0 when not given).
+    func targetParams(_ params: Params) throws(ProtocolError) -> (name: String, page: Int) {
+        (try params.string("document"), params.has("page") ? try pageParam(params) : 0)
     }
 
     func pageParam(_ params: Params) throws(ProtocolError) -> Int {

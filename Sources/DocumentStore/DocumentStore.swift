@@ -26,6 +26,11 @@ public final class DocumentStore: Sendable {
     /// Revisions kept per document, the current one included; never fewer than 2 (the original
     /// and the latest).
     public let keepRevisions: Int
+    /// How long reading a document may take (`document.info`, a page's geometry, one entry of
+    /// `document.list`), and how long a save may: a damaged file can make qpdf's repair take
+    /// hours, and past these it is refused as `timeout` instead.
+    public let readBudget: Duration
+    public let saveBudget: Duration
     private let root: Directory
     private let revisionsRoot: Directory
     private let hashes = ContentHashes()
@@ -35,9 +40,12 @@ public final class DocumentStore: Sendable {
     /// How often a read starts again when saves keep replacing the file under it.
     static let readAttempts = 20
 
-    public init(folder: URL, keepRevisions: Int = 20) throws(DocumentError) {
+    public init(folder: URL, keepRevisions: Int = 20, readBudget: Duration = .seconds(2),
+                saveBudget: Duration = .seconds(120)) throws(DocumentError) {
         self.folder = folder.standardizedFileURL.resolvingSymlinksInPath()
         self.keepRevisions = max(2, keepRevisions)
+        self.readBudget = readBudget
+        self.saveBudget = saveBudget
         do {
             root = try Directory.open(self.folder.path)
         } catch {
@@ -186,16 +194,16 @@ public final class DocumentStore: Sendable {
         }
     }
 
-    private func location(_ name: String, _ file: OpenFile) throws(DocumentError) -> (PDFLocation, YianaContainer.Header?) {
+    private func location(_ name: String, _ file: OpenFile, budget: Duration? = nil) throws(DocumentError) -> (PDFLocation, YianaContainer.Header?) {
         let container = Self.kind(name) == "yianazip" ? try header(name, file) : nil
-        return (PDFLocation(file: file.descriptor, name: name, offset: container?.pdfOffset ?? 0), container)
+        return (PDFLocation(file: file.descriptor, name: name, offset: container?.pdfOffset ?? 0, budget: budget ?? readBudget), container)
     }
 
     private func pdf(_ name: String, _ file: OpenFile, at offset: Int64? = nil) throws(DocumentError) -> PDFFile {
         var start: Int64
         if let offset { start = offset } else { start = try location(name, file).0.offset }
         do {
-            return try PDFFile(file: file.descriptor, name: name, offset: start)
+            return try PDFFile(file: file.descriptor, name: name, offset: start, budget: readBudget)
         } catch {
             throw unreadable(name, error)
         }
@@ -206,6 +214,7 @@ public final class DocumentStore: Sendable {
         case .encrypted: return .unreadable(name: name, reason: "encrypted", message: error.message)
         case .damaged: return .unreadable(name: name, reason: "damaged", message: error.message)
         case .io: return .io(operation: error.operation, message: error.message, errno: error.errno)
+        case .timeout: return .unreadable(name: name, reason: "timeout", message: error.message)
         default: return .io(operation: error.operation, message: error.message)
         }
     }
@@ -293,7 +302,7 @@ public final class DocumentStore: Sendable {
         try writing(name, expectedRevision: expectedRevision) { (current, history, revision) throws(DocumentError) in
             // A container's header is read once: it gives both where the PDF starts and the
             // metadata the save updates.
-            let (place, container) = try location(name, current)
+            let (place, container) = try location(name, current, budget: saveBudget)
             let prepared: Flattener.Prepared
             do throws(FlattenError) {
                 prepared = try Flattener.prepare(place, page: page, adding: drawing)

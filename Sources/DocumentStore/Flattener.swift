@@ -13,21 +13,25 @@ public struct PDFLocation: Sendable {
     /// The open file to read, when the caller has one (the document store never opens a
     /// document by path twice).
     public let file: FileDescriptor?
+    /// How long the whole flatten may take, reading and writing (nil: no limit).
+    public let budget: Duration?
 
     public init(path: String, offset: Int64 = 0) {
         self.path = path
         self.offset = offset
         file = nil
+        budget = nil
     }
 
-    public init(file: FileDescriptor, name: String, offset: Int64 = 0) {
+    public init(file: FileDescriptor, name: String, offset: Int64 = 0, budget: Duration? = nil) {
         path = name
         self.offset = offset
         self.file = file
+        self.budget = budget
     }
 
     func open() throws(PDFError) -> PDFFile {
-        if let file { return try PDFFile(file: file, name: path, offset: offset) }
+        if let file { return try PDFFile(file: file, name: path, offset: offset, budget: budget) }
         return try PDFFile(path: path, offset: offset)
     }
 }

@@ -4,8 +4,9 @@ public import SystemPackage
 /// Why a PDF could not be read or changed: the kind, what was being done, and qpdf's message.
 public struct PDFError: Error, Sendable, Equatable, CustomStringConvertible {
     public enum Kind: String, Sendable {
-        /// `io`: a system call failed; `errno` says why.
-        case damaged, encrypted, pageOutOfRange, badOverlay, io, `internal`
+        /// `io`: a system call failed; `errno` says why. `timeout`: the work ran past the
+        /// budget given when the file was opened.
+        case damaged, encrypted, pageOutOfRange, badOverlay, io, timeout, `internal`
     }
     public let kind: Kind
     public let operation: String
@@ -27,6 +28,7 @@ public struct PDFError: Error, Sendable, Equatable, CustomStringConvertible {
         case PS_PAGE_RANGE: kind = .pageOutOfRange
         case PS_BAD_OVERLAY: kind = .badOverlay
         case PS_IO: kind = .io
+        case PS_TIMEOUT: kind = .timeout
         default: kind = .internal
         }
         let code = status == PS_IO ? ps_last_errno() : 0
@@ -59,11 +61,13 @@ public final class PDFFile {
     public let path: String
 
     /// Reads the PDF starting `offset` bytes into the open file `file` (0 for a .pdf file).
-    /// It keeps a duplicate of the descriptor: the caller's may be closed at once.
-    public init(file: FileDescriptor, name: String, offset: Int64 = 0) throws(PDFError) {
+    /// It keeps a duplicate of the descriptor: the caller's may be closed at once. Everything
+    /// done with it, this open included, fails with `.timeout` once `budget` has passed.
+    public init(file: FileDescriptor, name: String, offset: Int64 = 0, budget: Duration? = nil) throws(PDFError) {
         var message = [CChar](repeating: 0, count: 1024)
         var document: OpaquePointer?
-        let status = ps_open(file.rawValue, name, offset, &document, &message, message.count)
+        let milliseconds = budget.map { max(1, $0.components.seconds * 1000 + $0.components.attoseconds / 1_000_000_000_000_000) } ?? 0
+        let status = ps_open(file.rawValue, name, offset, milliseconds, &document, &message, message.count)
         guard status == PS_OK, let document else { throw PDFError(status, "open \(name)", message) }
         handle = document
         path = name

@@ -19,6 +19,7 @@ typedef enum {
     PS_BAD_OVERLAY = 4,  // the overlay is not a one-page PDF
     PS_INTERNAL = 5,     // anything else (the message says what)
     PS_IO = 6,           // a system call failed: ps_last_errno() says why
+    PS_TIMEOUT = 7,      // the work on this document ran past its time budget
 } ps_status;
 
 typedef struct ps_document ps_document;
@@ -36,8 +37,10 @@ typedef struct {
 // Opens the PDF that starts `offset` bytes into the open file `fd` and runs to its end (a
 // .yianazip container holds one after its metadata; a .pdf file has offset 0). The document
 // reads through its own duplicate of `fd`: the caller may close `fd` at once. `name` appears
-// in messages.
-ps_status ps_open(int fd, const char *name, int64_t offset, ps_document **out, char *message, size_t message_size);
+// in messages. Everything done with the document, from this open to its last write, must end
+// within `budget_ms` milliseconds of the open (0: no limit), or fails with PS_TIMEOUT.
+ps_status ps_open(int fd, const char *name, int64_t offset, int64_t budget_ms, ps_document **out, char *message,
+                  size_t message_size);
 void ps_close(ps_document *document);
 
 int ps_page_count(ps_document *document);
