@@ -92,6 +92,12 @@ class RegionInputSource : public InputSource {
     // True once a read came after the deadline: whatever qpdf made of the failure, the work is void.
     bool expired() const { return expired_; }
 
+    // A new budget from now on (for the write that follows a parse made within a shorter one).
+    void setBudget(int64_t budgetMilliseconds) {
+        budget_ = budgetMilliseconds;
+        deadline_ = budgetMilliseconds > 0 ? Clock::now() + std::chrono::milliseconds(budgetMilliseconds) : Clock::time_point::max();
+    }
+
     void checkDeadline() {
         if (expired_ || Clock::now() > deadline_) {
             expired_ = true;
@@ -158,6 +164,8 @@ struct ps_document {
     // The whole file (a .yianazip container's metadata included), read through the
     // descriptor the caller opened: the path is never opened again.
     std::shared_ptr<InputSource> file;
+    // The same source, seen as the PDF's region: it holds the time budget.
+    std::shared_ptr<RegionInputSource> region;
     qpdf_offset_t size = 0;
     std::vector<QPDFPageObjectHelper> pages;
     // Read only after repair, or encrypted: its bytes cannot take an appended update.
@@ -338,6 +346,7 @@ ps_status ps_open(int fd, const char *name, int64_t offset, int64_t budget_ms, p
         if (offset < 0 || offset > total) throw Failure(PS_DAMAGED, "the PDF's offset is outside the file");
         document->size = total - offset;
         auto region = std::make_shared<RegionInputSource>(file, offset, document->size, budget_ms);
+        document->region = region;
         document->pdf->setSuppressWarnings(true);
         try {
             document->pdf->processInputSource(region);
@@ -612,6 +621,10 @@ ps_status ps_flatten_rewrite(ps_document *document, int page, const unsigned cha
 }
 
 int ps_needs_rewrite(ps_document *document) { return document->needs_rewrite ? 1 : 0; }
+
+void ps_set_budget(ps_document *document, int64_t budget_ms) {
+    if (document->region) document->region->setBudget(budget_ms);
+}
 
 void ps_free(void *bytes) { std::free(bytes); }
 

@@ -109,6 +109,12 @@ public enum ReplyEncoder {
         JSONCodec.serialize(["id": id.json, "result": .object(result)])
     }
 
+    /// A reply whose result is already JSON text (a JSON object), for results too large to
+    /// build as a `JSONValue` first.
+    public static func success(id: RequestID, rawResult: [UInt8]) -> [UInt8] {
+        Array(#"{"id":"#.utf8) + JSONCodec.serialize(id.json) + Array(#","result":"#.utf8) + rawResult + Array("}".utf8)
+    }
+
     public static func failure(id: RequestID?, error: ProtocolError) -> [UInt8] {
         var body: [String: JSONValue] = ["code": .string(error.code.rawValue), "message": .string(error.message)]
         if !error.data.isEmpty { body["data"] = .object(error.data) }

@@ -169,7 +169,9 @@ public final class CanvasServer {
                         try requests.setReceiveTimeout(milliseconds: milliseconds)
                         timeout = milliseconds
                     }
-                    if let frames = try requests.receive(wait: milliseconds > 0) { serve(frames, owner: nil) }
+                    if let message = try requests.receive(wait: milliseconds > 0, readUserID: false, keepingAtMost: maxFrames) {
+                        serve(message.frames, owner: nil, dropped: message.dropped)
+                    }
                 } else {
                     // Subscriptions wait to be vetted here, so both sockets are watched.
                     let ready = try ZMQSocket.poll([requests, eventSocket], timeoutMilliseconds: Int(milliseconds))
@@ -177,8 +179,8 @@ public final class CanvasServer {
                     if ready[0] {
                         // A burst is served before polling again; `receive` never blocks here.
                         var served = 0
-                        while served < 64, let message = try requests.receiveWithUserID(wait: false) {
-                            serve(message.frames, owner: message.userID)
+                        while served < 64, let message = try requests.receive(wait: false, readUserID: true, keepingAtMost: maxFrames) {
+                            serve(message.frames, owner: message.userID, dropped: message.dropped)
                             served += 1
                         }
                     }
@@ -227,7 +229,11 @@ public final class CanvasServer {
         }
     }
 
-    private func serve(_ frames: [[UInt8]], owner: String?) {
+    /// Frames of one request kept in memory: enough to see that a request of more is over the
+    /// byte limit (each frame counts `Limits.frameOverheadBytes`), plus the envelope.
+    private var maxFrames: Int { configuration.limits.maxMessageBytes / Limits.frameOverheadBytes + 3 }
+
+    private func serve(_ frames: [[UInt8]], owner: String?, dropped: Int = 0) {
         // ROUTER prefixes the sender's identity; REQ clients add an empty delimiter, DEALER
         // clients may not. The reply goes back with the same envelope.
         guard frames.count >= 1 else { return }
@@ -241,7 +247,7 @@ public final class CanvasServer {
             envelope.append([])
             body = body.dropFirst()
         }
-        deliver(dispatcher.handle(Array(body), envelope: envelope, from: owner, at: clock.now))
+        deliver(dispatcher.handle(Array(body), envelope: envelope, from: owner, droppedFrames: dropped, at: clock.now))
     }
 
     private func deliver(_ output: Dispatcher.Output) {

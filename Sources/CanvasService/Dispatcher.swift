@@ -34,6 +34,7 @@ public final class Dispatcher {
     enum JobOutcome: Sendable {
         case saved(Result<DocumentSummary, DocumentError>)
         case read(Result<[String: JSONValue], ProtocolError>)
+        case reply([UInt8])
         case page(Result<PageSummary, DocumentError>)
     }
 
@@ -49,6 +50,8 @@ public final class Dispatcher {
             /// `canvas.open` on a document page, waiting for the page's geometry; the session
             /// is parked as for a submit.
             case openTarget(ServiceSession, fingerprint: [UInt8])
+            /// `drawing.get` of a large drawing, encoded off the loop; the session is parked.
+            case sessionRead(ServiceSession, fingerprint: [UInt8])
         }
         let kind: Kind
         let request: Request
@@ -59,6 +62,7 @@ public final class Dispatcher {
     /// A session whose submit is saving: who owns it, and what came for it since, in order.
     private struct ParkedSession {
         let owner: String?
+        var connection: [UInt8]? = nil
         var queue: [(frames: [[UInt8]], envelope: [[UInt8]], client: String?)] = []
     }
 
@@ -104,6 +108,9 @@ public final class Dispatcher {
     private var documentSeq: UInt64 = 0
     /// Who sent the request being answered.
     private var client: String?
+    /// The connection it came on (its routing id), for the per-client session limit when
+    /// clients are not authenticated.
+    private var connection: [UInt8]?
     /// Whether clients are authenticated: sessions are then private to their owner, and
     /// nothing server-wide names them.
     private let authenticated: Bool
@@ -121,6 +128,20 @@ public final class Dispatcher {
     ] + DocumentMethods.methods
 
     private static let methodNames = Set(methods)
+    /// Drawings up to this many points are encoded in the loop; larger ones on a worker.
+    static let inlineDrawingPoints = 2_000
+
+    /// `drawing.get`'s result as JSON text, straight from the drawing's own encoding.
+    static func drawingResult(_ drawing: Drawing, canUndo: Bool, canRedo: Bool) -> [UInt8] {
+        var text = Array((try? JSONEncoder().encode(drawing)) ?? Data(#"{"strokes":[],"texts":[]}"#.utf8))
+        guard text.last == UInt8(ascii: "}") else { return Array(#"{"strokes":[],"texts":[]}"#.utf8) }
+        text.removeLast()
+        text += Array(#","canUndo":\#(canUndo),"canRedo":\#(canRedo)}"#.utf8)
+        return text
+    }
+
+    /// Session methods that change nothing, so a retry whose reply was not kept may run again.
+    static let readOnlyMethods: Set<String> = ["canvas.state", "drawing.get"]
 
     public init(configuration: ServiceConfiguration, logger: Logger, saves: SaveExecutor? = nil, reads: SaveExecutor? = nil) {
         self.limits = configuration.limits
@@ -160,12 +181,14 @@ public final class Dispatcher {
     /// Answers one request (its frames without the routing envelope) from `client`, the
     /// authenticated identity that sent it (nil without authentication). The reply carries
     /// `envelope` back; it may come later, from `collectSaves`, if the request waits for a save.
-    public func handle(_ frames: [[UInt8]], envelope: [[UInt8]] = [], from client: String? = nil,
+    /// `droppedFrames` counts frames past those given, which the server read and threw away
+    /// (a request of that many frames is refused, but not kept in memory to be refused).
+    public func handle(_ frames: [[UInt8]], envelope: [[UInt8]] = [], from client: String? = nil, droppedFrames: Int = 0,
                        at now: ContinuousClock.Instant) -> Output {
         self.now = now
         events = []
         replies = []
-        receive(frames, envelope: envelope, from: client)
+        receive(frames, envelope: envelope, from: client, droppedFrames: droppedFrames)
         finishSaves()
         return Output(replies: replies, events: events)
     }
@@ -180,9 +203,10 @@ public final class Dispatcher {
         return Output(replies: replies, events: events)
     }
 
-    private func receive(_ frames: [[UInt8]], envelope: [[UInt8]], from client: String?) {
+    private func receive(_ frames: [[UInt8]], envelope: [[UInt8]], from client: String?, droppedFrames: Int = 0) {
         self.client = client
-        let size = frames.reduce(0) { $0 + $1.count }
+        connection = envelope.first
+        let size = frames.reduce(0) { $0 + $1.count } + (frames.count + droppedFrames) * Limits.frameOverheadBytes
         guard size <= limits.maxMessageBytes else {
             let error = ProtocolError(.payloadTooLarge, "the request is \(size) bytes; the limit is \(limits.maxMessageBytes)",
                                       data: ["limit": .integer(Int64(limits.maxMessageBytes)), "size": .integer(Int64(size))])
@@ -220,17 +244,18 @@ public final class Dispatcher {
                 return nil
             default: break
             }
+            // A session whose submit is saving answers nothing until the save is done: what
+            // comes for it waits, in order, and runs after; errors too, so that every reply of
+            // a session keeps its order.
+            if let sessionID = request.session, let saving = parked[sessionID], saving.owner == client {
+                parked[sessionID]?.queue.append((frames, envelope, client))
+                return nil
+            }
             guard Self.methodNames.contains(request.method) else {
                 throw ProtocolError(.methodNotFound, "no method \"\(request.method)\"", data: ["method": .string(request.method)])
             }
             guard let sessionID = request.session else {
                 throw ProtocolError(.invalidRequest, "\(request.method) needs a session")
-            }
-            // A session whose submit is saving answers nothing until the save is done: what
-            // comes for it waits, in order, and runs after.
-            if let saving = parked[sessionID], saving.owner == client {
-                parked[sessionID]?.queue.append((frames, envelope, client))
-                return nil
             }
             // Taken out of the table while it is worked on, so its buffers (the reply cache, the
             // drawing) have one owner and change in place instead of being copied per request.
@@ -249,6 +274,11 @@ public final class Dispatcher {
             switch session.replies.lookup(request.id, request: fingerprint) {
             case .retry(let cached):
                 return cached
+            case .notKept where Self.readOnlyMethods.contains(request.method):
+                break   // nothing changed the first time: answering again is the same answer
+            case .notKept:
+                throw ProtocolError(.unavailable, "id \(request.id) was answered, but its reply was over \(limits.maxCachedReplyBytes) bytes and not kept; it is not run twice",
+                                    data: ["reason": "replyNotKept", "limit": .integer(Int64(limits.maxCachedReplyBytes))])
             case .reused:
                 // Well-formed, but it clashes with what the session already holds under that id.
                 throw ProtocolError(.conflict, "id \(request.id) was already used for a different request in this session",
@@ -264,7 +294,22 @@ public final class Dispatcher {
                     .page(Result { () throws(DocumentError) in try documents.store.page(target.name, target.page) })
                 }
                 keptOut = true
-                parked[sessionID] = ParkedSession(owner: session.owner)
+                parked[sessionID] = ParkedSession(owner: session.owner, connection: session.connection)
+                return nil
+            }
+            if request.method == "drawing.get", session.canvas.phase == .open,
+               session.canvas.drawing.pointCount > Self.inlineDrawingPoints {
+                // Encoding a large drawing takes long enough to hold up everyone: off the loop,
+                // from a snapshot (the drawing is a value), with the session parked meanwhile.
+                let id = request.id, drawing = session.canvas.drawing
+                let undo = session.canvas.canvas.editableDrawing?.canUndo ?? false
+                let redo = session.canvas.canvas.editableDrawing?.canRedo ?? false
+                try startRead(PendingSave(kind: .sessionRead(session, fingerprint: fingerprint), request: request,
+                                          envelope: envelope, client: client)) {
+                    .reply(ReplyEncoder.success(id: id, rawResult: Self.drawingResult(drawing, canUndo: undo, canRedo: redo)))
+                }
+                keptOut = true
+                parked[sessionID] = ParkedSession(owner: session.owner, connection: session.connection)
                 return nil
             }
             if request.method == "canvas.submit", let target = session.target,
@@ -274,7 +319,7 @@ public final class Dispatcher {
                     _ = try params.bool("imageData", default: false)
                     let save = try documentStore().targetSave(target, session.canvas.drawing)
                     keptOut = true
-                    parked[sessionID] = ParkedSession(owner: session.owner)
+                    parked[sessionID] = ParkedSession(owner: session.owner, connection: session.connection)
                     startSave(target.name, save, PendingSave(kind: .submit(session, fingerprint: fingerprint), request: request,
                                                              envelope: envelope, client: client))
                     return nil
@@ -365,6 +410,11 @@ public final class Dispatcher {
                     replies.append(Output.Reply(envelope: pending.envelope, bytes: reply))
                 case (.submit(var session, let fingerprint), .saved(let outcome)):
                     let reply = runAndRemember(pending.request, Params(pending.request.params), fingerprint, &session, saved: outcome)
+                    replies.append(Output.Reply(envelope: pending.envelope, bytes: reply))
+                    unpark(session)
+                case (.sessionRead(var session, let fingerprint), .reply(let reply)):
+                    pendingReads -= 1
+                    session.replies.store(reply, for: pending.request.id, request: fingerprint)
                     replies.append(Output.Reply(envelope: pending.envelope, bytes: reply))
                     unpark(session)
                 case (.openTarget(var session, let fingerprint), .page(let outcome)):
@@ -518,17 +568,24 @@ public final class Dispatcher {
             throw ProtocolError(.unavailable, "the server has its maximum of \(limits.maxSessions) sessions",
                                 data: ["limit": .integer(Int64(limits.maxSessions))])
         }
-        if let client, sessions.values.count(where: { $0.owner == client }) + parked.values.count(where: { $0.owner == client })
-            >= limits.maxSessionsPerClient {
+        // One client: a key when clients are authenticated, a connection when they are not.
+        let held = authenticated
+            ? sessions.values.count(where: { $0.owner == client }) + parked.values.count(where: { $0.owner == client })
+            : connection.map { mine in
+                sessions.values.count(where: { $0.connection == mine }) + parked.values.count(where: { $0.connection == mine })
+            } ?? 0
+        if held >= limits.maxSessionsPerClient {
             throw ProtocolError(.unavailable, "this client has its maximum of \(limits.maxSessionsPerClient) sessions",
                                 data: ["limit": .integer(Int64(limits.maxSessionsPerClient))])
         }
         var id: String
         repeat { id = String(UInt64.random(in: 1...UInt64.max), radix: 16) } while sessions[id] != nil || parked[id] != nil
         let session = ServiceSession(
-            id: id, owner: client, canvas: CanvasSession(pencil: pencil, transitions: transitions, initialized: initialized),
+            id: id, owner: client, connection: connection,
+            canvas: CanvasSession(pencil: pencil, transitions: transitions, initialized: initialized),
             transitions: transitions, size: size, resultImages: resultImages, lastActive: now,
-            replies: ReplyCache(capacity: limits.replyCacheSize))
+            replies: ReplyCache(capacity: limits.replyCacheSize, maxReplyBytes: limits.maxCachedReplyBytes,
+                                maxBytes: limits.maxCachedBytesPerSession))
         sessions[id] = session
         logger.info("session opened", metadata: ["session": "\(id)", "transitions": "\(transitions)", "client": "\(client ?? "-")"])
         return [
@@ -683,10 +740,13 @@ public final class Dispatcher {
             if case .array(let points)? = params.values["points"], points.count > limits.maxPointsPerStroke {
                 throw tooLarge("points", points.count, limits.maxPointsPerStroke)
             }
-            edit = .addStroke(try params.decode(Stroke.self))
+            let stroke = try params.decode(Stroke.self)
+            edit = .addStroke(stroke)
             if drawing.strokes.count >= limits.maxStrokesPerDrawing {
                 throw tooLarge("strokes", drawing.strokes.count + 1, limits.maxStrokesPerDrawing)
             }
+            let points = drawing.pointCount + stroke.points.count
+            if points > limits.maxPointsPerDrawing { throw tooLarge("points", points, limits.maxPointsPerDrawing) }
         case "drawing.addText":
             let text = try params.decode(TextAnnotation.self)
             if text.text.count > limits.maxTextLength { throw tooLarge("text", text.text.count, limits.maxTextLength) }

@@ -113,6 +113,10 @@ struct DocumentMethods {
             throw ProtocolError(.payloadTooLarge, "drawing.texts: \(drawing.texts.count) is over the limit of \(limits.maxTextsPerDrawing)",
                                 data: ["field": "drawing.texts", "limit": .integer(Int64(limits.maxTextsPerDrawing))])
         }
+        if drawing.pointCount > limits.maxPointsPerDrawing {
+            throw ProtocolError(.payloadTooLarge, "the drawing has \(drawing.pointCount) points; the limit is \(limits.maxPointsPerDrawing)",
+                                data: ["field": "drawing.strokes", "limit": .integer(Int64(limits.maxPointsPerDrawing))])
+        }
         if let long = drawing.strokes.first(where: { $0.points.count > limits.maxPointsPerStroke }) {
             throw ProtocolError(.payloadTooLarge, "a stroke has \(long.points.count) points; the limit is \(limits.maxPointsPerStroke)",
                                 data: ["field": "drawing.strokes.points", "limit": .integer(Int64(limits.maxPointsPerStroke))])

@@ -194,9 +194,9 @@ public final class DocumentStore: Sendable {
         }
     }
 
-    private func location(_ name: String, _ file: OpenFile, budget: Duration? = nil) throws(DocumentError) -> (PDFLocation, YianaContainer.Header?) {
+    private func location(_ name: String, _ file: OpenFile) throws(DocumentError) -> (PDFLocation, YianaContainer.Header?) {
         let container = Self.kind(name) == "yianazip" ? try header(name, file) : nil
-        return (PDFLocation(file: file.descriptor, name: name, offset: container?.pdfOffset ?? 0, budget: budget ?? readBudget), container)
+        return (PDFLocation(file: file.descriptor, name: name, offset: container?.pdfOffset ?? 0, budget: readBudget), container)
     }
 
     private func pdf(_ name: String, _ file: OpenFile, at offset: Int64? = nil) throws(DocumentError) -> PDFFile {
@@ -302,13 +302,16 @@ public final class DocumentStore: Sendable {
         try writing(name, expectedRevision: expectedRevision) { (current, history, revision) throws(DocumentError) in
             // A container's header is read once: it gives both where the PDF starts and the
             // metadata the save updates.
-            let (place, container) = try location(name, current, budget: saveBudget)
+            // Read as a reader would (a document too slow to read is too slow to save), then
+            // given the save's budget for the write.
+            let (place, container) = try location(name, current)
             let prepared: Flattener.Prepared
             do throws(FlattenError) {
                 prepared = try Flattener.prepare(place, page: page, adding: drawing)
             } catch {
                 throw documentError(name, place, page, error)
             }
+            prepared.allow(saveBudget)
             var head: [UInt8] = []
             if let container {
                 head = YianaContainer.updated(container, pageCount: prepared.pageCount, now: Date()) + YianaContainer.separator

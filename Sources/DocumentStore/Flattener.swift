@@ -78,6 +78,10 @@ public enum Flattener {
             pageCount = file.pageCount
         }
 
+        /// Gives what is left, writing the result, `budget` from now (the file was read within
+        /// the budget it was opened with).
+        public func allow(_ budget: Duration) { file.setBudget(budget) }
+
         /// True when the result must be written whole (`rewrite`) rather than appended (`increment`).
         public var needsRewrite: Bool { file.needsRewrite }
 

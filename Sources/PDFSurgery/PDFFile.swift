@@ -66,8 +66,7 @@ public final class PDFFile {
     public init(file: FileDescriptor, name: String, offset: Int64 = 0, budget: Duration? = nil) throws(PDFError) {
         var message = [CChar](repeating: 0, count: 1024)
         var document: OpaquePointer?
-        let milliseconds = budget.map { max(1, $0.components.seconds * 1000 + $0.components.attoseconds / 1_000_000_000_000_000) } ?? 0
-        let status = ps_open(file.rawValue, name, offset, milliseconds, &document, &message, message.count)
+        let status = ps_open(file.rawValue, name, offset, budget.map(Self.milliseconds) ?? 0, &document, &message, message.count)
         guard status == PS_OK, let document else { throw PDFError(status, "open \(name)", message) }
         handle = document
         path = name
@@ -88,6 +87,15 @@ public final class PDFFile {
     }
 
     deinit { ps_close(handle) }
+
+    private static func milliseconds(_ duration: Duration) -> Int64 {
+        max(1, duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000)
+    }
+
+    /// From now on, what is left to do with this file must end within `budget`.
+    public func setBudget(_ budget: Duration) {
+        ps_set_budget(handle, Self.milliseconds(budget))
+    }
 
     public var pageCount: Int { Int(ps_page_count(handle)) }
 

@@ -70,6 +70,10 @@ ps_status ps_flatten_rewrite(ps_document *document, int page,
                              const unsigned char *drawing, size_t drawing_length,
                              int fd, char *message, size_t message_size);
 
+// Gives the document a new time budget, from now: a save parses within a reader's budget, then
+// has longer for its write.
+void ps_set_budget(ps_document *document, int64_t budget_ms);
+
 void ps_free(void *bytes);
 
 // The errno behind the last PS_IO status returned on this thread (0 for other statuses).

@@ -23,27 +23,7 @@ from typing import Dict, List, Tuple
 
 from canvasbridge import CanvasClient, CanvasError, CanvasTimeout
 from conftest import Server
-
-
-def tiny_pdf(pages: int) -> bytes:
-    """A valid PDF of `pages` letter pages, each with a grey square."""
-    objects = ["<< /Type /Catalog /Pages 2 0 R >>",
-               "<< /Type /Pages /Kids [%s] /Count %d >>" % (" ".join(f"{3 + 2 * i} 0 R" for i in range(pages)), pages)]
-    for i in range(pages):
-        content = f"0.5 g {50 + 40 * i} 600 80 80 re f"
-        objects.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {4 + 2 * i} 0 R >>")
-        objects.append(f"<< /Length {len(content)} >>\nstream\n{content}\nendstream")
-    out = bytearray(b"%PDF-1.7\n")
-    offsets = []
-    for number, body in enumerate(objects, start=1):
-        offsets.append(len(out))
-        out += f"{number} 0 obj\n{body}\nendobj\n".encode()
-    xref = len(out)
-    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f\r\n".encode()
-    for offset in offsets:
-        out += f"{offset:010d} 00000 n\r\n".encode()
-    out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
-    return bytes(out)
+from pdfs import tiny_pdf
 
 
 METADATA = b'{"title": "box", "created": 0, "modified": 0, "page_count": 2, "tags": [], "ocr_completed": false, ' \
