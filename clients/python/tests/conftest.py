@@ -17,6 +17,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from canvasbridge import CanvasClient, CanvasTimeout, CurveKeys  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[3]
+# pdf.js's test PDFs, kept in the repository (see its README.md).
+CORPUS = ROOT / "Tests" / "Fixtures" / "pdfjs"
 
 
 def canvasd_path() -> Path:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import base64
 import json
+import shutil
 
 import pytest
 import zmq
 
 import schemas
 from canvasbridge import CanvasClient, CanvasError, CanvasTimeout, EventSubscriber
+from conftest import CORPUS
 
 
 def test_walkthrough_open_draw_double_tap_minimize_reopen_submit(server, client):
@@ -139,11 +141,7 @@ def test_sigterm_stops_the_server(server):
 
 
 def test_submit_into_a_document_publishes_document_saved(server, client):
-    import shutil
-    from pathlib import Path
-
-    corpus = Path(__file__).resolve().parents[4] / "shared" / "corpus" / "pdfjs"
-    shutil.copy(corpus / "rotation.pdf", server.documents / "rotation.pdf")
+    shutil.copy(CORPUS / "rotation.pdf", server.documents / "rotation.pdf")
     session = client.open_session()
     with EventSubscriber(server.events, prefix="") as events:
         events.ready()

@@ -18,9 +18,8 @@ import pytest
 import zmq
 
 from canvasbridge import CanvasClient, CanvasError, CanvasTimeout, CurveKeys, EventSubscriber, generate_keys
-from conftest import Server, canvasd_path
+from conftest import CORPUS, Server, canvasd_path
 
-CORPUS = Path(__file__).resolve().parents[4] / "shared" / "corpus" / "pdfjs"
 
 
 def canvasctl(*arguments: str) -> subprocess.CompletedProcess:
