@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 
 /// A JSON document as a value. Integers are kept apart from other numbers so request ids
 /// echo back exactly.

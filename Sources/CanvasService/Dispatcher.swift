@@ -1,5 +1,5 @@
-public import CanvasCore
-public import CanvasProtocol
+import CanvasCore
+import CanvasProtocol
 import Foundation
 import Synchronization
 public import Logging
