@@ -421,11 +421,14 @@ public final class Dispatcher {
     // MARK: Sessions
 
     private func hello() -> [String: JSONValue] {
-        [
+        var reported = limits.json.objectValue ?? [:]
+        // Without keys no client can be told from another, so the per-client cap is not applied.
+        if !authenticated { reported["maxSessionsPerClient"] = nil }
+        return [
             "protocol": .string(ProtocolVersion.string),
             "server": .string(Self.serverName),
             "methods": .array(Self.methods.map { .string($0) }),
-            "limits": limits.json,
+            "limits": .object(reported),
             "idleTimeoutMs": .integer(Int64(idleTimeout.components.seconds * 1000)),
             "security": authenticated ? "curve" : "loopback",
         ]

@@ -166,6 +166,7 @@ def test_per_client_session_limit(tmp_path, keys):
     try:
         with CanvasClient(server.endpoint, curve=keys("alice")) as alice, \
                 CanvasClient(server.endpoint, curve=keys("bob")) as bob:
+            assert alice.hello()["limits"]["maxSessionsPerClient"] == 2
             first = alice.open_session()
             alice.open_session()
             with pytest.raises(CanvasError) as full:
