@@ -34,6 +34,7 @@ public struct Params: Sendable {
     public func number(_ field: String) throws(ProtocolError) -> Double {
         guard let value = values[field] else { throw invalid(field, "required") }
         guard let d = value.doubleValue else { throw invalid(field, "must be a number, not \(value.typeName)") }
+        guard d.isFinite else { throw invalid(field, "number out of range") }
         return d
     }
 
@@ -81,10 +82,33 @@ public struct Params: Sendable {
         do {
             return try JSONCodec.decode(T.self, from: source)
         } catch let error as DecodingError {
+            // The decoder fails on an out-of-range number in a field it reads (and skips one in
+            // a field it does not know), but cannot say where: the value itself can.
+            if let path = Self.firstInfinity(in: source, at: field ?? "") {
+                throw ProtocolError(.invalidParams, "\(path): number out of range", data: ["field": .string(path)])
+            }
             throw ProtocolError(.invalidParams, Self.describe(error, in: field))
         } catch {
             throw ProtocolError(.invalidParams, (field.map { "\($0): " } ?? "") + "\(error)")
         }
+    }
+
+    /// The dotted path (`points[3].x`) of the first number too large for a Double, which the
+    /// request parser kept as an infinity.
+    static func firstInfinity(in value: JSONValue, at path: String) -> String? {
+        switch value {
+        case .number(let d) where !d.isFinite: return path
+        case .array(let items):
+            for (index, item) in items.enumerated() {
+                if let found = firstInfinity(in: item, at: "\(path)[\(index)]") { return found }
+            }
+        case .object(let object):
+            for key in object.keys.sorted() {
+                if let found = firstInfinity(in: object[key]!, at: path.isEmpty ? key : "\(path).\(key)") { return found }
+            }
+        default: break
+        }
+        return nil
     }
 
     private static func describe(_ error: DecodingError, in field: String?) -> String {
