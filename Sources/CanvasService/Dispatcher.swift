@@ -374,8 +374,21 @@ public final class Dispatcher {
         case "pencil.doubleTap":
             return doubleTap(&session)
         case "pencil.configure":
-            let configuration = try params.decode(PencilConfiguration.self)
+            // Only the fields given change; the rest keep what the session has.
+            var configuration = session.canvas.pencil.configuration
+            if params.has("supported") { configuration.supported = try params.bool("supported", default: true) }
+            if params.has("preferredTapAction") {
+                configuration.preferredTapAction = try params.choice("preferredTapAction", PreferredTapAction.self)
+            }
+            if params.has("policy") { configuration.policy = try params.choice("policy", TapPolicy.self) }
+            // `initialized` as the result reports it: true is canvas.initialize; there is no way back.
+            let initialize = try params.bool("initialized", default: session.canvas.pencil.initialized)
+            if !initialize && session.canvas.pencil.initialized {
+                throw ProtocolError(.invalidParams, "initialized: an initialized plugin cannot be uninitialized",
+                                    data: ["field": "initialized"])
+            }
             session.canvas.configurePencil(configuration)
+            if initialize { session.canvas.initialize() }
             return ["pencil": pencilJSON(session), "state": .string(session.canvas.phase.rawValue)]
         case "drawing.get":
             try requireOpen(session)
