@@ -628,7 +628,9 @@ public final class Dispatcher {
             }
         case "drawing.addText":
             let text = try params.decode(TextAnnotation.self)
-            if text.text.count > limits.maxTextLength { throw tooLarge("text", text.text.count, limits.maxTextLength) }
+            // Counted in Unicode code points, as JSON Schema's maxLength counts a string.
+            let length = text.text.unicodeScalars.count
+            if length > limits.maxTextLength { throw tooLarge("text", length, limits.maxTextLength) }
             if drawing.texts.count >= limits.maxTextsPerDrawing {
                 throw tooLarge("texts", drawing.texts.count + 1, limits.maxTextsPerDrawing)
             }
