@@ -656,7 +656,8 @@ public final class Dispatcher {
                 throw ProtocolError(.notFound, "there is no text \(index); the drawing has \(count)",
                                     data: ["index": .integer(Int64(index)), "count": .integer(Int64(count))])
             case .invalid(.invalid(let validation)):
-                throw ProtocolError(.invalidParams, validation.description)
+                throw ProtocolError(.invalidParams, "\(validation.field): \(validation.description)",
+                                    data: ["field": .string(validation.field)])
             }
         }
         run(report.actions, &session, imageData: false)
@@ -714,7 +715,7 @@ public final class Dispatcher {
         case nil, .null?, .string("instant")?: return .instant
         case .string("manual")?: return .manual
         case .object(let object)? where object.keys.sorted() == ["ms"]:
-            let ms = try Params(object).integer("ms", in: 0...limits.maxTransitionMilliseconds)
+            let ms = try Params(object, at: "transitions").integer("ms", in: 0...limits.maxTransitionMilliseconds)
             return ms == 0 ? .instant : .timed(milliseconds: Int(ms))
         default:
             throw ProtocolError(.invalidParams, "transitions: must be \"instant\", \"manual\" or {\"ms\": N}",
@@ -725,7 +726,7 @@ public final class Dispatcher {
     private func sizeParam(_ params: Params) throws(ProtocolError) -> (width: Int, height: Int)? {
         guard let object = try params.object("size") else { return nil }
         let side = 1...Int64(limits.maxImageSide)
-        let size = Params(object)
+        let size = Params(object, at: "size")
         return (Int(try size.integer("width", in: side)), Int(try size.integer("height", in: side)))
     }
 }

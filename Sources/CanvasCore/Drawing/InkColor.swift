@@ -34,7 +34,7 @@ public struct InkColor: Hashable, Sendable, Codable, CustomStringConvertible {
 
     public init(from decoder: any Decoder) throws {
         let raw = try decoder.singleValueContainer().decode(String.self)
-        try self.init(raw)
+        self = try decoder.validated { try InkColor(raw) }
     }
 
     public func encode(to encoder: any Encoder) throws {
