@@ -338,6 +338,13 @@ public final class Dispatcher {
                 if session.canvas.phase == .closed || session.canvas.phase == .minimized {
                     session.target = DocumentTarget(name: name, page: page)
                     session.size = (Int(geometry.width.rounded(.up)), Int(geometry.height.rounded(.up)))
+                } else if session.canvas.phase == .open, session.target?.name != name || session.target?.page != page {
+                    // The open drawing was made for its own page; keeping it while saying "open"
+                    // would let the client believe its ink goes to the page it just named.
+                    var data: [String: JSONValue] = [:]
+                    if let current = session.target { data = ["document": .string(current.name), "page": .integer(Int64(current.page))] }
+                    let current = session.target.map { "page \($0.page) of \($0.name)" } ?? "no document"
+                    throw ProtocolError(.conflict, "the canvas is already open on \(current); submit or cancel it first", data: data)
                 }
             }
             if let size = try sizeParam(params) { session.size = size }
