@@ -58,6 +58,17 @@ struct DrawingValidationTests {
         for name in ["blue", "black", "red", "purple"] { _ = try InkColor(name) }
     }
 
+    @Test("named colours have CSS's values, as a web page drawing with them shows them")
+    func cssNames() throws {
+        let css = ["black": "#000000", "blue": "#0000FF", "red": "#FF0000", "purple": "#800080",
+                   "green": "#008000", "yellow": "#FFFF00", "orange": "#FFA500", "white": "#FFFFFF"]
+        #expect(Set(InkColor.named.keys) == Set(css.keys))
+        for (name, hex) in css {
+            let named = try InkColor(name), spelled = try InkColor(hex)
+            #expect((named.red, named.green, named.blue) == (spelled.red, spelled.green, spelled.blue), "\(name)")
+        }
+    }
+
     @Test("decoding validates, so bad JSON never becomes a value")
     func decoding() throws {
         let decoder = JSONDecoder()
