@@ -372,7 +372,9 @@ public final class Dispatcher {
             if method != "canvas.minimize" { session.target = nil }
             if let saved {
                 reply["document"] = .object(saved)
-                publishSaved(saved, cause: method, session: &session)
+                // An empty drawing saves nothing: the reply names the current revision, and no
+                // event announces a save that did not happen.
+                if reply["hasContent"] == .bool(true) { publishSaved(saved, cause: method, session: &session) }
             }
             return reply
         case "canvas.finishTransition":

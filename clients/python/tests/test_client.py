@@ -142,6 +142,21 @@ def test_sigterm_stops_the_server(server):
     assert "canvasd stopped" in server.log.read_text()
 
 
+def test_an_empty_submit_into_a_document_saves_nothing_and_says_nothing(server, client):
+    shutil.copy(CORPUS / "rotation.pdf", server.documents / "rotation.pdf")
+    session = client.open_session()
+    with EventSubscriber(server.events, prefix="") as events:
+        events.ready()
+        session.open(document="rotation.pdf", page=0)
+        submitted = session.submit()
+        assert (submitted["hasContent"], submitted["document"]) == (False, {"name": "rotation.pdf", "revision": 1,
+                                                                            "pageCount": 2})
+        received = [(e.session, e.event) for e in events.drain()]
+    assert (session.id, "canvas.result") in received, "the subscriber saw nothing at all"
+    assert [e for e in received if e[1] == "document.saved"] == []
+    assert client.call("document.info", {"name": "rotation.pdf"})["revision"] == 1
+
+
 def test_submit_into_a_document_publishes_document_saved(server, client):
     shutil.copy(CORPUS / "rotation.pdf", server.documents / "rotation.pdf")
     session = client.open_session()
