@@ -10,7 +10,7 @@ VENV         := .venv
 PYTHON       := $(VENV)/bin/python
 CANVASD      := $(CURDIR)/.build/debug/canvasd
 
-.PHONY: all deps system-deps python-deps build run test test-swift test-python bench fuzz clean
+.PHONY: all deps system-deps python-deps build run sample-document test test-swift test-python bench fuzz clean
 
 all: build
 
@@ -31,9 +31,14 @@ $(VENV)/.installed: clients/python/pyproject.toml
 build: system-deps
 	$(SWIFT) build
 
-run: build
+run: build sample-document
+	$(CANVASD) --documents $(DOCUMENTS)
+
+# A first document to draw on: samples/notes.pdf, unless the folder already has a notes.pdf
+# (which is then the user's and is never replaced).
+sample-document:
 	@mkdir -p $(DOCUMENTS)
-	$(SWIFT) run canvasd --documents $(DOCUMENTS)
+	@test -e $(DOCUMENTS)/notes.pdf || cp samples/notes.pdf $(DOCUMENTS)/notes.pdf
 
 test: test-swift test-python
 

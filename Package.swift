@@ -30,7 +30,10 @@ let package = Package(
         // A deliberately naive reference model of a canvas session, the oracle for
         // model-based tests and for the wire fuzzer.
         .target(name: "CanvasModel", dependencies: ["CanvasCore"], swiftSettings: swiftSettings),
-        .systemLibrary(name: "CZeroMQ", pkgConfig: "libzmq", providers: [.apt(["libzmq3-dev"])]),
+        // libzmq's headers are in /usr/include and its module map links it. Through pkg-config,
+        // libzmq.pc would add an -isystem flag (krb5's include) that SwiftPM warns about on
+        // every build.
+        .systemLibrary(name: "CZeroMQ"),
         .systemLibrary(name: "CCairo", pkgConfig: "cairo", providers: [.apt(["libcairo2-dev"])]),
         // OpenSSL's libcrypto: SHA-256 of document bytes.
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
@@ -106,7 +109,9 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        .testTarget(name: "FuzzRegressionTests", dependencies: ["FuzzTargets"], swiftSettings: swiftSettings),
+        // The saved inputs are read from the source tree (#filePath), not bundled as resources.
+        .testTarget(name: "FuzzRegressionTests", dependencies: ["FuzzTargets"], exclude: ["Inputs"],
+                    swiftSettings: swiftSettings),
         .testTarget(
             name: "CanvasCoreTests",
             dependencies: [

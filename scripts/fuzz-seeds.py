@@ -4,7 +4,7 @@
 request:  every case of protocol/vectors, one input per case, in RequestTarget's format
           (requests on lines, frames split by 0x1F, "$session" for the case's session).
 drawing:  every drawing edit and drawing the vectors send, in DrawingTarget's format.
-yianazip: every PDF of ../shared/corpus wrapped as a .yianazip, and a few broken containers.
+yianazip: every PDF of Tests/Fixtures/pdfjs wrapped as a .yianazip, and a few broken containers.
 """
 
 import base64
@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CORPUS = ROOT.parent / "shared" / "corpus" / "pdfjs"
+CORPUS = ROOT / "Tests" / "Fixtures" / "pdfjs"
 EDIT_KINDS = {"drawing.addStroke": b"s", "drawing.addText": b"t", "drawing.erase": b"e", "drawing.moveText": b"m",
               "drawing.undo": b"u", "drawing.redo": b"r", "drawing.clear": b"c"}
 METADATA = {"title": "seed", "created": 0, "modified": 0, "page_count": 1, "tags": ["a"],
@@ -78,7 +78,7 @@ def main(out: Path) -> None:
         data = pdf.read_bytes()
         (out / "yianazip" / pdf.stem).write_bytes(compact(METADATA) + separator + data)
         count["yianazip"] += 1
-    sample = (CORPUS / "labelled_pages.pdf").read_bytes() if CORPUS.exists() else b"%PDF-1.7\n"
+    sample = (CORPUS / "labelled_pages.pdf").read_bytes()
     broken = {
         "no-separator": compact(METADATA) + sample,
         "metadata-not-object": b"[1,2]" + separator + sample,

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with address sanitizer, seeds them from the protocol vectors and
-# ../shared/corpus, and runs each for FUZZ_SECONDS (default 60). A crash stops the run with the
+# Tests/Fixtures/pdfjs, and runs each for FUZZ_SECONDS (default 60). A crash stops the run with the
 # input saved under .build-fuzz/crashes/; once it is fixed, copy that input into
 # Tests/FuzzRegressionTests/Inputs/<target>/ so `make test` replays it for good.
 set -euo pipefail

@@ -1,6 +1,6 @@
-public import CanvasCore
-public import CanvasModel
-public import CanvasProtocol
+import CanvasCore
+import CanvasModel
+import CanvasProtocol
 
 /// A small, seedable generator (SplitMix64), so a fuzz run replays exactly from its seed.
 public struct SeededGenerator: RandomNumberGenerator {

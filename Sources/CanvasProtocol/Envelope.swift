@@ -64,7 +64,7 @@ public enum RequestDecoder {
         }
         let json: JSONValue
         do {
-            json = try JSONCodec.parse(first)
+            json = try JSONCodec.parseRequest(first)
         } catch {
             return .failure(UnreadableRequest(id: nil, error: ProtocolError(.parseError, "the request frame is not valid UTF-8 JSON")))
         }

@@ -16,11 +16,14 @@ struct JSONParser {
     static let maxDepth = 512
 
     private let bytes: [UInt8]
+    /// Whether a well-formed number past Double's range (`1e400`) is read as an infinity
+    /// instead of failing, so a request can be answered about that one field.
+    private let keepsOverflow: Bool
     private var index = 0
     private var depth = 0
 
-    static func parse(_ bytes: [UInt8]) throws(Failure) -> JSONValue {
-        var parser = JSONParser(bytes: bytes)
+    static func parse(_ bytes: [UInt8], keepingOverflow: Bool = false) throws(Failure) -> JSONValue {
+        var parser = JSONParser(bytes: bytes, keepsOverflow: keepingOverflow)
         parser.skipWhitespace()
         let value = try parser.parseValue()
         parser.skipWhitespace()
@@ -28,7 +31,10 @@ struct JSONParser {
         return value
     }
 
-    private init(bytes: [UInt8]) { self.bytes = bytes }
+    private init(bytes: [UInt8], keepsOverflow: Bool) {
+        self.bytes = bytes
+        self.keepsOverflow = keepsOverflow
+    }
 
     private func failure(_ reason: String) -> Failure { Failure(offset: index, reason: reason) }
 
@@ -233,7 +239,9 @@ struct JSONParser {
         // The grammar is checked above, so the text is plain ASCII that Swift parses exactly.
         let text = String(decoding: bytes[start..<index], as: UTF8.self)
         if isInteger, let integer = Int64(text) { return .integer(integer) }
-        guard let number = Double(text), number.isFinite else { throw Failure(offset: start, reason: "number out of range") }
+        guard let number = Double(text), number.isFinite || keepsOverflow else {
+            throw Failure(offset: start, reason: "number out of range")
+        }
         return .number(number)
     }
 

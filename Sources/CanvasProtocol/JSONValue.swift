@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 
 /// A JSON document as a value. Integers are kept apart from other numbers so request ids
 /// echo back exactly.
@@ -107,6 +107,13 @@ public enum JSONCodec {
         try JSONParser.parse(bytes)
     }
 
+    /// Parses a request frame: as `parse`, except that a number too large for a Double
+    /// (`1e400`) becomes an infinity, which the params checks refuse as `INVALID_PARAMS`
+    /// naming the field, in a reply that keeps the request's id.
+    public static func parseRequest(_ bytes: [UInt8]) throws -> JSONValue {
+        try JSONParser.parse(bytes, keepingOverflow: true)
+    }
+
     /// Writes compact JSON with keys in sorted order, so equal values give equal bytes.
     public static func serialize(_ value: JSONValue) -> [UInt8] {
         var out: [UInt8] = []
@@ -121,11 +128,15 @@ public enum JSONCodec {
     }
 
     /// Decodes a typed value from a JSONValue, running the type's own validation.
+    /// An infinity (a request's `1e400`) is handed to the decoder as `1e400` again, so that
+    /// a field the type reads fails as out of range, and one it does not know is skipped.
     public static func decode<T: Decodable>(_ type: T.Type, from value: JSONValue) throws -> T {
-        try JSONDecoder().decode(T.self, from: Data(serialize(value)))
+        var out: [UInt8] = []
+        write(value, into: &out, infinityAsOverflow: true)
+        return try JSONDecoder().decode(T.self, from: Data(out))
     }
 
-    private static func write(_ value: JSONValue, into out: inout [UInt8]) {
+    private static func write(_ value: JSONValue, into out: inout [UInt8], infinityAsOverflow: Bool = false) {
         switch value {
         case .null: out += Array("null".utf8)
         case .bool(let b): out += Array((b ? "true" : "false").utf8)
@@ -136,14 +147,15 @@ public enum JSONCodec {
             } else if d.isFinite {
                 out += Array("\(d)".utf8)
             } else {
-                out += Array("null".utf8)   // JSON has no NaN or infinity; values are validated before this.
+                // JSON has no infinity; values are validated before they reach a reply.
+                out += Array((infinityAsOverflow && !d.isNaN ? (d < 0 ? "-1e400" : "1e400") : "null").utf8)
             }
         case .string(let s): writeString(s, into: &out)
         case .array(let array):
             out.append(UInt8(ascii: "["))
             for (index, element) in array.enumerated() {
                 if index > 0 { out.append(UInt8(ascii: ",")) }
-                write(element, into: &out)
+                write(element, into: &out, infinityAsOverflow: infinityAsOverflow)
             }
             out.append(UInt8(ascii: "]"))
         case .object(let object):
@@ -152,7 +164,7 @@ public enum JSONCodec {
                 if index > 0 { out.append(UInt8(ascii: ",")) }
                 writeString(key, into: &out)
                 out.append(UInt8(ascii: ":"))
-                write(object[key]!, into: &out)
+                write(object[key]!, into: &out, infinityAsOverflow: infinityAsOverflow)
             }
             out.append(UInt8(ascii: "}"))
         }

@@ -3,11 +3,22 @@ import Foundation
 /// Typed access to a request's params. Every failure is an `INVALID_PARAMS` that names the field.
 public struct Params: Sendable {
     public let values: [String: JSONValue]
+    /// Where these params sit in the request's params (`size` for the object under `size`),
+    /// so that errors name the whole path (`size.width`).
+    public let path: String
 
-    public init(_ values: [String: JSONValue]) { self.values = values }
+    public init(_ values: [String: JSONValue]) { self.init(values, at: "") }
+
+    public init(_ values: [String: JSONValue], at path: String) {
+        self.values = values
+        self.path = path
+    }
+
+    private func qualified(_ field: String) -> String { path.isEmpty ? field : "\(path).\(field)" }
 
     private func invalid(_ field: String, _ message: String) -> ProtocolError {
-        ProtocolError(.invalidParams, "\(field): \(message)", data: ["field": .string(field)])
+        let field = qualified(field)
+        return ProtocolError(.invalidParams, "\(field): \(message)", data: ["field": .string(field)])
     }
 
     public func has(_ field: String) -> Bool {
@@ -34,6 +45,7 @@ public struct Params: Sendable {
     public func number(_ field: String) throws(ProtocolError) -> Double {
         guard let value = values[field] else { throw invalid(field, "required") }
         guard let d = value.doubleValue else { throw invalid(field, "must be a number, not \(value.typeName)") }
+        guard d.isFinite else { throw invalid(field, "number out of range") }
         return d
     }
 
@@ -78,26 +90,54 @@ public struct Params: Sendable {
         } else {
             source = .object(values)
         }
+        let base = field.map(qualified) ?? path
         do {
             return try JSONCodec.decode(T.self, from: source)
         } catch let error as DecodingError {
-            throw ProtocolError(.invalidParams, Self.describe(error, in: field))
+            // The decoder fails on an out-of-range number in a field it reads (and skips one in
+            // a field it does not know), but cannot say where: the value itself can.
+            if let at = Self.firstInfinity(in: source, at: base) {
+                throw ProtocolError(.invalidParams, "\(at): number out of range", data: ["field": .string(at)])
+            }
+            let (at, message) = Self.describe(error, in: base)
+            throw ProtocolError(.invalidParams, at.isEmpty ? message : "\(at): \(message)",
+                                data: at.isEmpty ? [:] : ["field": .string(at)])
         } catch {
-            throw ProtocolError(.invalidParams, (field.map { "\($0): " } ?? "") + "\(error)")
+            throw ProtocolError(.invalidParams, (base.isEmpty ? "" : "\(base): ") + "\(error)",
+                                data: base.isEmpty ? [:] : ["field": .string(base)])
         }
     }
 
-    private static func describe(_ error: DecodingError, in field: String?) -> String {
+    /// The dotted path (`points[3].x`) of the first number too large for a Double, which the
+    /// request parser kept as an infinity.
+    static func firstInfinity(in value: JSONValue, at path: String) -> String? {
+        switch value {
+        case .number(let d) where !d.isFinite: return path
+        case .array(let items):
+            for (index, item) in items.enumerated() {
+                if let found = firstInfinity(in: item, at: "\(path)[\(index)]") { return found }
+            }
+        case .object(let object):
+            for key in object.keys.sorted() {
+                if let found = firstInfinity(in: object[key]!, at: path.isEmpty ? key : "\(path).\(key)") { return found }
+            }
+        default: break
+        }
+        return nil
+    }
+
+    /// The dotted path of the value at fault (`points[3].x`) and what is wrong with it.
+    private static func describe(_ error: DecodingError, in base: String) -> (path: String, message: String) {
         func path(_ keys: [any CodingKey]) -> String {
-            let parts = (field.map { [$0] } ?? []) + keys.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }
+            let parts = (base.isEmpty ? [] : [base]) + keys.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }
             return parts.joined(separator: ".").replacingOccurrences(of: ".[", with: "[")
         }
         switch error {
-        case .keyNotFound(let key, let context): return "\(path(context.codingPath + [key])): required"
-        case .typeMismatch(_, let context): return "\(path(context.codingPath)): wrong type"
-        case .valueNotFound(_, let context): return "\(path(context.codingPath)): must not be null"
-        case .dataCorrupted(let context): return "\(path(context.codingPath)): \(context.debugDescription)"
-        @unknown default: return "\(error)"
+        case .keyNotFound(let key, let context): return (path(context.codingPath + [key]), "required")
+        case .typeMismatch(_, let context): return (path(context.codingPath), "wrong type")
+        case .valueNotFound(_, let context): return (path(context.codingPath), "must not be null")
+        case .dataCorrupted(let context): return (path(context.codingPath), context.debugDescription)
+        @unknown default: return (base, "\(error)")
         }
     }
 }

@@ -1,5 +1,5 @@
-public import CanvasCore
-public import CanvasProtocol
+import CanvasCore
+import CanvasProtocol
 import Foundation
 import Synchronization
 public import Logging
@@ -41,7 +41,8 @@ public final class Dispatcher {
     /// A job started off the loop (a save, or a read of a document) and not yet answered.
     private struct PendingSave {
         enum Kind {
-            case document(method: String)
+            /// `publishes`: whether it makes a revision, and so a `document.saved`.
+            case document(method: String, publishes: Bool)
             /// A submit into its document target: the session waits, out of the table, with
             /// the requests that came for it meanwhile queued in `parked`.
             case submit(ServiceSession, fingerprint: [UInt8])
@@ -231,9 +232,9 @@ public final class Dispatcher {
             case "hello": return ReplyEncoder.success(id: request.id, result: hello())
             case "session.open": return ReplyEncoder.success(id: request.id, result: try openSession(params))
             case let method where DocumentMethods.saves(method):
-                let (document, save) = try documentStore().prepareSave(method, params)
-                startSave(document, save,
-                          PendingSave(kind: .document(method: method), request: request, envelope: envelope, client: client))
+                let (document, save, publishes) = try documentStore().prepareSave(method, params)
+                startSave(document, save, PendingSave(kind: .document(method: method, publishes: publishes), request: request,
+                                                      envelope: envelope, client: client))
                 return nil
             case let method where method.hasPrefix("document.") && DocumentMethods.methods.contains(method):
                 // Reading a document is file and PDF work: off the loop, like a save.
@@ -389,12 +390,12 @@ public final class Dispatcher {
                 guard let pending = pendingSaves.removeValue(forKey: job) else { continue }
                 client = pending.client
                 switch (pending.kind, outcome) {
-                case (.document(let method), .saved(let outcome)):
+                case (.document(let method, let publishes), .saved(let outcome)):
                     let reply: [UInt8]
                     switch outcome {
                     case .success(let summary):
                         let result = DocumentMethods.json(summary)
-                        publishSaved(result, cause: method, session: nil)
+                        if publishes { publishSaved(result, cause: method, session: nil) }
                         reply = ReplyEncoder.success(id: pending.request.id, result: result)
                     case .failure(let error):
                         reply = ReplyEncoder.failure(id: pending.request.id, error: DocumentMethods.protocolError(error))
@@ -465,6 +466,13 @@ public final class Dispatcher {
                 if session.canvas.phase == .closed || session.canvas.phase == .minimized {
                     session.target = DocumentTarget(name: name, page: page)
                     session.size = (Int(geometry.width.rounded(.up)), Int(geometry.height.rounded(.up)))
+                } else if session.canvas.phase == .open, session.target?.name != name || session.target?.page != page {
+                    // The open drawing was made for its own page; keeping it while saying "open"
+                    // would let the client believe its ink goes to the page it just named.
+                    var data: [String: JSONValue] = [:]
+                    if let current = session.target { data = ["document": .string(current.name), "page": .integer(Int64(current.page))] }
+                    let current = session.target.map { "page \($0.page) of \($0.name)" } ?? "no document"
+                    throw ProtocolError(.conflict, "the canvas is already open on \(current); submit or cancel it first", data: data)
                 }
             }
             if let size = try sizeParam(params) { session.size = size }
@@ -492,7 +500,9 @@ public final class Dispatcher {
             if method != "canvas.minimize" { session.target = nil }
             if let saved {
                 reply["document"] = .object(saved)
-                publishSaved(saved, cause: method, session: &session)
+                // An empty drawing saves nothing: the reply names the current revision, and no
+                // event announces a save that did not happen.
+                if reply["hasContent"] == .bool(true) { publishSaved(saved, cause: method, session: &session) }
             }
             return reply
         case "canvas.finishTransition":
@@ -501,8 +511,21 @@ public final class Dispatcher {
         case "pencil.doubleTap":
             return doubleTap(&session)
         case "pencil.configure":
-            let configuration = try params.decode(PencilConfiguration.self)
+            // Only the fields given change; the rest keep what the session has.
+            var configuration = session.canvas.pencil.configuration
+            if params.has("supported") { configuration.supported = try params.bool("supported", default: true) }
+            if params.has("preferredTapAction") {
+                configuration.preferredTapAction = try params.choice("preferredTapAction", PreferredTapAction.self)
+            }
+            if params.has("policy") { configuration.policy = try params.choice("policy", TapPolicy.self) }
+            // `initialized` as the result reports it: true is canvas.initialize; there is no way back.
+            let initialize = try params.bool("initialized", default: session.canvas.pencil.initialized)
+            if !initialize && session.canvas.pencil.initialized {
+                throw ProtocolError(.invalidParams, "initialized: an initialized plugin cannot be uninitialized",
+                                    data: ["field": "initialized"])
+            }
             session.canvas.configurePencil(configuration)
+            if initialize { session.canvas.initialize() }
             return ["pencil": pencilJSON(session), "state": .string(session.canvas.phase.rawValue)]
         case "drawing.get":
             try requireOpen(session)
@@ -548,11 +571,12 @@ public final class Dispatcher {
     // MARK: Sessions
 
     private func hello() -> [String: JSONValue] {
-        [
+        let reported = limits.json.objectValue ?? [:]
+        return [
             "protocol": .string(ProtocolVersion.string),
             "server": .string(Self.serverName),
             "methods": .array(Self.methods.map { .string($0) }),
-            "limits": limits.json,
+            "limits": .object(reported),
             "idleTimeoutMs": .integer(Int64(idleTimeout.components.seconds * 1000)),
             "security": authenticated ? "curve" : "loopback",
         ]
@@ -749,7 +773,9 @@ public final class Dispatcher {
             if points > limits.maxPointsPerDrawing { throw tooLarge("points", points, limits.maxPointsPerDrawing) }
         case "drawing.addText":
             let text = try params.decode(TextAnnotation.self)
-            if text.text.count > limits.maxTextLength { throw tooLarge("text", text.text.count, limits.maxTextLength) }
+            // Counted in Unicode code points, as JSON Schema's maxLength counts a string.
+            let length = text.text.unicodeScalars.count
+            if length > limits.maxTextLength { throw tooLarge("text", length, limits.maxTextLength) }
             if drawing.texts.count >= limits.maxTextsPerDrawing {
                 throw tooLarge("texts", drawing.texts.count + 1, limits.maxTextsPerDrawing)
             }
@@ -775,7 +801,8 @@ public final class Dispatcher {
                 throw ProtocolError(.notFound, "there is no text \(index); the drawing has \(count)",
                                     data: ["index": .integer(Int64(index)), "count": .integer(Int64(count))])
             case .invalid(.invalid(let validation)):
-                throw ProtocolError(.invalidParams, validation.description)
+                throw ProtocolError(.invalidParams, "\(validation.field): \(validation.description)",
+                                    data: ["field": .string(validation.field)])
             }
         }
         run(report.actions, &session, imageData: false)
@@ -833,7 +860,7 @@ public final class Dispatcher {
         case nil, .null?, .string("instant")?: return .instant
         case .string("manual")?: return .manual
         case .object(let object)? where object.keys.sorted() == ["ms"]:
-            let ms = try Params(object).integer("ms", in: 0...limits.maxTransitionMilliseconds)
+            let ms = try Params(object, at: "transitions").integer("ms", in: 0...limits.maxTransitionMilliseconds)
             return ms == 0 ? .instant : .timed(milliseconds: Int(ms))
         default:
             throw ProtocolError(.invalidParams, "transitions: must be \"instant\", \"manual\" or {\"ms\": N}",
@@ -844,7 +871,7 @@ public final class Dispatcher {
     private func sizeParam(_ params: Params) throws(ProtocolError) -> (width: Int, height: Int)? {
         guard let object = try params.object("size") else { return nil }
         let side = 1...Int64(limits.maxImageSide)
-        let size = Params(object)
+        let size = Params(object, at: "size")
         return (Int(try size.integer("width", in: side)), Int(try size.integer("height", in: side)))
     }
 }

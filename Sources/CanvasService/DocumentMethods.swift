@@ -54,21 +54,32 @@ struct DocumentMethods {
     /// Whether `method` writes a document (and so runs where saves run).
     static func saves(_ method: String) -> Bool { method == "document.flatten" || method == "document.restore" }
 
-    /// Checks a saving method's params now, and returns the document it writes and the save
-    /// itself, to run later.
-    func prepareSave(_ method: String, _ params: Params) throws(ProtocolError) -> (document: String, save: PreparedSave) {
+    /// Checks a saving method's params now, and returns the document it writes, the save itself
+    /// to run later, and whether it makes a revision: a flatten of an empty drawing does not (it
+    /// answers the current summary, after the same checks of page and `expectedRevision`).
+    func prepareSave(_ method: String, _ params: Params) throws(ProtocolError) -> (document: String, save: PreparedSave, saves: Bool) {
         if method == "document.restore" {
             guard let revision = try revisionParam(params, "revision") else {
                 throw ProtocolError(.invalidParams, "revision: required", data: ["field": "revision"])
             }
             let name = try params.string("name")
             let expected = try revisionParam(params, "expectedRevision")
-            return (name, { [store] () throws(DocumentError) in try store.restore(name, revision: revision, expectedRevision: expected) })
+            return (name, { [store] () throws(DocumentError) in try store.restore(name, revision: revision, expectedRevision: expected) }, true)
         }
         let drawing = try drawingParam(params)
         let name = try params.string("name"), page = try pageParam(params)
         let expected = try revisionParam(params, "expectedRevision")
-        return (name, { [store] () throws(DocumentError) in try store.flatten(name, page: page, drawing: drawing, expectedRevision: expected) })
+        guard drawing.hasContent else {
+            return (name, { [store] () throws(DocumentError) in
+                let summary = try store.summary(name)
+                _ = try store.page(name, page)
+                if let expected, expected != summary.revision {
+                    throw .conflict(name: name, expected: expected, current: summary.revision)
+                }
+                return summary
+            }, false)
+        }
+        return (name, { [store] () throws(DocumentError) in try store.flatten(name, page: page, drawing: drawing, expectedRevision: expected) }, true)
     }
 
     /// A submit's save into its target: the drawing on the page, or, with nothing drawn, just

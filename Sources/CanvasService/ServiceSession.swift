@@ -1,5 +1,5 @@
-public import CanvasCore
-public import CanvasProtocol
+import CanvasCore
+import CanvasProtocol
 
 /// One session as the service holds it: the pure canvas session plus what the wire needs.
 struct ServiceSession {

@@ -120,9 +120,9 @@ struct FuzzFolder: Sendable {
             try? manager.createDirectory(atPath: path, withIntermediateDirectories: true)
         }
         let pdf = Self.onePagePDF
-        FileManager.default.createFile(atPath: path + "/doc.pdf", contents: Data(pdf))
+        _ = FileManager.default.createFile(atPath: path + "/doc.pdf", contents: Data(pdf))
         let metadata = Array(#"{"title":"t","created":0,"modified":0,"page_count":1,"tags":[],"ocr_completed":false,"full_text":""}"#.utf8)
-        FileManager.default.createFile(atPath: path + "/doc.yianazip", contents: Data(metadata + [0xFF, 0xFF, 0xFF, 0xFF] + pdf))
+        _ = FileManager.default.createFile(atPath: path + "/doc.yianazip", contents: Data(metadata + [0xFF, 0xFF, 0xFF, 0xFF] + pdf))
     }
 
 

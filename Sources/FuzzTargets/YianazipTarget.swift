@@ -13,7 +13,7 @@ public enum YianazipTarget {
         let folder = FuzzFolder.shared
         folder.reset()
         let path = folder.path + "/input.yianazip"
-        FileManager.default.createFile(atPath: path, contents: Data(input))
+        _ = FileManager.default.createFile(atPath: path, contents: Data(input))
         guard let store = try? DocumentStore(folder: URL(fileURLWithPath: folder.path), keepRevisions: 2) else {
             fatalError("the document folder could not be opened")
         }

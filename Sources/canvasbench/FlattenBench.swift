@@ -122,7 +122,7 @@ enum Spawned {
 /// Documents for the benchmark: text pages, or pages that each carry one large grey image.
 enum BenchDocuments {
     static func write(to url: URL, pages: Int, scanned: Bool, imageSide: Int) throws {
-        FileManager.default.createFile(atPath: url.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: url.path, contents: nil)
         let handle = try FileHandle(forWritingTo: url)
         defer { try? handle.close() }
         var offset = 0

@@ -18,11 +18,14 @@ struct Canvasctl: ParsableCommand {
 }
 
 struct Connection: ParsableArguments {
-    @Option(help: "The server's request endpoint.")
-    var endpoint = "tcp://127.0.0.1:5555"
+    // The environment can name another server once for a whole shell session, so the same
+    // commands reach a canvasd on other endpoints (the README's walkthrough runs this way in
+    // the tests).
+    @Option(help: "The server's request endpoint (default: $CANVAS_ENDPOINT, else tcp://127.0.0.1:5555).")
+    var endpoint = ProcessInfo.processInfo.environment["CANVAS_ENDPOINT"] ?? "tcp://127.0.0.1:5555"
 
-    @Option(help: "The server's event endpoint.")
-    var events = "tcp://127.0.0.1:5556"
+    @Option(help: "The server's event endpoint (default: $CANVAS_EVENTS, else tcp://127.0.0.1:5556).")
+    var events = ProcessInfo.processInfo.environment["CANVAS_EVENTS"] ?? "tcp://127.0.0.1:5556"
 
     @Option(help: "Milliseconds to wait for a reply.")
     var timeout: Int32 = 5_000
@@ -54,15 +57,23 @@ struct Connection: ParsableArguments {
     /// Calls a method and prints its result as JSON; an error reply exits non-zero.
     func call(_ method: String, _ params: [String: JSONValue] = [:], session: String? = nil) throws {
         switch try client().call(method, params, session: session) {
-        case .success(let result):
-            print(String(decoding: JSONCodec.serialize(.object(result)), as: UTF8.self))
-        case .failure(let error):
-            var body: [String: JSONValue] = ["code": .string(error.code.rawValue), "message": .string(error.message)]
-            if !error.data.isEmpty { body["data"] = .object(error.data) }
-            FileHandle.standardError.write(Data(JSONCodec.serialize(.object(body)) + [10]))
-            throw ExitCode(2)
+        case .success(let result): printJSON(result)
+        case .failure(let error): try fail(error)
         }
     }
+}
+
+/// One JSON object on one line of standard output.
+func printJSON(_ object: [String: JSONValue]) {
+    print(String(decoding: JSONCodec.serialize(.object(object)), as: UTF8.self))
+}
+
+/// An error reply as one JSON line on standard error, and exit status 2.
+func fail(_ error: ProtocolError) throws -> Never {
+    var body: [String: JSONValue] = ["code": .string(error.code.rawValue), "message": .string(error.message)]
+    if !error.data.isEmpty { body["data"] = .object(error.data) }
+    FileHandle.standardError.write(Data(JSONCodec.serialize(.object(body)) + [10]))
+    throw ExitCode(2)
 }
 
 struct SessionOption: ParsableArguments {
@@ -126,10 +137,25 @@ struct State: ParsableCommand {
 }
 
 struct Open: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Open the canvas (the on-screen button).")
+    static let configuration = CommandConfiguration(
+        abstract: "Open the canvas (the on-screen button), optionally on a page of a document.",
+        discussion: "With --document, a later submit flattens the drawing into that page.")
     @OptionGroup var connection: Connection
     @OptionGroup var session: SessionOption
-    func run() throws { try connection.call("canvas.open", session: session.session) }
+    @Option(help: "A document in the server's folder (canvasctl documents lists them).") var document: String?
+    @Option(help: "The page the ink goes to, numbered from 0 (default 0).") var page: Int?
+
+    func validate() throws {
+        if page != nil, document == nil { throw ValidationError("--page needs --document") }
+        if let page, page < 0 { throw ValidationError("--page counts from 0") }
+    }
+
+    func run() throws {
+        var params: [String: JSONValue] = [:]
+        if let document { params["document"] = .string(document) }
+        if let page { params["page"] = .integer(Int64(page)) }
+        try connection.call("canvas.open", params, session: session.session)
+    }
 }
 
 /// minimize, submit and cancel share their options: ask for the image, and save it.
@@ -145,10 +171,9 @@ func finish(_ method: String, _ connection: Connection, _ session: String, _ opt
             try png.write(to: URL(fileURLWithPath: path))
             result["imageData"] = .string("(\(png.count) bytes written to \(path))")
         }
-        print(String(decoding: JSONCodec.serialize(.object(result)), as: UTF8.self))
+        printJSON(result)
     case .failure(let error):
-        FileHandle.standardError.write(Data("\(error)\n".utf8))
-        throw ExitCode(2)
+        try fail(error)
     }
 }
 
@@ -191,16 +216,37 @@ struct FinishTransition: ParsableCommand {
 }
 
 struct Draw: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Add a stroke: canvasctl draw --session S --points '10,10 50,40 90,20'")
+    static let configuration = CommandConfiguration(
+        abstract: "Add a stroke or a text.",
+        discussion: """
+            A stroke: canvasctl draw --session S --points '10,10 50,40 90,20'
+            A text:   canvasctl draw --session S --text 'Hello' --x 72 --y 100 --font-size 18
+            Coordinates are display points of the page, from its top-left corner.
+            """)
     @OptionGroup var connection: Connection
     @OptionGroup var session: SessionOption
-    @Option(help: "Points as x,y or x,y,pressure, separated by spaces.") var points: String
+    @Option(help: "A stroke's points as x,y or x,y,pressure, separated by spaces.") var points: String?
+    @Option(help: "A text to place at --x, --y instead of a stroke.") var text: String?
+    @Option(help: "Where the text goes.") var x: Double?
+    @Option(help: "Where the text goes.") var y: Double?
+    @Option(help: "The text's size in points, 8 to 48.") var fontSize = 16.0
     @Option(help: "pen or highlighter.") var tool = "pen"
     @Option(help: "A named colour or #RRGGBB.") var color = "black"
-    @Option(help: "Width in points.") var width = 2.0
+    @Option(help: "A stroke's width in points.") var width = 2.0
+
+    func validate() throws {
+        guard (points == nil) != (text == nil) else { throw ValidationError("give either --points or --text") }
+        if text != nil, x == nil || y == nil { throw ValidationError("--text needs --x and --y") }
+    }
 
     func run() throws {
-        let parsed: [JSONValue] = try points.split(separator: " ").map { item in
+        if let text, let x, let y {
+            try connection.call("drawing.addText", ["text": .string(text), "x": .number(x), "y": .number(y),
+                                                    "fontSize": .number(fontSize), "color": .string(color)],
+                                session: session.session)
+            return
+        }
+        let parsed: [JSONValue] = try (points ?? "").split(separator: " ").map { item in
             let parts = item.split(separator: ",").compactMap { Double($0) }
             guard parts.count == 2 || parts.count == 3 else { throw ValidationError("bad point \"\(item)\"") }
             var point: [String: JSONValue] = ["x": .number(parts[0]), "y": .number(parts[1])]
@@ -233,6 +279,9 @@ struct Events: ParsableCommand {
         while count.map({ printed < $0 }) ?? true {
             guard let (_, body) = try subscriber.next(timeoutMilliseconds: 1_000) else { continue }
             print(String(decoding: JSONCodec.serialize(body), as: UTF8.self))
+            // One line as each event comes, also into a pipe, where stdout is block-buffered
+            // and a reader killed with the pipeline would otherwise see nothing.
+            fflush(nil)
             printed += 1
         }
     }

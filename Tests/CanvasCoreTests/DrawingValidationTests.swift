@@ -58,6 +58,17 @@ struct DrawingValidationTests {
         for name in ["blue", "black", "red", "purple"] { _ = try InkColor(name) }
     }
 
+    @Test("named colours have CSS's values, as a web page drawing with them shows them")
+    func cssNames() throws {
+        let css = ["black": "#000000", "blue": "#0000FF", "red": "#FF0000", "purple": "#800080",
+                   "green": "#008000", "yellow": "#FFFF00", "orange": "#FFA500", "white": "#FFFFFF"]
+        #expect(Set(InkColor.named.keys) == Set(css.keys))
+        for (name, hex) in css {
+            let named = try InkColor(name), spelled = try InkColor(hex)
+            #expect((named.red, named.green, named.blue) == (spelled.red, spelled.green, spelled.blue), "\(name)")
+        }
+    }
+
     @Test("decoding validates, so bad JSON never becomes a value")
     func decoding() throws {
         let decoder = JSONDecoder()
@@ -70,15 +81,41 @@ struct DrawingValidationTests {
         // Absent lists are empty lists.
         #expect(try decoder.decode(Drawing.self, from: Data("{}".utf8)) == .empty)
 
+        // A refused value is a DecodingError at its own path, which the service reports as
+        // `data.field`, with words a client can act on.
         let badWidth = #"{"tool":"pen","color":"blue","width":0,"points":[{"x":1,"y":2}]}"#
-        #expect(throws: DrawingValidationError.self) { try decoder.decode(Stroke.self, from: Data(badWidth.utf8)) }
+        #expect(failure(Stroke.self, badWidth) == FieldFailure("width", "width is 0.0, outside 0.1...200.0"))
         let noPoints = #"{"tool":"pen","color":"blue","width":2,"points":[]}"#
-        #expect(throws: DrawingValidationError.emptyPoints) { try decoder.decode(Stroke.self, from: Data(noPoints.utf8)) }
+        #expect(failure(Stroke.self, noPoints) == FieldFailure("points", "a stroke needs at least one point"))
         let badTool = #"{"tool":"eraser","color":"blue","width":2,"points":[{"x":1,"y":2}]}"#
-        #expect(throws: DecodingError.self) { try decoder.decode(Stroke.self, from: Data(badTool.utf8)) }
+        #expect(failure(Stroke.self, badTool) == FieldFailure("tool", #""eraser" is not one of pen, highlighter"#))
         let badColor = #"{"text":"a","x":0,"y":0,"fontSize":12,"color":"mauve"}"#
-        #expect(throws: DrawingValidationError.invalidColor("mauve")) {
-            try decoder.decode(TextAnnotation.self, from: Data(badColor.utf8))
-        }
+        #expect(failure(TextAnnotation.self, badColor) == FieldFailure("color", #"colour "mauve" is neither a named colour nor #RRGGBB"#))
+        let farPoint = #"{"strokes":[{"tool":"pen","color":"blue","width":2,"points":[{"x":1,"y":2},{"x":1,"y":1e7}]}]}"#
+        #expect(failure(Drawing.self, farPoint)?.path == "strokes[0].points[1].y")
+        let badMode = #"{"x":1,"y":1,"radius":2,"mode":"smudge"}"#
+        #expect(failure(EraseRequest.self, badMode) == FieldFailure("mode", #""smudge" is not one of stroke, partial"#))
+    }
+}
+
+/// Where a decode failed, as a dotted path (`points[1].y`), and why.
+private struct FieldFailure: Equatable {
+    let path: String
+    let message: String
+    init(_ path: String, _ message: String) {
+        self.path = path
+        self.message = message
+    }
+}
+
+private func failure<T: Decodable>(_ type: T.Type, _ json: String) -> FieldFailure? {
+    do {
+        _ = try JSONDecoder().decode(T.self, from: Data(json.utf8))
+        return nil
+    } catch DecodingError.dataCorrupted(let context) {
+        let path = context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(separator: ".")
+        return FieldFailure(path.replacingOccurrences(of: ".[", with: "["), context.debugDescription)
+    } catch {
+        return FieldFailure("", "\(error)")
     }
 }

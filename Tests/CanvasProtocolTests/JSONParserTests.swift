@@ -24,6 +24,14 @@ struct JSONParserTests {
         #expect(throws: (any Error).self) { try JSONCodec.parse(Array(text.utf8)) }
     }
 
+    @Test("a request frame keeps a number past a double's range as an infinity; documents refuse it")
+    func overflow() throws {
+        #expect(try JSONCodec.parseRequest(Array(#"{"x": [1e400, -1E+999, 2]}"#.utf8))
+            == ["x": [.number(.infinity), .number(-.infinity), 2]])
+        #expect(throws: (any Error).self) { try JSONCodec.parseRequest(Array("[1e400".utf8)) }
+        #expect(throws: (any Error).self) { try JSONCodec.parseRequest(Array("NaN".utf8)) }
+    }
+
     @Test("invalid UTF-8 is refused, inside strings and out")
     func invalidUTF8() {
         for bytes: [UInt8] in [[0x22, 0xFF, 0x22], [0x22, 0xC3, 0x22], [0xEF, 0xBB, 0xBF, 0x31], [0x22, 0xED, 0xA0, 0x80, 0x22]] {

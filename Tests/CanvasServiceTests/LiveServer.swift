@@ -31,7 +31,7 @@ final class LiveServer: @unchecked Sendable {
         self.endpoint = endpoint ?? "ipc://\(folder.path)/requests"
         events = "ipc://\(folder.path)/events"
         log = folder.appendingPathComponent("canvasd.log")
-        FileManager.default.createFile(atPath: log.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
         process.executableURL = Self.executable
         process.arguments = ["--endpoint", self.endpoint, "--events", events, "--documents", folder.path] + arguments
         // Nothing of the server's goes to the test runner's own output, which a lingering child

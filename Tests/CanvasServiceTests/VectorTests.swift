@@ -49,7 +49,7 @@ struct VectorTests {
     }
 
     static func firstFrame(_ step: [String: JSONValue], session: String) throws -> [UInt8] {
-        if let raw = step["raw"]?.stringValue { return Array(raw.utf8) }
+        if let raw = step["raw"]?.stringValue { return Array(raw.replacingOccurrences(of: "$session", with: session).utf8) }
         if let base64 = step["rawBase64"]?.stringValue { return Array(Data(base64Encoded: base64) ?? Data()) }
         var request = substitute(step["send"] ?? .null, session: session)
         if let bytes = step["pad"]?["bytes"]?.integerValue, case .object(var object) = request {

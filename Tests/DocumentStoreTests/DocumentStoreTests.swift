@@ -241,7 +241,8 @@ struct DocumentStoreTests {
     }
 }
 
+/// pdf.js's test PDFs, kept in the repository (Tests/Fixtures/pdfjs/README.md says where from).
 enum LiveCorpus {
     static let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("shared/corpus/pdfjs")
+        .appendingPathComponent("Fixtures/pdfjs")
 }

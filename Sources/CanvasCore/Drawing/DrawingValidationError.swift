@@ -12,6 +12,16 @@ public enum DrawingValidationError: Error, Hashable, Sendable, CustomStringConve
     /// A colour must be one of the named colours or `#RRGGBB`.
     case invalidColor(String)
 
+    /// The field at fault, as the wire names it.
+    public var field: String {
+        switch self {
+        case .notFinite(let field), .outOfRange(let field, _, _): return field
+        case .emptyPoints: return "points"
+        case .emptyText: return "text"
+        case .invalidColor: return "color"
+        }
+    }
+
     public var description: String {
         switch self {
         case .notFinite(let field):

@@ -27,12 +27,10 @@ public struct EraseRequest: Hashable, Sendable, Codable {
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
-        try self.init(
-            x: container.decode(Double.self, forKey: .x),
-            y: container.decode(Double.self, forKey: .y),
-            radius: container.decode(Double.self, forKey: .radius),
-            mode: container.decode(EraseMode.self, forKey: .mode)
-        )
+        let (x, y) = (try container.decode(Double.self, forKey: .x), try container.decode(Double.self, forKey: .y))
+        let radius = try container.decode(Double.self, forKey: .radius)
+        let mode = try container.decode(EraseMode.self, forKey: .mode)
+        self = try decoder.validated { try EraseRequest(x: x, y: y, radius: radius, mode: mode) }
     }
 }
 

@@ -7,15 +7,16 @@ public struct InkColor: Hashable, Sendable, Codable, CustomStringConvertible {
     public let green: UInt8
     public let blue: UInt8
 
-    /// The named colours a client may use instead of `#RRGGBB`.
+    /// The named colours a client may use instead of `#RRGGBB`, with CSS's values, so ink a
+    /// web page draws with `color: blue` is the blue it flattens as (not Apple's system blue).
     public static let named: [String: (UInt8, UInt8, UInt8)] = [
         "black": (0x00, 0x00, 0x00),
-        "blue": (0x00, 0x7A, 0xFF),
-        "red": (0xFF, 0x3B, 0x30),
-        "purple": (0xAF, 0x52, 0xDE),
-        "green": (0x34, 0xC7, 0x59),
-        "yellow": (0xFF, 0xCC, 0x00),
-        "orange": (0xFF, 0x95, 0x00),
+        "blue": (0x00, 0x00, 0xFF),
+        "red": (0xFF, 0x00, 0x00),
+        "purple": (0x80, 0x00, 0x80),
+        "green": (0x00, 0x80, 0x00),
+        "yellow": (0xFF, 0xFF, 0x00),
+        "orange": (0xFF, 0xA5, 0x00),
         "white": (0xFF, 0xFF, 0xFF),
     ]
 
@@ -34,7 +35,7 @@ public struct InkColor: Hashable, Sendable, Codable, CustomStringConvertible {
 
     public init(from decoder: any Decoder) throws {
         let raw = try decoder.singleValueContainer().decode(String.self)
-        try self.init(raw)
+        self = try decoder.validated { try InkColor(raw) }
     }
 
     public func encode(to encoder: any Encoder) throws {

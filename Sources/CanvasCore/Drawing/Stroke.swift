@@ -24,11 +24,9 @@ public struct InkPoint: Hashable, Sendable, Codable {
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
-        try self.init(
-            x: container.decode(Double.self, forKey: .x),
-            y: container.decode(Double.self, forKey: .y),
-            pressure: container.decodeIfPresent(Double.self, forKey: .pressure)
-        )
+        let (x, y) = (try container.decode(Double.self, forKey: .x), try container.decode(Double.self, forKey: .y))
+        let pressure = try container.decodeIfPresent(Double.self, forKey: .pressure)
+        self = try decoder.validated { try InkPoint(x: x, y: y, pressure: pressure) }
     }
 }
 
@@ -59,11 +57,10 @@ public struct Stroke: Hashable, Sendable, Codable {
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
-        try self.init(
-            tool: container.decode(InkTool.self, forKey: .tool),
-            color: container.decode(InkColor.self, forKey: .color),
-            width: container.decode(Double.self, forKey: .width),
-            points: container.decode([InkPoint].self, forKey: .points)
-        )
+        let tool = try container.decode(InkTool.self, forKey: .tool)
+        let color = try container.decode(InkColor.self, forKey: .color)
+        let width = try container.decode(Double.self, forKey: .width)
+        let points = try container.decode([InkPoint].self, forKey: .points)
+        self = try decoder.validated { try Stroke(tool: tool, color: color, width: width, points: points) }
     }
 }

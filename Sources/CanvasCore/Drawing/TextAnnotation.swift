@@ -28,12 +28,10 @@ public struct TextAnnotation: Hashable, Sendable, Codable {
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
-        try self.init(
-            text: container.decode(String.self, forKey: .text),
-            x: container.decode(Double.self, forKey: .x),
-            y: container.decode(Double.self, forKey: .y),
-            fontSize: container.decode(Double.self, forKey: .fontSize),
-            color: container.decode(InkColor.self, forKey: .color)
-        )
+        let text = try container.decode(String.self, forKey: .text)
+        let (x, y) = (try container.decode(Double.self, forKey: .x), try container.decode(Double.self, forKey: .y))
+        let fontSize = try container.decode(Double.self, forKey: .fontSize)
+        let color = try container.decode(InkColor.self, forKey: .color)
+        self = try decoder.validated { try TextAnnotation(text: text, x: x, y: y, fontSize: fontSize, color: color) }
     }
 }

@@ -14,7 +14,7 @@ public enum TapPolicy: String, Codable, Sendable, CaseIterable {
     case respectPreference
 }
 
-/// The pencil part of a session's set-up; `pencil.configure` replaces it whole.
+/// The pencil part of a session's set-up; `pencil.configure` changes the fields it names.
 public struct PencilConfiguration: Hashable, Sendable, Codable {
     /// False on a device without pencil interaction: it gets no gesture at all.
     public var supported: Bool

@@ -14,9 +14,20 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import conformance  # noqa: E402
 from canvasbridge import CanvasClient, CanvasTimeout, CurveKeys  # noqa: E402
 
+# Every reply, event and params the suites see is checked against protocol/schemas.
+conformance.install()
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    checked = ", ".join(f"{count} {what}" for what, count in conformance.counts.items())
+    terminalreporter.write_line(f"schema conformance: checked {checked}")
+
 ROOT = Path(__file__).resolve().parents[3]
+# pdf.js's test PDFs, kept in the repository (see its README.md).
+CORPUS = ROOT / "Tests" / "Fixtures" / "pdfjs"
 
 
 def canvasd_path() -> Path:

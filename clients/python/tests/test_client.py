@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
+import shutil
+import time
 
 import pytest
 import zmq
 
+import conformance
 import schemas
 from canvasbridge import CanvasClient, CanvasError, CanvasTimeout, EventSubscriber
+from conftest import CORPUS
 
 
 def test_walkthrough_open_draw_double_tap_minimize_reopen_submit(server, client):
@@ -93,7 +98,8 @@ def test_a_timed_out_call_is_retried_and_late_replies_are_skipped(server):
 
         thread = threading.Thread(target=serve)
         thread.start()
-        assert client.call("hello") == {"ok": True}
+        with conformance.paused():  # the peer is a stand-in that answers {"ok": true}
+            assert client.call("hello") == {"ok": True}
         thread.join()
     router.close(0)
     assert len(seen) == 2 and seen[0] == seen[1]
@@ -138,12 +144,24 @@ def test_sigterm_stops_the_server(server):
     assert "canvasd stopped" in server.log.read_text()
 
 
-def test_submit_into_a_document_publishes_document_saved(server, client):
-    import shutil
-    from pathlib import Path
+def test_an_empty_submit_into_a_document_saves_nothing_and_says_nothing(server, client):
+    shutil.copy(CORPUS / "rotation.pdf", server.documents / "rotation.pdf")
+    session = client.open_session()
+    with EventSubscriber(server.events, prefix="") as events:
+        events.ready()
+        session.open(document="rotation.pdf", page=0)
+        submitted = session.submit()
+        original = hashlib.sha256((CORPUS / "rotation.pdf").read_bytes()).hexdigest()
+        assert (submitted["hasContent"], submitted["document"]) == (False, {"name": "rotation.pdf", "revision": 1,
+                                                                            "pageCount": 2, "sha256": original})
+        received = [(e.session, e.event) for e in events.drain()]
+    assert (session.id, "canvas.result") in received, "the subscriber saw nothing at all"
+    assert [e for e in received if e[1] == "document.saved"] == []
+    assert client.call("document.info", {"name": "rotation.pdf"})["revision"] == 1
 
-    corpus = Path(__file__).resolve().parents[4] / "shared" / "corpus" / "pdfjs"
-    shutil.copy(corpus / "rotation.pdf", server.documents / "rotation.pdf")
+
+def test_submit_into_a_document_publishes_document_saved(server, client):
+    shutil.copy(CORPUS / "rotation.pdf", server.documents / "rotation.pdf")
     session = client.open_session()
     with EventSubscriber(server.events, prefix="") as events:
         events.ready()
@@ -165,3 +183,23 @@ def test_submit_into_a_document_publishes_document_saved(server, client):
     for event in received:
         schemas.check_event({"session": event.session, "event": event.event, "seq": event.seq, "data": event.data})
     assert [e.seq for e in received if e.session == "documents"] == [1, 2]
+
+
+def test_an_empty_flatten_makes_no_revision_and_publishes_nothing(server, client):
+    shutil.copy(CORPUS / "rotation.pdf", server.documents / "rotation.pdf")
+    original = hashlib.sha256((CORPUS / "rotation.pdf").read_bytes()).hexdigest()
+    empty = {"strokes": [], "texts": []}
+    with EventSubscriber(server.events, prefix="documents.") as events:
+        events.ready()
+        result = client.call("document.flatten", {"name": "rotation.pdf", "page": 1, "drawing": empty, "expectedRevision": 1})
+        assert result == {"name": "rotation.pdf", "revision": 1, "pageCount": 2, "sha256": original}
+        # The same checks as a real save: the page must exist, the revision must be the expected one.
+        with pytest.raises(CanvasError) as missing:
+            client.call("document.flatten", {"name": "rotation.pdf", "page": 2, "drawing": empty})
+        assert missing.value.code == "NOT_FOUND"
+        with pytest.raises(CanvasError) as stale:
+            client.call("document.flatten", {"name": "rotation.pdf", "page": 0, "drawing": empty, "expectedRevision": 5})
+        assert stale.value.code == "CONFLICT"
+        time.sleep(0.2)
+        assert events.drain() == []
+    assert client.call("document.revisions", {"name": "rotation.pdf"})["revisions"][-1]["revision"] == 1

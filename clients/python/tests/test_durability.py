@@ -18,9 +18,8 @@ from pathlib import Path
 
 import zmq
 
-from conftest import Server
+from conftest import CORPUS, Server
 
-CORPUS = Path(__file__).resolve().parents[4] / "shared" / "corpus" / "pdfjs"
 # One file that takes appended updates, one that qpdf reads only after repair, which is written
 # whole, and a .yianazip container (metadata rewritten ahead of the PDF on every save).
 DOCUMENTS = ["labelled_pages.pdf", "basicapi.pdf", "box.yianazip"]

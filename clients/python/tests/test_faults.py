@@ -17,9 +17,8 @@ import pytest
 import zmq
 
 from canvasbridge import CanvasClient, CanvasError, EventSubscriber
-from conftest import Server
+from conftest import CORPUS, Server
 
-CORPUS = Path(__file__).resolve().parents[4] / "shared" / "corpus" / "pdfjs"
 DOT = {"strokes": [{"tool": "pen", "color": "red", "width": 4, "points": [{"x": 50, "y": 50}]}], "texts": []}
 
 

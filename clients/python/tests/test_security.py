@@ -18,9 +18,8 @@ import pytest
 import zmq
 
 from canvasbridge import CanvasClient, CanvasError, CanvasTimeout, CurveKeys, EventSubscriber, generate_keys
-from conftest import Server, canvasd_path
+from conftest import CORPUS, Server, canvasd_path
 
-CORPUS = Path(__file__).resolve().parents[4] / "shared" / "corpus" / "pdfjs"
 
 
 def canvasctl(*arguments: str) -> subprocess.CompletedProcess:
@@ -167,6 +166,7 @@ def test_per_client_session_limit(tmp_path, keys):
     try:
         with CanvasClient(server.endpoint, curve=keys("alice")) as alice, \
                 CanvasClient(server.endpoint, curve=keys("bob")) as bob:
+            assert alice.hello()["limits"]["maxSessionsPerClient"] == 2
             first = alice.open_session()
             alice.open_session()
             with pytest.raises(CanvasError) as full:

@@ -71,7 +71,7 @@ def mismatch(pattern: Any, actual: Any, present: bool = True, path: str = "$") -
 
 def first_frame(step: dict, session: str) -> bytes:
     if "raw" in step:
-        return step["raw"].encode("utf-8")
+        return step["raw"].replace("$session", session).encode("utf-8")
     if "rawBase64" in step:
         return base64.b64decode(step["rawBase64"])
     request = substitute(step["send"], session)

@@ -1,0 +1,125 @@
+"""Every frame the suites exchange with canvasd, checked against protocol/schemas both ways.
+
+Installed for the whole pytest run by conftest.py, around the client library itself, so no
+test can forget it:
+
+- server to client: every reply that ``CanvasClient.request`` or ``exchange`` returns must be
+  a valid reply, and its result the schema of the method asked; every event that
+  ``EventSubscriber.next`` returns must be a valid event with the data of its kind;
+- client to server: params the server took must pass the method's params schema, and params
+  the server refused with INVALID_PARAMS must fail it, unless the refusal depends on what the
+  server holds (``STATEFUL``), which no schema can know.
+
+A failure raises jsonschema's ValidationError (or an AssertionError) inside the call, so the
+test that made it fails there, with the frame in the message.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import contextmanager
+from typing import Any, Dict, Iterator, Optional, Sequence
+
+from jsonschema import ValidationError
+
+import schemas
+from canvasbridge import CanvasClient, EventSubscriber
+
+# INVALID_PARAMS that the schema cannot see coming: they depend on the server's state or
+# its document folder, not on the request alone.
+STATEFUL = {
+    ("pencil.configure", "initialized"),  # false is refused only once the plugin is initialized
+    ("document.info", "name"), ("document.flatten", "name"), ("document.revisions", "name"),
+    ("document.restore", "name"), ("canvas.open", "document"),  # names that lead out of the folder
+}
+
+counts = {"replies": 0, "events": 0, "params accepted": 0, "params refused": 0}
+_paused = False
+
+
+@contextmanager
+def paused() -> Iterator[None]:
+    """For a test whose peer is a stand-in, not canvasd: its frames are not the protocol's."""
+    global _paused
+    _paused = True
+    try:
+        yield
+    finally:
+        _paused = False
+
+
+def check_exchange(request: Any, reply: Dict[str, Any]) -> None:
+    """Checks one reply, and the request's params against what the reply says of them."""
+    if _paused:
+        return
+    method = request.get("method") if isinstance(request, dict) else None
+    method = method if isinstance(method, str) else None
+    try:
+        schemas.check_reply(method, reply)
+    except ValidationError as error:
+        raise AssertionError(f"reply to {json.dumps(request)[:300]} fails the schema: {error.message}\n"
+                             f"  reply: {json.dumps(reply)[:600]}") from error
+    counts["replies"] += 1
+    params = request.get("params", {}) if isinstance(request, dict) else None
+    if params is None:
+        params = {}
+    if method is None or not isinstance(params, dict) or not schemas.has("methods.schema.json", f"{method}.params"):
+        return
+    if "result" in reply:
+        try:
+            schemas.check_params(method, params)
+        except ValidationError as error:
+            raise AssertionError(f"the server took params its schema refuses: {method} {json.dumps(params)[:300]}: "
+                                 f"{error.message}") from error
+        counts["params accepted"] += 1
+    elif reply.get("error", {}).get("code") == "INVALID_PARAMS":
+        field = (reply["error"].get("data") or {}).get("field", "")
+        if (method, field.split(".")[0].split("[")[0]) in STATEFUL:
+            return
+        if schemas.validator("methods.schema.json", f"{method}.params").is_valid(params):
+            raise AssertionError(f"the server refused params its schema takes: {method} {json.dumps(params)[:300]}\n"
+                                 f"  reply: {json.dumps(reply)[:300]}")
+        counts["params refused"] += 1
+
+
+def check_event(body: Dict[str, Any]) -> None:
+    if _paused:
+        return
+    try:
+        schemas.check_event(body)
+    except ValidationError as error:
+        raise AssertionError(f"event fails the schema: {error.message}\n  event: {json.dumps(body)[:600]}") from error
+    counts["events"] += 1
+
+
+def _first_frame(frames: Sequence[bytes]) -> Optional[Any]:
+    try:
+        return json.loads(frames[0].decode("utf-8")) if frames else None
+    except (UnicodeDecodeError, ValueError):
+        return None
+
+
+def install() -> None:
+    """Wraps the client library's three ways in, once."""
+    if getattr(CanvasClient, "_conformance", False):
+        return
+    request, exchange, next_event = CanvasClient.request, CanvasClient.exchange, EventSubscriber.next
+
+    def checked_request(self, message, **kwargs):
+        reply = request(self, message, **kwargs)
+        check_exchange(message, reply)
+        return reply
+
+    def checked_exchange(self, frames, **kwargs):
+        reply = exchange(self, frames, **kwargs)
+        check_exchange(_first_frame(frames), reply)
+        return reply
+
+    def checked_next(self, timeout: float = 1.0):
+        event = next_event(self, timeout)
+        if event is not None:
+            check_event({"session": event.session, "event": event.event, "seq": event.seq, "data": event.data})
+        return event
+
+    CanvasClient.request, CanvasClient.exchange, EventSubscriber.next = checked_request, checked_exchange, checked_next
+    CanvasClient._conformance = True

@@ -1,0 +1,204 @@
+"""The README's first steps, run as printed.
+
+`make sample-document` (what `make run` does before it starts canvasd) fills a fresh folder;
+then the shell block of "First steps" runs word for word against a canvasd of our own on that
+folder, with `canvasctl` reached through CANVAS_ENDPOINT and CANVAS_EVENTS, and the Python
+example of "Documents and flattening" runs against it too. A wrapper in front of canvasctl
+records what each command printed, so every output can be checked, and `canvasctl events`
+reads the whole walk through a pipe.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import stat
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Dict, List
+
+from canvasbridge import CanvasClient
+from conftest import ROOT, Server, canvasd_path
+
+README = ROOT / "README.md"
+SAMPLE = ROOT / "samples" / "notes.pdf"
+
+# Runs the real canvasctl, keeps its arguments, output and status, and passes both on.
+WRAPPER = """#!/usr/bin/env bash
+n=$(( $(cat "$CANVASCTL_LOG/count" 2>/dev/null || echo 0) + 1 ))
+echo "$n" > "$CANVASCTL_LOG/count"
+"$CANVASCTL_REAL" "$@" > "$CANVASCTL_LOG/$n.out"
+status=$?
+echo "$status" > "$CANVASCTL_LOG/$n.status"
+printf '%s\\n' "$@" > "$CANVASCTL_LOG/$n.args"
+cat "$CANVASCTL_LOG/$n.out"
+exit "$status"
+"""
+
+
+def section(title: str) -> str:
+    text = README.read_text(encoding="utf-8")
+    start = text.index(f"\n## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start:end if end >= 0 else len(text)]
+
+
+def blocks(text: str, language: str) -> List[str]:
+    return re.findall(rf"^```{language}\n(.*?)^```", text, flags=re.S | re.M)
+
+
+def sample_document(documents: Path) -> None:
+    subprocess.run(["make", "-s", "-C", str(ROOT), "sample-document", f"DOCUMENTS={documents}"], check=True)
+
+
+def test_make_run_starts_with_the_sample_document_and_never_replaces_it(tmp_path):
+    documents = tmp_path / "documents"
+    sample_document(documents)
+    assert (documents / "notes.pdf").read_bytes() == SAMPLE.read_bytes()
+    (documents / "notes.pdf").write_bytes(b"the user's own notes")
+    sample_document(documents)
+    assert (documents / "notes.pdf").read_bytes() == b"the user's own notes"
+
+
+class Lines:
+    """A process's standard output, read line by line as it comes."""
+
+    def __init__(self, process: subprocess.Popen):
+        self.queue: "queue.Queue[str]" = queue.Queue()
+        threading.Thread(target=self._read, args=(process.stdout,), daemon=True).start()
+
+    def _read(self, stream) -> None:
+        for line in stream:
+            self.queue.put(line)
+
+    def until(self, predicate, timeout: float) -> List[dict]:
+        """Events read until one satisfies ``predicate``; fails after ``timeout`` seconds."""
+        seen = []
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            assert remaining > 0, f"no such event came through the pipe; {len(seen)} others did, last {seen[-2:]}"
+            try:
+                line = self.queue.get(timeout=remaining)
+            except queue.Empty:
+                continue
+            assert line.endswith("\n")
+            seen.append(json.loads(line))
+            if predicate(seen[-1]):
+                return seen
+
+
+def test_first_steps_run_as_printed(tmp_path):
+    (block,) = blocks(section("First steps"), "sh")
+    # What the issue asked the walk to show: a document target and a text drawn from the shell.
+    assert "canvasctl open --session $S --document notes.pdf --page" in block
+    assert re.search(r"canvasctl draw --session \$S --text ", block)
+
+    work = tmp_path / "work"
+    documents = work / "documents"
+    sample_document(documents)
+    server = Server(tmp_path / "server", ["--log-level", "warning"], documents=documents)
+    canvasctl = canvasd_path().parent / "canvasctl"
+    wrapper = tmp_path / "bin" / "canvasctl"
+    wrapper.parent.mkdir()
+    wrapper.write_text(WRAPPER)
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
+    log = tmp_path / "log"
+    log.mkdir()
+    environment = dict(os.environ, PATH=f"{wrapper.parent}:{os.environ['PATH']}", CANVAS_ENDPOINT=server.endpoint,
+                       CANVAS_EVENTS=server.events, CANVASCTL_REAL=str(canvasctl), CANVASCTL_LOG=str(log))
+    events = subprocess.Popen([str(canvasctl), "events"], stdout=subprocess.PIPE, text=True, env=environment)
+    try:
+        lines = Lines(events)
+        # Events reach the pipe while canvasctl events still runs (each line is flushed), once
+        # its subscription is through: probe with a session of our own until one shows.
+        with CanvasClient(server.endpoint) as client:
+            probe = client.open_session(transitions="instant")
+            found = []
+
+            def probed(event: dict) -> bool:
+                if event["session"] == probe.id:
+                    found.append(event)
+                return bool(found)
+
+            for _ in range(50):
+                probe.open()
+                probe.cancel()
+                try:
+                    lines.until(probed, timeout=0.2)
+                    break
+                except AssertionError:
+                    continue
+            assert found, "canvasctl events printed nothing into its pipe"
+            # Now that it is subscribed, one small event must come through on its own: a
+            # block-buffered pipe would hold it until some 4 KiB more had come.
+            probe.open()
+            last = probe.state()["seq"]
+            lines.until(lambda e: e["session"] == probe.id and e["seq"] == last, timeout=5)
+
+            walk = subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=work, env=environment,
+                                  capture_output=True, text=True, timeout=300)
+            assert walk.returncode == 0, walk.stderr
+
+            runs = []
+            for n in range(1, int((log / "count").read_text()) + 1):
+                runs.append({"args": (log / f"{n}.args").read_text().splitlines(),
+                             "status": int((log / f"{n}.status").read_text()),
+                             "out": (log / f"{n}.out").read_text()})
+            commands = [run["args"][0] for run in runs]
+            assert commands == ["hello", "documents", "open-session", "open", "draw", "draw", "double-tap", "double-tap",
+                                "get-drawing", "submit", "revisions", "flatten", "fuzz"]
+            by_command: Dict[str, List[dict]] = {}
+            for run in runs:
+                assert run["status"] == 0, run
+                assert run["out"].endswith("\n") and run["out"].count("\n") == 1, run
+                if run["args"][0] != "fuzz":  # the fuzzer's report is a sentence
+                    by_command.setdefault(run["args"][0], []).append(json.loads(run["out"]))
+
+            assert [d["name"] for d in by_command["documents"][0]["documents"]] == ["notes.pdf"]
+            session = by_command["open-session"][0]["session"]
+            assert by_command["open"] == [{"state": "open"}]
+            assert [r["outcome"] for r in by_command["double-tap"]] == ["minimized", "opened"]
+            submitted = by_command["submit"][0]["document"]
+            assert {k: submitted[k] for k in ("name", "revision", "pageCount")} == {"name": "notes.pdf", "revision": 2, "pageCount": 3}
+            assert len(submitted["sha256"]) == 64
+            assert [r["revision"] for r in by_command["revisions"][0]["revisions"]] == [1, 2]
+            drawing = json.loads((work / "drawing.json").read_text())
+            assert (len(drawing["strokes"]), [t["text"] for t in drawing["texts"]]) == (1, ["Hello from canvasctl"])
+            assert "no divergence" in runs[-1]["out"]
+
+            # The server's document has the drawing; the offline flatten made a new, sound file.
+            assert client.call("document.info", {"name": "notes.pdf"})["revision"] == 2
+            marked = work / "marked.pdf"
+            assert subprocess.run(["qpdf", "--check", str(marked)], capture_output=True).returncode == 0
+            assert subprocess.run(["qpdf", "--show-npages", str(marked)], capture_output=True,
+                                  text=True).stdout.strip() == "3"
+            assert marked.read_bytes() != (documents / "notes.pdf").read_bytes()
+
+            # The walk's events came through the pipe as they happened, the submit's save last.
+            walked = lines.until(lambda e: e["session"] == session and e["event"] == "document.saved", timeout=10)
+            assert events.poll() is None, "canvasctl events stopped"
+            mine = [(e["event"], e["data"].get("to") or e["data"].get("action")) for e in walked
+                    if e["session"] == session]
+            assert mine == [("canvas.stateChanged", "open"), ("canvas.stateChanged", "minimized"),
+                            ("canvas.result", "minimized"), ("pencil.doubleTap", None),
+                            ("canvas.stateChanged", "open"), ("pencil.doubleTap", None),
+                            ("canvas.stateChanged", "closed"), ("canvas.result", "submitted"),
+                            ("document.saved", None)], mine
+    finally:
+        events.terminate()
+        events.wait()
+        server.stop()
+
+
+def test_python_example_runs(server, capsys):
+    (example,) = blocks(section("Documents and flattening"), "python")
+    assert example.count('"tcp://127.0.0.1:5555"') == 1
+    exec(example.replace('"tcp://127.0.0.1:5555"', repr(server.endpoint)), {})
+    printed = capsys.readouterr().out
+    assert printed.endswith("\n")
+    assert "'outcome': 'minimized'" in printed and "'hasContent': True" in printed
