@@ -113,10 +113,11 @@ let package = Package(
         ),
         .testTarget(
             name: "DocumentStoreTests",
-            dependencies: ["DocumentStore", "PDFSurgery", "CanvasCore", "CanvasProtocol", "TestSupport"],
+            dependencies: ["DocumentStore", "InkRendering", "PDFSurgery", "CanvasCore", "CanvasProtocol", "TestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "CanvasProtocolTests", dependencies: ["CanvasProtocol"], swiftSettings: swiftSettings),
+        .testTarget(name: "InkRenderingTests", dependencies: ["InkRendering", "CanvasCore", "TestSupport", "CCairo"], swiftSettings: swiftSettings),
         .testTarget(
             name: "CanvasServiceTests",
             dependencies: ["CanvasClient", "CanvasProtocol", "ZeroMQ", "canvasd"],

@@ -3,6 +3,7 @@ import CanvasCore
 import DocumentStore
 import Foundation
 import InkRendering
+import TestSupport
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -24,8 +25,7 @@ struct FlattenBench: ParsableCommand {
         let drawing = try Drawing(strokes: [Stroke(tool: .pen, color: InkColor("red"), width: 4,
                                                     points: [InkPoint(x: 100, y: 100, pressure: 0.4), InkPoint(x: 300, y: 180, pressure: 0.9)])],
                                   texts: [TextAnnotation(text: "Checked ✓", x: 80, y: 60, fontSize: 14, color: InkColor("blue"))])
-        let overlay = folder.appendingPathComponent("overlay.pdf")
-        try Data(InkRenderer.pdf(drawing, width: 612, height: 792)).write(to: overlay)
+        let overlay = try OverlayPDF.write(drawing, width: 612, height: 792, to: folder.appendingPathComponent("overlay.pdf"))
 
         print("flatten one page (the middle one), \(runs) runs each, medians; peak resident memory of one flatten in its own process")
         print("  document                       size      canvas bridge    qpdf --overlay   ratio   peak RSS ours / qpdf")
@@ -173,5 +173,17 @@ enum BenchDocuments {
         for entry in offsets { table += String(format: "%010d 00000 n\r\n", entry) }
         table += "trailer\n<< /Size \(offsets.count + 1) /Root 1 0 R >>\nstartxref\n\(xref)\n%%EOF\n"
         try emit(Array(table.utf8))
+    }
+}
+
+/// The overlay qpdf places: a one-page PDF with the same ink, made by flattening the drawing
+/// onto a blank page.
+enum OverlayPDF {
+    static func write(_ drawing: Drawing, width: Double, height: Double, to url: URL) throws -> URL {
+        let blank = PDFFixtures.pdf([PDFFixtures.Page(mediaBox: [0, 0, width, height])])
+        try Data(blank).write(to: url)
+        let increment = try Flattener.increment(PDFLocation(path: url.path), page: 0, adding: drawing)
+        try Data(blank + increment).write(to: url)
+        return url
     }
 }

@@ -50,7 +50,7 @@ struct EdgeComparison {
     /// How many grey levels a pixel may move without counting as changed.
     static let tolerance = 24
     /// A pixel is on an edge when the 3 × 3 square around it spans more than this, in either render.
-    static let edgeContrast = 64
+    static let edgeContrast = 32
 
     var differing = 0
     var awayFromEdges = 0
@@ -82,5 +82,21 @@ struct EdgeComparison {
                 if !edge { awayFromEdges += 1 }
             }
         }
+    }
+}
+
+@Suite("Ink size")
+struct InkSizeTests {
+    @Test("a page of handwriting costs at most 24 bytes per input point with its source, the ink alone at most 12.6")
+    func handwritingPage() throws {
+        let page = try InkLookTests.flattenedHandwriting()
+        let increment = Array(try Data(contentsOf: page.url))[page.before...]
+        let source = InkBytes.storedSource(in: Array(increment))
+        let points = Double(Handwriting.inputPoints)
+        print("handwriting page: \(increment.count) bytes appended, \(source) of them the stored source; "
+              + "\(Double(increment.count) / points) bytes per input point, the ink alone \(Double(increment.count - source) / points)")
+        #expect(source > 0, "no stored source found")
+        #expect(Double(increment.count) / points <= 24)
+        #expect(Double(increment.count - source) / points <= 12.6)
     }
 }
