@@ -90,10 +90,7 @@ public enum Flattener {
             } catch {
                 throw FlattenError.render(error.description)
             }
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys]
-            let json = Array((try? encoder.encode(ink)) ?? Data())
-            return Prepared(file: file, page: page, layers: layers, json: json, drawing: ink)
+            return Prepared(file: file, page: page, layers: layers, json: StoredDrawing.json(ink), drawing: ink)
         } catch let error as FlattenError {
             throw error
         } catch let error as PDFError {
