@@ -64,7 +64,8 @@ class RegionInputSource : public InputSource {
     qpdf_offset_t findAndSkipNextEOL() override {
         file_->seek(start_ + position_, SEEK_SET);
         qpdf_offset_t found = file_->findAndSkipNextEOL() - start_;
-        position_ = std::min(file_->tell() - start_, size_);
+        cursor_ = file_->tell();
+        position_ = std::min(cursor_ - start_, size_);
         return std::min(found, size_);
     }
     std::string const &getName() const override { return file_->getName(); }
@@ -82,9 +83,12 @@ class RegionInputSource : public InputSource {
         last_offset = position_;
         if (position_ >= size_) return 0;
         length = static_cast<size_t>(std::min<qpdf_offset_t>(static_cast<qpdf_offset_t>(length), size_ - position_));
-        file_->seek(start_ + position_, SEEK_SET);
+        // qpdf reads objects in many small pieces; seeking the file only when it is not already
+        // there keeps its buffer, instead of a system call per piece.
+        if (cursor_ != start_ + position_) file_->seek(start_ + position_, SEEK_SET);
         size_t got = file_->read(buffer, length);
         position_ += static_cast<qpdf_offset_t>(got);
+        cursor_ = start_ + position_;
         return got;
     }
     void unreadCh(char) override {
@@ -94,6 +98,8 @@ class RegionInputSource : public InputSource {
   private:
     std::shared_ptr<InputSource> file_;
     qpdf_offset_t start_, size_, position_ = 0;
+    // Where `file_` is, as far as this source moved it; -1 when unknown.
+    qpdf_offset_t cursor_ = -1;
 };
 
 struct Box {
