@@ -15,8 +15,10 @@ struct FlattenBench: ParsableCommand {
 
     @Option(help: "Timed runs per case; the figures are medians.") var runs = 3
     @Option(help: "Page counts to try.") var pages: [Int] = [200, 2000]
-    @Option(help: "Side of each scanned page's grey image, in pixels (bytes per page: side x side x 1.4).") var imageSide = 500
+    @Option(help: "Side of each scanned page's grey image, in pixels (bytes per page: about side x side).") var imageSide = 500
     @Option(help: "Where to build the documents (a large scratch space).") var scratch = FileManager.default.temporaryDirectory.path
+    @Option(help: "Edits of one page in the repeated-edit workload.") var edits = 10
+    @Option(help: "Size of the scanned document whose flatten's peak memory is measured, in MB (0: skip).") var memoryDocument = 500
 
     func run() throws {
         let folder = URL(fileURLWithPath: scratch).appendingPathComponent("canvasbench-\(UUID().uuidString)")
@@ -60,6 +62,8 @@ struct FlattenBench: ParsableCommand {
             }
         }
         print("ratio = qpdf / canvas bridge (above 1: canvas bridge is faster)")
+        print("")
+        try HandwritingWorkload(runs: runs, edits: edits, memoryDocumentMegabytes: memoryDocument, imageSide: imageSide).run(in: folder)
     }
 
     private func pad(_ s: String, _ width: Int) -> String { s + String(repeating: " ", count: max(0, width - s.count)) }
@@ -72,10 +76,12 @@ struct FlattenOne: ParsableCommand {
     @Option var folder: String
     @Option var name: String
     @Option var page: Int
+    @Flag(help: "Flatten the handwriting page instead of one dot.") var handwriting = false
 
     func run() throws {
         let store = try DocumentStore(folder: URL(fileURLWithPath: folder), keepRevisions: 2)
-        let drawing = try Drawing(strokes: [Stroke(tool: .pen, color: InkColor("red"), width: 4, points: [InkPoint(x: 100, y: 100)])])
+        let drawing = handwriting ? Handwriting.page()
+            : try Drawing(strokes: [Stroke(tool: .pen, color: InkColor("red"), width: 4, points: [InkPoint(x: 100, y: 100)])])
         _ = try store.flatten(name, page: page, drawing: drawing)
     }
 }
