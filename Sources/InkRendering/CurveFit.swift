@@ -4,6 +4,8 @@
 /// Automatically Fitting Digitized Curves" (Graphics Gems, 1990): a stroke sampled every point
 /// or so along a smooth curve needs one Bézier per several samples, not one per sample.
 enum CurveFit {
+    static let maximumRun = 256
+
     /// Curves from `points[0]` to `points.last`, every point within `tolerance` of them. At the
     /// indices in `corners`, and wherever the polyline turns by more than `corner` radians at a
     /// point, the curves meet at an angle instead of being forced smooth through it.
@@ -54,6 +56,15 @@ enum CurveFit {
             let third = (points[last] - points[first]).length / 3
             curves.append(Cubic(p0: points[first], c1: points[first] + startTangent * third,
                                 c2: points[last] + endTangent * third, p3: points[last]))
+            return
+        }
+        // A long run is halved first: fitting it whole and splitting at the worst point could
+        // take time quadratic in its length.
+        if points.count > maximumRun {
+            let middle = first + points.count / 2
+            let centre = (points[middle - 1] - points[middle + 1]).unit ?? startTangent.left
+            fitRun(points[first...middle], startTangent, centre, squaredTolerance, into: &curves)
+            fitRun(points[middle...last], -centre, endTangent, squaredTolerance, into: &curves)
             return
         }
         var u = chordLengths(points)

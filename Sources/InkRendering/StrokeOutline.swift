@@ -6,10 +6,10 @@ public import CanvasCore
 /// A pen stroke is the area swept by a disc along the smoothed centre line, its radius
 /// following the pressure: the two offset curves of the centre line, joined by round caps, in
 /// the manner of perfect-freehand and of Xournal++'s on-screen contour. Where the centre line
-/// turns too sharply for its width (a cusp, or a loop tighter than the ink is wide), the inner
-/// offset curve would fold back over itself and, filled with the nonzero rule, cut a hole into
-/// the ink; the outline is split there into pieces that each close with round caps, all wound
-/// the same way, so their union fills exactly.
+/// turns around a loop tighter than the ink is wide, the inner offset curve folds back over
+/// itself and, filled with the nonzero rule, would cut a hole into the ink: the fold is cut out
+/// at its crossing. Where the line doubles back (a cusp), the outline is split into pieces that
+/// each close with round caps, all wound the same way, so their union fills exactly.
 public enum StrokeOutline {
     /// How far a fitted curve may stray from the exact offset, in points: under a tenth of a
     /// pixel at 72 dpi, and well under the jitter of a real pen's samples.
@@ -98,7 +98,7 @@ public enum StrokeOutline {
     /// (the swallowtail of an offset around a turn tighter than the ink is wide), the segments
     /// before and after the fold cross; the side goes straight to that crossing, which is where
     /// the edge of the ink really is, and makes a corner there (`corners`, indices into `side`).
-    /// A backward step that crosses nothing (a slight zigzag, which fills correctly) is kept.
+    /// A backward step with no crossing near it (a zigzag, which fills correctly) is kept.
     static func clippedFolds(_ side: [InkVector], along centre: [InkVector]) -> (side: [InkVector], corners: Set<Int>) {
         let count = side.count
         func backwards(_ k: Int) -> Bool { (side[k + 1] - side[k]).dot(centre[k + 1] - centre[k]) <= 0 }
@@ -116,13 +116,17 @@ public enum StrokeOutline {
             while end < count - 1 && backwards(end) { end += 1 }
             // Segments k..<end run backwards. Look for the crossing of a segment that ends at
             // or before k with one that starts at or after end, the nearest pair first.
-            let reach = 2 * (end - k) + 16
+            // (Bounded, so that no input makes this quadratic.)
+            let reach = min(2 * (end - k) + 16, 48)
             var found: (i: Int, j: Int, point: InkVector)?
             search: for span in 0...(2 * reach) {
                 for back in 0...span {
                     let i = k - 1 - back, j = end + (span - back)
                     guard i >= floor, j < count - 1 else { continue }
-                    if let x = crossing(side[i], side[i + 1], side[j], side[j + 1]) {
+                    // A swallowtail's crossing lies within the ink around the fold; one farther
+                    // away is the side crossing another part of itself, which is no fold.
+                    if let x = crossing(side[i], side[i + 1], side[j], side[j + 1]),
+                       (x - centre[k]).length <= 2 * (side[k] - centre[k]).length {
                         found = (i, j, x)
                         break search
                     }
