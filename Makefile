@@ -4,7 +4,7 @@ SWIFT        ?= swift
 PYTHON3      ?= python3
 # libzmq, Cairo and libqpdf are linked through system-library targets; qpdf and poppler-utils
 # verify PDFs in tests; the DejaVu fonts are embedded in flattened text.
-APT_PACKAGES := pkg-config libzmq3-dev libcairo2-dev libqpdf-dev qpdf poppler-utils fonts-dejavu-core
+APT_PACKAGES := pkg-config libzmq3-dev libcairo2-dev libqpdf-dev libssl-dev qpdf poppler-utils fonts-dejavu-core
 DOCUMENTS    ?= documents
 VENV         := .venv
 PYTHON       := $(VENV)/bin/python

@@ -22,6 +22,7 @@ let package = Package(
         .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
     ],
     targets: [
         // Pure model: drawing, canvas and pencil state machines. No I/O, clocks, threads or C.
@@ -31,15 +32,20 @@ let package = Package(
         .target(name: "CanvasModel", dependencies: ["CanvasCore"], swiftSettings: swiftSettings),
         .systemLibrary(name: "CZeroMQ", pkgConfig: "libzmq", providers: [.apt(["libzmq3-dev"])]),
         .systemLibrary(name: "CCairo", pkgConfig: "cairo", providers: [.apt(["libcairo2-dev"])]),
+        // OpenSSL's libcrypto: SHA-256 of document bytes.
+        .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         // PDF surgery over libqpdf behind a C API that catches every C++ exception.
         .target(
             name: "CPDFSurgery",
             cxxSettings: [.unsafeFlags(["-std=c++17"]), .define("POINTERHOLDER_TRANSITION", to: "4")],
             linkerSettings: [.linkedLibrary("qpdf")]
         ),
-        .target(name: "PDFSurgery", dependencies: ["CPDFSurgery"], swiftSettings: swiftSettings),
+        .target(name: "PDFSurgery", dependencies: ["CPDFSurgery", .product(name: "SystemPackage", package: "swift-system")],
+                swiftSettings: swiftSettings),
         // Documents: .pdf and .yianazip files in one folder, flattening, atomic saves, revisions.
-        .target(name: "DocumentStore", dependencies: ["CanvasCore", "CanvasProtocol", "InkRendering", "PDFSurgery"],
+        .target(name: "DocumentStore",
+                dependencies: ["CanvasCore", "CanvasProtocol", "CCrypto", "InkRendering", "PDFSurgery",
+                               .product(name: "SystemPackage", package: "swift-system")],
                 swiftSettings: swiftSettings),
         // A thin, owning layer over libzmq: typed errors, no raw pointers in its API.
         .target(name: "ZeroMQ", dependencies: ["CZeroMQ"], swiftSettings: swiftSettings),
@@ -120,7 +126,7 @@ let package = Package(
         .testTarget(name: "InkRenderingTests", dependencies: ["InkRendering", "CanvasCore", "TestSupport", "CCairo"], swiftSettings: swiftSettings),
         .testTarget(
             name: "CanvasServiceTests",
-            dependencies: ["CanvasClient", "CanvasProtocol", "ZeroMQ", "canvasd"],
+            dependencies: ["CanvasClient", "CanvasProtocol", "CanvasService", "ZeroMQ", "canvasd"],
             swiftSettings: swiftSettings
         ),
     ]

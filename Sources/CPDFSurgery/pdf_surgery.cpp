@@ -18,6 +18,7 @@
 #include <qpdf/Pl_Buffer.hh>
 #include <qpdf/Pl_Flate.hh>
 #include <qpdf/BufferInputSource.hh>
+#include <qpdf/Pipeline.hh>
 #include <qpdf/QPDF.hh>
 #include <qpdf/QPDFExc.hh>
 #include <qpdf/QPDFObjectHandle.hh>
@@ -25,9 +26,12 @@
 #include <qpdf/QPDFPageObjectHelper.hh>
 #include <qpdf/QPDFWriter.hh>
 
+#include <errno.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -51,17 +55,67 @@ const char *const kMultiplyState = "/CanvasMultiply";
 
 struct Failure : std::runtime_error {
     ps_status status;
-    Failure(ps_status status, std::string const &message) : std::runtime_error(message), status(status) {}
+    int code;  // the errno of a failed system call, 0 otherwise
+    Failure(ps_status status, std::string const &message, int code = 0)
+        : std::runtime_error(message), status(status), code(code) {}
+};
+
+// The end of QPDFWriter's pipeline: writes to a descriptor and keeps the errno of a failed
+// write, so that a full disk reaches the caller as ENOSPC rather than as qpdf's text.
+class DescriptorPipeline : public Pipeline {
+  public:
+    explicit DescriptorPipeline(int fd) : Pipeline("document", nullptr), fd_(fd) {}
+
+    void write(unsigned char const *data, size_t length) override {
+        while (length > 0) {
+            ssize_t n = ::write(fd_, data, length);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) {
+                int code = n < 0 ? errno : ENOSPC;
+                throw Failure(PS_IO, std::string("write the document: ") + std::strerror(code), code);
+            }
+            data += n;
+            length -= static_cast<size_t>(n);
+        }
+    }
+    void finish() override {}
+
+  private:
+    int fd_;
 };
 
 // A window on a file: the PDF that starts `start` bytes in. QPDF sees offsets from the PDF's
 // first byte, which is what the incremental update's offsets must be relative to as well.
+//
+// It also bounds the time qpdf may spend: a damaged file can send qpdf's repair into work that
+// grows faster than the file, and every step of it reads through here. Past the deadline each
+// read fails, which ends the parse or the write at once.
 class RegionInputSource : public InputSource {
   public:
-    RegionInputSource(std::shared_ptr<InputSource> file, qpdf_offset_t start, qpdf_offset_t size)
-        : file_(std::move(file)), start_(start), size_(size) {}
+    using Clock = std::chrono::steady_clock;
+
+    RegionInputSource(std::shared_ptr<InputSource> file, qpdf_offset_t start, qpdf_offset_t size, int64_t budgetMilliseconds)
+        : file_(std::move(file)), start_(start), size_(size), budget_(budgetMilliseconds),
+          deadline_(budgetMilliseconds > 0 ? Clock::now() + std::chrono::milliseconds(budgetMilliseconds) : Clock::time_point::max()) {}
+
+    // True once a read came after the deadline: whatever qpdf made of the failure, the work is void.
+    bool expired() const { return expired_; }
+
+    // A new budget from now on (for the write that follows a parse made within a shorter one).
+    void setBudget(int64_t budgetMilliseconds) {
+        budget_ = budgetMilliseconds;
+        deadline_ = budgetMilliseconds > 0 ? Clock::now() + std::chrono::milliseconds(budgetMilliseconds) : Clock::time_point::max();
+    }
+
+    void checkDeadline() {
+        if (expired_ || Clock::now() > deadline_) {
+            expired_ = true;
+            throw Failure(PS_TIMEOUT, "reading the PDF took longer than " + std::to_string(budget_) + " ms; it is damaged, or too complex");
+        }
+    }
 
     qpdf_offset_t findAndSkipNextEOL() override {
+        checkDeadline();
         file_->seek(start_ + position_, SEEK_SET);
         qpdf_offset_t found = file_->findAndSkipNextEOL() - start_;
         cursor_ = file_->tell();
@@ -80,6 +134,7 @@ class RegionInputSource : public InputSource {
     }
     void rewind() override { position_ = 0; }
     size_t read(char *buffer, size_t length) override {
+        checkDeadline();
         last_offset = position_;
         if (position_ >= size_) return 0;
         length = static_cast<size_t>(std::min<qpdf_offset_t>(static_cast<qpdf_offset_t>(length), size_ - position_));
@@ -100,6 +155,9 @@ class RegionInputSource : public InputSource {
     qpdf_offset_t start_, size_, position_ = 0;
     // Where `file_` is, as far as this source moved it; -1 when unknown.
     qpdf_offset_t cursor_ = -1;
+    int64_t budget_;
+    Clock::time_point deadline_;
+    bool expired_ = false;
 };
 
 struct Box {
@@ -118,7 +176,11 @@ struct ps_document {
     std::shared_ptr<QPDF> pdf = std::make_shared<QPDF>();
     // The overlay's own document: copied streams are read from it when the result is written.
     std::shared_ptr<QPDF> ink;
-    std::string path;
+    // The whole file (a .yianazip container's metadata included), read through the
+    // descriptor the caller opened: the path is never opened again.
+    std::shared_ptr<InputSource> file;
+    // The same source, seen as the PDF's region: it holds the time budget.
+    std::shared_ptr<RegionInputSource> region;
     qpdf_offset_t size = 0;
     std::vector<QPDFPageObjectHelper> pages;
     // Read only after repair, or encrypted: its bytes cannot take an appended update.
@@ -132,14 +194,19 @@ void report(char *message, size_t size, std::string const &text) {
     if (message && size) std::snprintf(message, size, "%s", text.c_str());
 }
 
+// Where a failure's errno goes: the document's, when there is one.
+thread_local int lastErrno = 0;
+
 // Runs `body`, turning every exception into a status and a message.
 template <typename Body>
 ps_status guarded(char *message, size_t size, ps_status fallback, Body body) {
+    lastErrno = 0;
     try {
         body();
         return PS_OK;
     } catch (Failure const &failure) {
         report(message, size, failure.what());
+        lastErrno = failure.code;
         return failure.status;
     } catch (QPDFExc const &error) {
         report(message, size, error.what());
@@ -243,7 +310,7 @@ QPDFObjectHandle imported(QPDF &pdf, QPDFObjectHandle h) {
 
 // The byte offset of the last cross-reference section, read from the end of the PDF.
 qpdf_offset_t lastStartXref(ps_document *document, bool &isStream) {
-    FileInputSource file(document->path.c_str());
+    InputSource &file = *document->file;
     qpdf_offset_t start = 0;
     // The PDF is the tail of the file; look at its last kilobytes.
     file.seek(0, SEEK_END);
@@ -283,21 +350,34 @@ void bigEndian(std::string &out, unsigned long long value, int width) {
 
 extern "C" {
 
-ps_status ps_open(const char *path, int64_t offset, ps_document **out, char *message, size_t message_size) {
+ps_status ps_open(int fd, const char *name, int64_t offset, int64_t budget_ms, ps_document **out, char *message,
+                  size_t message_size) {
     *out = nullptr;
     auto document = std::make_unique<ps_document>();
     ps_status status = guarded(message, message_size, PS_DAMAGED, [&] {
-        document->path = path;
-        auto file = std::make_shared<FileInputSource>(path);
+        // qpdf reads through a stdio stream of its own, on a duplicate of the caller's descriptor.
+        int copy = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+        if (copy < 0) throw Failure(PS_IO, std::string("duplicate the descriptor: ") + std::strerror(errno), errno);
+        FILE *stream = fdopen(copy, "rb");
+        if (!stream) {
+            int code = errno;
+            close(copy);
+            throw Failure(PS_IO, std::string("read the document: ") + std::strerror(code), code);
+        }
+        auto file = std::make_shared<FileInputSource>(name, stream, true);
+        document->file = file;
         file->seek(0, SEEK_END);
         qpdf_offset_t total = file->tell();
         if (offset < 0 || offset > total) throw Failure(PS_DAMAGED, "the PDF's offset is outside the file");
         document->size = total - offset;
-        auto region = std::make_shared<RegionInputSource>(file, offset, document->size);
+        auto region = std::make_shared<RegionInputSource>(file, offset, document->size, budget_ms);
+        document->region = region;
         document->pdf->setSuppressWarnings(true);
         try {
             document->pdf->processInputSource(region);
+            region->checkDeadline();
         } catch (QPDFExc const &error) {
+            region->checkDeadline();
             if (error.getErrorCode() == qpdf_e_password) {
                 throw Failure(PS_ENCRYPTED, "the PDF is encrypted and needs a password; it is not served");
             }
@@ -598,21 +678,26 @@ ps_status ps_flatten_rewrite(ps_document *document, int page, const unsigned cha
                              const unsigned char *drawing, size_t drawing_length, int fd, char *message, size_t message_size) {
     return guarded(message, message_size, PS_INTERNAL, [&] {
         applyInk(document, page, overlay, overlay_length, strokes, strokes_length, drawing, drawing_length);
-        int copy = dup(fd);
-        if (copy < 0) throw Failure(PS_INTERNAL, std::string("dup: ") + std::strerror(errno));
-        FILE *file = fdopen(copy, "ab");
-        if (!file) {
-            close(copy);
-            throw Failure(PS_INTERNAL, std::string("fdopen: ") + std::strerror(errno));
-        }
+        DescriptorPipeline out(fd);
         QPDFWriter writer(*document->pdf);
-        writer.setOutputFile("flattened document", file, true);
-        writer.write();
+        writer.setOutputPipeline(&out);
+        try {
+            writer.write();
+        } catch (QPDFExc const &error) {
+            // qpdf gives up on objects it cannot read back even after repair: damaged input.
+            throw Failure(PS_DAMAGED, std::string("the PDF cannot be rewritten: ") + error.what());
+        }
     });
 }
 
 int ps_needs_rewrite(ps_document *document) { return document->needs_rewrite ? 1 : 0; }
 
+void ps_set_budget(ps_document *document, int64_t budget_ms) {
+    if (document->region) document->region->setBudget(budget_ms);
+}
+
 void ps_free(void *bytes) { std::free(bytes); }
+
+int ps_last_errno(void) { return lastErrno; }
 
 }  // extern "C"

@@ -1,7 +1,7 @@
 /// The protocol's name and version, as `hello` gives it. A minor version adds; a major one breaks.
 public enum ProtocolVersion {
     public static let major = 1
-    public static let minor = 2
+    public static let minor = 3
     public static var string: String { "canvas/\(major).\(minor)" }
 }
 
@@ -107,6 +107,12 @@ public enum RequestDecoder {
 public enum ReplyEncoder {
     public static func success(id: RequestID, result: [String: JSONValue]) -> [UInt8] {
         JSONCodec.serialize(["id": id.json, "result": .object(result)])
+    }
+
+    /// A reply whose result is already JSON text (a JSON object), for results too large to
+    /// build as a `JSONValue` first.
+    public static func success(id: RequestID, rawResult: [UInt8]) -> [UInt8] {
+        Array(#"{"id":"#.utf8) + JSONCodec.serialize(id.json) + Array(#","result":"#.utf8) + rawResult + Array("}".utf8)
     }
 
     public static func failure(id: RequestID?, error: ProtocolError) -> [UInt8] {

@@ -1,4 +1,5 @@
 public import Logging
+import Foundation
 import Dispatch
 public import ZeroMQ
 
@@ -35,10 +36,14 @@ public final class CanvasServer {
     private let configuration: ServiceConfiguration
     private let logger: Logger
     private let clock = ContinuousClock()
-    /// Saves run here, one at a time (so one save's memory is the most they take), and say
-    /// they are done through `waker`, a DEALER connected over inproc to the request socket:
-    /// the loop learns of it in the same receive that brings requests, with no extra poll.
-    private let saveQueue = DispatchQueue(label: "canvasd.saves")
+    /// Saves run here, one per document and as many documents at once as there are cores
+    /// (so a slow save into a large document holds up no other), and say they are done through
+    /// `waker`, a DEALER connected over inproc to the request socket: the loop learns of it in
+    /// the same receive that brings requests, with no extra poll.
+    private let saves: SaveRunner
+    /// Reads of documents (`document.list`, `.info`, `.revisions`, the page of `canvas.open`):
+    /// file and PDF work too, so off the loop as well, answered the same way.
+    private let reads: SaveRunner
     private let waker: SaveWaker
     /// Messages from this routing id are the waker's, not a client's. Random, so no client
     /// can pose as it (and one that did would only make the loop look for finished saves).
@@ -105,13 +110,14 @@ public final class CanvasServer {
         } catch {
             fatalError("unexpected error \(error)")
         }
-        let (queue, waker) = (saveQueue, waker)
-        dispatcher = Dispatcher(configuration: configuration, logger: logger, saves: { save in
-            queue.async {
-                save()
-                waker.wake()
-            }
-        })
+        let waker = self.waker
+        let saves = SaveRunner(width: ProcessInfo.processInfo.activeProcessorCount) { waker.wake() }
+        let reads = SaveRunner(width: ProcessInfo.processInfo.activeProcessorCount) { waker.wake() }
+        self.saves = saves
+        self.reads = reads
+        dispatcher = Dispatcher(configuration: configuration, logger: logger,
+                                saves: { document, save in saves.submit(document, save) },
+                                reads: { key, read in reads.submit(key, read) })
     }
 
     private static func bind(requests: ZMQSocket, events eventSocket: ZMQSocket,
@@ -163,7 +169,9 @@ public final class CanvasServer {
                         try requests.setReceiveTimeout(milliseconds: milliseconds)
                         timeout = milliseconds
                     }
-                    if let frames = try requests.receive(wait: milliseconds > 0) { serve(frames, owner: nil) }
+                    if let message = try requests.receive(wait: milliseconds > 0, readUserID: false, keepingAtMost: maxFrames) {
+                        serve(message.frames, owner: nil, dropped: message.dropped)
+                    }
                 } else {
                     // Subscriptions wait to be vetted here, so both sockets are watched.
                     let ready = try ZMQSocket.poll([requests, eventSocket], timeoutMilliseconds: Int(milliseconds))
@@ -171,8 +179,8 @@ public final class CanvasServer {
                     if ready[0] {
                         // A burst is served before polling again; `receive` never blocks here.
                         var served = 0
-                        while served < 64, let message = try requests.receiveWithUserID(wait: false) {
-                            serve(message.frames, owner: message.userID)
+                        while served < 64, let message = try requests.receive(wait: false, readUserID: true, keepingAtMost: maxFrames) {
+                            serve(message.frames, owner: message.userID, dropped: message.dropped)
                             served += 1
                         }
                     }
@@ -188,7 +196,8 @@ public final class CanvasServer {
             }
         }
         // Saves under way finish (a save is never cut short by a stop), and are answered.
-        saveQueue.sync {}
+        saves.wait()
+        reads.wait()
         deliver(dispatcher.collectSaves(at: clock.now))
         logger.info("canvasd stopping", metadata: ["sessions": "\(dispatcher.sessionCount)"])
         zap?.stop()
@@ -220,7 +229,11 @@ public final class CanvasServer {
         }
     }
 
-    private func serve(_ frames: [[UInt8]], owner: String?) {
+    /// Frames of one request kept in memory: enough to see that a request of more is over the
+    /// byte limit (each frame counts `Limits.frameOverheadBytes`), plus the envelope.
+    private var maxFrames: Int { configuration.limits.maxMessageBytes / Limits.frameOverheadBytes + 3 }
+
+    private func serve(_ frames: [[UInt8]], owner: String?, dropped: Int = 0) {
         // ROUTER prefixes the sender's identity; REQ clients add an empty delimiter, DEALER
         // clients may not. The reply goes back with the same envelope.
         guard frames.count >= 1 else { return }
@@ -234,7 +247,7 @@ public final class CanvasServer {
             envelope.append([])
             body = body.dropFirst()
         }
-        deliver(dispatcher.handle(Array(body), envelope: envelope, from: owner, at: clock.now))
+        deliver(dispatcher.handle(Array(body), envelope: envelope, from: owner, droppedFrames: dropped, at: clock.now))
     }
 
     private func deliver(_ output: Dispatcher.Output) {
@@ -260,17 +273,18 @@ public final class CanvasServer {
     }
 }
 
-/// The save queue's end of the inproc pipe that tells the loop a save is done.
-// A ZeroMQ socket may move between threads given a full memory barrier between uses; every use
-// of this one is on the serial save queue, which provides that.
+/// The save workers' end of the inproc pipe that tells the loop a save is done.
+// A ZeroMQ socket may move between threads given a full memory barrier between uses; the lock
+// gives that, and keeps two workers from using it at once.
 private final class SaveWaker: @unchecked Sendable {
     private let socket: ZMQSocket
+    private let lock = NSLock()
 
     init(_ socket: ZMQSocket) { self.socket = socket }
 
     func wake() {
         // Never waits: if the pipe is full, wake-ups are already queued and one is enough (and
-        // a stopping loop that no longer reads must not leave this queue stuck).
-        try? socket.send([[]], wait: false)
+        // a stopping loop that no longer reads must not leave a worker stuck).
+        lock.withLock { _ = try? socket.send([[]], wait: false) }
     }
 }

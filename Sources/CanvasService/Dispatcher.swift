@@ -25,17 +25,33 @@ public final class Dispatcher {
         public var events: [[[UInt8]]] = []
     }
 
-    /// Where saves run. The server gives a serial queue beside its loop, so no request waits
-    /// on a disk; nil runs each save in place (tests, the fuzzer).
-    public typealias SaveExecutor = @Sendable (_ save: @escaping @Sendable () -> Void) -> Void
+    /// Where saves run, given the document each writes. The server runs them on workers beside
+    /// its loop, so no request waits on a disk; nil runs each save in place (tests, the fuzzer).
+    public typealias SaveExecutor = @Sendable (_ document: String, _ save: @escaping @Sendable () -> Void) -> Void
 
-    /// A save started and not yet answered.
+    /// What a job run off the loop gives back: a save's new summary, a document read's
+    /// result, or a page's geometry.
+    enum JobOutcome: Sendable {
+        case saved(Result<DocumentSummary, DocumentError>)
+        case read(Result<[String: JSONValue], ProtocolError>)
+        case reply([UInt8])
+        case page(Result<PageSummary, DocumentError>)
+    }
+
+    /// A job started off the loop (a save, or a read of a document) and not yet answered.
     private struct PendingSave {
         enum Kind {
             case document(method: String)
             /// A submit into its document target: the session waits, out of the table, with
             /// the requests that came for it meanwhile queued in `parked`.
             case submit(ServiceSession, fingerprint: [UInt8])
+            /// `document.list`, `.info` or `.revisions`.
+            case read
+            /// `canvas.open` on a document page, waiting for the page's geometry; the session
+            /// is parked as for a submit.
+            case openTarget(ServiceSession, fingerprint: [UInt8])
+            /// `drawing.get` of a large drawing, encoded off the loop; the session is parked.
+            case sessionRead(ServiceSession, fingerprint: [UInt8])
         }
         let kind: Kind
         let request: Request
@@ -46,14 +62,15 @@ public final class Dispatcher {
     /// A session whose submit is saving: who owns it, and what came for it since, in order.
     private struct ParkedSession {
         let owner: String?
+        var connection: [UInt8]? = nil
         var queue: [(frames: [[UInt8]], envelope: [[UInt8]], client: String?)] = []
     }
 
     /// Finished saves, posted by whichever thread ran them.
     private final class SaveInbox: Sendable {
-        private let finished = Mutex<[(job: UInt64, outcome: Result<DocumentSummary, DocumentError>)]>([])
-        func post(_ job: UInt64, _ outcome: Result<DocumentSummary, DocumentError>) { finished.withLock { $0.append((job, outcome)) } }
-        func take() -> [(job: UInt64, outcome: Result<DocumentSummary, DocumentError>)] {
+        private let finished = Mutex<[(job: UInt64, outcome: JobOutcome)]>([])
+        func post(_ job: UInt64, _ outcome: JobOutcome) { finished.withLock { $0.append((job, outcome)) } }
+        func take() -> [(job: UInt64, outcome: JobOutcome)] {
             finished.withLock { list in
                 defer { list.removeAll() }
                 return list
@@ -72,6 +89,11 @@ public final class Dispatcher {
     private var events: [[[UInt8]]] = []
     private var replies: [Output.Reply] = []
     private let saveExecutor: SaveExecutor?
+    /// Where document reads run (nil: in place). Reads are bounded in time by the store; this
+    /// bounds how many may wait.
+    private let readExecutor: SaveExecutor?
+    private var pendingReads = 0
+    static let maxPendingReads = 64
     private let inbox = SaveInbox()
     private var pendingSaves: [UInt64: PendingSave] = [:]
     private var nextSaveJob: UInt64 = 0
@@ -86,6 +108,9 @@ public final class Dispatcher {
     private var documentSeq: UInt64 = 0
     /// Who sent the request being answered.
     private var client: String?
+    /// The connection it came on (its routing id), for the per-client session limit when
+    /// clients are not authenticated.
+    private var connection: [UInt8]?
     /// Whether clients are authenticated: sessions are then private to their owner, and
     /// nothing server-wide names them.
     private let authenticated: Bool
@@ -103,10 +128,25 @@ public final class Dispatcher {
     ] + DocumentMethods.methods
 
     private static let methodNames = Set(methods)
+    /// Drawings up to this many points are encoded in the loop; larger ones on a worker.
+    static let inlineDrawingPoints = 2_000
 
-    public init(configuration: ServiceConfiguration, logger: Logger, saves: SaveExecutor? = nil) {
+    /// `drawing.get`'s result as JSON text, straight from the drawing's own encoding.
+    static func drawingResult(_ drawing: Drawing, canUndo: Bool, canRedo: Bool) -> [UInt8] {
+        var text = Array((try? JSONEncoder().encode(drawing)) ?? Data(#"{"strokes":[],"texts":[]}"#.utf8))
+        guard text.last == UInt8(ascii: "}") else { return Array(#"{"strokes":[],"texts":[]}"#.utf8) }
+        text.removeLast()
+        text += Array(#","canUndo":\#(canUndo),"canRedo":\#(canRedo)}"#.utf8)
+        return text
+    }
+
+    /// Session methods that change nothing, so a retry whose reply was not kept may run again.
+    static let readOnlyMethods: Set<String> = ["canvas.state", "drawing.get"]
+
+    public init(configuration: ServiceConfiguration, logger: Logger, saves: SaveExecutor? = nil, reads: SaveExecutor? = nil) {
         self.limits = configuration.limits
         self.saveExecutor = saves
+        self.readExecutor = reads
         self.idleTimeout = configuration.idleTimeout
         self.logger = logger
         if case .curve = configuration.security { authenticated = true } else { authenticated = false }
@@ -141,12 +181,14 @@ public final class Dispatcher {
     /// Answers one request (its frames without the routing envelope) from `client`, the
     /// authenticated identity that sent it (nil without authentication). The reply carries
     /// `envelope` back; it may come later, from `collectSaves`, if the request waits for a save.
-    public func handle(_ frames: [[UInt8]], envelope: [[UInt8]] = [], from client: String? = nil,
+    /// `droppedFrames` counts frames past those given, which the server read and threw away
+    /// (a request of that many frames is refused, but not kept in memory to be refused).
+    public func handle(_ frames: [[UInt8]], envelope: [[UInt8]] = [], from client: String? = nil, droppedFrames: Int = 0,
                        at now: ContinuousClock.Instant) -> Output {
         self.now = now
         events = []
         replies = []
-        receive(frames, envelope: envelope, from: client)
+        receive(frames, envelope: envelope, from: client, droppedFrames: droppedFrames)
         finishSaves()
         return Output(replies: replies, events: events)
     }
@@ -161,9 +203,10 @@ public final class Dispatcher {
         return Output(replies: replies, events: events)
     }
 
-    private func receive(_ frames: [[UInt8]], envelope: [[UInt8]], from client: String?) {
+    private func receive(_ frames: [[UInt8]], envelope: [[UInt8]], from client: String?, droppedFrames: Int = 0) {
         self.client = client
-        let size = frames.reduce(0) { $0 + $1.count }
+        connection = envelope.first
+        let size = frames.reduce(0) { $0 + $1.count } + (frames.count + droppedFrames) * Limits.frameOverheadBytes
         guard size <= limits.maxMessageBytes else {
             let error = ProtocolError(.payloadTooLarge, "the request is \(size) bytes; the limit is \(limits.maxMessageBytes)",
                                       data: ["limit": .integer(Int64(limits.maxMessageBytes)), "size": .integer(Int64(size))])
@@ -188,24 +231,31 @@ public final class Dispatcher {
             case "hello": return ReplyEncoder.success(id: request.id, result: hello())
             case "session.open": return ReplyEncoder.success(id: request.id, result: try openSession(params))
             case let method where DocumentMethods.saves(method):
-                startSave(try documentStore().prepareSave(method, params),
+                let (document, save) = try documentStore().prepareSave(method, params)
+                startSave(document, save,
                           PendingSave(kind: .document(method: method), request: request, envelope: envelope, client: client))
                 return nil
             case let method where method.hasPrefix("document.") && DocumentMethods.methods.contains(method):
-                return ReplyEncoder.success(id: request.id, result: try documentStore().call(method, params))
+                // Reading a document is file and PDF work: off the loop, like a save.
+                let documents = try documentStore()
+                try startRead(PendingSave(kind: .read, request: request, envelope: envelope, client: client)) {
+                    .read(Result { () throws(ProtocolError) in try documents.call(method, params) })
+                }
+                return nil
             default: break
+            }
+            // A session whose submit is saving answers nothing until the save is done: what
+            // comes for it waits, in order, and runs after; errors too, so that every reply of
+            // a session keeps its order.
+            if let sessionID = request.session, let saving = parked[sessionID], saving.owner == client {
+                parked[sessionID]?.queue.append((frames, envelope, client))
+                return nil
             }
             guard Self.methodNames.contains(request.method) else {
                 throw ProtocolError(.methodNotFound, "no method \"\(request.method)\"", data: ["method": .string(request.method)])
             }
             guard let sessionID = request.session else {
                 throw ProtocolError(.invalidRequest, "\(request.method) needs a session")
-            }
-            // A session whose submit is saving answers nothing until the save is done: what
-            // comes for it waits, in order, and runs after.
-            if let saving = parked[sessionID], saving.owner == client {
-                parked[sessionID]?.queue.append((frames, envelope, client))
-                return nil
             }
             // Taken out of the table while it is worked on, so its buffers (the reply cache, the
             // drawing) have one owner and change in place instead of being copied per request.
@@ -224,12 +274,43 @@ public final class Dispatcher {
             switch session.replies.lookup(request.id, request: fingerprint) {
             case .retry(let cached):
                 return cached
+            case .notKept where Self.readOnlyMethods.contains(request.method):
+                break   // nothing changed the first time: answering again is the same answer
+            case .notKept:
+                throw ProtocolError(.unavailable, "id \(request.id) was answered, but its reply was over \(limits.maxCachedReplyBytes) bytes and not kept; it is not run twice",
+                                    data: ["reason": "replyNotKept", "limit": .integer(Int64(limits.maxCachedReplyBytes))])
             case .reused:
                 // Well-formed, but it clashes with what the session already holds under that id.
                 throw ProtocolError(.conflict, "id \(request.id) was already used for a different request in this session",
                                     data: ["id": request.id.json])
             case .miss:
                 break
+            }
+            if request.method == "canvas.open", let target = try? documentStore().targetParams(params) {
+                // The page is looked up off the loop; the session waits for it, as for a submit.
+                let documents = try documentStore()
+                try startRead(PendingSave(kind: .openTarget(session, fingerprint: fingerprint), request: request,
+                                          envelope: envelope, client: client)) {
+                    .page(Result { () throws(DocumentError) in try documents.store.page(target.name, target.page) })
+                }
+                keptOut = true
+                parked[sessionID] = ParkedSession(owner: session.owner, connection: session.connection)
+                return nil
+            }
+            if request.method == "drawing.get", session.canvas.phase == .open,
+               session.canvas.drawing.pointCount > Self.inlineDrawingPoints {
+                // Encoding a large drawing takes long enough to hold up everyone: off the loop,
+                // from a snapshot (the drawing is a value), with the session parked meanwhile.
+                let id = request.id, drawing = session.canvas.drawing
+                let undo = session.canvas.canvas.editableDrawing?.canUndo ?? false
+                let redo = session.canvas.canvas.editableDrawing?.canRedo ?? false
+                try startRead(PendingSave(kind: .sessionRead(session, fingerprint: fingerprint), request: request,
+                                          envelope: envelope, client: client)) {
+                    .reply(ReplyEncoder.success(id: id, rawResult: Self.drawingResult(drawing, canUndo: undo, canRedo: redo)))
+                }
+                keptOut = true
+                parked[sessionID] = ParkedSession(owner: session.owner, connection: session.connection)
+                return nil
             }
             if request.method == "canvas.submit", let target = session.target,
                session.canvas.phase == .open || session.canvas.phase == .minimized {
@@ -238,9 +319,9 @@ public final class Dispatcher {
                     _ = try params.bool("imageData", default: false)
                     let save = try documentStore().targetSave(target, session.canvas.drawing)
                     keptOut = true
-                    parked[sessionID] = ParkedSession(owner: session.owner)
-                    startSave(save, PendingSave(kind: .submit(session, fingerprint: fingerprint), request: request,
-                                                envelope: envelope, client: client))
+                    parked[sessionID] = ParkedSession(owner: session.owner, connection: session.connection)
+                    startSave(target.name, save, PendingSave(kind: .submit(session, fingerprint: fingerprint), request: request,
+                                                             envelope: envelope, client: client))
                     return nil
                 } catch {
                     let reply = ReplyEncoder.failure(id: request.id, error: error)
@@ -259,12 +340,14 @@ public final class Dispatcher {
         }
     }
 
-    /// Runs a session's request and remembers its reply for retries.
+    /// Runs a session's request and remembers its reply for retries. `saved` and `page` are
+    /// what a job off the loop found for it: a submit's save, an open's page.
     private func runAndRemember(_ request: Request, _ params: Params, _ fingerprint: [UInt8], _ session: inout ServiceSession,
-                                saved: Result<DocumentSummary, DocumentError>?) -> [UInt8] {
+                                saved: Result<DocumentSummary, DocumentError>?,
+                                page: Result<PageSummary, DocumentError>? = nil) -> [UInt8] {
         let reply: [UInt8]
         do throws(ProtocolError) {
-            reply = ReplyEncoder.success(id: request.id, result: try run(request.method, params, &session, saved: saved))
+            reply = ReplyEncoder.success(id: request.id, result: try run(request.method, params, &session, saved: saved, page: page))
         } catch {
             reply = ReplyEncoder.failure(id: request.id, error: error)
         }
@@ -274,12 +357,28 @@ public final class Dispatcher {
 
     // MARK: Saves
 
-    private func startSave(_ save: @escaping PreparedSave, _ pending: PendingSave) {
+    private func startSave(_ document: String, _ save: @escaping PreparedSave, _ pending: PendingSave) {
         nextSaveJob += 1
         let job = nextSaveJob, inbox = self.inbox
         pendingSaves[job] = pending
-        let work: @Sendable () -> Void = { inbox.post(job, Result(catching: save)) }
-        if let saveExecutor { saveExecutor(work) } else { work() }
+        let work: @Sendable () -> Void = { inbox.post(job, .saved(Result(catching: save))) }
+        if let saveExecutor { saveExecutor(document, work) } else { work() }
+    }
+
+    /// Starts a read of a document off the loop, or refuses at once when too many wait (each is
+    /// bounded in time, but a flood of them must not grow without end).
+    private func startRead(_ pending: PendingSave, _ read: @escaping @Sendable () -> JobOutcome) throws(ProtocolError) {
+        guard pendingReads < Self.maxPendingReads else {
+            throw ProtocolError(.unavailable, "\(pendingReads) document reads are waiting; try again",
+                                data: ["reason": "busy", "limit": .integer(Int64(Self.maxPendingReads))])
+        }
+        pendingReads += 1
+        nextSaveJob += 1
+        let job = nextSaveJob, inbox = self.inbox
+        pendingSaves[job] = pending
+        let work: @Sendable () -> Void = { inbox.post(job, read()) }
+        // Reads of one document need not wait for each other: each job is its own key.
+        if let readExecutor { readExecutor("read \(job)", work) } else { work() }
     }
 
     /// Answers every finished save, then runs what queued behind a parked session (which may
@@ -289,8 +388,8 @@ public final class Dispatcher {
             for (job, outcome) in finished {
                 guard let pending = pendingSaves.removeValue(forKey: job) else { continue }
                 client = pending.client
-                switch pending.kind {
-                case .document(let method):
+                switch (pending.kind, outcome) {
+                case (.document(let method), .saved(let outcome)):
                     let reply: [UInt8]
                     switch outcome {
                     case .success(let summary):
@@ -301,26 +400,54 @@ public final class Dispatcher {
                         reply = ReplyEncoder.failure(id: pending.request.id, error: DocumentMethods.protocolError(error))
                     }
                     replies.append(Output.Reply(envelope: pending.envelope, bytes: reply))
-                case .submit(var session, let fingerprint):
+                case (.read, .read(let outcome)):
+                    pendingReads -= 1
+                    let reply: [UInt8]
+                    switch outcome {
+                    case .success(let result): reply = ReplyEncoder.success(id: pending.request.id, result: result)
+                    case .failure(let error): reply = ReplyEncoder.failure(id: pending.request.id, error: error)
+                    }
+                    replies.append(Output.Reply(envelope: pending.envelope, bytes: reply))
+                case (.submit(var session, let fingerprint), .saved(let outcome)):
                     let reply = runAndRemember(pending.request, Params(pending.request.params), fingerprint, &session, saved: outcome)
                     replies.append(Output.Reply(envelope: pending.envelope, bytes: reply))
-                    sessions[session.id] = session
-                    let waiting = parked.removeValue(forKey: session.id)?.queue ?? []
-                    for (index, next) in waiting.enumerated() {
-                        if parked[session.id] != nil {
-                            // Parked again by a request in the queue: the rest wait once more.
-                            parked[session.id]?.queue += waiting[index...]
-                            break
-                        }
-                        receive(next.frames, envelope: next.envelope, from: next.client)
-                    }
+                    unpark(session)
+                case (.sessionRead(var session, let fingerprint), .reply(let reply)):
+                    pendingReads -= 1
+                    session.replies.store(reply, for: pending.request.id, request: fingerprint)
+                    replies.append(Output.Reply(envelope: pending.envelope, bytes: reply))
+                    unpark(session)
+                case (.openTarget(var session, let fingerprint), .page(let outcome)):
+                    pendingReads -= 1
+                    let reply = runAndRemember(pending.request, Params(pending.request.params), fingerprint, &session,
+                                               saved: nil, page: outcome)
+                    replies.append(Output.Reply(envelope: pending.envelope, bytes: reply))
+                    unpark(session)
+                default:
+                    preconditionFailure("a job's outcome does not match its kind")
                 }
             }
         }
     }
 
+    /// Puts a session back in the table after its job, and runs what queued behind it (which
+    /// may park it again).
+    private func unpark(_ session: ServiceSession) {
+        sessions[session.id] = session
+        let waiting = parked.removeValue(forKey: session.id)?.queue ?? []
+        for (index, next) in waiting.enumerated() {
+            if parked[session.id] != nil {
+                // Parked again by a request in the queue: the rest wait once more.
+                parked[session.id]?.queue += waiting[index...]
+                break
+            }
+            receive(next.frames, envelope: next.envelope, from: next.client)
+        }
+    }
+
     private func run(_ method: String, _ params: Params, _ session: inout ServiceSession,
-                     saved savedOutcome: Result<DocumentSummary, DocumentError>?) throws(ProtocolError) -> [String: JSONValue] {
+                     saved savedOutcome: Result<DocumentSummary, DocumentError>?,
+                     page pageOutcome: Result<PageSummary, DocumentError>?) throws(ProtocolError) -> [String: JSONValue] {
         switch method {
         case "session.close":
             return ["closed": true]
@@ -332,9 +459,9 @@ public final class Dispatcher {
         case "canvas.open":
             if params.has("document") || params.has("page") {
                 // The target is checked now, so nobody draws for a page that is not there.
-                let name = try params.string("document")
-                let page = params.has("page") ? try documentStore().pageParam(params) : 0
-                let geometry = try documentStore().target(name, page: page)
+                let (name, page) = try documentStore().targetParams(params)
+                guard let pageOutcome else { preconditionFailure("canvas.open on a document runs after its page is read") }
+                let geometry = try documentStore().run { () throws(DocumentError) in try pageOutcome.get() }
                 if session.canvas.phase == .closed || session.canvas.phase == .minimized {
                     session.target = DocumentTarget(name: name, page: page)
                     session.size = (Int(geometry.width.rounded(.up)), Int(geometry.height.rounded(.up)))
@@ -441,17 +568,24 @@ public final class Dispatcher {
             throw ProtocolError(.unavailable, "the server has its maximum of \(limits.maxSessions) sessions",
                                 data: ["limit": .integer(Int64(limits.maxSessions))])
         }
-        if let client, sessions.values.count(where: { $0.owner == client }) + parked.values.count(where: { $0.owner == client })
-            >= limits.maxSessionsPerClient {
+        // One client: a key when clients are authenticated, a connection when they are not.
+        let held = authenticated
+            ? sessions.values.count(where: { $0.owner == client }) + parked.values.count(where: { $0.owner == client })
+            : connection.map { mine in
+                sessions.values.count(where: { $0.connection == mine }) + parked.values.count(where: { $0.connection == mine })
+            } ?? 0
+        if held >= limits.maxSessionsPerClient {
             throw ProtocolError(.unavailable, "this client has its maximum of \(limits.maxSessionsPerClient) sessions",
                                 data: ["limit": .integer(Int64(limits.maxSessionsPerClient))])
         }
         var id: String
         repeat { id = String(UInt64.random(in: 1...UInt64.max), radix: 16) } while sessions[id] != nil || parked[id] != nil
         let session = ServiceSession(
-            id: id, owner: client, canvas: CanvasSession(pencil: pencil, transitions: transitions, initialized: initialized),
+            id: id, owner: client, connection: connection,
+            canvas: CanvasSession(pencil: pencil, transitions: transitions, initialized: initialized),
             transitions: transitions, size: size, resultImages: resultImages, lastActive: now,
-            replies: ReplyCache(capacity: limits.replyCacheSize))
+            replies: ReplyCache(capacity: limits.replyCacheSize, maxReplyBytes: limits.maxCachedReplyBytes,
+                                maxBytes: limits.maxCachedBytesPerSession))
         sessions[id] = session
         logger.info("session opened", metadata: ["session": "\(id)", "transitions": "\(transitions)", "client": "\(client ?? "-")"])
         return [
@@ -606,10 +740,13 @@ public final class Dispatcher {
             if case .array(let points)? = params.values["points"], points.count > limits.maxPointsPerStroke {
                 throw tooLarge("points", points.count, limits.maxPointsPerStroke)
             }
-            edit = .addStroke(try params.decode(Stroke.self))
+            let stroke = try params.decode(Stroke.self)
+            edit = .addStroke(stroke)
             if drawing.strokes.count >= limits.maxStrokesPerDrawing {
                 throw tooLarge("strokes", drawing.strokes.count + 1, limits.maxStrokesPerDrawing)
             }
+            let points = drawing.pointCount + stroke.points.count
+            if points > limits.maxPointsPerDrawing { throw tooLarge("points", points, limits.maxPointsPerDrawing) }
         case "drawing.addText":
             let text = try params.decode(TextAnnotation.self)
             if text.text.count > limits.maxTextLength { throw tooLarge("text", text.text.count, limits.maxTextLength) }

@@ -43,7 +43,8 @@ struct DocumentMethods {
             let revisions = try run { () throws(DocumentError) in try store.revisions(name) }
             return ["name": .string(name), "revisions": .array(revisions.map { revision in
                 ["revision": .integer(Int64(revision.revision)), "bytes": .integer(revision.bytes),
-                 "modified": .string(formatter.string(from: revision.modified)), "current": .bool(revision.current)]
+                 "modified": .string(formatter.string(from: revision.modified)), "current": .bool(revision.current),
+                 "sha256": .string(revision.sha256)]
             })]
         default:
             throw ProtocolError(.methodNotFound, "no method \"\(method)\"")
@@ -53,20 +54,21 @@ struct DocumentMethods {
     /// Whether `method` writes a document (and so runs where saves run).
     static func saves(_ method: String) -> Bool { method == "document.flatten" || method == "document.restore" }
 
-    /// Checks a saving method's params now, and returns the save itself to run later.
-    func prepareSave(_ method: String, _ params: Params) throws(ProtocolError) -> PreparedSave {
+    /// Checks a saving method's params now, and returns the document it writes and the save
+    /// itself, to run later.
+    func prepareSave(_ method: String, _ params: Params) throws(ProtocolError) -> (document: String, save: PreparedSave) {
         if method == "document.restore" {
             guard let revision = try revisionParam(params, "revision") else {
                 throw ProtocolError(.invalidParams, "revision: required", data: ["field": "revision"])
             }
             let name = try params.string("name")
             let expected = try revisionParam(params, "expectedRevision")
-            return { [store] () throws(DocumentError) in try store.restore(name, revision: revision, expectedRevision: expected) }
+            return (name, { [store] () throws(DocumentError) in try store.restore(name, revision: revision, expectedRevision: expected) })
         }
         let drawing = try drawingParam(params)
         let name = try params.string("name"), page = try pageParam(params)
         let expected = try revisionParam(params, "expectedRevision")
-        return { [store] () throws(DocumentError) in try store.flatten(name, page: page, drawing: drawing, expectedRevision: expected) }
+        return (name, { [store] () throws(DocumentError) in try store.flatten(name, page: page, drawing: drawing, expectedRevision: expected) })
     }
 
     /// A submit's save into its target: the drawing on the page, or, with nothing drawn, just
@@ -88,9 +90,9 @@ struct DocumentMethods {
         }
     }
 
-    /// The page a canvas will draw on, checked before anyone draws.
-    func target(_ name: String, page: Int) throws(ProtocolError) -> PageSummary {
-        try run { () throws(DocumentError) in try store.page(name, page) }
+    /// `canvas.open`'s target: its `document` and `page` (0 when not given).
+    func targetParams(_ params: Params) throws(ProtocolError) -> (name: String, page: Int) {
+        (try params.string("document"), params.has("page") ? try pageParam(params) : 0)
     }
 
     func pageParam(_ params: Params) throws(ProtocolError) -> Int {
@@ -111,6 +113,10 @@ struct DocumentMethods {
             throw ProtocolError(.payloadTooLarge, "drawing.texts: \(drawing.texts.count) is over the limit of \(limits.maxTextsPerDrawing)",
                                 data: ["field": "drawing.texts", "limit": .integer(Int64(limits.maxTextsPerDrawing))])
         }
+        if drawing.pointCount > limits.maxPointsPerDrawing {
+            throw ProtocolError(.payloadTooLarge, "the drawing has \(drawing.pointCount) points; the limit is \(limits.maxPointsPerDrawing)",
+                                data: ["field": "drawing.strokes", "limit": .integer(Int64(limits.maxPointsPerDrawing))])
+        }
         if let long = drawing.strokes.first(where: { $0.points.count > limits.maxPointsPerStroke }) {
             throw ProtocolError(.payloadTooLarge, "a stroke has \(long.points.count) points; the limit is \(limits.maxPointsPerStroke)",
                                 data: ["field": "drawing.strokes.points", "limit": .integer(Int64(limits.maxPointsPerStroke))])
@@ -119,7 +125,8 @@ struct DocumentMethods {
     }
 
     static func json(_ summary: DocumentSummary) -> [String: JSONValue] {
-        ["name": .string(summary.name), "revision": .integer(Int64(summary.revision)), "pageCount": .integer(Int64(summary.pageCount))]
+        ["name": .string(summary.name), "revision": .integer(Int64(summary.revision)), "pageCount": .integer(Int64(summary.pageCount)),
+         "sha256": .string(summary.sha256)]
     }
 
     static func protocolError(_ error: DocumentError) -> ProtocolError {

@@ -2,17 +2,28 @@ public import CanvasProtocol
 
 /// Limits the service enforces; `hello` reports them so clients can stay inside.
 public struct Limits: Sendable {
-    /// All frames of one request together.
+    /// All frames of one request together, each frame counting `frameOverheadBytes` more (so
+    /// millions of empty frames are not a small request).
     public var maxMessageBytes = 1 << 20
+    public static let frameOverheadBytes = 64
     public var maxPointsPerStroke = 10_000
+    /// Points in all strokes of one drawing: what bounds rendering, `drawing.get` and a save.
+    /// A page of handwriting is about 5,000.
+    public var maxPointsPerDrawing = 100_000
     public var maxStrokesPerDrawing = 2_000
     public var maxTextsPerDrawing = 500
     public var maxTextLength = 2_000
     public var maxSessions = 1_000
-    /// Sessions one authenticated client may hold at once, so one key cannot take them all.
+    /// Sessions one client may hold at once, so one client cannot take them all: one key with
+    /// CurveZMQ, one connection on loopback.
     public var maxSessionsPerClient = 100
     /// Replies remembered per session, so a retried request is answered without running twice.
     public var replyCacheSize = 64
+    /// A reply larger than this is sent but not remembered (a retry of a request that changed
+    /// something then answers UNAVAILABLE `replyNotKept`; one that only read runs again), and
+    /// a session remembers at most `maxCachedBytesPerSession` in all.
+    public var maxCachedReplyBytes = 256 << 10
+    public var maxCachedBytesPerSession = 1 << 20
     /// The largest side of an `imageData` PNG, in pixels.
     public var maxImageSide = 8_192
     public var maxTransitionMilliseconds: Int64 = 60_000
@@ -22,13 +33,16 @@ public struct Limits: Sendable {
     public var json: JSONValue {
         [
             "maxMessageBytes": .integer(Int64(maxMessageBytes)),
+            "frameOverheadBytes": .integer(Int64(Self.frameOverheadBytes)),
             "maxPointsPerStroke": .integer(Int64(maxPointsPerStroke)),
+            "maxPointsPerDrawing": .integer(Int64(maxPointsPerDrawing)),
             "maxStrokesPerDrawing": .integer(Int64(maxStrokesPerDrawing)),
             "maxTextsPerDrawing": .integer(Int64(maxTextsPerDrawing)),
             "maxTextLength": .integer(Int64(maxTextLength)),
             "maxSessions": .integer(Int64(maxSessions)),
             "maxSessionsPerClient": .integer(Int64(maxSessionsPerClient)),
             "replyCacheSize": .integer(Int64(replyCacheSize)),
+            "maxCachedReplyBytes": .integer(Int64(maxCachedReplyBytes)),
             "maxImageSide": .integer(Int64(maxImageSide)),
             "maxTransitionMs": .integer(maxTransitionMilliseconds),
         ]

@@ -7,6 +7,9 @@ struct ServiceSession {
     /// The authenticated client (its CurveZMQ public key) that opened it; nil without
     /// authentication, where every local client may use every session.
     let owner: String?
+    /// The connection (routing id) that opened it, which counts toward the per-client limit
+    /// when clients are not authenticated.
+    var connection: [UInt8]? = nil
     var canvas: CanvasSession
     let transitions: TransitionMode
     /// The canvas size for images, when the client gave one.
@@ -36,26 +39,43 @@ struct DocumentTarget: Sendable {
 /// The last few replies of a session by request id, oldest forgotten first, each with the
 /// request it answered, so a reused id on a different request is told apart from a retry.
 struct ReplyCache {
-    private var replies: [RequestID: (request: [UInt8], reply: [UInt8])] = [:]
+    /// A remembered reply, or nil for one too large to keep.
+    private var replies: [RequestID: (request: [UInt8], reply: [UInt8]?)] = [:]
     private var order: [RequestID] = []
+    private var bytes = 0
     let capacity: Int
+    let maxReplyBytes: Int
+    let maxBytes: Int
 
-    init(capacity: Int) { self.capacity = capacity }
+    init(capacity: Int, maxReplyBytes: Int = .max, maxBytes: Int = .max) {
+        self.capacity = capacity
+        self.maxReplyBytes = maxReplyBytes
+        self.maxBytes = maxBytes
+    }
 
     enum Lookup {
         case miss
         case retry(reply: [UInt8])
+        /// Answered before, but the reply was too large to keep.
+        case notKept
         case reused
     }
 
     func lookup(_ id: RequestID, request: [UInt8]) -> Lookup {
         guard let entry = replies[id] else { return .miss }
-        return entry.request == request ? .retry(reply: entry.reply) : .reused
+        guard entry.request == request else { return .reused }
+        return entry.reply.map { .retry(reply: $0) } ?? .notKept
     }
 
     mutating func store(_ reply: [UInt8], for id: RequestID, request: [UInt8]) {
-        guard capacity > 0, replies.updateValue((request, reply), forKey: id) == nil else { return }
+        guard capacity > 0, replies[id] == nil else { return }
+        let kept = reply.count <= maxReplyBytes ? reply : nil
+        replies[id] = (request, kept)
         order.append(id)
-        if order.count > capacity { replies[order.removeFirst()] = nil }
+        bytes += request.count + (kept?.count ?? 0)
+        while order.count > capacity || (bytes > maxBytes && order.count > 1) {
+            let oldest = order.removeFirst()
+            if let entry = replies.removeValue(forKey: oldest) { bytes -= entry.request.count + (entry.reply?.count ?? 0) }
+        }
     }
 }

@@ -1,211 +1,209 @@
 public import CanvasCore
-public import CanvasProtocol
 public import Foundation
 import PDFSurgery
+import SystemPackage
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// Why a document operation failed. Each case says what a client did wrong or what went wrong
-/// underneath, with the native cause.
-public enum DocumentError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// The name is not a plain `.pdf` or `.yianazip` file name inside the folder.
-    case invalidName(String, reason: String)
-    case notFound(String)
-    case pageOutOfRange(name: String, page: Int, pageCount: Int)
-    case revisionNotFound(name: String, revision: Int)
-    /// `expectedRevision` is not the current one: someone else saved first.
-    case conflict(name: String, expected: Int, current: Int)
-    /// The file is damaged or encrypted, or its container is malformed.
-    case unreadable(name: String, reason: String, message: String)
-    /// A write or file-system call failed: the operation, the cause's text, and the errno when
-    /// a system call gave one (0 otherwise).
-    case io(operation: String, message: String, code: Int32 = 0)
-
-    /// A failed system call: `code` is its errno.
-    static func system(_ operation: String, _ code: Int32 = errno) -> DocumentError {
-        .io(operation: operation, message: String(cString: strerror(code)), code: code)
-    }
-
-    public var description: String {
-        switch self {
-        case .invalidName(let name, let reason): return "\(name.debugDescription) is not a document name: \(reason)"
-        case .notFound(let name): return "no document \(name.debugDescription)"
-        case .pageOutOfRange(let name, let page, let count):
-            return "\(name) has \(count) pages (numbered from 0); there is no page \(page)"
-        case .revisionNotFound(let name, let revision): return "\(name) has no revision \(revision) (pruned or never made)"
-        case .conflict(let name, let expected, let current):
-            return "\(name) is at revision \(current), not \(expected): it was saved since"
-        case .unreadable(let name, _, let message): return "\(name) cannot be read: \(message)"
-        case .io(let operation, let message, _): return "\(operation): \(message)"
-        }
-    }
-
-    /// A write that failed for want of room (a full disk, a quota, a file-size limit): the
-    /// client can try again once space is made, so it is not an internal fault.
-    public var isOutOfSpace: Bool {
-        guard case .io(_, _, let code) = self else { return false }
-        return [ENOSPC, EDQUOT, EFBIG].contains(code)
-    }
-}
-
-public struct PageSummary: Sendable, Equatable {
-    public let width: Double
-    public let height: Double
-    public let rotation: Int
-}
-
-public struct DocumentInfo: Sendable {
-    public let summary: DocumentSummary
-    public let pages: [PageSummary]
-    /// A .yianazip document's metadata; nil for a .pdf.
-    public let metadata: [String: JSONValue]?
-}
-
-public struct DocumentSummary: Sendable, Equatable {
-    public let name: String
-    public let revision: Int
-    public let pageCount: Int
-}
-
-public struct RevisionSummary: Sendable, Equatable {
-    public let revision: Int
-    public let bytes: Int64
-    public let modified: Date
-    public let current: Bool
-}
-
-/// The document folder: every `.pdf` and `.yianazip` file in it is a document named by its file
-/// name. Saves are atomic (a new file, flushed, renamed over the old one), each save keeps the
-/// previous version as a revision in `.canvas-revisions/`, and one writer at a time works on a
-/// document (an exclusive lock file, which also holds off other processes).
+/// The document folder: every regular `.pdf` and `.yianazip` file in it is a document named by
+/// its file name.
 ///
-/// Sendable: its state is fixed at init. Concurrent use is safe because a writer holds the
-/// document's lock for the whole save and readers only ever see whole files (a save renames a
-/// finished file into place); the service runs its saves on one queue beside its loop.
+/// - Every file is reached through the folder's descriptor, without following links, and only
+///   regular files are read or written: a name checked is the file used.
+/// - Saves are atomic: a new file is written beside the others, flushed, and renamed over the
+///   document. Each revision stays in `.canvas-revisions/<name>/` as a hard link (see
+///   `RevisionHistory` for how numbers are kept).
+/// - One writer per document, across processes: a writer locks the document file itself
+///   (`flock`) and checks it is still the current one; a new file is locked before it is
+///   renamed into place, so the next writer waits for the first to finish.
+/// - Readers take no lock and change nothing: they open the current file and name its revision
+///   by which kept entry is the same file.
+///
+/// Sendable: its state is fixed at init but for the hash cache, which locks.
 public final class DocumentStore: Sendable {
     public let folder: URL
     /// Revisions kept per document, the current one included; never fewer than 2 (the original
     /// and the latest).
     public let keepRevisions: Int
-    private let revisionsFolder: URL
+    /// How long reading a document may take (`document.info`, a page's geometry, one entry of
+    /// `document.list`), and how long a save may: a damaged file can make qpdf's repair take
+    /// hours, and past these it is refused as `timeout` instead.
+    public let readBudget: Duration
+    public let saveBudget: Duration
+    private let root: Directory
+    private let revisionsRoot: Directory
+    private let hashes = ContentHashes()
 
     public static let extensions = ["pdf", "yianazip"]
+    static let revisionsFolderName = ".canvas-revisions"
+    /// How often a read starts again when saves keep replacing the file under it.
+    static let readAttempts = 20
 
-    public init(folder: URL, keepRevisions: Int = 20) throws(DocumentError) {
+    public init(folder: URL, keepRevisions: Int = 20, readBudget: Duration = .seconds(2),
+                saveBudget: Duration = .seconds(120)) throws(DocumentError) {
         self.folder = folder.standardizedFileURL.resolvingSymlinksInPath()
         self.keepRevisions = max(2, keepRevisions)
-        revisionsFolder = self.folder.appendingPathComponent(".canvas-revisions")
+        self.readBudget = readBudget
+        self.saveBudget = saveBudget
         do {
-            try FileManager.default.createDirectory(at: revisionsFolder, withIntermediateDirectories: true)
+            root = try Directory.open(self.folder.path)
         } catch {
-            throw .io(operation: "create \(revisionsFolder.path)", message: "\(error)")
+            throw .system("open the document folder \(self.folder.path)", error)
         }
-        removeAbandonedTemporaries()
+        do {
+            revisionsRoot = try root.directory(Self.revisionsFolderName, create: true)
+        } catch {
+            throw .system("open \(self.folder.path)/\(Self.revisionsFolderName)", error)
+        }
+        repairIdleDocuments()
     }
 
     // MARK: Names
 
-    /// The file of a document, refusing anything that is not a plain name of a file inside
-    /// the folder (no separators, no `..`, no hidden files, no link that leads out).
-    func file(_ name: String, mustExist: Bool = true) throws(DocumentError) -> URL {
+    /// Refuses anything that is not a plain name of a document (no separators, no hidden files).
+    static func check(_ name: String) throws(DocumentError) {
         guard !name.isEmpty, name.utf8.count <= 255 else { throw .invalidName(name, reason: "empty or longer than 255 bytes") }
         guard !name.contains("/"), !name.contains("\0"), !name.contains("\\") else {
             throw .invalidName(name, reason: "it must be a file name, without a path")
         }
         guard !name.hasPrefix(".") else { throw .invalidName(name, reason: "hidden names are not documents") }
-        let ext = (name as NSString).pathExtension.lowercased()
-        guard Self.extensions.contains(ext) else { throw .invalidName(name, reason: "documents end in .pdf or .yianazip") }
-        let url = folder.appendingPathComponent(name)
-        guard FileManager.default.fileExists(atPath: url.path) else {
-            if mustExist { throw .notFound(name) }
-            return url
-        }
-        let real = url.resolvingSymlinksInPath().standardizedFileURL.path
-        guard real.hasPrefix(folder.path + "/"), !real.dropFirst(folder.path.count + 1).contains("/") else {
-            throw .invalidName(name, reason: "it is a link that leads out of the document folder")
-        }
-        return url
+        guard extensions.contains(kind(name)) else { throw .invalidName(name, reason: "documents end in .pdf or .yianazip") }
     }
 
-    private func kind(_ name: String) -> String { (name as NSString).pathExtension.lowercased() }
+    private static func kind(_ name: String) -> String { (name as NSString).pathExtension.lowercased() }
 
-    // MARK: Reading
+    // MARK: Opening
 
-    /// Every document in the folder; one that cannot be read is listed with the reason.
-    public func list() -> [(name: String, summary: Result<DocumentSummary, DocumentError>)] {
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
-        return names.sorted().compactMap { name in
-            guard (try? file(name)) != nil else { return nil }
-            do throws(DocumentError) {
-                return (name, .success(try summary(name)))
-            } catch {
-                return (name, .failure(error))
+    /// A document file, open: what was opened is what is read, whatever happens to the name.
+    final class OpenFile {
+        let descriptor: FileDescriptor
+        let stat: Stat
+
+        init(_ descriptor: FileDescriptor, _ stat: Stat) {
+            self.descriptor = descriptor
+            self.stat = stat
+        }
+
+        deinit { try? descriptor.close() }
+    }
+
+    /// Opens `name` in `directory`, refusing links and anything that is not a regular file.
+    private func openRegular(_ directory: Directory, _ name: String, document: String) throws(DocumentError) -> OpenFile {
+        let descriptor: FileDescriptor
+        do {
+            descriptor = try directory.openForReading(name)
+        } catch .noSuchFileOrDirectory {
+            throw .notFound(document)
+        } catch .tooManySymbolicLinkLevels {
+            throw .unreadable(name: document, reason: "notRegularFile", message: "it is a symbolic link; only regular files are documents")
+        } catch {
+            throw .system("open \(document)", error)
+        }
+        let stat: Stat
+        do {
+            stat = try descriptor.stat()
+        } catch {
+            try? descriptor.close()
+            throw .system("inspect \(document)", error)
+        }
+        guard stat.isRegularFile else {
+            try? descriptor.close()
+            throw .unreadable(name: document, reason: "notRegularFile",
+                              message: "it is \(Self.describe(stat.type)); only regular files are documents")
+        }
+        return OpenFile(descriptor, stat)
+    }
+
+    private static func describe(_ type: FileType) -> String {
+        switch type {
+        case .directory: return "a directory"
+        case .symbolicLink: return "a symbolic link"
+        case .fifo: return "a FIFO"
+        case .socket: return "a socket"
+        case .characterSpecial, .blockSpecial: return "a device"
+        default: return "not a regular file"
+        }
+    }
+
+    /// The current file of a document, open.
+    private func openDocument(_ name: String) throws(DocumentError) -> OpenFile {
+        try Self.check(name)
+        return try openRegular(root, name, document: name)
+    }
+
+    /// The document's revision history; nil when it has never been saved (nothing kept yet).
+    private func history(_ name: String, create: Bool) throws(DocumentError) -> RevisionHistory? {
+        do {
+            return RevisionHistory(directory: try revisionsRoot.directory(name, create: create), kind: Self.kind(name))
+        } catch .noSuchFileOrDirectory where !create {
+            return nil
+        } catch .notDirectory where !create {
+            // Something else stands where the history belongs: readers read on (revision 1 then),
+            // and a save refuses, with this cause, until it is moved away.
+            return nil
+        } catch {
+            throw .system("open the revisions of \(name)", error)
+        }
+    }
+
+    private func entries(_ history: RevisionHistory?, _ name: String) throws(DocumentError) -> [RevisionHistory.Entry] {
+        guard let history else { return [] }
+        do {
+            return try history.entries()
+        } catch {
+            throw .system("list the revisions of \(name)", error)
+        }
+    }
+
+    /// Reads the current document with `body`, and names the revision of what it read. Takes no
+    /// lock and changes nothing: a save that lands meanwhile makes it read again, so the
+    /// revision, the hash and what `body` saw are always of one file.
+    private func reading<T>(_ name: String, _ body: (OpenFile) throws(DocumentError) -> T) throws(DocumentError) -> (T, revision: Int, sha256: String) {
+        for _ in 0..<Self.readAttempts {
+            let file = try openDocument(name)
+            let value = try body(file)
+            let kept = try entries(try history(name, create: false), name)
+            let revision = RevisionHistory.revision(of: file.stat.identity, in: kept)
+            // A file with an entry of its own has its number for good; one without is the
+            // current file only while the name still leads to it (else it was saved over, and
+            // perhaps pruned, while this read: read the new one).
+            let stillCurrent = (try? root.stat(name))?.identity == file.stat.identity
+            if RevisionHistory.isKept(file.stat.identity, in: kept) || stillCurrent {
+                return (value, revision, try hash(file, name))
             }
         }
+        throw .unreadable(name: name, reason: "busy", message: "it was saved over \(Self.readAttempts) times while being read; try again")
     }
 
-    public func summary(_ name: String) throws(DocumentError) -> DocumentSummary {
-        let url = try file(name)
-        let pdf = try open(name, url)
-        return DocumentSummary(name: name, revision: currentRevision(name, url), pageCount: pdf.pageCount)
-    }
-
-    /// Everything `document.info` reports, from one read of the file.
-    public func info(_ name: String) throws(DocumentError) -> DocumentInfo {
-        let url = try file(name)
-        let container = kind(name) == "yianazip" ? try header(name, url) : nil
-        let pdf: PDFFile
+    private func hash(_ file: OpenFile, _ name: String) throws(DocumentError) -> String {
         do {
-            pdf = try PDFFile(path: url.path, offset: container?.pdfOffset ?? 0)
+            return try hashes.hash(file.descriptor, file.stat)
         } catch {
-            throw unreadable(name, error)
+            throw .system("read \(name)", error)
         }
-        var pages: [PageSummary] = []
-        for index in 0..<pdf.pageCount {
-            do {
-                let page = try pdf.page(index)
-                pages.append(PageSummary(width: page.width, height: page.height, rotation: page.rotation))
-            } catch {
-                throw unreadable(name, error)
-            }
-        }
-        return DocumentInfo(summary: DocumentSummary(name: name, revision: currentRevision(name, url), pageCount: pdf.pageCount),
-                            pages: pages, metadata: container?.metadata)
     }
 
-    /// One page's display geometry.
-    public func page(_ name: String, _ index: Int) throws(DocumentError) -> PageSummary {
-        let pdf = try open(name, try file(name))
-        guard index >= 0 && index < pdf.pageCount else { throw .pageOutOfRange(name: name, page: index, pageCount: pdf.pageCount) }
+    private func header(_ name: String, _ file: OpenFile) throws(DocumentError) -> YianaContainer.Header {
         do {
-            let page = try pdf.page(index)
-            return PageSummary(width: page.width, height: page.height, rotation: page.rotation)
+            return try YianaContainer.readHeader(file.descriptor)
+        } catch .read(let error) {
+            throw .system("read \(name)", error)
         } catch {
-            throw unreadable(name, error)
-        }
-    }
-
-    private func header(_ name: String, _ url: URL) throws(DocumentError) -> YianaContainer.Header {
-        do {
-            let handle = try FileHandle(forReadingFrom: url)
-            defer { try? handle.close() }
-            return try YianaContainer.readHeader(handle)
-        } catch let error as YianaContainer.ContainerError {
             throw .unreadable(name: name, reason: "damaged", message: error.description)
-        } catch {
-            throw .io(operation: "read \(url.path)", message: "\(error)")
         }
     }
 
-    private func location(_ name: String, _ url: URL) throws(DocumentError) -> PDFLocation {
-        PDFLocation(path: url.path, offset: kind(name) == "yianazip" ? try header(name, url).pdfOffset : 0)
+    private func location(_ name: String, _ file: OpenFile) throws(DocumentError) -> (PDFLocation, YianaContainer.Header?) {
+        let container = Self.kind(name) == "yianazip" ? try header(name, file) : nil
+        return (PDFLocation(file: file.descriptor, name: name, offset: container?.pdfOffset ?? 0, budget: readBudget), container)
     }
 
-    private func open(_ name: String, _ url: URL) throws(DocumentError) -> PDFFile {
-        let place = try location(name, url)
+    private func pdf(_ name: String, _ file: OpenFile, at offset: Int64? = nil) throws(DocumentError) -> PDFFile {
+        var start: Int64
+        if let offset { start = offset } else { start = try location(name, file).0.offset }
         do {
-            return try PDFFile(path: place.path, offset: place.offset)
+            return try PDFFile(file: file.descriptor, name: name, offset: start, budget: readBudget)
         } catch {
             throw unreadable(name, error)
         }
@@ -215,246 +213,351 @@ public final class DocumentStore: Sendable {
         switch error.kind {
         case .encrypted: return .unreadable(name: name, reason: "encrypted", message: error.message)
         case .damaged: return .unreadable(name: name, reason: "damaged", message: error.message)
+        case .io: return .io(operation: error.operation, message: error.message, errno: error.errno)
+        case .timeout: return .unreadable(name: name, reason: "timeout", message: error.message)
         default: return .io(operation: error.operation, message: error.message)
         }
     }
 
-    // MARK: Revisions
+    // MARK: Reading
 
-    private func archive(_ name: String) -> URL { revisionsFolder.appendingPathComponent(name) }
-
-    private func archived(_ name: String) -> [(revision: Int, url: URL)] {
-        let folder = archive(name)
-        let entries = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
-        return entries.compactMap { entry in
-            guard let number = Int((entry as NSString).deletingPathExtension), number > 0 else { return nil }
-            return (number, folder.appendingPathComponent(entry))
-        }.sorted { $0.revision < $1.revision }
-    }
-
-    private func inode(_ url: URL) -> (UInt64, UInt64)? {
-        var info = stat()
-        guard stat(url.path, &info) == 0 else { return nil }
-        return (UInt64(info.st_dev), UInt64(info.st_ino))
-    }
-
-    /// The current revision: one past the newest archived one. An archived entry that is the
-    /// current file itself (a save killed between archiving and renaming) is left over and goes.
-    public func currentRevision(_ name: String, _ url: URL) -> Int {
-        var kept = archived(name)
-        if let last = kept.last, let a = inode(last.url), let b = inode(url), a == b {
-            try? FileManager.default.removeItem(at: last.url)
-            kept.removeLast()
+    /// Every document in the folder; one that cannot be read (or is not a regular file) is
+    /// listed with the reason.
+    public func list() -> [(name: String, summary: Result<DocumentSummary, DocumentError>)] {
+        let names = (try? root.names()) ?? []
+        return names.sorted().compactMap { name in
+            guard (try? Self.check(name)) != nil else { return nil }
+            do throws(DocumentError) {
+                return (name, .success(try summary(name)))
+            } catch {
+                return (name, .failure(error))
+            }
         }
-        return (kept.last?.revision ?? 0) + 1
     }
 
+    public func summary(_ name: String) throws(DocumentError) -> DocumentSummary {
+        let (pageCount, revision, sha256) = try reading(name) { (file) throws(DocumentError) in try pdf(name, file).pageCount }
+        return DocumentSummary(name: name, revision: revision, pageCount: pageCount, sha256: sha256)
+    }
+
+    /// Everything `document.info` reports, from one read of the file.
+    public func info(_ name: String) throws(DocumentError) -> DocumentInfo {
+        let ((pages, metadata), revision, sha256) = try reading(name) { (file) throws(DocumentError) in
+            let (place, container) = try location(name, file)
+            let document = try pdf(name, file, at: place.offset)
+            var pages: [PageSummary] = []
+            for index in 0..<document.pageCount {
+                do throws(PDFError) {
+                    let page = try document.page(index)
+                    pages.append(PageSummary(width: page.width, height: page.height, rotation: page.rotation))
+                } catch {
+                    throw unreadable(name, error)
+                }
+            }
+            return (pages, container?.metadata)
+        }
+        return DocumentInfo(summary: DocumentSummary(name: name, revision: revision, pageCount: pages.count, sha256: sha256),
+                            pages: pages, metadata: metadata)
+    }
+
+    /// One page's display geometry.
+    public func page(_ name: String, _ index: Int) throws(DocumentError) -> PageSummary {
+        let pdf = try pdf(name, try openDocument(name))
+        guard index >= 0 && index < pdf.pageCount else { throw .pageOutOfRange(name: name, page: index, pageCount: pdf.pageCount) }
+        do {
+            let page = try pdf.page(index)
+            return PageSummary(width: page.width, height: page.height, rotation: page.rotation)
+        } catch {
+            throw unreadable(name, error)
+        }
+    }
+
+    /// The kept revisions, oldest first, the current one last.
     public func revisions(_ name: String) throws(DocumentError) -> [RevisionSummary] {
-        let url = try file(name)
-        let current = currentRevision(name, url)
-        var result = archived(name).map { entry in
-            let attributes = try? FileManager.default.attributesOfItem(atPath: entry.url.path)
-            return RevisionSummary(revision: entry.revision, bytes: (attributes?[.size] as? NSNumber)?.int64Value ?? 0,
-                                   modified: attributes?[.modificationDate] as? Date ?? Date(timeIntervalSince1970: 0), current: false)
+        let ((kept, currentFile), current, currentHash) = try reading(name) { (file) throws(DocumentError) in
+            (try entries(try history(name, create: false), name), file.stat)
         }
-        let attributes = try? FileManager.default.attributesOfItem(atPath: url.path)
-        result.append(RevisionSummary(revision: current, bytes: (attributes?[.size] as? NSNumber)?.int64Value ?? 0,
-                                      modified: attributes?[.modificationDate] as? Date ?? Date(), current: true))
+        let revisions = try history(name, create: false)
+        var result: [RevisionSummary] = []
+        for entry in kept where entry.revision < current {
+            // A revision pruned since the listing is left out.
+            guard let revisions, let file = try? openRegular(revisions.directory, entry.name, document: name) else { continue }
+            result.append(RevisionSummary(revision: entry.revision, bytes: file.stat.size, modified: Self.modified(file.stat),
+                                          current: false, sha256: try hash(file, name)))
+        }
+        result.append(RevisionSummary(revision: current, bytes: currentFile.size, modified: Self.modified(currentFile), current: true,
+                                      sha256: currentHash))
         return result
+    }
+
+    private static func modified(_ stat: Stat) -> Date {
+        let time = stat.rawValue.st_mtim
+        return Date(timeIntervalSince1970: Double(time.tv_sec) + Double(time.tv_nsec) / 1e9)
     }
 
     // MARK: Writing
 
     /// Puts `drawing` on `page`, as a new revision. Returns the new summary.
     public func flatten(_ name: String, page: Int, drawing: Drawing, expectedRevision: Int? = nil) throws(DocumentError) -> DocumentSummary {
-        let url = try file(name)
-        return try withLock(name) { () throws(DocumentError) -> DocumentSummary in
-            let current = currentRevision(name, url)
-            if let expectedRevision, expectedRevision != current {
-                throw .conflict(name: name, expected: expectedRevision, current: current)
-            }
+        try writing(name, expectedRevision: expectedRevision) { (current, history, revision) throws(DocumentError) in
             // A container's header is read once: it gives both where the PDF starts and the
             // metadata the save updates.
-            let container = kind(name) == "yianazip" ? try header(name, url) : nil
-            let place = PDFLocation(path: url.path, offset: container?.pdfOffset ?? 0)
+            // Read as a reader would (a document too slow to read is too slow to save), then
+            // given the save's budget for the write.
+            let (place, container) = try location(name, current)
             let prepared: Flattener.Prepared
             do throws(FlattenError) {
                 prepared = try Flattener.prepare(place, page: page, adding: drawing)
             } catch {
                 throw documentError(name, place, page, error)
             }
+            prepared.allow(saveBudget)
             var head: [UInt8] = []
             if let container {
-                let metadata = YianaContainer.updated(container.metadata, pageCount: prepared.pageCount, now: Date())
-                head = JSONCodec.serialize(.object(metadata)) + YianaContainer.separator
+                head = YianaContainer.updated(container, pageCount: prepared.pageCount, now: Date()) + YianaContainer.separator
             }
+            let increment: [UInt8]?
             if prepared.needsRewrite {
-                try save(name, url, current: current, head: head) { (fd) throws(DocumentError) in
-                    do throws(FlattenError) {
-                        try prepared.rewrite(to: fd)
-                    } catch {
-                        throw documentError(name, place, page, error)
-                    }
-                }
+                increment = nil
             } else {
-                let increment: [UInt8]
                 do throws(FlattenError) {
                     increment = try prepared.increment()
                 } catch {
                     throw documentError(name, place, page, error)
                 }
-                try save(name, url, current: current, head: head) { (fd) throws(DocumentError) in
-                    try copy(place, to: fd)
-                    try writeAll(fd, increment)
-                }
             }
-            return DocumentSummary(name: name, revision: current + 1, pageCount: prepared.pageCount)
+            let sha256 = try save(name, history, as: revision + 1) { (out, hasher) throws(DocumentError) in
+                try write(out, head, &hasher)
+                if let increment {
+                    try copy(current, from: place.offset, to: out, &hasher)
+                    try write(out, increment, &hasher)
+                } else {
+                    do throws(FlattenError) {
+                        try prepared.rewrite(to: out)
+                    } catch {
+                        throw documentError(name, place, page, error)
+                    }
+                    return false
+                }
+                return true
+            }
+            return DocumentSummary(name: name, revision: revision + 1, pageCount: prepared.pageCount, sha256: sha256)
         }
     }
 
     /// Makes an earlier revision the current one again, as a new revision (history only grows).
+    /// Restoring the current revision changes nothing and answers the current summary.
     public func restore(_ name: String, revision: Int, expectedRevision: Int? = nil) throws(DocumentError) -> DocumentSummary {
-        let url = try file(name)
-        return try withLock(name) { () throws(DocumentError) -> DocumentSummary in
-            let current = currentRevision(name, url)
-            if let expectedRevision, expectedRevision != current {
-                throw .conflict(name: name, expected: expectedRevision, current: current)
+        try writing(name, expectedRevision: expectedRevision) { (current, history, currentRevision) throws(DocumentError) in
+            if revision == currentRevision {
+                return DocumentSummary(name: name, revision: currentRevision, pageCount: try pdf(name, current).pageCount,
+                                       sha256: try hash(current, name))
             }
-            guard let source = archived(name).first(where: { $0.revision == revision }) else {
+            guard let entry = try entries(history, name).first(where: { $0.revision == revision }) else {
                 throw .revisionNotFound(name: name, revision: revision)
             }
-            try save(name, url, current: current, head: []) { (fd) throws(DocumentError) in
-                try copy(PDFLocation(path: source.url.path), to: fd)
+            let source = try openRegular(history.directory, entry.name, document: name)
+            let pageCount = try pdf(name, source).pageCount
+            let sha256 = try save(name, history, as: currentRevision + 1) { (out, hasher) throws(DocumentError) in
+                try copy(source, from: 0, to: out, &hasher)
+                return true
             }
-            return try DocumentSummary(name: name, revision: current + 1, pageCount: open(name, url).pageCount)
+            return DocumentSummary(name: name, revision: currentRevision + 1, pageCount: pageCount, sha256: sha256)
         }
     }
 
-    /// The atomic save: write the new version beside the folder's files, flush it, keep the
-    /// current file as revision `current` (a hard link, so nothing is copied), rename the new
-    /// version over the document, flush the folder. Killed at any point, the document is its
-    /// old version or its new one, and an acknowledged save is on disk.
-    private func save(_ name: String, _ url: URL, current: Int, head: [UInt8],
-                      body: (Int32) throws(DocumentError) -> Void) throws(DocumentError) {
-        let temporary = revisionsFolder.appendingPathComponent(".tmp-\(UUID().uuidString)-\(name)")
-        do {
-            try write(temporary, head: head, body: body)
-        } catch {
-            unlink(temporary.path)
-            throw error
+    /// Runs `body` as the document's only writer: the current file open and locked, what a
+    /// killed save left behind repaired, the current revision checked against `expectedRevision`.
+    private func writing(_ name: String, expectedRevision: Int?,
+                         _ body: (OpenFile, RevisionHistory, Int) throws(DocumentError) -> DocumentSummary) throws(DocumentError) -> DocumentSummary {
+        let current = try lockCurrent(name)
+        guard let history = try history(name, create: true) else { throw .io(operation: "open the revisions of \(name)", message: "missing") }
+        let revision = try repair(name, current, history)
+        if let expectedRevision, expectedRevision != revision {
+            throw .conflict(name: name, expected: expectedRevision, current: revision)
         }
-        let folder = archive(name)
-        do {
-            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        } catch {
-            unlink(temporary.path)
-            throw .io(operation: "create \(folder.path)", message: "\(error)")
-        }
-        let kept = folder.appendingPathComponent("\(current).\(kind(name))")
-        unlink(kept.path)
-        guard link(url.path, kept.path) == 0 else {
-            let failure = DocumentError.system("keep revision \(current) of \(name)")
-            unlink(temporary.path)
-            throw failure
-        }
-        syncDirectory(folder)
-        guard rename(temporary.path, url.path) == 0 else {
-            let failure = DocumentError.system("replace \(name)")
-            unlink(kept.path)
-            unlink(temporary.path)
-            throw failure
-        }
-        syncDirectory(self.folder)
-        prune(name)
+        return try body(current, history, revision)
     }
 
-    private func write(_ destination: URL, head: [UInt8], body: (Int32) throws(DocumentError) -> Void) throws(DocumentError) {
-        let out = Glibc.open(destination.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
-        guard out >= 0 else { throw .system("create \(destination.path)") }
-        defer { close(out) }
-        try writeAll(out, head)
-        try body(out)
-        guard fsync(out) == 0 else { throw .system("flush \(destination.path)") }
-    }
-
-    private func writeAll(_ fd: Int32, _ bytes: [UInt8]) throws(DocumentError) {
-        if let code = bytes.withUnsafeBytes({ Self.writeAll(fd, $0) }) { throw .system("write", code) }
-    }
-
-    /// Writes every byte, or returns the errno that stopped it.
-    private static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32? {
-        var done = 0
-        while done < bytes.count {
-            let n = Glibc.write(fd, bytes.baseAddress! + done, bytes.count - done)
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { return errno }
-            done += n
-        }
-        return nil
-    }
-
-    /// Copies the PDF at `source` to `fd` in pieces, so memory stays flat however large it is.
-    private func copy(_ source: PDFLocation, to fd: Int32) throws(DocumentError) {
-        let input = Glibc.open(source.path, O_RDONLY | O_CLOEXEC)
-        guard input >= 0 else { throw .system("open \(source.path)") }
-        defer { close(input) }
-        var buffer = [UInt8](repeating: 0, count: 1 << 20)
-        var offset = off_t(source.offset)
+    /// Opens and locks the current file of `name`. A save that replaced it while this waited
+    /// leaves the lock on a file that is no longer the document: then the new one is locked.
+    private func lockCurrent(_ name: String) throws(DocumentError) -> OpenFile {
         while true {
-            let n = buffer.withUnsafeMutableBytes { pread(input, $0.baseAddress, $0.count, offset) }
-            if n < 0 && errno == EINTR { continue }
-            guard n >= 0 else { throw .system("read \(source.path)") }
-            if n == 0 { break }
-            if let code = buffer.withUnsafeBytes({ Self.writeAll(fd, UnsafeRawBufferPointer(rebasing: $0[0..<n])) }) {
-                throw .system("write", code)
+            let file = try openDocument(name)
+            do {
+                try FileLock.lock(file.descriptor)
+            } catch {
+                throw .system("lock \(name)", error)
             }
-            offset += off_t(n)
+            let now: Stat?
+            do {
+                now = try root.stat(name)
+            } catch {
+                throw .system("inspect \(name)", error)
+            }
+            if now?.identity == file.stat.identity { return file }
+            if now == nil { throw .notFound(name) }
+        }
+    }
+
+    /// Puts right what a killed save of this document left, under its write lock (so no writer
+    /// of it is alive but this one): abandoned temporary files go, entries numbered past the
+    /// current file (kept by a save killed before its rename: never the document, never
+    /// reported) go, and a current file without an entry (never saved, or put there by hand) is
+    /// kept under its number. Returns the current revision. Killed itself, it leaves nothing
+    /// the next repair cannot mend.
+    private func repair(_ name: String, _ current: OpenFile, _ history: RevisionHistory) throws(DocumentError) -> Int {
+        do {
+            try history.removeAbandonedTemporaries()
+            let kept = try history.entries()
+            let revision = RevisionHistory.revision(of: current.stat.identity, in: kept)
+            if RevisionHistory.isKept(current.stat.identity, in: kept) {
+                for orphan in kept where orphan.revision > revision {
+                    try history.directory.remove(orphan.name)
+                }
+            } else {
+                let entry = history.entryName(revision)
+                try history.directory.remove(entry)
+                try root.link(name, to: history.directory, as: entry)
+                // The name is linked, not the descriptor: make sure it was the file we hold.
+                guard try history.directory.stat(entry)?.identity == current.stat.identity else {
+                    try history.directory.remove(entry)
+                    throw DocumentError.io(operation: "keep revision \(revision) of \(name)",
+                                           message: "the document was replaced from outside during the save; try again")
+                }
+            }
+            try history.directory.sync()
+            return revision
+        } catch let error as Errno {
+            throw .system("repair the revisions of \(name)", error)
+        } catch let error as DocumentError {
+            throw error
+        } catch {
+            throw .io(operation: "repair the revisions of \(name)", message: "\(error)")
+        }
+    }
+
+    /// The atomic save: `body` writes the new version into a temporary file in the document's
+    /// history (and says whether it hashed every byte as it wrote them). The file is flushed,
+    /// locked, kept as `revision` (a link), and only then renamed over the document, so the
+    /// current file always has its entry and a reader always finds its number; older revisions
+    /// are pruned last. Killed at any point, the document is its old version or its new one, an
+    /// acknowledged save is on disk, and the next writer's repair clears what was left. Returns
+    /// the new file's SHA-256.
+    private func save(_ name: String, _ history: RevisionHistory, as revision: Int,
+                      _ body: (FileDescriptor, inout SHA256Hasher) throws(DocumentError) -> Bool) throws(DocumentError) -> String {
+        let temporary = RevisionHistory.temporaryPrefix + "\(getpid()).\(UInt32.random(in: 0...UInt32.max))"
+        let entry = history.entryName(revision)
+        let out: FileDescriptor
+        do {
+            out = try history.directory.create(temporary, readable: true)
+        } catch {
+            throw .system("create a new revision of \(name)", error)
+        }
+        // Closing releases the lock taken below, once the file is in place and kept.
+        defer { try? out.close() }
+        var renamed = false, linked = false
+        do {
+            // Locked before it becomes the document, so the next writer waits for this one.
+            try FileLock.lock(out)
+            var hasher = SHA256Hasher()
+            let hashed = try body(out, &hasher)
+            do {
+                try Directory.check { fsync(out.rawValue) }
+            } catch {
+                throw DocumentError.system("flush the new revision of \(name)", error)
+            }
+            let stat = try Errno.rethrowing { try out.stat() }
+            let sha256 = hashed ? hasher.finish() : try hashes.hash(out, stat)
+            do {
+                try history.directory.link(temporary, to: history.directory, as: entry)
+                linked = true
+                try history.directory.sync()
+            } catch {
+                throw DocumentError.system("keep revision \(revision) of \(name)", error)
+            }
+            do {
+                try history.directory.rename(temporary, to: root, as: name)
+                renamed = true
+                try root.sync()
+            } catch {
+                throw DocumentError.system("replace \(name)", error)
+            }
+            prune(history)
+            return sha256
+        } catch {
+            if !renamed {
+                try? history.directory.remove(temporary)
+                if linked { try? history.directory.remove(entry) }
+            }
+            switch error {
+            case let error as DocumentError: throw error
+            case let error as Errno: throw .system("save \(name)", error)
+            default: throw .io(operation: "save \(name)", message: "\(error)")
+            }
+        }
+    }
+
+    /// Removes the revisions past what `keepRevisions` keeps. The save has already happened: a
+    /// failure here is mended by the next save's pruning, so it is not reported.
+    private func prune(_ history: RevisionHistory) {
+        guard let kept = try? history.entries() else { return }
+        for victim in RevisionHistory.prunable(kept, keep: keepRevisions) {
+            try? history.directory.remove(victim.name)
+        }
+    }
+
+    private func write(_ out: FileDescriptor, _ bytes: [UInt8], _ hasher: inout SHA256Hasher) throws(DocumentError) {
+        do {
+            _ = try Errno.rethrowing { try out.writeAll(bytes) }
+        } catch {
+            throw .system("write", error)
+        }
+        hasher.update(bytes)
+    }
+
+    /// Copies the file from `offset` on to `out` in pieces, so memory stays flat however large.
+    private func copy(_ source: OpenFile, from offset: Int64, to out: FileDescriptor, _ hasher: inout SHA256Hasher) throws(DocumentError) {
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        var position = offset
+        while true {
+            let count: Int
+            do {
+                count = try source.descriptor.read(at: position, into: &buffer)
+            } catch {
+                throw .system("read", error)
+            }
+            if count == 0 { break }
+            let piece = buffer[0..<count]
+            do {
+                _ = try Errno.rethrowing { try out.writeAll(piece) }
+            } catch {
+                throw .system("write", error)
+            }
+            piece.withUnsafeBytes { hasher.update($0) }
+            position += Int64(count)
         }
     }
 
     private func documentError(_ name: String, _ place: PDFLocation, _ page: Int, _ error: FlattenError) -> DocumentError {
         switch error {
         case .pdf(let pdfError) where pdfError.kind == .pageOutOfRange:
-            let count = (try? PDFFile(path: place.path, offset: place.offset).pageCount) ?? 0
+            let count = (try? place.open().pageCount) ?? 0
             return .pageOutOfRange(name: name, page: page, pageCount: count)
         case .pdf(let pdfError): return unreadable(name, pdfError)
-        case .render(let message), .storedDrawing(let message): return .io(operation: "flatten \(name)", message: message)
+        case .render(let message): return .io(operation: "flatten \(name)", message: message)
+        case .storedDrawing(let message): return .unreadable(name: name, reason: "damaged", message: "the ink stored on page \(page): \(message)")
         }
     }
 
-    private func syncDirectory(_ url: URL) {
-        let fd = Glibc.open(url.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { return }
-        fsync(fd)
-        close(fd)
-    }
-
-    /// Keeps the original (revision 1) and the newest archived ones, so that with the current
-    /// file there are `keepRevisions` in all.
-    private func prune(_ name: String) {
-        let entries = archived(name)
-        let room = keepRevisions - 1   // the current file is one
-        guard entries.count > room else { return }
-        let newest = entries.suffix(room - 1)
-        for entry in entries.dropFirst() where !newest.contains(where: { $0.revision == entry.revision }) {
-            try? FileManager.default.removeItem(at: entry.url)
-        }
-    }
-
-    private func withLock<T>(_ name: String, _ body: () throws(DocumentError) -> T) throws(DocumentError) -> T {
-        let lockPath = revisionsFolder.appendingPathComponent(".\(name).lock").path
-        let fd = Glibc.open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw .system("open \(lockPath)") }
-        defer { close(fd) }
-        guard flock(fd, LOCK_EX) == 0 else { throw .system("lock \(name)") }
-        defer { flock(fd, LOCK_UN) }
-        return try body()
-    }
-
-    private func removeAbandonedTemporaries() {
-        let entries = (try? FileManager.default.contentsOfDirectory(atPath: revisionsFolder.path)) ?? []
-        for entry in entries where entry.hasPrefix(".tmp-") {
-            try? FileManager.default.removeItem(at: revisionsFolder.appendingPathComponent(entry))
+    /// At start-up, repairs each document that no writer holds (one that is being written, by
+    /// this process or another, is left to its writer).
+    private func repairIdleDocuments() {
+        for name in (try? revisionsRoot.names()) ?? [] where (try? Self.check(name)) != nil {
+            guard let file = try? openDocument(name), (try? FileLock.tryLock(file.descriptor)) == true,
+                  (try? root.stat(name))?.identity == file.stat.identity,
+                  let history = try? history(name, create: false) else { continue }
+            _ = try? repair(name, file, history)
         }
     }
 }

@@ -2,16 +2,37 @@ public import CanvasCore
 import Foundation
 import InkRendering
 public import PDFSurgery
+public import SystemPackage
 
 /// What flattening needs from a document file: where its PDF starts.
 public struct PDFLocation: Sendable {
+    /// The file's path, or with `file` only its name for messages.
     public let path: String
     /// Bytes before the PDF (a .yianazip container's metadata and separator); 0 for a .pdf.
     public let offset: Int64
+    /// The open file to read, when the caller has one (the document store never opens a
+    /// document by path twice).
+    public let file: FileDescriptor?
+    /// How long the whole flatten may take, reading and writing (nil: no limit).
+    public let budget: Duration?
 
     public init(path: String, offset: Int64 = 0) {
         self.path = path
         self.offset = offset
+        file = nil
+        budget = nil
+    }
+
+    public init(file: FileDescriptor, name: String, offset: Int64 = 0, budget: Duration? = nil) {
+        path = name
+        self.offset = offset
+        self.file = file
+        self.budget = budget
+    }
+
+    func open() throws(PDFError) -> PDFFile {
+        if let file { return try PDFFile(file: file, name: path, offset: offset, budget: budget) }
+        return try PDFFile(path: path, offset: offset)
     }
 }
 
@@ -57,6 +78,10 @@ public enum Flattener {
             pageCount = file.pageCount
         }
 
+        /// Gives what is left, writing the result, `budget` from now (the file was read within
+        /// the budget it was opened with).
+        public func allow(_ budget: Duration) { file.setBudget(budget) }
+
         /// True when the result must be written whole (`rewrite`) rather than appended (`increment`).
         public var needsRewrite: Bool { file.needsRewrite }
 
@@ -70,7 +95,7 @@ public enum Flattener {
         }
 
         /// Writes the whole new PDF to `descriptor`.
-        public func rewrite(to descriptor: Int32) throws(FlattenError) {
+        public func rewrite(to descriptor: FileDescriptor) throws(FlattenError) {
             do {
                 try file.flattenRewrite(page: page, strokes: layers.strokes, texts: layers.texts, drawing: json, to: descriptor)
             } catch {
@@ -81,7 +106,7 @@ public enum Flattener {
 
     public static func prepare(_ location: PDFLocation, page: Int, adding drawing: Drawing) throws(FlattenError) -> Prepared {
         do {
-            let file = try PDFFile(path: location.path, offset: location.offset)
+            let file = try location.open()
             let geometry = try file.page(page)
             let ink = InkPrecision.rounded(drawing)
             let layers: InkRenderer.PDFLayers
@@ -104,7 +129,7 @@ public enum Flattener {
     public static func storedDrawing(_ location: PDFLocation, page: Int) throws(FlattenError) -> Drawing {
         let stored: [UInt8]?
         do {
-            stored = try PDFFile(path: location.path, offset: location.offset).storedDrawing(page: page)
+            stored = try location.open().storedDrawing(page: page)
         } catch {
             throw .pdf(error)
         }

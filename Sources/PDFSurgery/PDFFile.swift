@@ -1,15 +1,25 @@
 internal import CPDFSurgery
+public import SystemPackage
 
 /// Why a PDF could not be read or changed: the kind, what was being done, and qpdf's message.
 public struct PDFError: Error, Sendable, Equatable, CustomStringConvertible {
     public enum Kind: String, Sendable {
-        case damaged, encrypted, pageOutOfRange, badOverlay, `internal`
+        /// `io`: a system call failed; `errno` says why. `timeout`: the work ran past the
+        /// budget given when the file was opened.
+        case damaged, encrypted, pageOutOfRange, badOverlay, io, timeout, `internal`
     }
     public let kind: Kind
     public let operation: String
     public let message: String
+    /// The native cause of an `io` failure (a full disk is `.noSpace`); nil for the others.
+    public private(set) var errno: Errno?
 
     public var description: String { "\(operation): \(message)" }
+
+    init(_ status: ps_status, _ operation: String, _ buffer: [CChar], errno: Errno) {
+        self.init(status, operation, buffer)
+        self.errno = errno
+    }
 
     init(_ status: ps_status, _ operation: String, _ buffer: [CChar]) {
         switch status {
@@ -17,8 +27,12 @@ public struct PDFError: Error, Sendable, Equatable, CustomStringConvertible {
         case PS_ENCRYPTED: kind = .encrypted
         case PS_PAGE_RANGE: kind = .pageOutOfRange
         case PS_BAD_OVERLAY: kind = .badOverlay
+        case PS_IO: kind = .io
+        case PS_TIMEOUT: kind = .timeout
         default: kind = .internal
         }
+        let code = status == PS_IO ? ps_last_errno() : 0
+        errno = code != 0 ? Errno(rawValue: code) : nil
         self.operation = operation
         message = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
@@ -43,19 +57,45 @@ public struct PageGeometry: Sendable, Equatable {
 /// One PDF, open for reading through qpdf. Not Sendable: qpdf objects are not thread-safe.
 public final class PDFFile {
     private let handle: OpaquePointer
+    /// What messages call it: the path, or the document's name.
     public let path: String
 
-    /// Opens the PDF starting `offset` bytes into `path` (0 for a .pdf file).
-    public init(path: String, offset: Int64 = 0) throws(PDFError) {
+    /// Reads the PDF starting `offset` bytes into the open file `file` (0 for a .pdf file).
+    /// It keeps a duplicate of the descriptor: the caller's may be closed at once. Everything
+    /// done with it, this open included, fails with `.timeout` once `budget` has passed.
+    public init(file: FileDescriptor, name: String, offset: Int64 = 0, budget: Duration? = nil) throws(PDFError) {
         var message = [CChar](repeating: 0, count: 1024)
         var document: OpaquePointer?
-        let status = ps_open(path, offset, &document, &message, message.count)
-        guard status == PS_OK, let document else { throw PDFError(status, "open \(path)", message) }
+        let status = ps_open(file.rawValue, name, offset, budget.map(Self.milliseconds) ?? 0, &document, &message, message.count)
+        guard status == PS_OK, let document else { throw PDFError(status, "open \(name)", message) }
         handle = document
-        self.path = path
+        path = name
+    }
+
+    /// Opens the file at `path` (offline tools and tests; the document store reaches its files
+    /// through its folder's descriptor instead).
+    public convenience init(path: String, offset: Int64 = 0) throws(PDFError) {
+        let file: FileDescriptor
+        do {
+            file = try FileDescriptor.open(FilePath(path), .readOnly, options: [.closeOnExec])
+        } catch {
+            let message = Array("\(error)".utf8CString)
+            throw PDFError(PS_IO, "open \(path)", message, errno: (error as? Errno) ?? .ioError)
+        }
+        defer { try? file.close() }
+        try self.init(file: file, name: path, offset: offset)
     }
 
     deinit { ps_close(handle) }
+
+    private static func milliseconds(_ duration: Duration) -> Int64 {
+        max(1, duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000)
+    }
+
+    /// From now on, what is left to do with this file must end within `budget`.
+    public func setBudget(_ budget: Duration) {
+        ps_set_budget(handle, Self.milliseconds(budget))
+    }
 
     public var pageCount: Int { Int(ps_page_count(handle)) }
 
@@ -105,12 +145,12 @@ public final class PDFFile {
 
     /// Adds the ink to the page as `flattenIncrement` does, and writes the whole new PDF to
     /// the open file `descriptor`, from its current position.
-    public func flattenRewrite(page index: Int, strokes: [UInt8], texts: [UInt8], drawing: [UInt8], to descriptor: Int32) throws(PDFError) {
+    public func flattenRewrite(page index: Int, strokes: [UInt8], texts: [UInt8], drawing: [UInt8], to descriptor: FileDescriptor) throws(PDFError) {
         var message = [CChar](repeating: 0, count: 1024)
         let status = ps_flatten_rewrite(handle, Int32(clamping: index), texts, texts.count,
                                         strokes, strokes.count,
                                         drawing, drawing.count,
-                                        descriptor, &message, message.count)
+                                        descriptor.rawValue, &message, message.count)
         guard status == PS_OK else { throw PDFError(status, "rewrite the document with ink on page \(index)", message) }
     }
 }

@@ -151,22 +151,26 @@ public final class ZMQSocket {
     /// Receives one multipart message, waiting at most the receive timeout. Returns nil if
     /// the timeout passed (or, with `wait: false`, if nothing was queued).
     public func receive(wait: Bool = true) throws(ZMQError) -> [[UInt8]]? {
-        try receive(wait: wait, readUserID: false)?.frames
+        try receive(wait: wait, readUserID: false, keepingAtMost: .max)?.frames
     }
 
     /// Like `receive`, with the sender's authenticated identity: the user id its ZAP handler
     /// gave (for CurveZMQ, here, the client's public key), or nil when nobody authenticated it.
     public func receiveWithUserID(wait: Bool = true) throws(ZMQError) -> (frames: [[UInt8]], userID: String?)? {
-        try receive(wait: wait, readUserID: true)
+        try receive(wait: wait, readUserID: true, keepingAtMost: .max).map { ($0.frames, $0.userID) }
     }
 
-    private func receive(wait: Bool, readUserID: Bool) throws(ZMQError) -> (frames: [[UInt8]], userID: String?)? {
+    /// A message read whole, of which at most `maxFrames` frames were kept: `dropped` counts
+    /// the rest, read and thrown away, so a message of millions of frames costs no memory.
+    public func receive(wait: Bool = true, readUserID: Bool, keepingAtMost maxFrames: Int) throws(ZMQError)
+        -> (frames: [[UInt8]], userID: String?, dropped: Int)? {
         var frames: [[UInt8]] = []
         var userID: String?
+        var dropped = 0
         repeat {
             guard zmq_msg_init(message) == 0 else { throw ZMQError("zmq_msg_init") }
             defer { zmq_msg_close(message) }
-            let received = zmq_msg_recv(message, handle, wait || !frames.isEmpty ? 0 : ZMQ_DONTWAIT)
+            let received = zmq_msg_recv(message, handle, wait || !frames.isEmpty || dropped > 0 ? 0 : ZMQ_DONTWAIT)
             if received < 0 {
                 let error = ZMQError("receive")
                 if error.wouldBlock && frames.isEmpty { return nil }
@@ -178,14 +182,16 @@ public final class ZMQSocket {
                 userID = String(cString: property)
             }
             let size = zmq_msg_size(message)
-            if size == 0 {
+            if frames.count >= maxFrames {
+                dropped += 1
+            } else if size == 0 {
                 frames.append([])
             } else {
                 let data = zmq_msg_data(message)!
                 frames.append(Array(UnsafeRawBufferPointer(start: data, count: size)))
             }
         } while zmq_msg_more(message) != 0
-        return (frames, userID)
+        return (frames, userID, dropped)
     }
 
     /// Waits until one of `sockets` has a message to read, or the timeout passes (-1: no

@@ -175,7 +175,13 @@ struct DocumentStoreTests {
         for name in ["../outside/secret.pdf", "/etc/passwd", ".hidden.pdf", "notes.txt", "", "a/b.pdf", "link.pdf"] {
             #expect(throws: DocumentError.self, "\(name) was accepted") { try store.summary(name) }
         }
-        #expect(store.list().isEmpty)
+        // The link is listed, so a client sees why it is not served, and never read.
+        let listed = store.list()
+        #expect(listed.map(\.name) == ["link.pdf"])
+        guard case .failure(.unreadable(_, "notRegularFile", _))? = listed.first?.summary else {
+            Issue.record("link.pdf listed as \(listed)")
+            return
+        }
     }
 
     @Test("a PDF that needs a password is refused as encrypted, and left as it was")

@@ -18,6 +18,8 @@ typedef enum {
     PS_PAGE_RANGE = 3,   // no such page
     PS_BAD_OVERLAY = 4,  // the overlay is not a one-page PDF
     PS_INTERNAL = 5,     // anything else (the message says what)
+    PS_IO = 6,           // a system call failed: ps_last_errno() says why
+    PS_TIMEOUT = 7,      // the work on this document ran past its time budget
 } ps_status;
 
 typedef struct ps_document ps_document;
@@ -32,9 +34,13 @@ typedef struct {
     double display_width, display_height;
 } ps_page_info;
 
-// Opens the PDF that starts `offset` bytes into the file at `path` and runs to its end (a
-// .yianazip container holds one after its metadata; a .pdf file has offset 0).
-ps_status ps_open(const char *path, int64_t offset, ps_document **out, char *message, size_t message_size);
+// Opens the PDF that starts `offset` bytes into the open file `fd` and runs to its end (a
+// .yianazip container holds one after its metadata; a .pdf file has offset 0). The document
+// reads through its own duplicate of `fd`: the caller may close `fd` at once. `name` appears
+// in messages. Everything done with the document, from this open to its last write, must end
+// within `budget_ms` milliseconds of the open (0: no limit), or fails with PS_TIMEOUT.
+ps_status ps_open(int fd, const char *name, int64_t offset, int64_t budget_ms, ps_document **out, char *message,
+                  size_t message_size);
 void ps_close(ps_document *document);
 
 int ps_page_count(ps_document *document);
@@ -70,7 +76,14 @@ ps_status ps_flatten_rewrite(ps_document *document, int page,
                              const unsigned char *drawing, size_t drawing_length,
                              int fd, char *message, size_t message_size);
 
+// Gives the document a new time budget, from now: a save parses within a reader's budget, then
+// has longer for its write.
+void ps_set_budget(ps_document *document, int64_t budget_ms);
+
 void ps_free(void *bytes);
+
+// The errno behind the last PS_IO status returned on this thread (0 for other statuses).
+int ps_last_errno(void);
 
 #ifdef __cplusplus
 }

@@ -12,6 +12,8 @@ public struct Drawing: Hashable, Sendable, Codable {
 
     /// True exactly when there is something to show: a stroke or a text.
     public var hasContent: Bool { !strokes.isEmpty || !texts.isEmpty }
+    /// Points in all strokes: the measure of how much work the drawing is to keep, render and send.
+    public var pointCount: Int { strokes.reduce(0) { $0 + $1.points.count } }
 
     private enum CodingKeys: String, CodingKey { case strokes, texts }
 

@@ -151,7 +151,9 @@ def test_submit_into_a_document_publishes_document_saved(server, client):
         assert session.state()["size"] == {"width": 792, "height": 612}, "the canvas takes the page's display size"
         session.add_stroke([(100, 100), (200, 150)], color="red", width=5)
         submitted = session.submit()
-        assert submitted["document"] == {"name": "rotation.pdf", "revision": 2, "pageCount": 2}
+        import hashlib
+        current = hashlib.sha256((server.documents / "rotation.pdf").read_bytes()).hexdigest()
+        assert submitted["document"] == {"name": "rotation.pdf", "revision": 2, "pageCount": 2, "sha256": current}
         flattened = client.call("document.flatten", {"name": "rotation.pdf", "page": 0, "expectedRevision": 2,
                                                      "drawing": {"strokes": [], "texts": [{"text": "ok", "x": 9, "y": 9,
                                                                                            "fontSize": 10, "color": "black"}]}})

@@ -88,3 +88,50 @@ def test_a_long_save_blocks_nobody_else(tmp_path: Path):
         for path in [server.documents / "big.pdf", *(server.documents / ".canvas-revisions").rglob("*")]:
             if path.is_file():
                 path.unlink()
+
+
+def test_a_long_save_holds_up_no_other_document_nor_a_second_server(tmp_path: Path):
+    """A save into a large document runs beside saves into other documents, and a second canvasd
+    started on the folder meanwhile leaves the first one's save alone."""
+    first = Server(tmp_path / "first", ["--log-level", "error"])
+    documents = first.documents
+    big_pdf(documents / "big.pdf", 600)
+    big_pdf(documents / "small.pdf", 0)
+    context = zmq.Context.instance()
+    second = None
+    dot = {"strokes": [{"tool": "pen", "color": "red", "width": 4, "points": [{"x": 50, "y": 50}]}], "texts": []}
+    try:
+        dealer = context.socket(zmq.DEALER)
+        dealer.setsockopt(zmq.LINGER, 0)
+        dealer.connect(first.endpoint)
+        dealer.send(json.dumps({"id": 1, "method": "document.flatten",
+                                "params": {"name": "big.pdf", "page": 0, "drawing": dot}}).encode())
+        started = time.monotonic()
+        # Another document's save, sent after the big one, is answered first.
+        with first.client(timeout=30) as client:
+            small = client.call("document.flatten", {"name": "small.pdf", "page": 0, "drawing": dot})
+        small_done = time.monotonic() - started
+        big_still_saving = not dealer.poll(0)
+        # A second server on the same folder, started while the big save is being written.
+        second = Server(tmp_path / "second", ["--log-level", "error"], documents=documents)
+        second_up = not dealer.poll(0)
+        assert dealer.poll(60_000), "the big save never answered"
+        big = json.loads(dealer.recv())
+        big_done = time.monotonic() - started
+        dealer.close(0)
+        print(f"\nsave into a 600 MB document: {big_done:.2f}s; a small document's save beside it: {small_done * 1000:.0f} ms")
+        assert small["revision"] == 2
+        assert big_still_saving, f"the small save ({small_done:.2f}s) waited for the big one ({big_done:.2f}s)"
+        assert "result" in big and big["result"]["revision"] == 2, big
+        assert second_up, "the big save ended before the second server was up: the test showed nothing"
+        with second.client(timeout=30) as client:
+            listed = {d["name"]: d for d in client.call("document.list", {})["documents"]}
+        assert listed["big.pdf"]["revision"] == 2 and listed["big.pdf"]["sha256"] == big["result"]["sha256"]
+        assert not list((documents / ".canvas-revisions").rglob(".tmp*"))
+    finally:
+        first.stop()
+        if second:
+            second.stop()
+        for path in [documents / "big.pdf", *(documents / ".canvas-revisions").rglob("*")]:
+            if path.is_file():
+                path.unlink()

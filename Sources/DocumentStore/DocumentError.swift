@@ -1,0 +1,80 @@
+public import CanvasProtocol
+public import Foundation
+public import SystemPackage
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Why a document operation failed. Each case says what a client did wrong or what went wrong
+/// underneath, with the native cause.
+public enum DocumentError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The name is not a plain `.pdf` or `.yianazip` file name inside the folder.
+    case invalidName(String, reason: String)
+    case notFound(String)
+    case pageOutOfRange(name: String, page: Int, pageCount: Int)
+    case revisionNotFound(name: String, revision: Int)
+    /// `expectedRevision` is not the current one: someone else saved first.
+    case conflict(name: String, expected: Int, current: Int)
+    /// The file is damaged or encrypted, or its container is malformed.
+    case unreadable(name: String, reason: String, message: String)
+    /// A write or file-system call failed: the operation, the cause's text, and the errno when
+    /// a system call gave one.
+    case io(operation: String, message: String, errno: Errno? = nil)
+
+    /// A failed system call, with its errno.
+    static func system(_ operation: String, _ error: Errno) -> DocumentError {
+        .io(operation: operation, message: String(cString: strerror(error.rawValue)), errno: error)
+    }
+
+    public var description: String {
+        switch self {
+        case .invalidName(let name, let reason): return "\(name.debugDescription) is not a document name: \(reason)"
+        case .notFound(let name): return "no document \(name.debugDescription)"
+        case .pageOutOfRange(let name, let page, let count):
+            return "\(name) has \(count) pages (numbered from 0); there is no page \(page)"
+        case .revisionNotFound(let name, let revision): return "\(name) has no revision \(revision): pruned, or never made"
+        case .conflict(let name, let expected, let current):
+            return "\(name) is at revision \(current), not \(expected): it was saved since"
+        case .unreadable(let name, _, let message): return "\(name) cannot be read: \(message)"
+        case .io(let operation, let message, _): return "\(operation): \(message)"
+        }
+    }
+
+    /// A write that failed for want of room (a full disk, a quota, a file-size limit): the
+    /// client can try again once space is made, so it is not an internal fault.
+    public var isOutOfSpace: Bool {
+        guard case .io(_, _, let code?) = self else { return false }
+        return [.noSpace, .diskQuotaExceeded, .fileTooLarge].contains(code)
+    }
+}
+
+public struct PageSummary: Sendable, Equatable {
+    public let width: Double
+    public let height: Double
+    public let rotation: Int
+}
+
+public struct DocumentInfo: Sendable {
+    public let summary: DocumentSummary
+    public let pages: [PageSummary]
+    /// A .yianazip document's metadata; nil for a .pdf.
+    public let metadata: [String: JSONValue]?
+}
+
+public struct DocumentSummary: Sendable, Equatable {
+    public let name: String
+    public let revision: Int
+    public let pageCount: Int
+    /// SHA-256 of the document file's bytes (lowercase hex): what a viewer compares to know
+    /// whether what it shows is current.
+    public let sha256: String
+}
+
+public struct RevisionSummary: Sendable, Equatable {
+    public let revision: Int
+    public let bytes: Int64
+    public let modified: Date
+    public let current: Bool
+    public let sha256: String
+}
+

@@ -1,0 +1,71 @@
+import SystemPackage
+
+/// One document's kept revisions: `.canvas-revisions/<name>/<N>.<ext>`, each a hard link to
+/// the file that was the document at revision N.
+///
+/// A save links its new file here under the next number before renaming it over the document,
+/// so the current file is always kept under its own number (a document never saved gets
+/// revision 1 when its first save begins). That gives every rule the store needs without a
+/// counter that could disagree with the files:
+/// - the revision of a file is the number of the entry that is the same file, which any reader
+///   can find without a lock;
+/// - a current file with no entry (never saved, or put there by hand) is one past the newest;
+/// - an entry numbered past the current file's was linked by a save killed before its rename:
+///   it was never the document nor reported, and the next writer removes it;
+/// - numbers only grow, because the current file is the newest entry and pruning never removes
+///   it, nor revision 1 (the original).
+/// Files whose names start with `.tmp.` are saves being written; outside the document's write
+/// lock, they belong to a writer that is still alive.
+struct RevisionHistory {
+    let directory: Directory
+    /// The document's extension, given to every entry (`pdf` or `yianazip`).
+    let kind: String
+
+    static let temporaryPrefix = ".tmp."
+
+    struct Entry {
+        let revision: Int
+        let name: String
+        let stat: Stat
+    }
+
+    func entryName(_ revision: Int) -> String { "\(revision).\(kind)" }
+
+    /// The kept revisions, oldest first.
+    func entries() throws(Errno) -> [Entry] {
+        var entries: [Entry] = []
+        for name in try directory.names() {
+            guard let dot = name.firstIndex(of: "."), name[name.index(after: dot)...] == kind,
+                  let revision = Int(name[..<dot]), revision > 0, String(revision) == name[..<dot],
+                  let stat = try directory.stat(name), stat.isRegularFile else { continue }
+            entries.append(Entry(revision: revision, name: name, stat: stat))
+        }
+        return entries.sorted { $0.revision < $1.revision }
+    }
+
+    /// The revision of the file with `identity`, as the rules above give it.
+    static func revision(of identity: FileIdentity, in entries: [Entry]) -> Int {
+        if let entry = entries.last(where: { $0.stat.identity == identity }) { return entry.revision }
+        return (entries.last?.revision ?? 0) + 1
+    }
+
+    /// Whether the file has an entry of its own (else it is current and not yet linked).
+    static func isKept(_ identity: FileIdentity, in entries: [Entry]) -> Bool {
+        entries.contains { $0.stat.identity == identity }
+    }
+
+    /// The entries to remove so that `keep` revisions remain, the current one included: always
+    /// revision 1 and the newest.
+    static func prunable(_ entries: [Entry], keep: Int) -> [Entry] {
+        let newest = Set(entries.suffix(max(1, keep - 1)).map(\.revision))
+        return entries.filter { $0.revision != 1 && !newest.contains($0.revision) }
+    }
+
+    /// Removes what killed saves left: only ever called under the document's write lock, when no
+    /// writer of this document can be alive but the caller.
+    func removeAbandonedTemporaries() throws(Errno) {
+        for name in try directory.names() where name.hasPrefix(Self.temporaryPrefix) {
+            try directory.remove(name)
+        }
+    }
+}
