@@ -92,15 +92,16 @@ let package = Package(
         .executableTarget(
             name: "canvasbench",
             dependencies: [
-                "CanvasClient", "CanvasCore", "CanvasProtocol", "DocumentStore", "InkRendering", "ZeroMQ",
+                "CanvasClient", "CanvasCore", "CanvasProtocol", "DocumentStore", "InkRendering", "TestSupport", "ZeroMQ",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings
         ),
         // What each libFuzzer target runs on one input, and the invariants it traps on; the
         // regression tests replay saved inputs through the same functions.
-        // Small PDFs written byte by byte, for tests and the fuzz targets' document folder.
-        .target(name: "TestSupport", swiftSettings: swiftSettings),
+        // Small PDFs written byte by byte, and a page of handwriting, for tests, the fuzz
+        // targets' document folder and the benchmarks.
+        .target(name: "TestSupport", dependencies: ["CanvasCore"], swiftSettings: swiftSettings),
         .target(
             name: "FuzzTargets",
             dependencies: [
@@ -123,10 +124,12 @@ let package = Package(
         ),
         .testTarget(
             name: "DocumentStoreTests",
-            dependencies: ["DocumentStore", "PDFSurgery", "CanvasCore", "CanvasProtocol", "TestSupport"],
+            dependencies: ["DocumentStore", "InkRendering", "PDFSurgery", "CanvasCore", "CanvasProtocol", "TestSupport"],
+            exclude: ["Fixtures"],   // read by #filePath
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "CanvasProtocolTests", dependencies: ["CanvasProtocol"], swiftSettings: swiftSettings),
+        .testTarget(name: "InkRenderingTests", dependencies: ["InkRendering", "CanvasCore", "TestSupport", "CCairo"], swiftSettings: swiftSettings),
         .testTarget(
             name: "CanvasServiceTests",
             dependencies: ["CanvasClient", "CanvasProtocol", "CanvasService", "ZeroMQ", "canvasd"],

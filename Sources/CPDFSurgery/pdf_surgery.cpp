@@ -1,17 +1,22 @@
 // PDF surgery for canvas bridge: inspect pages, and put ink on one page as an incremental
 // update, so the cost of a save follows the ink, not the size of the document.
 //
-// The ink arrives as a one-page PDF (drawn by Cairo in display points). It becomes a form
-// XObject placed into the page's visible box through /Rotate and /UserUnit; the page's own
-// content streams are kept as they are, bracketed by a `q` stream before and our drawing
-// stream after. The page records what we added under /CanvasBridgeInk, so a later edit
-// replaces our form instead of nesting a new one over it, and frees the old objects.
+// The ink arrives as content-stream operators for the strokes and a one-page PDF for the texts
+// (Cairo's, with its font subset), both in display points. Each edit becomes one new form
+// XObject, Flate-compressed, placed into the page's visible box through /Rotate and /UserUnit
+// by one small content stream appended to the page's /Contents. The page's own content streams
+// are kept as they are; the first edit brackets them with a `q` stream before and our first
+// drawing stream after. Forms are only ever drawn from the page, never from each other, so the
+// content stays flat at any number of edits, and an edit never rewrites earlier ink: the page
+// lists its forms under /CanvasBridgeInk, each carrying the drawing it was made from.
 
 #include "pdf_surgery.h"
 
 #include <qpdf/Buffer.hh>
 #include <qpdf/FileInputSource.hh>
 #include <qpdf/InputSource.hh>
+#include <qpdf/Pl_Buffer.hh>
+#include <qpdf/Pl_Flate.hh>
 #include <qpdf/BufferInputSource.hh>
 #include <qpdf/Pipeline.hh>
 #include <qpdf/QPDF.hh>
@@ -33,7 +38,6 @@
 #include <cstring>
 #include <map>
 #include <memory>
-#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -42,7 +46,12 @@
 namespace {
 
 const char *const kMarker = "/CanvasBridgeInk";
-const char *const kFormName = "/CanvasBridgeInk";
+// Each edit's form is named /CanvasInk1, /CanvasInk2, ... in the page's XObject resources.
+const char *const kFormPrefix = "/CanvasInk";
+// The key, in an ink form's dictionary, of the drawing it was made from.
+const char *const kDrawingKey = "/CanvasBridgeDrawing";
+// The graphics state the strokes use for a multiply blend.
+const char *const kMultiplyState = "/CanvasMultiply";
 
 struct Failure : std::runtime_error {
     ps_status status;
@@ -109,7 +118,8 @@ class RegionInputSource : public InputSource {
         checkDeadline();
         file_->seek(start_ + position_, SEEK_SET);
         qpdf_offset_t found = file_->findAndSkipNextEOL() - start_;
-        position_ = std::min(file_->tell() - start_, size_);
+        cursor_ = file_->tell();
+        position_ = std::min(cursor_ - start_, size_);
         return std::min(found, size_);
     }
     std::string const &getName() const override { return file_->getName(); }
@@ -128,9 +138,12 @@ class RegionInputSource : public InputSource {
         last_offset = position_;
         if (position_ >= size_) return 0;
         length = static_cast<size_t>(std::min<qpdf_offset_t>(static_cast<qpdf_offset_t>(length), size_ - position_));
-        file_->seek(start_ + position_, SEEK_SET);
+        // qpdf reads objects in many small pieces; seeking the file only when it is not already
+        // there keeps its buffer, instead of a system call per piece.
+        if (cursor_ != start_ + position_) file_->seek(start_ + position_, SEEK_SET);
         size_t got = file_->read(buffer, length);
         position_ += static_cast<qpdf_offset_t>(got);
+        cursor_ = start_ + position_;
         return got;
     }
     void unreadCh(char) override {
@@ -140,6 +153,8 @@ class RegionInputSource : public InputSource {
   private:
     std::shared_ptr<InputSource> file_;
     qpdf_offset_t start_, size_, position_ = 0;
+    // Where `file_` is, as far as this source moved it; -1 when unknown.
+    qpdf_offset_t cursor_ = -1;
     int64_t budget_;
     Clock::time_point deadline_;
     bool expired_ = false;
@@ -242,8 +257,8 @@ ps_page_info inspect(QPDFPageObjectHelper &page) {
     return info;
 }
 
-// The matrix from overlay space (display points, y up, origin at the displayed page's
-// bottom-left corner) to the page's default user space.
+// The matrix from ink space (display points, y up, origin at the displayed page's bottom-left
+// corner) to the page's default user space, as a `cm` operator.
 std::string placement(ps_page_info const &p) {
     double s = 1.0 / p.user_unit;
     double w = p.urx - p.llx, h = p.ury - p.lly;
@@ -256,31 +271,41 @@ std::string placement(ps_page_info const &p) {
     }
     std::ostringstream out;
     out.precision(10);
-    out << "Q\nq\n";
     for (double v : m) out << (std::fabs(v) < 1e-12 ? 0.0 : v) << ' ';
-    out << "cm\n" << kFormName << " Do\nQ\n";
+    out << "cm";
     return out.str();
 }
 
-// Every indirect object reachable from `root`, for freeing what an earlier edit added. Only
-// our own objects are walked: the form Cairo drew and what it uses, none of which points back
-// into the document.
-void collect(QPDFObjectHandle root, std::set<QPDFObjGen> &seen) {
-    std::vector<QPDFObjectHandle> queue{root};
-    while (!queue.empty()) {
-        QPDFObjectHandle h = queue.back();
-        queue.pop_back();
-        if (h.isIndirect()) {
-            if (!seen.insert(h.getObjGen()).second) continue;
-        }
-        if (h.isStream()) {
-            queue.push_back(h.getDict());
-        } else if (h.isDictionary()) {
-            for (auto &entry : h.getDictAsMap()) queue.push_back(entry.second);
-        } else if (h.isArray()) {
-            for (auto &item : h.getArrayAsVector()) queue.push_back(item);
-        }
+std::shared_ptr<Buffer> deflated(std::string const &data) {
+    Pl_Buffer sink("deflated");
+    Pl_Flate flate("deflate", &sink, Pl_Flate::a_deflate);
+    flate.write(reinterpret_cast<unsigned char const *>(data.data()), data.size());
+    flate.finish();
+    return sink.getBufferSharedPointer();
+}
+
+// A new stream in `pdf` holding `data`, Flate-compressed.
+QPDFObjectHandle compressedStream(QPDF &pdf, std::string const &data) {
+    QPDFObjectHandle stream = QPDFObjectHandle::newStream(&pdf);
+    stream.replaceStreamData(deflated(data), QPDFObjectHandle::newName("/FlateDecode"), QPDFObjectHandle::newNull());
+    return stream;
+}
+
+// A copy of `h` (from another document) for `pdf`: containers copied as direct objects,
+// indirect objects through copyForeignObject (which keeps them indirect, once each).
+QPDFObjectHandle imported(QPDF &pdf, QPDFObjectHandle h) {
+    if (h.isIndirect()) return pdf.copyForeignObject(h);
+    if (h.isDictionary()) {
+        QPDFObjectHandle copy = QPDFObjectHandle::newDictionary();
+        for (auto &entry : h.getDictAsMap()) copy.replaceKey(entry.first, imported(pdf, entry.second));
+        return copy;
     }
+    if (h.isArray()) {
+        QPDFObjectHandle copy = QPDFObjectHandle::newArray();
+        for (auto &item : h.getArrayAsVector()) copy.appendItem(imported(pdf, item));
+        return copy;
+    }
+    return h;
 }
 
 // The byte offset of the last cross-reference section, read from the end of the PDF.
@@ -382,13 +407,29 @@ ps_status ps_page_drawing(ps_document *document, int page, unsigned char **bytes
     return guarded(message, message_size, PS_DAMAGED, [&] {
         QPDFObjectHandle marker = pageAt(document, page).getObjectHandle().getKey(kMarker);
         if (!marker.isDictionary()) return;
-        QPDFObjectHandle drawing = marker.getKey("/Drawing");
-        if (!drawing.isStream()) return;
-        std::shared_ptr<Buffer> data = drawing.getStreamData(qpdf_dl_generalized);
-        *bytes = static_cast<unsigned char *>(std::malloc(std::max<size_t>(1, data->getSize())));
+        // An edit by an earlier version of this code stored all the page's ink as one drawing
+        // on the marker; edits since then each store theirs on their own form.
+        std::vector<QPDFObjectHandle> sources{marker.getKey("/Drawing")};
+        QPDFObjectHandle forms = marker.getKey("/Forms");
+        if (forms.isArray()) {
+            for (auto &form : forms.getArrayAsVector()) {
+                if (form.isStream()) sources.push_back(form.getDict().getKey(kDrawingKey));
+            }
+        }
+        std::string json;
+        for (auto &source : sources) {
+            if (!source.isStream()) continue;
+            std::shared_ptr<Buffer> data = source.getStreamData(qpdf_dl_generalized);
+            if (data->getSize() == 0) continue;
+            json += json.empty() ? "[" : ",";
+            json.append(reinterpret_cast<char const *>(data->getBuffer()), data->getSize());
+        }
+        if (json.empty()) return;
+        json += "]";
+        *bytes = static_cast<unsigned char *>(std::malloc(json.size()));
         if (!*bytes) throw std::bad_alloc();
-        std::memcpy(*bytes, data->getBuffer(), data->getSize());
-        *length = data->getSize();
+        std::memcpy(*bytes, json.data(), json.size());
+        *length = json.size();
     });
 }
 
@@ -396,17 +437,14 @@ ps_status ps_page_drawing(ps_document *document, int page, unsigned char **bytes
 
 namespace {
 
-// Puts the overlay on the page in `document`'s objects; says which objects changed and which
-// of an earlier edit's objects are no longer used.
+// Adds one edit's ink to the page in `document`'s objects; says which objects changed.
 struct Applied {
     int firstNew = 0;
     QPDFObjectHandle page;
-    QPDFObjectHandle opening;
-    std::set<QPDFObjGen> freed;
 };
 
 Applied applyInk(ps_document *document, int page, const unsigned char *overlay, size_t overlay_length,
-                 const unsigned char *drawing, size_t drawing_length) {
+                 const unsigned char *strokes, size_t strokes_length, const unsigned char *drawing, size_t drawing_length) {
         if (document->spent) throw Failure(PS_INTERNAL, "this document handle was already used for a flatten");
         document->spent = true;
         QPDF &pdf = *document->pdf;
@@ -417,73 +455,106 @@ Applied applyInk(ps_document *document, int page, const unsigned char *overlay, 
         Applied applied;
         applied.firstNew = pdf.getObjectCount() + 1;
 
-        // The overlay: Cairo's one page, as a form XObject without its transparency group, so
-        // that a multiply blend multiplies with the page below instead of with nothing.
-        document->ink = std::make_shared<QPDF>();
-        QPDF &ink = *document->ink;
-        ink.setSuppressWarnings(true);
-        std::string overlayName = "canvas overlay";
-        ink.processMemoryFile(overlayName.c_str(), reinterpret_cast<char const *>(overlay), overlay_length);
-        std::vector<QPDFPageObjectHelper> inkPages = QPDFPageDocumentHelper(ink).getAllPages();
-        if (inkPages.size() != 1) throw Failure(PS_BAD_OVERLAY, "the overlay must have exactly one page");
-        QPDFObjectHandle form = inkPages[0].getFormXObjectForPage(false);
-        form.getDict().removeKey("/Group");
-        form = pdf.copyForeignObject(ink.makeIndirectObject(form));
-
-        // What an earlier edit added goes: its form and everything under it, its drawing, and
-        // its closing stream. The `q` stream before the page's content is kept.
-        std::set<QPDFObjGen> &freed = applied.freed;
-        QPDFObjectHandle contents = pageObject.getKey("/Contents");
-        std::vector<QPDFObjectHandle> original =
-            contents.isArray() ? contents.getArrayAsVector() : std::vector<QPDFObjectHandle>{contents};
-        QPDFObjectHandle opening;
-        QPDFObjectHandle marker = pageObject.getKey(kMarker);
-        if (marker.isDictionary()) {
-            opening = marker.getKey("/Open");
-            QPDFObjectHandle closing = marker.getKey("/Close");
-            collect(marker.getKey("/Form"), freed);
-            collect(marker.getKey("/Drawing"), freed);
-            if (closing.isIndirect()) freed.insert(closing.getObjGen());
-            std::vector<QPDFObjectHandle> kept;
-            for (auto &stream : original) {
-                bool ours = stream.isIndirect() && ((opening.isIndirect() && stream.getObjGen() == opening.getObjGen()) ||
-                                                    (closing.isIndirect() && stream.getObjGen() == closing.getObjGen()));
-                if (!ours) kept.push_back(stream);
+        // The form: the strokes (flipped from display points, y down), then the texts as Cairo
+        // drew them, with the resources they use. It has no transparency group, so that a
+        // multiply blend multiplies with the page below instead of with nothing.
+        std::string content;
+        QPDFObjectHandle resources = QPDFObjectHandle::newDictionary();
+        std::string strokeOperators(reinterpret_cast<char const *>(strokes), strokes_length);
+        if (!strokeOperators.empty()) {
+            std::ostringstream flip;
+            flip.precision(10);
+            flip << "q 1 0 0 -1 0 " << info.display_height << " cm\n";
+            content = flip.str() + strokeOperators + "\nQ\n";
+            if (strokeOperators.find(kMultiplyState) != std::string::npos) {
+                QPDFObjectHandle multiply = QPDFObjectHandle::newDictionary();
+                multiply.replaceKey("/BM", QPDFObjectHandle::newName("/Multiply"));
+                QPDFObjectHandle states = QPDFObjectHandle::newDictionary();
+                states.replaceKey(kMultiplyState, multiply);
+                resources.replaceKey("/ExtGState", states);
             }
-            original = kept;
         }
-        if (!opening.isStream()) opening = pdf.makeIndirectObject(QPDFObjectHandle::newStream(&pdf, "q\n"));
-        QPDFObjectHandle closing = pdf.makeIndirectObject(QPDFObjectHandle::newStream(&pdf, placement(info)));
-        QPDFObjectHandle stored = pdf.makeIndirectObject(
-            QPDFObjectHandle::newStream(&pdf, std::string(reinterpret_cast<char const *>(drawing), drawing_length)));
+        if (overlay_length > 0) {
+            document->ink = std::make_shared<QPDF>();
+            QPDF &ink = *document->ink;
+            ink.setSuppressWarnings(true);
+            std::string overlayName = "canvas overlay";
+            ink.processMemoryFile(overlayName.c_str(), reinterpret_cast<char const *>(overlay), overlay_length);
+            std::vector<QPDFPageObjectHelper> inkPages = QPDFPageDocumentHelper(ink).getAllPages();
+            if (inkPages.size() != 1) throw Failure(PS_BAD_OVERLAY, "the overlay must have exactly one page");
+            Pl_Buffer texts("overlay content");
+            inkPages[0].pipeContents(&texts);
+            std::shared_ptr<Buffer> data = texts.getBufferSharedPointer();
+            content.append(reinterpret_cast<char const *>(data->getBuffer()), data->getSize());
+            QPDFObjectHandle overlayResources = inkPages[0].getAttribute("/Resources", false);
+            if (overlayResources.isDictionary()) {
+                for (auto &entry : overlayResources.getDictAsMap()) {
+                    QPDFObjectHandle mine = resources.getKey(entry.first);
+                    QPDFObjectHandle theirs = imported(pdf, entry.second);
+                    if (mine.isDictionary() && theirs.isDictionary()) {
+                        for (auto &item : theirs.getDictAsMap()) mine.replaceKey(item.first, item.second);
+                    } else {
+                        resources.replaceKey(entry.first, theirs);
+                    }
+                }
+            }
+        }
+        QPDFObjectHandle form = compressedStream(pdf, content);
+        QPDFObjectHandle formDict = form.getDict();
+        formDict.replaceKey("/Type", QPDFObjectHandle::newName("/XObject"));
+        formDict.replaceKey("/Subtype", QPDFObjectHandle::newName("/Form"));
+        formDict.replaceKey("/BBox", QPDFObjectHandle::newArray(QPDFObjectHandle::Rectangle(0, 0, info.display_width, info.display_height)));
+        formDict.replaceKey("/Resources", resources);
+        QPDFObjectHandle source = compressedStream(pdf, std::string(reinterpret_cast<char const *>(drawing), drawing_length));
+        source.getDict().replaceKey("/Type", QPDFObjectHandle::newName("/CanvasBridgeDrawing"));
+        formDict.replaceKey(kDrawingKey, source);
 
-        std::vector<QPDFObjectHandle> streams{opening};
-        for (auto &stream : original) {
+        // The page's own resources, copied if it shares or inherits them, get the form under a
+        // name of its own.
+        QPDFObjectHandle pageResources = target.getAttribute("/Resources", true);
+        if (!pageResources.isDictionary()) {
+            pageResources = QPDFObjectHandle::newDictionary();
+            pageObject.replaceKey("/Resources", pageResources);
+        }
+        QPDFObjectHandle xobjects = pageResources.getKey("/XObject");
+        xobjects = xobjects.isDictionary() ? xobjects.shallowCopy() : QPDFObjectHandle::newDictionary();
+        QPDFObjectHandle marker = pageObject.getKey(kMarker);
+        bool firstEdit = !marker.isDictionary();
+        if (firstEdit) {
+            marker = QPDFObjectHandle::newDictionary();
+        } else if (marker.isIndirect()) {
+            marker = marker.shallowCopy();
+        }
+        QPDFObjectHandle forms = marker.getKey("/Forms");
+        forms = forms.isArray() ? forms.shallowCopy() : QPDFObjectHandle::newArray();
+        int number = forms.getArrayNItems() + 1;
+        while (xobjects.hasKey(kFormPrefix + std::to_string(number))) ++number;
+        std::string name = kFormPrefix + std::to_string(number);
+        xobjects.replaceKey(name, form);
+        pageResources.replaceKey("/XObject", xobjects);
+
+        // The page's content: its own streams, untouched; on the first edit a `q` before them
+        // and a `Q` after, so that whatever state they leave does not reach the ink; then one
+        // stream per edit drawing its form.
+        QPDFObjectHandle contents = pageObject.getKey("/Contents");
+        std::vector<QPDFObjectHandle> streams;
+        if (firstEdit) {
+            QPDFObjectHandle opening = QPDFObjectHandle::newStream(&pdf, "q\n");
+            streams.push_back(opening);
+            marker.replaceKey("/Open", opening);
+        }
+        for (auto &stream : contents.isArray() ? contents.getArrayAsVector() : std::vector<QPDFObjectHandle>{contents}) {
             if (!stream.isNull()) streams.push_back(stream);
         }
-        streams.push_back(closing);
+        std::string draw = std::string(firstEdit ? "Q\n" : "") + "q\n" + placement(info) + "\n" + name + " Do\nQ\n";
+        streams.push_back(QPDFObjectHandle::newStream(&pdf, draw));
         pageObject.replaceKey("/Contents", QPDFObjectHandle::newArray(streams));
 
-        // The page's own resources, copied if it shares or inherits them, get our form.
-        QPDFObjectHandle resources = target.getAttribute("/Resources", true);
-        if (!resources.isDictionary()) {
-            resources = QPDFObjectHandle::newDictionary();
-            pageObject.replaceKey("/Resources", resources);
-        }
-        QPDFObjectHandle xobjects = resources.getKey("/XObject");
-        xobjects = xobjects.isDictionary() ? xobjects.shallowCopy() : QPDFObjectHandle::newDictionary();
-        xobjects.replaceKey(kFormName, form);
-        resources.replaceKey("/XObject", xobjects);
-
-        QPDFObjectHandle record = QPDFObjectHandle::newDictionary();
-        record.replaceKey("/Form", form);
-        record.replaceKey("/Open", opening);
-        record.replaceKey("/Close", closing);
-        record.replaceKey("/Drawing", stored);
-        pageObject.replaceKey(kMarker, record);
+        forms.appendItem(form);
+        marker.replaceKey("/Forms", forms);
+        pageObject.replaceKey(kMarker, marker);
 
         applied.page = pageObject;
-        applied.opening = opening;
         return applied;
 }
 
@@ -492,6 +563,7 @@ Applied applyInk(ps_document *document, int page, const unsigned char *overlay, 
 extern "C" {
 
 ps_status ps_flatten_increment(ps_document *document, int page, const unsigned char *overlay, size_t overlay_length,
+                               const unsigned char *strokes, size_t strokes_length,
                                const unsigned char *drawing, size_t drawing_length, unsigned char **bytes, size_t *length,
                                char *message, size_t message_size) {
     *bytes = nullptr;
@@ -502,25 +574,22 @@ ps_status ps_flatten_increment(ps_document *document, int page, const unsigned c
         qpdf_offset_t previousXref = lastStartXref(document, xrefIsStream);
         QPDF &pdf = *document->pdf;
         QPDFObjectHandle trailer = pdf.getTrailer();
-        Applied applied = applyInk(document, page, overlay, overlay_length, drawing, drawing_length);
+        Applied applied = applyInk(document, page, overlay, overlay_length, strokes, strokes_length, drawing, drawing_length);
         // Objects to write: the page, and every object made since the document was read.
         std::vector<QPDFObjectHandle> written{applied.page};
         int lastNew = pdf.getObjectCount();
         for (int id = applied.firstNew; id <= lastNew; ++id) {
             QPDFObjectHandle h = pdf.getObjectByID(id, 0);
-            if (!h.isNull()) written.push_back(h);
+            // (An id that only points at an object made under another id is not written twice.)
+            if (!h.isNull() && h.getObjGen().getObj() == id) written.push_back(h);
         }
-        applied.freed.erase(applied.opening.getObjGen());
 
         std::string out = "\n";
-        std::map<int, std::pair<qpdf_offset_t, int>> entries;  // id -> (offset, generation); offset -1 is free
+        std::map<int, std::pair<qpdf_offset_t, int>> entries;  // id -> (offset, generation)
         for (auto &h : written) {
             QPDFObjGen og = h.getObjGen();
             entries[og.getObj()] = {document->size + static_cast<qpdf_offset_t>(out.size()), og.getGen()};
             out += std::to_string(og.getObj()) + " " + std::to_string(og.getGen()) + " obj\n" + objectBody(h) + "\nendobj\n";
-        }
-        for (auto const &og : applied.freed) {
-            if (!entries.count(og.getObj())) entries[og.getObj()] = {-1, og.getGen() + 1};
         }
 
         int size = std::max(lastNew + 1, trailer.getKey("/Size").isInteger() ? trailer.getKey("/Size").getIntValueAsInt() : 0);
@@ -605,9 +674,10 @@ ps_status ps_flatten_increment(ps_document *document, int page, const unsigned c
 }
 
 ps_status ps_flatten_rewrite(ps_document *document, int page, const unsigned char *overlay, size_t overlay_length,
+                             const unsigned char *strokes, size_t strokes_length,
                              const unsigned char *drawing, size_t drawing_length, int fd, char *message, size_t message_size) {
     return guarded(message, message_size, PS_INTERNAL, [&] {
-        applyInk(document, page, overlay, overlay_length, drawing, drawing_length);
+        applyInk(document, page, overlay, overlay_length, strokes, strokes_length, drawing, drawing_length);
         DescriptorPipeline out(fd);
         QPDFWriter writer(*document->pdf);
         writer.setOutputPipeline(&out);

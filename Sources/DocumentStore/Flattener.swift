@@ -53,26 +53,26 @@ public enum FlattenError: Error, Sendable, CustomStringConvertible {
 
 /// Turns a drawing into the bytes that put it on a page.
 ///
-/// The ink already on the page (from earlier flattens) is read back, the new drawing is added
-/// to it, and the whole is drawn again as one overlay that replaces the old one: repeated edits
-/// keep one form and one copy of the font, and nothing drifts, because every stroke is drawn
-/// from the coordinates it was made with.
+/// Each edit adds its own ink and nothing else: a form with the new strokes and texts, the
+/// drawing it was made from (so the page's ink stays machine-readable), and one small content
+/// stream that draws the form. The ink of earlier edits is neither read nor written again, so a
+/// save costs what was drawn, however often the page was edited before.
 public enum Flattener {
     /// A flatten ready to be written: the new page content is decided, the bytes not yet made.
     /// Not Sendable: it holds the open PDF.
     public final class Prepared {
         private let file: PDFFile
         private let page: Int
-        private let overlay: [UInt8]
+        private let layers: InkRenderer.PDFLayers
         private let json: [UInt8]
         public let pageCount: Int
-        /// Everything now on the page: the earlier ink and this drawing.
+        /// The ink this edit adds, as it is stored: rounded to `InkPrecision`.
         public let drawing: Drawing
 
-        init(file: PDFFile, page: Int, overlay: [UInt8], json: [UInt8], drawing: Drawing) {
+        init(file: PDFFile, page: Int, layers: InkRenderer.PDFLayers, json: [UInt8], drawing: Drawing) {
             self.file = file
             self.page = page
-            self.overlay = overlay
+            self.layers = layers
             self.json = json
             self.drawing = drawing
             pageCount = file.pageCount
@@ -88,7 +88,7 @@ public enum Flattener {
         /// The bytes to append to the PDF's bytes.
         public func increment() throws(FlattenError) -> [UInt8] {
             do {
-                return try file.flattenIncrement(page: page, overlay: overlay, drawing: json)
+                return try file.flattenIncrement(page: page, strokes: layers.strokes, texts: layers.texts, drawing: json)
             } catch {
                 throw .pdf(error)
             }
@@ -97,7 +97,7 @@ public enum Flattener {
         /// Writes the whole new PDF to `descriptor`.
         public func rewrite(to descriptor: FileDescriptor) throws(FlattenError) {
             do {
-                try file.flattenRewrite(page: page, overlay: overlay, drawing: json, to: descriptor)
+                try file.flattenRewrite(page: page, strokes: layers.strokes, texts: layers.texts, drawing: json, to: descriptor)
             } catch {
                 throw .pdf(error)
             }
@@ -108,31 +108,37 @@ public enum Flattener {
         do {
             let file = try location.open()
             let geometry = try file.page(page)
-            var combined = drawing
-            if let stored = try file.storedDrawing(page: page) {
-                do {
-                    let earlier = try JSONDecoder().decode(Drawing.self, from: Data(stored))
-                    combined = Drawing(strokes: earlier.strokes + drawing.strokes, texts: earlier.texts + drawing.texts)
-                } catch {
-                    throw FlattenError.storedDrawing("\(error)")
-                }
-            }
-            let overlay: [UInt8]
+            let ink = InkPrecision.rounded(drawing)
+            let layers: InkRenderer.PDFLayers
             do {
-                overlay = try InkRenderer.pdf(combined, width: geometry.width, height: geometry.height)
+                layers = try InkRenderer.pdfLayers(ink, width: geometry.width, height: geometry.height)
             } catch {
                 throw FlattenError.render(error.description)
             }
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys]
-            let json = Array((try? encoder.encode(combined)) ?? Data())
-            return Prepared(file: file, page: page, overlay: overlay, json: json, drawing: combined)
+            return Prepared(file: file, page: page, layers: layers, json: StoredDrawing.json(ink), drawing: ink)
         } catch let error as FlattenError {
             throw error
         } catch let error as PDFError {
             throw .pdf(error)
         } catch {
             throw .render("\(error)")
+        }
+    }
+
+    /// All ink that flattening put on the page, every edit's in order, as one drawing.
+    public static func storedDrawing(_ location: PDFLocation, page: Int) throws(FlattenError) -> Drawing {
+        let stored: [UInt8]?
+        do {
+            stored = try location.open().storedDrawing(page: page)
+        } catch {
+            throw .pdf(error)
+        }
+        guard let stored else { return .empty }
+        do {
+            let edits = try JSONDecoder().decode([Drawing].self, from: Data(stored))
+            return Drawing(strokes: edits.flatMap(\.strokes), texts: edits.flatMap(\.texts))
+        } catch {
+            throw .storedDrawing("\(error)")
         }
     }
 

@@ -13,7 +13,8 @@ public struct RenderError: Error, Sendable, CustomStringConvertible {
     }
 }
 
-/// Draws a `Drawing` with Cairo: into a PNG for `imageData`, or into a one-page PDF overlay.
+/// Draws a `Drawing`: with Cairo into a PNG for `imageData`, or as the layers of PDF that
+/// flattening puts on a page.
 public enum InkRenderer {
     /// The font every text is set in; Debian's fonts-dejavu-core provides it.
     public static let fontFamily = "DejaVu Sans"
@@ -39,29 +40,6 @@ public enum InkRenderer {
             return CAIRO_STATUS_SUCCESS
         }, Unmanaged.passUnretained(sink).toOpaque())
         try check(status, "encode PNG")
-        return sink.bytes
-    }
-
-    /// A one-page PDF, `width` × `height` points, with the drawing in display points (origin
-    /// top-left, y down): the overlay that flattening places on a page.
-    public static func pdf(_ drawing: Drawing, width: Double, height: Double) throws(RenderError) -> [UInt8] {
-        let sink = ByteSink()
-        let surface = cairo_pdf_surface_create_for_stream({ closure, data, length in
-            let sink = Unmanaged<ByteSink>.fromOpaque(closure!).takeUnretainedValue()
-            sink.bytes.append(contentsOf: UnsafeBufferPointer(start: data, count: Int(length)))
-            return CAIRO_STATUS_SUCCESS
-        }, Unmanaged.passUnretained(sink).toOpaque(), width, height)
-        guard let surface else { throw RenderError("create PDF surface", CAIRO_STATUS_NO_MEMORY) }
-        try check(cairo_surface_status(surface), "create \(width)×\(height) PDF surface")
-        let context = cairo_create(surface)!
-        draw(drawing, on: context)
-        let drawn = cairo_status(context)
-        cairo_destroy(context)
-        cairo_surface_finish(surface)
-        let finished = cairo_surface_status(surface)
-        cairo_surface_destroy(surface)
-        try check(drawn, "draw the ink")
-        try check(finished, "write the overlay PDF")
         return sink.bytes
     }
 
@@ -103,50 +81,44 @@ public enum InkRenderer {
         cairo_set_source_rgb(context, Double(color.red) / 255, Double(color.green) / 255, Double(color.blue) / 255)
     }
 
-    /// A pen stroke is a filled outline: discs along a smooth curve through the points, each as
-    /// wide as the pressure there, joined by the quadrilaterals between neighbours. One path,
-    /// filled with the winding rule, gives their union, so overlaps never show.
+    /// A pen stroke is its outline, filled with the winding rule (see `StrokeOutline`).
     private static func drawPen(_ stroke: Stroke, on context: OpaquePointer) {
-        let samples = StrokeGeometry.smoothed(stroke)
         cairo_new_path(context)
-        for (index, sample) in samples.enumerated() {
-            cairo_new_sub_path(context)
-            cairo_arc(context, sample.x, sample.y, sample.radius, 0, 2 * Double.pi)
-            if index > 0, let quad = StrokeGeometry.bridge(samples[index - 1], sample) {
-                cairo_move_to(context, quad[0].x, quad[0].y)
-                for corner in quad.dropFirst() { cairo_line_to(context, corner.x, corner.y) }
-                cairo_close_path(context)
-            }
-        }
+        add(StrokeOutline.pen(stroke), to: context)
         setColor(stroke.color, on: context)
         cairo_set_fill_rule(context, CAIRO_FILL_RULE_WINDING)
         cairo_fill(context)
     }
 
     /// A highlighter multiplies its colour into what is below, so black text under it stays
-    /// black. It is drawn opaque into a group first and multiplied once, so the parts of one
-    /// stroke that cross themselves do not darken twice.
+    /// black. Its centre line is one stroke, painted once, so the parts of it that cross
+    /// themselves do not darken twice.
     private static func drawHighlighter(_ stroke: Stroke, on context: OpaquePointer) {
         cairo_save(context)
-        cairo_push_group(context)
-        let samples = StrokeGeometry.smoothed(stroke, ignoringPressure: true)
         cairo_new_path(context)
-        cairo_move_to(context, samples[0].x, samples[0].y)
-        for sample in samples.dropFirst() { cairo_line_to(context, sample.x, sample.y) }
-        if samples.count == 1 { cairo_close_path(context) }
+        add(StrokeOutline.highlighter(stroke), to: context)
         cairo_set_line_width(context, stroke.width)
         cairo_set_line_cap(context, CAIRO_LINE_CAP_ROUND)
         cairo_set_line_join(context, CAIRO_LINE_JOIN_ROUND)
         setColor(stroke.color, on: context)
-        cairo_stroke(context)
-        cairo_pop_group_to_source(context)
         cairo_set_operator(context, CAIRO_OPERATOR_MULTIPLY)
-        cairo_paint(context)
+        cairo_stroke(context)
         cairo_restore(context)
     }
 
+    private static func add(_ path: InkPath, to context: OpaquePointer) {
+        for element in path.elements {
+            switch element {
+            case .move(let p): cairo_move_to(context, p.x, p.y)
+            case .line(let p): cairo_line_to(context, p.x, p.y)
+            case .curve(let c1, let c2, let p): cairo_curve_to(context, c1.x, c1.y, c2.x, c2.y, p.x, p.y)
+            case .close: cairo_close_path(context)
+            }
+        }
+    }
+
     /// (x, y) is the top-left corner of the first line's box; lines follow at the font's height.
-    private static func drawText(_ text: TextAnnotation, on context: OpaquePointer) {
+    static func drawText(_ text: TextAnnotation, on context: OpaquePointer) {
         cairo_save(context)
         cairo_select_font_face(context, fontFamily, CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL)
         cairo_set_font_size(context, text.fontSize)
@@ -161,6 +133,7 @@ public enum InkRenderer {
     }
 }
 
-private final class ByteSink {
+/// What Cairo writes to a stream, collected.
+final class ByteSink {
     var bytes: [UInt8] = []
 }

@@ -20,8 +20,8 @@ public enum StrokeGeometry {
         public var radius: Double
     }
 
-    /// Samples along the curve. Each span between two input points gets enough samples that
-    /// neighbouring discs overlap, so the outline stays smooth at any width.
+    /// Samples along the curve. Each span between two input points gets a sample at least every
+    /// radius, so the outline follows the curve closely at any width.
     public static func smoothed(_ stroke: Stroke, ignoringPressure: Bool = false) -> [Sample] {
         let points = stroke.points
         func radius(_ point: InkPoint) -> Double {
@@ -47,24 +47,5 @@ public enum StrokeGeometry {
             }
         }
         return samples
-    }
-
-    /// The quadrilateral joining two discs along their centre line, wound counter-clockwise
-    /// like the discs, so the union fills with no holes. Nil when the centres coincide.
-    static func bridge(_ a: Sample, _ b: Sample) -> [(x: Double, y: Double)]? {
-        let dx = b.x - a.x, dy = b.y - a.y
-        let length = (dx * dx + dy * dy).squareRoot()
-        guard length > 1e-9 else { return nil }
-        let nx = -dy / length, ny = dx / length
-        var quad = [(x: a.x + nx * a.radius, y: a.y + ny * a.radius), (x: b.x + nx * b.radius, y: b.y + ny * b.radius),
-                    (x: b.x - nx * b.radius, y: b.y - ny * b.radius), (x: a.x - nx * a.radius, y: a.y - ny * a.radius)]
-        var area = 0.0
-        for index in quad.indices {
-            let p = quad[index], q = quad[(index + 1) % quad.count]
-            area += p.x * q.y - q.x * p.y
-        }
-        // cairo_arc turns in the positive direction; match it.
-        if area < 0 { quad.reverse() }
-        return quad
     }
 }

@@ -112,7 +112,8 @@ public final class PDFFile {
                             userUnit: info.user_unit, width: info.display_width, height: info.display_height)
     }
 
-    /// The drawing an earlier flatten stored with the page's ink (JSON), or nil.
+    /// The drawings earlier flattens stored with the page's ink, one per edit in the order made,
+    /// as a JSON array; nil when the page has none.
     public func storedDrawing(page index: Int) throws(PDFError) -> [UInt8]? {
         var message = [CChar](repeating: 0, count: 1024)
         var bytes: UnsafeMutablePointer<UInt8>?
@@ -124,25 +125,31 @@ public final class PDFFile {
         return Array(UnsafeBufferPointer(start: bytes, count: length))
     }
 
-    /// The incremental update that puts `overlay` (a one-page PDF in display points) on the
-    /// page, replacing any ink of an earlier flatten, with `drawing` stored beside it. Append it
-    /// to this PDF's bytes. A file can make one increment; open it again for another.
-    public func flattenIncrement(page index: Int, overlay: [UInt8], drawing: [UInt8]) throws(PDFError) -> [UInt8] {
+    /// The incremental update that adds ink to the page, over its content and any earlier ink,
+    /// with `drawing` (JSON) stored beside it: `strokes`, content-stream operators in display
+    /// points (origin top-left, y down), then `texts`, a one-page PDF in display points (or
+    /// empty). Append it to this PDF's bytes. A file can make one increment; open it again for
+    /// another.
+    public func flattenIncrement(page index: Int, strokes: [UInt8], texts: [UInt8], drawing: [UInt8]) throws(PDFError) -> [UInt8] {
         var message = [CChar](repeating: 0, count: 1024)
         var bytes: UnsafeMutablePointer<UInt8>?
         var length = 0
-        let status = ps_flatten_increment(handle, Int32(clamping: index), overlay, overlay.count, drawing, drawing.count,
+        let status = ps_flatten_increment(handle, Int32(clamping: index), texts, texts.count,
+                                          strokes, strokes.count,
+                                          drawing, drawing.count,
                                           &bytes, &length, &message, message.count)
         defer { ps_free(bytes) }
         guard status == PS_OK, let bytes else { throw PDFError(status, "place the ink on page \(index)", message) }
         return Array(UnsafeBufferPointer(start: bytes, count: length))
     }
 
-    /// Puts the overlay on the page as `flattenIncrement` does, and writes the whole new PDF to
+    /// Adds the ink to the page as `flattenIncrement` does, and writes the whole new PDF to
     /// the open file `descriptor`, from its current position.
-    public func flattenRewrite(page index: Int, overlay: [UInt8], drawing: [UInt8], to descriptor: FileDescriptor) throws(PDFError) {
+    public func flattenRewrite(page index: Int, strokes: [UInt8], texts: [UInt8], drawing: [UInt8], to descriptor: FileDescriptor) throws(PDFError) {
         var message = [CChar](repeating: 0, count: 1024)
-        let status = ps_flatten_rewrite(handle, Int32(clamping: index), overlay, overlay.count, drawing, drawing.count,
+        let status = ps_flatten_rewrite(handle, Int32(clamping: index), texts, texts.count,
+                                        strokes, strokes.count,
+                                        drawing, drawing.count,
                                         descriptor.rawValue, &message, message.count)
         guard status == PS_OK else { throw PDFError(status, "rewrite the document with ink on page \(index)", message) }
     }

@@ -3,6 +3,7 @@ import CanvasCore
 import DocumentStore
 import Foundation
 import InkRendering
+import TestSupport
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -14,8 +15,10 @@ struct FlattenBench: ParsableCommand {
 
     @Option(help: "Timed runs per case; the figures are medians.") var runs = 3
     @Option(help: "Page counts to try.") var pages: [Int] = [200, 2000]
-    @Option(help: "Side of each scanned page's grey image, in pixels (bytes per page: side x side x 1.4).") var imageSide = 500
+    @Option(help: "Side of each scanned page's grey image, in pixels (bytes per page: about side x side).") var imageSide = 500
     @Option(help: "Where to build the documents (a large scratch space).") var scratch = FileManager.default.temporaryDirectory.path
+    @Option(help: "Edits of one page in the repeated-edit workload.") var edits = 10
+    @Option(help: "Size of the scanned document whose flatten's peak memory is measured, in MB (0: skip).") var memoryDocument = 500
 
     func run() throws {
         let folder = URL(fileURLWithPath: scratch).appendingPathComponent("canvasbench-\(UUID().uuidString)")
@@ -24,8 +27,7 @@ struct FlattenBench: ParsableCommand {
         let drawing = try Drawing(strokes: [Stroke(tool: .pen, color: InkColor("red"), width: 4,
                                                     points: [InkPoint(x: 100, y: 100, pressure: 0.4), InkPoint(x: 300, y: 180, pressure: 0.9)])],
                                   texts: [TextAnnotation(text: "Checked ✓", x: 80, y: 60, fontSize: 14, color: InkColor("blue"))])
-        let overlay = folder.appendingPathComponent("overlay.pdf")
-        try Data(InkRenderer.pdf(drawing, width: 612, height: 792)).write(to: overlay)
+        let overlay = try OverlayPDF.write(drawing, width: 612, height: 792, to: folder.appendingPathComponent("overlay.pdf"))
 
         print("flatten one page (the middle one), \(runs) runs each, medians; peak resident memory of one flatten in its own process")
         print("  document                       size      canvas bridge    qpdf --overlay   ratio   peak RSS ours / qpdf")
@@ -60,6 +62,8 @@ struct FlattenBench: ParsableCommand {
             }
         }
         print("ratio = qpdf / canvas bridge (above 1: canvas bridge is faster)")
+        print("")
+        try HandwritingWorkload(runs: runs, edits: edits, memoryDocumentMegabytes: memoryDocument, imageSide: imageSide).run(in: folder)
     }
 
     private func pad(_ s: String, _ width: Int) -> String { s + String(repeating: " ", count: max(0, width - s.count)) }
@@ -72,10 +76,12 @@ struct FlattenOne: ParsableCommand {
     @Option var folder: String
     @Option var name: String
     @Option var page: Int
+    @Flag(help: "Flatten the handwriting page instead of one dot.") var handwriting = false
 
     func run() throws {
         let store = try DocumentStore(folder: URL(fileURLWithPath: folder), keepRevisions: 2)
-        let drawing = try Drawing(strokes: [Stroke(tool: .pen, color: InkColor("red"), width: 4, points: [InkPoint(x: 100, y: 100)])])
+        let drawing = handwriting ? Handwriting.page()
+            : try Drawing(strokes: [Stroke(tool: .pen, color: InkColor("red"), width: 4, points: [InkPoint(x: 100, y: 100)])])
         _ = try store.flatten(name, page: page, drawing: drawing)
     }
 }
@@ -173,5 +179,17 @@ enum BenchDocuments {
         for entry in offsets { table += String(format: "%010d 00000 n\r\n", entry) }
         table += "trailer\n<< /Size \(offsets.count + 1) /Root 1 0 R >>\nstartxref\n\(xref)\n%%EOF\n"
         try emit(Array(table.utf8))
+    }
+}
+
+/// The overlay qpdf places: a one-page PDF with the same ink, made by flattening the drawing
+/// onto a blank page.
+enum OverlayPDF {
+    static func write(_ drawing: Drawing, width: Double, height: Double, to url: URL) throws -> URL {
+        let blank = PDFFixtures.pdf([PDFFixtures.Page(mediaBox: [0, 0, width, height])])
+        try Data(blank).write(to: url)
+        let increment = try Flattener.increment(PDFLocation(path: url.path), page: 0, adding: drawing)
+        try Data(blank + increment).write(to: url)
+        return url
     }
 }

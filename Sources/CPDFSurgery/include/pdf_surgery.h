@@ -46,16 +46,21 @@ void ps_close(ps_document *document);
 int ps_page_count(ps_document *document);
 ps_status ps_page_info_at(ps_document *document, int page, ps_page_info *out, char *message, size_t message_size);
 
-// The drawing JSON stored with the page's ink by an earlier flatten, if any. The caller frees
-// *bytes with ps_free; *length is 0 when the page has no ink of ours.
+// The drawings stored with the page's ink by earlier flattens, one per edit in the order made,
+// as a JSON array. The caller frees *bytes with ps_free; *length is 0 when the page has no ink
+// of ours.
 ps_status ps_page_drawing(ps_document *document, int page, unsigned char **bytes, size_t *length, char *message, size_t message_size);
 
-// Places the one-page overlay PDF on `page`, replacing any ink an earlier flatten put there,
-// and returns the bytes of an incremental update: appended to the original PDF bytes they make
-// the new document. `drawing` (JSON) is stored with the ink for the next edit. The document
-// handle is spent afterwards: close it.
+// Adds ink to `page`, over its content and any ink earlier flattens put there (which stays as
+// it is), and returns the bytes of an incremental update: appended to the original PDF bytes
+// they make the new document. The ink is `strokes`, content-stream operators in display points
+// (origin at the displayed page's top-left corner, y down; they may set the graphics state
+// /CanvasMultiply, a multiply blend), then the one-page PDF `overlay` in display points (texts;
+// none when its length is 0). `drawing` (JSON) is stored with the ink. The document handle is
+// spent afterwards: close it.
 ps_status ps_flatten_increment(ps_document *document, int page,
                                const unsigned char *overlay, size_t overlay_length,
+                               const unsigned char *strokes, size_t strokes_length,
                                const unsigned char *drawing, size_t drawing_length,
                                unsigned char **bytes, size_t *length, char *message, size_t message_size);
 
@@ -63,10 +68,11 @@ ps_status ps_flatten_increment(ps_document *document, int page,
 // encrypted) and must be written whole with ps_flatten_rewrite.
 int ps_needs_rewrite(ps_document *document);
 
-// Places the overlay as ps_flatten_increment does, then writes the whole document (encrypted
-// as it was, if it was) to `fd` at its current position. The handle is spent afterwards.
+// Adds the ink as ps_flatten_increment does, then writes the whole document (encrypted as it
+// was, if it was) to `fd` at its current position. The handle is spent afterwards.
 ps_status ps_flatten_rewrite(ps_document *document, int page,
                              const unsigned char *overlay, size_t overlay_length,
+                             const unsigned char *strokes, size_t strokes_length,
                              const unsigned char *drawing, size_t drawing_length,
                              int fd, char *message, size_t message_size);
 

@@ -1,0 +1,273 @@
+public import CanvasCore
+
+/// The outline of a stroke as one path of Bézier curves: what is filled (pen) or stroked
+/// (highlighter) to draw it.
+///
+/// A pen stroke is the area swept by a disc along the smoothed centre line, its radius
+/// following the pressure: the two offset curves of the centre line, joined by round caps, in
+/// the manner of perfect-freehand and of Xournal++'s on-screen contour. Where the centre line
+/// turns around a loop tighter than the ink is wide, the inner offset curve folds back over
+/// itself and, filled with the nonzero rule, would cut a hole into the ink: the fold is cut out
+/// at its crossing. Where the line doubles back (a cusp), the outline is split into pieces that
+/// each close with round caps, all wound the same way, so their union fills exactly.
+public enum StrokeOutline {
+    /// How far a fitted curve may stray from the exact offset, in points: under a tenth of a
+    /// pixel at 72 dpi, and well under the jitter of a real pen's samples.
+    public static let tolerance = 0.08
+    /// A piece ends where the centre line turns by more than this at one sample (radians):
+    /// where it doubles back rather than curves.
+    static let cusp = 1.75
+
+    /// The filled outline of a pen stroke (nonzero winding).
+    public static func pen(_ stroke: Stroke) -> InkPath {
+        outline(of: withoutSwallowedDiscs(deduplicated(StrokeGeometry.smoothed(stroke))))
+    }
+
+    /// The centre line of a highlighter stroke, to be stroked at the stroke's width with round
+    /// caps and joins: one painted shape, so where it crosses itself it does not darken twice.
+    public static func highlighter(_ stroke: Stroke) -> InkPath {
+        let samples = deduplicated(StrokeGeometry.smoothed(stroke, ignoringPressure: true))
+        var path = InkPath()
+        let first = InkVector(samples[0].x, samples[0].y)
+        path.move(to: first)
+        if samples.count == 1 {
+            // A zero-length segment: with round caps, a dot.
+            path.line(to: first)
+            return path
+        }
+        path.append(CurveFit.fit(samples.map { InkVector($0.x, $0.y) }, tolerance: tolerance))
+        return path
+    }
+
+    static func deduplicated(_ samples: [StrokeGeometry.Sample]) -> [StrokeGeometry.Sample] {
+        var out: [StrokeGeometry.Sample] = []
+        out.reserveCapacity(samples.count)
+        for s in samples {
+            if let last = out.last, abs(last.x - s.x) < 1e-6, abs(last.y - s.y) < 1e-6 {
+                out[out.count - 1].radius = max(last.radius, s.radius)
+            } else {
+                out.append(s)
+            }
+        }
+        return out
+    }
+
+    /// Drops samples whose disc lies inside a neighbour's (pressure rising faster than the pen
+    /// moves): they add no ink, and between the rest the outline has a tangent on both sides.
+    static func withoutSwallowedDiscs(_ samples: [StrokeGeometry.Sample]) -> [StrokeGeometry.Sample] {
+        var samples = samples
+        func inside(_ a: StrokeGeometry.Sample, _ b: StrokeGeometry.Sample) -> Bool {
+            ((a.x - b.x) * (a.x - b.x) + (a.y - b.y) * (a.y - b.y)).squareRoot() + a.radius <= b.radius + 1e-9
+        }
+        while samples.count > 1 {
+            var kept: [StrokeGeometry.Sample] = []
+            for (i, sample) in samples.enumerated() {
+                let swallowed = (i > 0 && inside(sample, samples[i - 1])) || (i < samples.count - 1 && inside(sample, samples[i + 1]))
+                if !swallowed || (kept.isEmpty && i == samples.count - 1) { kept.append(sample) }
+            }
+            if kept.count == samples.count { break }
+            samples = kept
+        }
+        return samples
+    }
+
+    static func outline(of samples: [StrokeGeometry.Sample]) -> InkPath {
+        var path = InkPath()
+        guard samples.count > 1 else {
+            circle(InkVector(samples[0].x, samples[0].y), samples[0].radius, into: &path)
+            return path
+        }
+        for piece in pieces(samples) { addPiece(samples, piece, into: &path) }
+        return path
+    }
+
+    /// Index ranges of samples (each at least one segment) that make one piece each: the stroke
+    /// is cut where it doubles back (a cusp), and the cut's round caps make the join.
+    static func pieces(_ samples: [StrokeGeometry.Sample]) -> [ClosedRange<Int>] {
+        let centres = samples.map { InkVector($0.x, $0.y) }
+        var breaks = Set<Int>()
+        let cosCusp = cos(cusp)
+        for i in 1..<(samples.count - 1) {
+            guard let a = (centres[i] - centres[i - 1]).unit, let b = (centres[i + 1] - centres[i]).unit else { continue }
+            if a.dot(b) < cosCusp { breaks.insert(i) }
+        }
+        return split(samples.count, at: breaks)
+    }
+
+    /// The side with each fold cut out: where the offset runs backwards against the centre line
+    /// (the swallowtail of an offset around a turn tighter than the ink is wide), the segments
+    /// before and after the fold cross; the side goes straight to that crossing, which is where
+    /// the edge of the ink really is, and makes a corner there (`corners`, indices into `side`).
+    /// A backward step with no crossing near it (a zigzag, which fills correctly) is kept.
+    static func clippedFolds(_ side: [InkVector], along centre: [InkVector]) -> (side: [InkVector], corners: Set<Int>) {
+        let count = side.count
+        func backwards(_ k: Int) -> Bool { (side[k + 1] - side[k]).dot(centre[k + 1] - centre[k]) <= 0 }
+        var out: [InkVector] = [side[0]]
+        var corners = Set<Int>()
+        var k = 0  // `out` ends with side[k]; segment k is next
+        var floor = 0  // `out` ends with side[floor...k], unchanged
+        while k < count - 1 {
+            guard backwards(k) else {
+                out.append(side[k + 1])
+                k += 1
+                continue
+            }
+            var end = k
+            while end < count - 1 && backwards(end) { end += 1 }
+            // Segments k..<end run backwards. Look for the crossing of a segment that ends at
+            // or before k with one that starts at or after end, the nearest pair first.
+            // (Bounded, so that no input makes this quadratic.)
+            let reach = min(2 * (end - k) + 16, 48)
+            var found: (i: Int, j: Int, point: InkVector)?
+            search: for span in 0...(2 * reach) {
+                for back in 0...span {
+                    let i = k - 1 - back, j = end + (span - back)
+                    guard i >= floor, j < count - 1 else { continue }
+                    // A swallowtail's crossing lies within the ink around the fold; one farther
+                    // away is the side crossing another part of itself, which is no fold.
+                    if let x = crossing(side[i], side[i + 1], side[j], side[j + 1]),
+                       (x - centre[k]).length <= 2 * (side[k] - centre[k]).length {
+                        found = (i, j, x)
+                        break search
+                    }
+                }
+            }
+            guard let found else {
+                for index in (k + 1)...end { out.append(side[index]) }
+                k = end
+                continue
+            }
+            // Drop what was appended after side[i], then go through the crossing.
+            out.removeLast(k - found.i)
+            corners.insert(out.count)
+            out.append(found.point)
+            out.append(side[found.j + 1])
+            k = found.j + 1
+            floor = k
+        }
+        return (out, corners)
+    }
+
+    /// Where segments a0-a1 and b0-b1 cross, if they do.
+    private static func crossing(_ a0: InkVector, _ a1: InkVector, _ b0: InkVector, _ b1: InkVector) -> InkVector? {
+        let r = a1 - a0, s = b1 - b0
+        let denominator = r.cross(s)
+        guard abs(denominator) > 1e-12 else { return nil }
+        let t = (b0 - a0).cross(s) / denominator, u = (b0 - a0).cross(r) / denominator
+        guard t >= 0, t <= 1, u >= 0, u <= 1 else { return nil }
+        return a0 + r * t
+    }
+
+    private static func split(_ count: Int, at breaks: Set<Int>) -> [ClosedRange<Int>] {
+        var ranges: [ClosedRange<Int>] = []
+        var start = 0
+        for index in breaks.sorted() {
+            ranges.append(start...index)
+            start = index
+        }
+        ranges.append(start...(count - 1))
+        return ranges
+    }
+
+    /// The left and right offset points of a piece's samples, where the ink's edge touches
+    /// each sample's disc: for two discs of different radii the common tangent leans back (or
+    /// forward) from the normal by the angle whose sine is the change in radius over the
+    /// distance. Inside a piece a sample's offsets bisect those of its two segments; at the
+    /// ends they are the end segment's own.
+    static func sides(_ samples: [StrokeGeometry.Sample], _ range: ClosedRange<Int>) -> (left: [InkVector], right: [InkVector]) {
+        var left: [InkVector] = [], right: [InkVector] = []
+        left.reserveCapacity(range.count)
+        right.reserveCapacity(range.count)
+        for i in range {
+            let c = InkVector(samples[i].x, samples[i].y)
+            let (l, r) = offsetDirections(samples, i, range)
+            left.append(c + l * samples[i].radius)
+            right.append(c + r * samples[i].radius)
+        }
+        return (left, right)
+    }
+
+    /// The unit vectors from a segment's discs' centres to its two tangent lines.
+    private static func tangents(_ a: StrokeGeometry.Sample, _ b: StrokeGeometry.Sample) -> (left: InkVector, right: InkVector)? {
+        let d = InkVector(b.x - a.x, b.y - a.y)
+        guard let t = d.unit else { return nil }
+        let sine = max(-0.999, min(0.999, (b.radius - a.radius) / d.length))
+        let cosine = (1 - sine * sine).squareRoot()
+        return (t.left * cosine - t * sine, -t.left * cosine - t * sine)
+    }
+
+    static func offsetDirections(_ samples: [StrokeGeometry.Sample], _ i: Int, _ range: ClosedRange<Int>) -> (left: InkVector, right: InkVector) {
+        let before = i > range.lowerBound ? tangents(samples[i - 1], samples[i]) : nil
+        let after = i < range.upperBound ? tangents(samples[i], samples[i + 1]) : nil
+        switch (before, after) {
+        case let (b?, a?): return ((b.left + a.left).unit ?? a.left, (b.right + a.right).unit ?? a.right)
+        case let (b?, nil): return b
+        case let (nil, a?): return a
+        case (nil, nil): return (InkVector(0, -1), InkVector(0, 1))
+        }
+    }
+
+    private static func direction(_ samples: [StrokeGeometry.Sample], _ i: Int, _ range: ClosedRange<Int>) -> InkVector {
+        func point(_ k: Int) -> InkVector { InkVector(samples[k].x, samples[k].y) }
+        let before = i > range.lowerBound ? (point(i) - point(i - 1)).unit : nil
+        let after = i < range.upperBound ? (point(i + 1) - point(i)).unit : nil
+        switch (before, after) {
+        case let (b?, a?): return (b + a).unit ?? a
+        case let (b?, nil): return b
+        case let (nil, a?): return a
+        case (nil, nil): return InkVector(1, 0)
+        }
+    }
+
+    /// One piece: the left side forward, a round cap, the right side back, a round cap.
+    private static func addPiece(_ samples: [StrokeGeometry.Sample], _ range: ClosedRange<Int>, into path: inout InkPath) {
+        let (rawLeft, rawRight) = sides(samples, range)
+        let centre = range.map { InkVector(samples[$0].x, samples[$0].y) }
+        let left = clippedFolds(rawLeft, along: centre), right = clippedFolds(Array(rawRight.reversed()), along: centre.reversed())
+        let start = InkVector(samples[range.lowerBound].x, samples[range.lowerBound].y)
+        let end = InkVector(samples[range.upperBound].x, samples[range.upperBound].y)
+        let startDirection = direction(samples, range.lowerBound, range)
+        let endDirection = direction(samples, range.upperBound, range)
+        let startOffsets = offsetDirections(samples, range.lowerBound, range)
+        let endOffsets = offsetDirections(samples, range.upperBound, range)
+        path.move(to: left.side[0])
+        path.append(CurveFit.fit(left.side, tolerance: tolerance, corners: left.corners))
+        // End cap: from the left offset, round the front, to the right offset.
+        arc(around: end, radius: samples[range.upperBound].radius, from: endOffsets.left, via: endDirection, to: endOffsets.right, into: &path)
+        path.append(CurveFit.fit(right.side, tolerance: tolerance, corners: right.corners))
+        arc(around: start, radius: samples[range.lowerBound].radius, from: startOffsets.right, via: -startDirection, to: startOffsets.left, into: &path)
+        path.close()
+    }
+
+    /// A circular arc from `centre + from * radius` to `centre + to * radius` (unit vectors),
+    /// turning the way that passes `via`, as Béziers of at most a quarter turn each.
+    private static func arc(around centre: InkVector, radius: Double, from: InkVector, via: InkVector, to: InkVector,
+                            into path: inout InkPath) {
+        let turn = from.cross(via) >= 0 ? 1.0 : -1.0
+        var sweep = turn * (atan2(from.cross(to), from.dot(to)))
+        if sweep <= 1e-9 { sweep += 2 * Double.pi }
+        let parts = max(1, Int((sweep / (Double.pi / 2) - 1e-9).rounded(.up)))
+        let step = sweep / Double(parts)
+        let handle = 4.0 / 3.0 * tan(step / 4) * radius
+        var direction = from
+        for _ in 0..<parts {
+            let next = InkVector(direction.x * cos(step) - turn * direction.y * sin(step), turn * direction.x * sin(step) + direction.y * cos(step))
+            // The tangent at each end is the radius turned a quarter the way of travel.
+            let along0 = InkVector(-turn * direction.y, turn * direction.x), along1 = InkVector(-turn * next.y, turn * next.x)
+            path.curve(centre + direction * radius + along0 * handle, centre + next * radius - along1 * handle, centre + next * radius)
+            direction = next
+        }
+    }
+
+    static func circle(_ centre: InkVector, _ radius: Double, into path: inout InkPath) {
+        path.move(to: centre + InkVector(radius, 0))
+        arc(around: centre, radius: radius, from: InkVector(1, 0), via: InkVector(-1, 0), to: InkVector(1, 0), into: &path)
+        path.close()
+    }
+}
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
