@@ -32,6 +32,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -181,6 +182,8 @@ struct ps_document {
     std::shared_ptr<InputSource> file;
     // The same source, seen as the PDF's region: it holds the time budget.
     std::shared_ptr<RegionInputSource> region;
+    // Points of ink the next flatten adds, counted into the page's total under /Points.
+    long long addedPoints = 0;
     qpdf_offset_t size = 0;
     std::vector<QPDFPageObjectHelper> pages;
     // Read only after repair, or encrypted: its bytes cannot take an appended update.
@@ -552,6 +555,11 @@ Applied applyInk(ps_document *document, int page, const unsigned char *overlay, 
 
         forms.appendItem(form);
         marker.replaceKey("/Forms", forms);
+        // A running count of the ink on the page, so a limit on it costs one number to read.
+        QPDFObjectHandle counted = marker.getKey("/Points");
+        long long before = counted.isInteger() ? std::max(0LL, counted.getIntValue()) : 0;
+        long long after = before > LLONG_MAX - document->addedPoints ? LLONG_MAX : before + document->addedPoints;
+        marker.replaceKey("/Points", QPDFObjectHandle::newInteger(after));
         pageObject.replaceKey(kMarker, marker);
 
         applied.page = pageObject;
@@ -691,6 +699,19 @@ ps_status ps_flatten_rewrite(ps_document *document, int page, const unsigned cha
 }
 
 int ps_needs_rewrite(ps_document *document) { return document->needs_rewrite ? 1 : 0; }
+
+int64_t ps_page_ink_points(ps_document *document, int page) {
+    try {
+        QPDFObjectHandle marker = pageAt(document, page).getObjectHandle().getKey(kMarker);
+        if (!marker.isDictionary()) return 0;
+        QPDFObjectHandle counted = marker.getKey("/Points");
+        return counted.isInteger() ? std::max(0LL, counted.getIntValue()) : 0;
+    } catch (...) {
+        return 0;
+    }
+}
+
+void ps_add_ink_points(ps_document *document, int64_t points) { document->addedPoints = std::max<int64_t>(0, points); }
 
 void ps_set_budget(ps_document *document, int64_t budget_ms) {
     if (document->region) document->region->setBudget(budget_ms);

@@ -153,7 +153,8 @@ public final class Dispatcher {
         if case .curve = configuration.security { authenticated = true } else { authenticated = false }
         do {
             let store = try DocumentStore(folder: URL(fileURLWithPath: configuration.documentsPath),
-                                          keepRevisions: configuration.keepRevisions)
+                                          keepRevisions: configuration.keepRevisions,
+                                          maxInkPointsPerPage: configuration.limits.maxPointsPerPage)
             documents = DocumentMethods(store: store, limits: configuration.limits)
         } catch {
             logger.error("documents not served", metadata: ["folder": "\(configuration.documentsPath)", "error": "\(error)"])

@@ -155,6 +155,9 @@ struct DocumentMethods {
         case .conflict(let name, let expected, let current):
             return ProtocolError(.conflict, message, data: ["name": .string(name), "expectedRevision": .integer(Int64(expected)),
                                                             "revision": .integer(Int64(current))])
+        case .inkLimit(let name, let page, let stored, _, let limit):
+            return ProtocolError(.payloadTooLarge, message, data: ["field": "drawing", "name": .string(name), "page": .integer(Int64(page)),
+                                                                   "pageInk": .integer(Int64(stored)), "limit": .integer(Int64(limit))])
         case .unreadable(let name, let reason, _):
             return ProtocolError(.unavailable, message, data: ["name": .string(name), "reason": .string(reason)])
         case .io(let operation, _, _) where error.isOutOfSpace:

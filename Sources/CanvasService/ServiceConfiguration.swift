@@ -10,6 +10,8 @@ public struct Limits: Sendable {
     /// Points in all strokes of one drawing: what bounds rendering, `drawing.get` and a save.
     /// A page of handwriting is about 5,000.
     public var maxPointsPerDrawing = 100_000
+    /// Points of ink one page of a document may hold, every save's together.
+    public var maxPointsPerPage = 400_000
     public var maxStrokesPerDrawing = 2_000
     public var maxTextsPerDrawing = 500
     public var maxTextLength = 2_000
@@ -36,6 +38,7 @@ public struct Limits: Sendable {
             "frameOverheadBytes": .integer(Int64(Self.frameOverheadBytes)),
             "maxPointsPerStroke": .integer(Int64(maxPointsPerStroke)),
             "maxPointsPerDrawing": .integer(Int64(maxPointsPerDrawing)),
+            "maxPointsPerPage": .integer(Int64(maxPointsPerPage)),
             "maxStrokesPerDrawing": .integer(Int64(maxStrokesPerDrawing)),
             "maxTextsPerDrawing": .integer(Int64(maxTextsPerDrawing)),
             "maxTextLength": .integer(Int64(maxTextLength)),

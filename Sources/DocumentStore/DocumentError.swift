@@ -13,6 +13,8 @@ public enum DocumentError: Error, Sendable, Equatable, CustomStringConvertible {
     case notFound(String)
     case pageOutOfRange(name: String, page: Int, pageCount: Int)
     case revisionNotFound(name: String, revision: Int)
+    /// The page would hold more ink than `limit` points, with what earlier saves put there.
+    case inkLimit(name: String, page: Int, stored: Int, adding: Int, limit: Int)
     /// `expectedRevision` is not the current one: someone else saved first.
     case conflict(name: String, expected: Int, current: Int)
     /// The file is damaged or encrypted, or its container is malformed.
@@ -36,6 +38,8 @@ public enum DocumentError: Error, Sendable, Equatable, CustomStringConvertible {
         case .conflict(let name, let expected, let current):
             return "\(name) is at revision \(current), not \(expected): it was saved since"
         case .unreadable(let name, _, let message): return "\(name) cannot be read: \(message)"
+        case .inkLimit(let name, let page, let stored, let adding, let limit):
+            return "page \(page) of \(name) has \(stored) points of ink; \(adding) more would pass the limit of \(limit) a page"
         case .io(let operation, let message, _): return "\(operation): \(message)"
         }
     }

@@ -31,6 +31,8 @@ public final class DocumentStore: Sendable {
     /// hours, and past these it is refused as `timeout` instead.
     public let readBudget: Duration
     public let saveBudget: Duration
+    /// The most points of ink one page may hold, counting every save's.
+    public let maxInkPointsPerPage: Int
     private let root: Directory
     private let revisionsRoot: Directory
     private let hashes = ContentHashes()
@@ -41,7 +43,8 @@ public final class DocumentStore: Sendable {
     static let readAttempts = 20
 
     public init(folder: URL, keepRevisions: Int = 20, readBudget: Duration = .seconds(2),
-                saveBudget: Duration = .seconds(120)) throws(DocumentError) {
+                saveBudget: Duration = .seconds(120), maxInkPointsPerPage: Int = 400_000) throws(DocumentError) {
+        self.maxInkPointsPerPage = maxInkPointsPerPage
         self.folder = folder.standardizedFileURL.resolvingSymlinksInPath()
         self.keepRevisions = max(2, keepRevisions)
         self.readBudget = readBudget
@@ -307,7 +310,7 @@ public final class DocumentStore: Sendable {
             let (place, container) = try location(name, current)
             let prepared: Flattener.Prepared
             do throws(FlattenError) {
-                prepared = try Flattener.prepare(place, page: page, adding: drawing)
+                prepared = try Flattener.prepare(place, page: page, adding: drawing, maxPagePoints: maxInkPointsPerPage)
             } catch {
                 throw documentError(name, place, page, error)
             }
@@ -547,6 +550,8 @@ public final class DocumentStore: Sendable {
         case .pdf(let pdfError): return unreadable(name, pdfError)
         case .render(let message): return .io(operation: "flatten \(name)", message: message)
         case .storedDrawing(let message): return .unreadable(name: name, reason: "damaged", message: "the ink stored on page \(page): \(message)")
+        case .tooMuchInk(let stored, let adding, let limit):
+            return .inkLimit(name: name, page: page, stored: stored, adding: adding, limit: limit)
         }
     }
 

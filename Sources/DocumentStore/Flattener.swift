@@ -41,12 +41,16 @@ public enum FlattenError: Error, Sendable, CustomStringConvertible {
     case pdf(PDFError)
     case render(String)
     case storedDrawing(String)
+    /// The page would hold more ink than the limit, counting what earlier saves put there.
+    case tooMuchInk(onPage: Int, adding: Int, limit: Int)
 
     public var description: String {
         switch self {
         case .pdf(let error): return error.description
         case .render(let message): return "render the ink: \(message)"
         case .storedDrawing(let message): return "read the ink already on the page: \(message)"
+        case .tooMuchInk(let stored, let adding, let limit):
+            return "the page has \(stored) points of ink; \(adding) more would pass the limit of \(limit) a page"
         }
     }
 }
@@ -104,10 +108,18 @@ public enum Flattener {
         }
     }
 
-    public static func prepare(_ location: PDFLocation, page: Int, adding drawing: Drawing) throws(FlattenError) -> Prepared {
+    /// `maxPagePoints` bounds the ink on the page, what earlier saves put there included: a
+    /// drawing that would pass it is refused before anything is drawn.
+    public static func prepare(_ location: PDFLocation, page: Int, adding drawing: Drawing,
+                               maxPagePoints: Int = .max) throws(FlattenError) -> Prepared {
         do {
             let file = try location.open()
             let geometry = try file.page(page)
+            let stored = file.inkPoints(page: page), adding = drawing.pointCount
+            guard adding <= maxPagePoints - min(stored, maxPagePoints) else {
+                throw FlattenError.tooMuchInk(onPage: stored, adding: adding, limit: maxPagePoints)
+            }
+            file.addingInkPoints(adding)
             let ink = InkPrecision.rounded(drawing)
             let layers: InkRenderer.PDFLayers
             do {

@@ -92,6 +92,17 @@ public final class PDFFile {
         max(1, duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000)
     }
 
+    /// The points of ink flattening put on the page in all, as the page counts them (0 for a page
+    /// without our ink, or with ink from before the count was kept).
+    public func inkPoints(page index: Int) -> Int {
+        Int(clamping: ps_page_ink_points(handle, Int32(clamping: index)))
+    }
+
+    /// The points of ink the next flatten adds, for the page's count.
+    public func addingInkPoints(_ points: Int) {
+        ps_add_ink_points(handle, Int64(points))
+    }
+
     /// From now on, what is left to do with this file must end within `budget`.
     public func setBudget(_ budget: Duration) {
         ps_set_budget(handle, Self.milliseconds(budget))

@@ -258,6 +258,29 @@ struct StoreIntegrityTests {
     }
 }
 
+@Suite("Ink limits")
+struct InkLimitTests {
+    @Test("a page's ink is bounded with what earlier saves put there, before anything is drawn")
+    func inkPerPage() throws {
+        let folder = try freshFolder("ink-limit")
+        try Data(PDFFixtures.pdf([.init(), .init()])).write(to: folder.appendingPathComponent("d.pdf"))
+        let store = try DocumentStore(folder: folder, maxInkPointsPerPage: 10)
+        func stroke(_ points: Int) throws -> Stroke {
+            try Stroke(tool: .pen, color: InkColor("blue"), width: 2, points: (0..<points).map { try InkPoint(x: Double(10 + $0), y: 20) })
+        }
+        #expect(try store.flatten("d.pdf", page: 0, drawing: Drawing(strokes: [try stroke(6)])).revision == 2)
+        let before = try sha256(folder.appendingPathComponent("d.pdf"))
+        #expect(throws: DocumentError.inkLimit(name: "d.pdf", page: 0, stored: 6, adding: 5, limit: 10)) {
+            try store.flatten("d.pdf", page: 0, drawing: Drawing(strokes: [try stroke(5)]))
+        }
+        #expect(try sha256(folder.appendingPathComponent("d.pdf")) == before, "a refused save changed the document")
+        #expect(try store.flatten("d.pdf", page: 0, drawing: Drawing(strokes: [try stroke(4)])).revision == 3)
+        // The other page has its own count.
+        #expect(try store.flatten("d.pdf", page: 1, drawing: Drawing(strokes: [try stroke(10)])).revision == 4)
+        #expect(throws: DocumentError.self) { try store.flatten("d.pdf", page: 0, drawing: Drawing(strokes: [try stroke(1)])) }
+    }
+}
+
 /// A flag set by one thread and read by another.
 private final class ManagedAtomicFlag: @unchecked Sendable {
     private let lock = NSLock()

@@ -76,6 +76,13 @@ ps_status ps_flatten_rewrite(ps_document *document, int page,
                              const unsigned char *drawing, size_t drawing_length,
                              int fd, char *message, size_t message_size);
 
+// The points of ink that flattening put on `page` in all (0 for a page without ink of ours, or
+// with ink from before the count was kept).
+int64_t ps_page_ink_points(ps_document *document, int page);
+
+// The points of ink the next flatten adds, for the page's count.
+void ps_add_ink_points(ps_document *document, int64_t points);
+
 // Gives the document a new time budget, from now: a save parses within a reader's budget, then
 // has longer for its write.
 void ps_set_budget(ps_document *document, int64_t budget_ms);
