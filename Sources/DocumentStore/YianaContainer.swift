@@ -109,7 +109,7 @@ public enum YianaContainer {
 
     /// One more than a stored count, saturating at the largest integer; a count that is missing,
     /// negative or not a whole number starts again at 1.
-    static func nextCount(_ stored: JSONValue?) -> Int64 {
+    public static func nextCount(_ stored: JSONValue?) -> Int64 {
         switch stored {
         case .integer(let count) where count >= 0: return count == .max ? .max : count + 1
         case .number(let count) where count >= 9.2e18: return .max
