@@ -37,7 +37,13 @@ public enum PDFFixtures {
             objects.append(dict)
             objects.append("<< /Length \(page.content.utf8.count) >>\nstream\n\(page.content)\nendstream")
         }
-        var out = Array("%PDF-1.7\n%\u{e2}\u{e3}\u{cf}\u{d3}\n".utf8)
+        return assemble(objects, header: "%PDF-1.7\n%\u{e2}\u{e3}\u{cf}\u{d3}\n")
+    }
+
+    /// A PDF of the given object bodies, numbered from 1 (object 1 the catalog), with a
+    /// cross-reference table whose offsets are right.
+    public static func assemble(_ objects: [String], header: String = "%PDF-1.7\n") -> [UInt8] {
+        var out = Array(header.utf8)
         var offsets: [Int] = []
         for (index, body) in objects.enumerated() {
             offsets.append(out.count)

@@ -43,15 +43,7 @@ struct GrayRaster: Equatable {
     }
 
     static func parse(_ bytes: [UInt8]) throws -> GrayRaster {
-        var fields: [String] = []
-        var index = 0
-        while fields.count < 4 {
-            while bytes[index] == 0x20 || bytes[index] == 0x0A { index += 1 }
-            var field = ""
-            while bytes[index] != 0x20 && bytes[index] != 0x0A { field.append(Character(UnicodeScalar(bytes[index]))); index += 1 }
-            fields.append(field)
-        }
-        index += 1
+        let (fields, index) = Raster.netpbmHeader(bytes)
         guard fields[0] == "P5", let width = Int(fields[1]), let height = Int(fields[2]), bytes.count >= index + width * height else {
             throw Raster.RenderFailure(message: "not an 8-bit PGM")
         }

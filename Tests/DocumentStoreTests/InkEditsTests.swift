@@ -79,17 +79,7 @@ struct EarlierFormatTests {
             stream("1 0 0 rg 50 722 20 20 re f", " /Type /XObject /Subtype /Form /BBox [0 0 612 792]"),
             stream(drawing),
         ]
-        var out = Array("%PDF-1.7\n".utf8)
-        var offsets: [Int] = []
-        for (index, body) in objects.enumerated() {
-            offsets.append(out.count)
-            out += Array("\(index + 1) 0 obj\n\(body)\nendobj\n".utf8)
-        }
-        let xref = out.count
-        out += Array("xref\n0 \(objects.count + 1)\n0000000000 65535 f\r\n".utf8)
-        for offset in offsets { out += Array(String(format: "%010d 00000 n\r\n", offset).utf8) }
-        out += Array("trailer\n<< /Size \(objects.count + 1) /Root 1 0 R >>\nstartxref\n\(xref)\n%%EOF\n".utf8)
-        return out
+        return PDFFixtures.assemble(objects)
     }
 
     @Test("a new edit leaves the earlier form drawn where it was and reads back after its drawing")

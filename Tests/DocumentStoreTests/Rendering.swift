@@ -29,8 +29,8 @@ struct Raster: Equatable {
 
     struct RenderFailure: Error { let message: String }
 
-    static func parsePPM(_ bytes: [UInt8]) throws -> Raster {
-        // P6 <w> <h> <max>\n then RGB bytes.
+    /// A binary netpbm image's header (`P5`/`P6`, width, height, maximum) and where its pixels start.
+    static func netpbmHeader(_ bytes: [UInt8]) -> (fields: [String], pixels: Int) {
         var fields: [String] = []
         var index = 0
         while fields.count < 4 {
@@ -39,7 +39,12 @@ struct Raster: Equatable {
             while bytes[index] != 0x20 && bytes[index] != 0x0A { field.append(Character(UnicodeScalar(bytes[index]))); index += 1 }
             fields.append(field)
         }
-        index += 1
+        return (fields, index + 1)
+    }
+
+    static func parsePPM(_ bytes: [UInt8]) throws -> Raster {
+        // P6 <w> <h> <max>\n then RGB bytes.
+        let (fields, index) = netpbmHeader(bytes)
         guard fields[0] == "P6", let width = Int(fields[1]), let height = Int(fields[2]) else { throw RenderFailure(message: "not a PPM") }
         return Raster(width: width, height: height, pixels: Array(bytes[index..<(index + width * height * 3)]))
     }
