@@ -67,15 +67,16 @@ final class Directory: Sendable {
 
     /// The names in the directory, `.` and `..` left out.
     func names() throws(Errno) -> [String] {
-        // readdir consumes the descriptor it is given: give it a duplicate, read from the start.
-        let copy = try Self.check { fcntl(descriptor.rawValue, F_DUPFD_CLOEXEC, 0) }
+        // readdir takes over the descriptor it is given and moves its position. A duplicate
+        // would share the position with every other listing of this directory under way on
+        // another thread; opening "." again gives this listing a position of its own.
+        let copy = try Self.check { openat(descriptor.rawValue, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
         guard let stream = fdopendir(copy) else {
             let code = Glibc.errno
             Glibc.close(copy)
             throw Errno(rawValue: code)
         }
         defer { closedir(stream) }
-        rewinddir(stream)
         var names: [String] = []
         while let entry = readdir(stream) {
             let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
