@@ -1,5 +1,5 @@
 import CanvasCore
-import DocumentStore
+@testable import DocumentStore
 import Foundation
 import TestSupport
 import Testing
@@ -138,6 +138,26 @@ struct StoreIntegrityTests {
         while !swapper.isFinished { try await Task.sleep(for: .milliseconds(5)) }
         #expect(served > 0)
         #expect(try Data(PDFFixtures.pdf([.init(), .init(), .init()])) == Data(contentsOf: secret))
+    }
+
+    @Test("listings of one folder on several threads at once each see every name once")
+    func concurrentListings() async throws {
+        // Enough names that a listing takes several reads of the directory, so listings that
+        // shared a read position would skip or repeat names.
+        let folder = try freshFolder("listings")
+        let names = (0..<3000).map { String(format: "entry-%04d", $0) }
+        for name in names { FileManager.default.createFile(atPath: folder.appendingPathComponent(name).path, contents: nil) }
+        let directory = try Directory.open(folder.path)
+        let seen = await withTaskGroup(of: [[String]].self) { group in
+            for _ in 0..<4 {
+                group.addTask { (0..<30).map { _ in ((try? directory.names()) ?? []).sorted() } }
+            }
+            var all: [[String]] = []
+            for await listings in group { all += listings }
+            return all
+        }
+        #expect(seen.count == 120)
+        #expect(seen.allSatisfy { $0 == names }, "a listing missed or repeated names")
     }
 
     @Test("a 255-byte name is saved, revised and restored")
