@@ -105,20 +105,44 @@ public enum RequestDecoder {
 
 /// Building reply and event frames.
 public enum ReplyEncoder {
+    // Replies are written member by member, keys in the sorted order `JSONCodec.serialize`
+    // gives, so the bytes are the same as serializing the whole reply object.
+
     public static func success(id: RequestID, result: [String: JSONValue]) -> [UInt8] {
-        JSONCodec.serialize(["id": id.json, "result": .object(result)])
+        var out: [UInt8] = []
+        out.reserveCapacity(256)
+        out.append(contentsOf: #"{"id":"#.utf8)
+        JSONCodec.append(id.json, to: &out)
+        out.append(contentsOf: #","result":"#.utf8)
+        JSONCodec.append(.object(result), to: &out)
+        out.append(UInt8(ascii: "}"))
+        return out
     }
 
     /// A reply whose result is already JSON text (a JSON object), for results too large to
     /// build as a `JSONValue` first.
     public static func success(id: RequestID, rawResult: [UInt8]) -> [UInt8] {
-        Array(#"{"id":"#.utf8) + JSONCodec.serialize(id.json) + Array(#","result":"#.utf8) + rawResult + Array("}".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(rawResult.count + 64)
+        out.append(contentsOf: #"{"id":"#.utf8)
+        JSONCodec.append(id.json, to: &out)
+        out.append(contentsOf: #","result":"#.utf8)
+        out.append(contentsOf: rawResult)
+        out.append(UInt8(ascii: "}"))
+        return out
     }
 
     public static func failure(id: RequestID?, error: ProtocolError) -> [UInt8] {
         var body: [String: JSONValue] = ["code": .string(error.code.rawValue), "message": .string(error.message)]
         if !error.data.isEmpty { body["data"] = .object(error.data) }
-        return JSONCodec.serialize(["id": id?.json ?? .null, "error": .object(body)])
+        var out: [UInt8] = []
+        out.reserveCapacity(256)
+        out.append(contentsOf: #"{"error":"#.utf8)
+        JSONCodec.append(.object(body), to: &out)
+        out.append(contentsOf: #","id":"#.utf8)
+        JSONCodec.append(id?.json ?? .null, to: &out)
+        out.append(UInt8(ascii: "}"))
+        return out
     }
 
     /// An event's two frames: the topic `<session>.<event>` and the JSON body.

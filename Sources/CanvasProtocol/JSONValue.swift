@@ -122,6 +122,12 @@ public enum JSONCodec {
         return out
     }
 
+    /// Appends `value` as `serialize` writes it, so that a caller can write an object whose
+    /// keys it knows in sorted order without building the object first.
+    public static func append(_ value: JSONValue, to out: inout [UInt8]) {
+        write(value, into: &out)
+    }
+
     /// Any Encodable value as a JSONValue (through JSONEncoder, so its own coding rules apply).
     public static func value(of encodable: some Encodable) throws -> JSONValue {
         try JSONParser.parse(Array(JSONEncoder().encode(encodable)))
