@@ -34,6 +34,30 @@ struct JSONParser {
         return value
     }
 
+    /// A document read as `parse` reads it, except that a top-level object comes back as its
+    /// members in order (a repeated key twice, the last one counting) instead of a dictionary.
+    enum TopLevel {
+        case object([(key: String, value: JSONValue)])
+        case other(JSONValue)
+    }
+
+    /// For request frames, whose top level is read once for four fields: building and hashing
+    /// a dictionary for it cost more than the rest of reading the frame.
+    static func parseTopLevel(_ bytes: [UInt8], keepingOverflow: Bool = false) throws(Failure) -> TopLevel {
+        var parser = JSONParser(bytes: bytes, keepsOverflow: keepingOverflow)
+        parser.skipWhitespace()
+        let value: TopLevel
+        if parser.index < bytes.count, bytes[parser.index] == UInt8(ascii: "{") {
+            try parser.parseMembers()
+            value = .object(parser.members)
+        } else {
+            value = .other(try parser.parseValue())
+        }
+        parser.skipWhitespace()
+        guard parser.index == bytes.count else { throw parser.failure("unexpected bytes after the document") }
+        return value
+    }
+
     private init(bytes: [UInt8], keepsOverflow: Bool) {
         self.bytes = bytes
         self.keepsOverflow = keepsOverflow
@@ -78,15 +102,28 @@ struct JSONParser {
     }
 
     private mutating func parseObject() throws(Failure) -> JSONValue {
+        let first = members.count
+        defer {
+            while members.count > first { members.removeLast() }
+        }
+        try parseMembers()
+        if members.count == first { return .object([:]) }
+        var object = [String: JSONValue](minimumCapacity: members.count - first)
+        // A repeated key keeps its last value.
+        for member in members[first...] { object[member.key] = member.value }
+        return .object(object)
+    }
+
+    /// Reads an object, `{` to `}`, appending its members to `members`.
+    private mutating func parseMembers() throws(Failure) {
         try enter()
         defer { depth -= 1 }
         skipWhitespace()
         if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
             index += 1
-            return .object([:])
+            return
         }
-        let first = members.count
-        defer { members.removeLast(members.count - first) }
+        if members.capacity == 0 { members.reserveCapacity(8) }
         while true {
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw failure("expected a key") }
@@ -101,10 +138,7 @@ struct JSONParser {
             if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
             if bytes[index] == UInt8(ascii: "}") {
                 index += 1
-                var object = [String: JSONValue](minimumCapacity: members.count - first)
-                // A repeated key keeps its last value.
-                for member in members[first...] { object[member.key] = member.value }
-                return .object(object)
+                return
             }
             throw failure("expected ',' or '}'")
         }
