@@ -268,7 +268,7 @@ public final class CanvasServer {
         publish(output.events)
         for reply in output.replies {
             do {
-                try requests.send(reply.envelope + [reply.bytes], wait: false)
+                try requests.send(envelope: reply.envelope, body: reply.bytes, wait: false)
             } catch {
                 logger.warning("reply not sent", metadata: ["error": "\(error)"])
             }
