@@ -165,20 +165,26 @@ public final class CanvasServer {
                 if zap == nil {
                     // A blocking receive with a timeout, not a poll followed by a receive: one trip
                     // into libzmq per request instead of three, which is most of the gap to a bare echo.
-                    if milliseconds != timeout {
-                        try requests.setReceiveTimeout(milliseconds: milliseconds)
-                        timeout = milliseconds
-                    }
-                    if let message = try requests.receive(wait: milliseconds > 0, readUserID: false, keepingAtMost: maxFrames) {
-                        // Requests already queued behind it are answered before any reply goes
-                        // out: libzmq's I/O thread then wakes once and writes the replies
-                        // together, instead of once per reply, which is most of the cost of
-                        // pipelined requests. Each output keeps its events before its reply.
-                        var outputs = [serve(message.frames, owner: nil, dropped: message.dropped)]
+                    if let queued = try requests.receive(wait: false, readUserID: false, keepingAtMost: maxFrames) {
+                        // Busy: requests already queued are answered before any reply goes out,
+                        // so libzmq's I/O thread wakes once and writes the replies together,
+                        // instead of once per reply, which is most of the cost of pipelined
+                        // requests. Each output keeps its events before its reply, in order.
+                        var outputs = [serve(queued.frames, owner: nil, dropped: queued.dropped)]
                         defer { for output in outputs { deliver(output) } }
                         while outputs.count < Self.burst,
                               let next = try requests.receive(wait: false, readUserID: false, keepingAtMost: maxFrames) {
                             outputs.append(serve(next.frames, owner: nil, dropped: next.dropped))
+                        }
+                    } else {
+                        // Idle: a request that comes is answered at once, with no look for more
+                        // in between (that would be one more system call before its reply).
+                        if milliseconds != timeout {
+                            try requests.setReceiveTimeout(milliseconds: milliseconds)
+                            timeout = milliseconds
+                        }
+                        if let message = try requests.receive(wait: milliseconds > 0, readUserID: false, keepingAtMost: maxFrames) {
+                            deliver(serve(message.frames, owner: nil, dropped: message.dropped))
                         }
                     }
                 } else {
