@@ -92,8 +92,10 @@ let package = Package(
         .executableTarget(
             name: "canvasbench",
             dependencies: [
-                "CanvasClient", "CanvasCore", "CanvasProtocol", "DocumentStore", "InkRendering", "TestSupport", "ZeroMQ",
+                "CanvasClient", "CanvasCore", "CanvasProtocol", "CanvasService", "DocumentStore", "InkRendering", "TestSupport",
+                "ZeroMQ",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -62,17 +62,20 @@ public enum RequestDecoder {
         guard let first = frames.first else {
             return .failure(UnreadableRequest(id: nil, error: ProtocolError(.invalidRequest, "the message has no request frame")))
         }
-        let json: JSONValue
+        let members: [(key: String, value: JSONValue)]
         do {
-            json = try JSONCodec.parseRequest(first)
+            switch try JSONParser.parseTopLevel(first, keepingOverflow: true) {
+            case .object(let object): members = object
+            case .other(let json):
+                return .failure(UnreadableRequest(id: nil, error: ProtocolError(.invalidRequest, "a request is a JSON object, not \(json.typeName)")))
+            }
         } catch {
             return .failure(UnreadableRequest(id: nil, error: ProtocolError(.parseError, "the request frame is not valid UTF-8 JSON")))
         }
-        guard case .object(let object) = json else {
-            return .failure(UnreadableRequest(id: nil, error: ProtocolError(.invalidRequest, "a request is a JSON object, not \(json.typeName)")))
-        }
+        // As a dictionary would hold them: the last of a repeated key counts.
+        func field(_ name: String) -> JSONValue? { members.last(where: { $0.key == name })?.value }
         let id: RequestID
-        switch object["id"] {
+        switch field("id") {
         case .string(let s)?: id = .string(s)
         case .integer(let i)?: id = .integer(i)
         case nil:
@@ -83,17 +86,18 @@ public enum RequestDecoder {
         func invalid(_ message: String) -> Result<Request, UnreadableRequest> {
             .failure(UnreadableRequest(id: id, error: ProtocolError(.invalidRequest, message)))
         }
-        guard case .string(let method)? = object["method"] else {
-            return invalid(object["method"] == nil ? "the request has no method" : "method must be a string")
+        let methodField = field("method")
+        guard case .string(let method)? = methodField else {
+            return invalid(methodField == nil ? "the request has no method" : "method must be a string")
         }
         var params: [String: JSONValue] = [:]
-        switch object["params"] {
+        switch field("params") {
         case nil, .null?: break
         case .object(let p)?: params = p
         case let other?: return invalid("params must be an object, not \(other.typeName)")
         }
         var session: String?
-        switch object["session"] {
+        switch field("session") {
         case nil, .null?: break
         case .string(let s)?: session = s
         case let other?: return invalid("session must be a string, not \(other.typeName)")
@@ -105,20 +109,44 @@ public enum RequestDecoder {
 
 /// Building reply and event frames.
 public enum ReplyEncoder {
+    // Replies are written member by member, keys in the sorted order `JSONCodec.serialize`
+    // gives, so the bytes are the same as serializing the whole reply object.
+
     public static func success(id: RequestID, result: [String: JSONValue]) -> [UInt8] {
-        JSONCodec.serialize(["id": id.json, "result": .object(result)])
+        var out: [UInt8] = []
+        out.reserveCapacity(256)
+        out.append(contentsOf: #"{"id":"#.utf8)
+        JSONCodec.append(id.json, to: &out)
+        out.append(contentsOf: #","result":"#.utf8)
+        JSONCodec.append(.object(result), to: &out)
+        out.append(UInt8(ascii: "}"))
+        return out
     }
 
     /// A reply whose result is already JSON text (a JSON object), for results too large to
     /// build as a `JSONValue` first.
     public static func success(id: RequestID, rawResult: [UInt8]) -> [UInt8] {
-        Array(#"{"id":"#.utf8) + JSONCodec.serialize(id.json) + Array(#","result":"#.utf8) + rawResult + Array("}".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(rawResult.count + 64)
+        out.append(contentsOf: #"{"id":"#.utf8)
+        JSONCodec.append(id.json, to: &out)
+        out.append(contentsOf: #","result":"#.utf8)
+        out.append(contentsOf: rawResult)
+        out.append(UInt8(ascii: "}"))
+        return out
     }
 
     public static func failure(id: RequestID?, error: ProtocolError) -> [UInt8] {
         var body: [String: JSONValue] = ["code": .string(error.code.rawValue), "message": .string(error.message)]
         if !error.data.isEmpty { body["data"] = .object(error.data) }
-        return JSONCodec.serialize(["id": id?.json ?? .null, "error": .object(body)])
+        var out: [UInt8] = []
+        out.reserveCapacity(256)
+        out.append(contentsOf: #"{"error":"#.utf8)
+        JSONCodec.append(.object(body), to: &out)
+        out.append(contentsOf: #","id":"#.utf8)
+        JSONCodec.append(id?.json ?? .null, to: &out)
+        out.append(UInt8(ascii: "}"))
+        return out
     }
 
     /// An event's two frames: the topic `<session>.<event>` and the JSON body.

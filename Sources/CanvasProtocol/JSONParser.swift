@@ -21,11 +21,38 @@ struct JSONParser {
     private let keepsOverflow: Bool
     private var index = 0
     private var depth = 0
+    /// The members of the objects being read, innermost last: an object's dictionary is made
+    /// once, at its end, at its final size, instead of growing (and rehashing) key by key.
+    private var members: [(key: String, value: JSONValue)] = []
 
     static func parse(_ bytes: [UInt8], keepingOverflow: Bool = false) throws(Failure) -> JSONValue {
         var parser = JSONParser(bytes: bytes, keepsOverflow: keepingOverflow)
         parser.skipWhitespace()
         let value = try parser.parseValue()
+        parser.skipWhitespace()
+        guard parser.index == bytes.count else { throw parser.failure("unexpected bytes after the document") }
+        return value
+    }
+
+    /// A document read as `parse` reads it, except that a top-level object comes back as its
+    /// members in order (a repeated key twice, the last one counting) instead of a dictionary.
+    enum TopLevel {
+        case object([(key: String, value: JSONValue)])
+        case other(JSONValue)
+    }
+
+    /// For request frames, whose top level is read once for four fields: building and hashing
+    /// a dictionary for it cost more than the rest of reading the frame.
+    static func parseTopLevel(_ bytes: [UInt8], keepingOverflow: Bool = false) throws(Failure) -> TopLevel {
+        var parser = JSONParser(bytes: bytes, keepsOverflow: keepingOverflow)
+        parser.skipWhitespace()
+        let value: TopLevel
+        if parser.index < bytes.count, bytes[parser.index] == UInt8(ascii: "{") {
+            try parser.parseMembers()
+            value = .object(parser.members)
+        } else {
+            value = .other(try parser.parseValue())
+        }
         parser.skipWhitespace()
         guard parser.index == bytes.count else { throw parser.failure("unexpected bytes after the document") }
         return value
@@ -75,14 +102,28 @@ struct JSONParser {
     }
 
     private mutating func parseObject() throws(Failure) -> JSONValue {
+        let first = members.count
+        defer {
+            while members.count > first { members.removeLast() }
+        }
+        try parseMembers()
+        if members.count == first { return .object([:]) }
+        var object = [String: JSONValue](minimumCapacity: members.count - first)
+        // A repeated key keeps its last value.
+        for member in members[first...] { object[member.key] = member.value }
+        return .object(object)
+    }
+
+    /// Reads an object, `{` to `}`, appending its members to `members`.
+    private mutating func parseMembers() throws(Failure) {
         try enter()
         defer { depth -= 1 }
-        var object: [String: JSONValue] = [:]
         skipWhitespace()
         if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
             index += 1
-            return .object(object)
+            return
         }
+        if members.capacity == 0 { members.reserveCapacity(8) }
         while true {
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw failure("expected a key") }
@@ -91,11 +132,14 @@ struct JSONParser {
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw failure("expected ':'") }
             index += 1
             skipWhitespace()
-            object[key] = try parseValue()
+            members.append((key, try parseValue()))
             skipWhitespace()
             guard index < bytes.count else { throw failure("unexpected end") }
             if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
-            if bytes[index] == UInt8(ascii: "}") { index += 1; return .object(object) }
+            if bytes[index] == UInt8(ascii: "}") {
+                index += 1
+                return
+            }
             throw failure("expected ',' or '}'")
         }
     }
@@ -123,14 +167,17 @@ struct JSONParser {
     private mutating func parseString() throws(Failure) -> String {
         index += 1   // the opening quote
         let start = index
-        // The common case, no escapes: validate the run's UTF-8 once and copy it.
+        // The common case, no escapes: validate the run's UTF-8 once and copy it (and plain
+        // ASCII, by far the most common, needs no validating).
+        var highBits: UInt8 = 0
         while index < bytes.count {
             let byte = bytes[index]
             if byte == UInt8(ascii: "\"") {
-                let text = try utf8(start..<index)
+                let text = highBits < 0x80 ? ascii(start..<index) : try utf8(start..<index)
                 index += 1
                 return text
             }
+            highBits |= byte
             if byte == UInt8(ascii: "\\") { break }
             if byte < 0x20 { throw failure("control character in a string") }
             index += 1
@@ -206,10 +253,14 @@ struct JSONParser {
     }
 
     private func utf8(_ range: Range<Int>) throws(Failure) -> String {
-        guard let text = String(validating: bytes[range], as: UTF8.self) else {
-            throw Failure(offset: range.lowerBound, reason: "invalid UTF-8")
-        }
+        let text = bytes.withUnsafeBufferPointer { String(validating: UnsafeBufferPointer(rebasing: $0[range]), as: UTF8.self) }
+        guard let text else { throw Failure(offset: range.lowerBound, reason: "invalid UTF-8") }
         return text
+    }
+
+    /// Bytes known to be ASCII, which is always valid UTF-8.
+    private func ascii(_ range: Range<Int>) -> String {
+        bytes.withUnsafeBufferPointer { String(decoding: UnsafeBufferPointer(rebasing: $0[range]), as: UTF8.self) }
     }
 
     private mutating func parseNumber() throws(Failure) -> JSONValue {

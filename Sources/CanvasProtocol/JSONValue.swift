@@ -122,6 +122,12 @@ public enum JSONCodec {
         return out
     }
 
+    /// Appends `value` as `serialize` writes it, so that a caller can write an object whose
+    /// keys it knows in sorted order without building the object first.
+    public static func append(_ value: JSONValue, to out: inout [UInt8]) {
+        write(value, into: &out)
+    }
+
     /// Any Encodable value as a JSONValue (through JSONEncoder, so its own coding rules apply).
     public static func value(of encodable: some Encodable) throws -> JSONValue {
         try JSONParser.parse(Array(JSONEncoder().encode(encodable)))
@@ -138,17 +144,17 @@ public enum JSONCodec {
 
     private static func write(_ value: JSONValue, into out: inout [UInt8], infinityAsOverflow: Bool = false) {
         switch value {
-        case .null: out += Array("null".utf8)
-        case .bool(let b): out += Array((b ? "true" : "false").utf8)
-        case .integer(let i): out += Array(String(i).utf8)
+        case .null: out.append(contentsOf: "null".utf8)
+        case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
+        case .integer(let i): writeInteger(i, into: &out)
         case .number(let d):
             if d.rounded() == d && abs(d) < 1e15 {
-                out += Array(String(Int64(d)).utf8)
+                writeInteger(Int64(d), into: &out)
             } else if d.isFinite {
-                out += Array("\(d)".utf8)
+                out.append(contentsOf: "\(d)".utf8)
             } else {
                 // JSON has no infinity; values are validated before they reach a reply.
-                out += Array((infinityAsOverflow && !d.isNaN ? (d < 0 ? "-1e400" : "1e400") : "null").utf8)
+                out.append(contentsOf: (infinityAsOverflow && !d.isNaN ? (d < 0 ? "-1e400" : "1e400") : "null").utf8)
             }
         case .string(let s): writeString(s, into: &out)
         case .array(let array):
@@ -160,13 +166,34 @@ public enum JSONCodec {
             out.append(UInt8(ascii: "]"))
         case .object(let object):
             out.append(UInt8(ascii: "{"))
-            for (index, key) in object.keys.sorted().enumerated() {
+            // Sorting the pairs, not the keys, spares a hash lookup per key.
+            for (index, member) in object.sorted(by: { $0.key < $1.key }).enumerated() {
                 if index > 0 { out.append(UInt8(ascii: ",")) }
-                writeString(key, into: &out)
+                writeString(member.key, into: &out)
                 out.append(UInt8(ascii: ":"))
-                write(object[key]!, into: &out, infinityAsOverflow: infinityAsOverflow)
+                write(member.value, into: &out, infinityAsOverflow: infinityAsOverflow)
             }
             out.append(UInt8(ascii: "}"))
+        }
+    }
+
+    /// The decimal digits, written in place: `String(i)` and a copy of it cost two allocations.
+    private static func writeInteger(_ value: Int64, into out: inout [UInt8]) {
+        if value < 0 { out.append(UInt8(ascii: "-")) }
+        var magnitude = value.magnitude
+        guard magnitude >= 10 else {
+            out.append(UInt8(ascii: "0") + UInt8(magnitude))
+            return
+        }
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)   // 24 bytes: room for the 20 digits of UInt64.max
+        var count = 0
+        withUnsafeMutableBytes(of: &digits) { buffer in
+            while magnitude > 0 {
+                count += 1
+                buffer[buffer.count - count] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+            }
+            out.append(contentsOf: buffer[(buffer.count - count)...])
         }
     }
 
@@ -175,8 +202,12 @@ public enum JSONCodec {
     private static func writeString(_ string: String, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         // Most strings (keys, states, ids) need no escape: copy them whole.
-        if !string.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
-            out.append(contentsOf: string.utf8)
+        let copied = string.utf8.withContiguousStorageIfAvailable { bytes in
+            for byte in bytes where byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { return false }
+            out.append(contentsOf: bytes)
+            return true
+        }
+        if copied == true {
             out.append(UInt8(ascii: "\""))
             return
         }

@@ -249,7 +249,7 @@ public final class Dispatcher {
             // A session whose submit is saving answers nothing until the save is done: what
             // comes for it waits, in order, and runs after; errors too, so that every reply of
             // a session keeps its order.
-            if let sessionID = request.session, let saving = parked[sessionID], saving.owner == client {
+            if let sessionID = request.session, !parked.isEmpty, let saving = parked[sessionID], saving.owner == client {
                 parked[sessionID]?.queue.append((frames, envelope, client))
                 return nil
             }
@@ -263,16 +263,21 @@ public final class Dispatcher {
             // drawing) have one owner and change in place instead of being copied per request.
             // Another client's session is answered exactly like one that does not exist, so
             // session ids cannot be probed.
-            guard sessions[sessionID]?.owner == client, var session = sessions.removeValue(forKey: sessionID) else {
-                throw ProtocolError(.unknownSession, "no session \"\(sessionID)\": never opened, closed, or expired",
-                                    data: ["session": .string(sessionID)])
+            func unknown() -> ProtocolError {
+                ProtocolError(.unknownSession, "no session \"\(sessionID)\": never opened, closed, or expired",
+                              data: ["session": .string(sessionID)])
+            }
+            guard var session = sessions.removeValue(forKey: sessionID) else { throw unknown() }
+            guard session.owner == client else {
+                sessions[sessionID] = session
+                throw unknown()
             }
             // Closed, or parked with its save: either way not put back here.
             var keptOut = false
             defer { if !keptOut { sessions[sessionID] = session } }
             session.lastActive = now
             // A retry of a request already answered gets the same reply, and nothing runs twice.
-            let fingerprint = JSONCodec.serialize(["method": .string(request.method), "params": .object(request.params)])
+            let fingerprint = Self.fingerprint(request)
             switch session.replies.lookup(request.id, request: fingerprint) {
             case .retry(let cached):
                 return cached
@@ -340,6 +345,19 @@ public final class Dispatcher {
         } catch {
             return ReplyEncoder.failure(id: request.id, error: error)
         }
+    }
+
+    /// What a retry must repeat: `{"method":…,"params":…}` as `JSONCodec.serialize` writes it
+    /// (keys sorted, numbers in one form), written directly instead of building that object.
+    static func fingerprint(_ request: Request) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(64)
+        out.append(contentsOf: #"{"method":"#.utf8)
+        JSONCodec.append(.string(request.method), to: &out)
+        out.append(contentsOf: #","params":"#.utf8)
+        JSONCodec.append(.object(request.params), to: &out)
+        out.append(UInt8(ascii: "}"))
+        return out
     }
 
     /// Runs a session's request and remembers its reply for retries. `saved` and `page` are

@@ -148,6 +148,18 @@ public final class ZMQSocket {
         }
     }
 
+    /// Sends `envelope`'s frames then `body` as one message, without first copying them into
+    /// one array of frames (a reply per request goes this way).
+    public func send(envelope: [[UInt8]], body: [UInt8], wait: Bool = true) throws(ZMQError) {
+        let last: Int32 = wait ? 0 : ZMQ_DONTWAIT
+        for frame in envelope {
+            let sent = frame.withUnsafeBytes { zmq_send(handle, $0.baseAddress, $0.count, last | ZMQ_SNDMORE) }
+            guard sent >= 0 else { throw ZMQError("send") }
+        }
+        let sent = body.withUnsafeBytes { zmq_send(handle, $0.baseAddress, $0.count, last) }
+        guard sent >= 0 else { throw ZMQError("send") }
+    }
+
     /// Receives one multipart message, waiting at most the receive timeout. Returns nil if
     /// the timeout passed (or, with `wait: false`, if nothing was queued).
     public func receive(wait: Bool = true) throws(ZMQError) -> [[UInt8]]? {

@@ -24,6 +24,62 @@ struct JSONParserTests {
         #expect(throws: (any Error).self) { try JSONCodec.parse(Array(text.utf8)) }
     }
 
+    @Test("a request frame that is not JSON is a PARSE_ERROR, read as a document would be", arguments: [
+        "", " ", "{", "}", "{\"a\":1,}", "{'a':1}", "{\"a\" 1}", "{\"id\":01}", "{\"id\":1} x", "{\"a\":NaN}",
+        "{\"a\":\"\\ud800\"}", "{\"id\":1,\"method\":\"a\"", "[1] x",
+    ])
+    func requestNotJSON(_ text: String) {
+        guard case .failure(let unreadable) = RequestDecoder.decode([Array(text.utf8)]) else {
+            Issue.record("\(text) was read as a request")
+            return
+        }
+        #expect(unreadable.error.code == .parseError)
+    }
+
+    @Test("a request's top level is read as an object: a field given twice counts once, the last")
+    func requestFields() throws {
+        let frame = #" {"id": 1, "method": "x", "params": {"a": 1, "a": 2}, "id": "two", "method": "hello", "extra": [{}]} "#
+        guard case .success(let request) = RequestDecoder.decode([Array(frame.utf8)]) else {
+            Issue.record("not read")
+            return
+        }
+        #expect(request.id == .string("two"))
+        #expect(request.method == "hello")
+        #expect(request.params == ["a": 2])
+        #expect(request.session == nil)
+        guard case .failure(let array) = RequestDecoder.decode([Array("[1]".utf8)]) else {
+            Issue.record("an array was read as a request")
+            return
+        }
+        #expect(array.error == ProtocolError(.invalidRequest, "a request is a JSON object, not array"))
+    }
+
+    @Test("replies written member by member are the bytes of the whole reply serialized")
+    func replyBytes() {
+        let result: [String: JSONValue] = ["state": "open", "seq": 3, "pencil": ["supported": true, "policy": "alwaysToggle"], "é": "\u{01}"]
+        for id in [RequestID.integer(-7), .integer(Int64.min), .string("a\"b\\ é")] {
+            #expect(ReplyEncoder.success(id: id, result: result) == JSONCodec.serialize(["id": id.json, "result": .object(result)]))
+            #expect(ReplyEncoder.success(id: id, rawResult: JSONCodec.serialize(.object(result)))
+                == JSONCodec.serialize(["id": id.json, "result": .object(result)]))
+            let error = ProtocolError(.conflict, "no \"x\"", data: ["id": id.json])
+            #expect(ReplyEncoder.failure(id: id, error: error) == JSONCodec.serialize([
+                "id": id.json, "error": ["code": "CONFLICT", "message": "no \"x\"", "data": ["id": id.json]],
+            ]))
+        }
+        #expect(ReplyEncoder.failure(id: nil, error: ProtocolError(.parseError, "m"))
+            == JSONCodec.serialize(["id": nil, "error": ["code": "PARSE_ERROR", "message": "m"]]))
+    }
+
+    @Test("integers are written as Swift prints them")
+    func integers() {
+        for value: Int64 in [0, 9, 10, -1, -10, 99, 100, 1234567890, Int64.max, Int64.min, -9_999_999] {
+            #expect(JSONCodec.serialize(.integer(value)) == Array(String(value).utf8))
+        }
+        #expect(JSONCodec.serialize(.number(-0.0)) == Array("0".utf8))
+        #expect(JSONCodec.serialize(.number(123456789012345)) == Array("123456789012345".utf8))
+        #expect(JSONCodec.serialize(.number(1.5)) == Array("1.5".utf8))
+    }
+
     @Test("a request frame keeps a number past a double's range as an infinity; documents refuse it")
     func overflow() throws {
         #expect(try JSONCodec.parseRequest(Array(#"{"x": [1e400, -1E+999, 2]}"#.utf8))

@@ -1,0 +1,16 @@
+@testable import CanvasService
+import CanvasProtocol
+import Testing
+
+@Suite("retry fingerprint")
+struct FingerprintTests {
+    @Test("written directly, it is the serialized {method, params}, so retries match as before")
+    func sameBytes() {
+        let params: [[String: JSONValue]] = [[:], ["b": [1, 2.0, "x\u{e9}\n"], "a": ["z": nil, "y": true]], ["c": .number(.infinity)]]
+        for params in params {
+            let request = Request(id: .integer(1), method: "canvas.state", params: params, session: "s")
+            #expect(Dispatcher.fingerprint(request)
+                == JSONCodec.serialize(["method": .string(request.method), "params": .object(request.params)]))
+        }
+    }
+}
