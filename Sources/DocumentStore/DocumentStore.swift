@@ -162,7 +162,8 @@ public final class DocumentStore: Sendable {
     /// Reads the current document with `body`, and names the revision of what it read. Takes no
     /// lock and changes nothing: a save that lands meanwhile makes it read again, so the
     /// revision, the hash and what `body` saw are always of one file.
-    private func reading<T>(_ name: String, _ body: (OpenFile) throws(DocumentError) -> T) throws(DocumentError) -> (T, revision: Int, sha256: String) {
+    private func reading<T>(_ name: String, _ body: (OpenFile) throws(DocumentError) -> T) throws(DocumentError)
+        -> (T, revision: Int, sha256: String, kept: [RevisionHistory.Entry]) {
         for _ in 0..<Self.readAttempts {
             let file = try openDocument(name)
             let value = try body(file)
@@ -173,7 +174,7 @@ public final class DocumentStore: Sendable {
             // perhaps pruned, while this read: read the new one).
             let stillCurrent = (try? root.stat(name))?.identity == file.stat.identity
             if RevisionHistory.isKept(file.stat.identity, in: kept) || stillCurrent {
-                return (value, revision, try hash(file, name))
+                return (value, revision, try hash(file, name), kept)
             }
         }
         throw .unreadable(name: name, reason: "busy", message: "it was saved over \(Self.readAttempts) times while being read; try again")
@@ -203,7 +204,7 @@ public final class DocumentStore: Sendable {
     }
 
     private func pdf(_ name: String, _ file: OpenFile, at offset: Int64? = nil) throws(DocumentError) -> PDFFile {
-        var start: Int64
+        let start: Int64
         if let offset { start = offset } else { start = try location(name, file).0.offset }
         do {
             return try PDFFile(file: file.descriptor, name: name, offset: start, budget: readBudget)
@@ -239,13 +240,13 @@ public final class DocumentStore: Sendable {
     }
 
     public func summary(_ name: String) throws(DocumentError) -> DocumentSummary {
-        let (pageCount, revision, sha256) = try reading(name) { (file) throws(DocumentError) in try pdf(name, file).pageCount }
+        let (pageCount, revision, sha256, _) = try reading(name) { (file) throws(DocumentError) in try pdf(name, file).pageCount }
         return DocumentSummary(name: name, revision: revision, pageCount: pageCount, sha256: sha256)
     }
 
     /// Everything `document.info` reports, from one read of the file.
     public func info(_ name: String) throws(DocumentError) -> DocumentInfo {
-        let ((pages, metadata), revision, sha256) = try reading(name) { (file) throws(DocumentError) in
+        let ((pages, metadata), revision, sha256, _) = try reading(name) { (file) throws(DocumentError) in
             let (place, container) = try location(name, file)
             let document = try pdf(name, file, at: place.offset)
             var pages: [PageSummary] = []
@@ -277,9 +278,7 @@ public final class DocumentStore: Sendable {
 
     /// The kept revisions, oldest first, the current one last.
     public func revisions(_ name: String) throws(DocumentError) -> [RevisionSummary] {
-        let ((kept, currentFile), current, currentHash) = try reading(name) { (file) throws(DocumentError) in
-            (try entries(try history(name, create: false), name), file.stat)
-        }
+        let (currentFile, current, currentHash, kept) = try reading(name) { (file) throws(DocumentError) in file.stat }
         let revisions = try history(name, create: false)
         var result: [RevisionSummary] = []
         for entry in kept where entry.revision < current {

@@ -106,7 +106,8 @@ public enum InkRenderer {
         cairo_restore(context)
     }
 
-    private static func add(_ path: InkPath, to context: OpaquePointer) {
+    /// Traces `path` on the Cairo context, as the current path.
+    static func add(_ path: InkPath, to context: OpaquePointer) {
         for element in path.elements {
             switch element {
             case .move(let p): cairo_move_to(context, p.x, p.y)

@@ -146,7 +146,7 @@ struct StoreIntegrityTests {
         // shared a read position would skip or repeat names.
         let folder = try freshFolder("listings")
         let names = (0..<3000).map { String(format: "entry-%04d", $0) }
-        for name in names { FileManager.default.createFile(atPath: folder.appendingPathComponent(name).path, contents: nil) }
+        for name in names { _ = FileManager.default.createFile(atPath: folder.appendingPathComponent(name).path, contents: nil) }
         let directory = try Directory.open(folder.path)
         let seen = await withTaskGroup(of: [[String]].self) { group in
             for _ in 0..<4 {

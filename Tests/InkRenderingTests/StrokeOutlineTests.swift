@@ -55,16 +55,6 @@ struct StrokeOutlineTests {
         }
     }
 
-    static func outline(_ path: InkPath, on context: OpaquePointer) {
-        for element in path.elements {
-            switch element {
-            case .move(let p): cairo_move_to(context, p.x, p.y)
-            case .line(let p): cairo_line_to(context, p.x, p.y)
-            case .curve(let c1, let c2, let p): cairo_curve_to(context, c1.x, c1.y, c2.x, c2.y, p.x, p.y)
-            case .close: cairo_close_path(context)
-            }
-        }
-    }
 
     /// Compares the two shapes of `stroke`; returns the changed pixels farther than `reach`
     /// pixels from any edge of either shape, and how many changed in all.
@@ -74,7 +64,7 @@ struct StrokeOutlineTests {
         let maxX = samples.map { $0.x + $0.radius }.max()! + 2, maxY = samples.map { $0.y + $0.radius }.max()! + 2
         let width = Int((maxX - minX) * scale), height = Int((maxY - minY) * scale)
         let old = mask(width: width, height: height, origin: (minX, minY)) { discUnion(samples, on: $0) }
-        let new = mask(width: width, height: height, origin: (minX, minY)) { outline(StrokeOutline.pen(stroke), on: $0) }
+        let new = mask(width: width, height: height, origin: (minX, minY)) { InkRenderer.add(StrokeOutline.pen(stroke), to: $0) }
         func edge(_ m: [Bool], _ x: Int, _ y: Int) -> Bool {
             for dy in -reach...reach {
                 for dx in -reach...reach {
