@@ -133,10 +133,11 @@ struct SessionSlotTests {
     @Test("ready runs at once; a job makes what follows queue, in order, until it ends")
     func queueOrder() {
         var slot = SessionSlot.ready(Self.session)
-        guard case .run = slot.arrive(Self.request(1)) else { Issue.record("a ready session did not run"); return }
+        #expect(slot.arrive(Self.request(1))?.id == "s")
         slot.startJob()
-        guard case .queued = slot.arrive(Self.request(2)), case .queued = slot.arrive(.timer(TransitionTicket(number: 1))),
-              case .queued = slot.arrive(Self.request(3)) else { Issue.record("a held session ran a request"); return }
+        #expect(slot.arrive(Self.request(2)) == nil)
+        #expect(slot.arrive(.timer(TransitionTicket(number: 1))) == nil)
+        #expect(slot.arrive(Self.request(3)) == nil)
         let queued = slot.endJob(Self.session)
         #expect(queued.map { work -> String in
             switch work {
@@ -145,7 +146,7 @@ struct SessionSlotTests {
             }
         } == ["r2", "t", "r3"])
         #expect(slot.idle?.id == "s")
-        guard case .run = slot.arrive(Self.request(4)) else { Issue.record("the session did not come back"); return }
+        #expect(slot.arrive(Self.request(4))?.id == "s")
         slot.finish(Self.session)
         #expect(slot.idle != nil)
     }
