@@ -151,3 +151,31 @@ struct SessionSlotTests {
         #expect(slot.idle != nil)
     }
 }
+
+@Suite("wire shapes")
+struct WireShapesTests {
+    @Test("canvas.state written directly is byte for byte the serialized state object, in every state and mode")
+    func stateText() throws {
+        let modes: [TransitionMode] = [.instant, .manual, .timed(milliseconds: 250)]
+        for mode in modes {
+            for size in [nil, (width: 640, height: 480)] as [(width: Int, height: Int)?] {
+                var session = ServiceSession(id: "s", owner: nil,
+                                             canvas: CanvasSession(pencil: PencilConfiguration(), transitions: mode, initialized: false),
+                                             transitions: mode, size: size, resultImages: false, lastActive: .now,
+                                             replies: ReplyCache(capacity: 1))
+                for step in 0..<4 {
+                    #expect(WireShapes.stateText(session) == JSONCodec.serialize(.object(WireShapes.state(session))),
+                            "mode \(mode), size \(String(describing: size)), step \(step)")
+                    // Move on: initialize, open (or start opening), draw, a double-tap.
+                    switch step {
+                    case 0: session.canvas.initialize()
+                    case 1: _ = try? session.canvas.open()
+                    case 2: _ = try? session.canvas.edit(.addText(try TextAnnotation(text: "a", x: 1, y: 1, fontSize: 12, color: try InkColor("red"))))
+                    default: _ = session.canvas.doubleTap()
+                    }
+                    session.seq += 7
+                }
+            }
+        }
+    }
+}
