@@ -78,10 +78,15 @@ public enum RequestDecoder {
         switch field("id") {
         case .string(let s)?: id = .string(s)
         case .integer(let i)?: id = .integer(i)
+        case .number(let d)? where d.rounded() == d && abs(d) < 0x1p63:
+            // JSON has one kind of number: 1.0 and 1e2 are the integers 1 and 100, as JSON
+            // Schema's "integer" counts them, and are echoed in integer form.
+            id = .integer(Int64(d))
         case nil:
             return .failure(UnreadableRequest(id: nil, error: ProtocolError(.invalidRequest, "the request has no id")))
         case let other?:
-            return .failure(UnreadableRequest(id: nil, error: ProtocolError(.invalidRequest, "id must be a string or an integer, not \(other.typeName)")))
+            return .failure(UnreadableRequest(id: nil, error: ProtocolError(.invalidRequest,
+                "id must be a string or an integer of at most 64 bits, not \(other.typeName)")))
         }
         func invalid(_ message: String) -> Result<Request, UnreadableRequest> {
             .failure(UnreadableRequest(id: id, error: ProtocolError(.invalidRequest, message)))

@@ -63,16 +63,28 @@ struct CanvasMethods {
     }
 
     private func open(_ params: Params, _ session: inout ServiceSession, found: JobOutcome?, _ call: inout Call) throws(ProtocolError) {
+        let size = try self.params.size(params)
+        // Only an open that opens (from closed or minimized) takes a target and a size; on an
+        // open canvas it changes nothing, and a refused one changes nothing either.
+        let opens = session.canvas.phase == .closed || session.canvas.phase == .minimized
+        var target: (target: DocumentTarget, size: (width: Int, height: Int))?
         if params.has("document") || params.has("page") {
             // The target is checked now, so nobody draws for a page that is not there.
             let documents = try DocumentMethods.available(documents)
             let (name, page) = try documents.targetParams(params)
             guard case .page(let outcome)? = found else { preconditionFailure("canvas.open on a document runs after its page is read") }
-            let geometry = try documents.run { () throws(DocumentError) in try outcome.get() }
-            if session.canvas.phase == .closed || session.canvas.phase == .minimized {
-                session.target = DocumentTarget(name: name, page: page)
-                session.size = (Int(geometry.width.rounded(.up)), Int(geometry.height.rounded(.up)))
-            } else if session.canvas.phase == .open, session.target?.name != name || session.target?.page != page {
+            let geometry: PageSummary
+            do throws(ProtocolError) {
+                geometry = try documents.run { () throws(DocumentError) in try outcome.get() }
+            } catch {
+                // The store calls it a name; in this request it is the `document` param.
+                var error = error
+                if error.data["field"] == "name" { error.data["field"] = "document" }
+                throw error
+            }
+            if opens {
+                target = (DocumentTarget(name: name, page: page), (Int(geometry.width.rounded(.up)), Int(geometry.height.rounded(.up))))
+            } else if session.canvas.phase == .open, !(session.target?.isPage(page, of: name) ?? false) {
                 // The open drawing was made for its own page; keeping it while saying "open"
                 // would let the client believe its ink goes to the page it just named.
                 var data: [String: JSONValue] = [:]
@@ -81,8 +93,13 @@ struct CanvasMethods {
                 throw ProtocolError(.conflict, "the canvas is already open on \(current); submit or cancel it first", data: data)
             }
         }
-        if let size = try self.params.size(params) { session.size = size }
         try perform(&session, imageData: false, &call) { canvas throws(CanvasRejection) in try canvas.open() }
+        guard opens else { return }
+        if let target {
+            session.target = target.target
+            session.size = target.size
+        }
+        if let size { session.size = size }
     }
 
     /// `canvas.minimize`, `.submit`, `.cancel`. A submit with a document target has saved

@@ -152,18 +152,15 @@ public final class Dispatcher {
             case .server?:
                 let result = method == .hello ? server.hello() : try server.openSession(params, &table, call)
                 return ReplyEncoder.success(id: request.id, result: result)
-            case .documentWrite?:
-                let (document, save, publishes) = try DocumentMethods.available(documents).prepareSave(method!, params)
-                jobs.save(document, save, for: PendingJob(kind: .documentWrite(method!, publishes: publishes), request: request,
-                                                          envelope: envelope, client: call.client))
+            case .documentWrite? where request.session == nil, .documentRead? where request.session == nil:
+                // Document work is file and PDF work: off the loop. With a session, it goes
+                // through the session instead (below), in order with its other requests and
+                // remembered for retries.
+                try startDocumentJob(method!, params, PendingJob(kind: .documentRead, request: request, envelope: envelope,
+                                                                 client: call.client))
                 return nil
-            case .documentRead?:
-                // Reading a document is file and PDF work: off the loop, like a save.
-                let documents = try DocumentMethods.available(documents)
-                try jobs.read(for: PendingJob(kind: .documentRead, request: request, envelope: envelope, client: call.client)) {
-                    .read(Result { () throws(ProtocolError) in try documents.read(method!, params) })
-                }
-                return nil
+            case .documentWrite?, .documentRead?:
+                break
             case .session?, nil:
                 break
             }
@@ -233,14 +230,17 @@ public final class Dispatcher {
     }
 
     /// Sends the request off the loop first when it needs file or heavy work, the job taking the
-    /// session with it: the page a `canvas.open` names, a large drawing's encoding, a submit's
-    /// save. Returns whether it did.
+    /// session with it: a document method, the page a `canvas.open` names, a large drawing's
+    /// encoding, a submit's save. Returns whether it did.
     private func startJob(_ method: Method, _ request: Request, _ params: Params, _ session: inout ServiceSession,
                           _ fingerprint: [UInt8], envelope: [[UInt8]], _ call: Call) throws(ProtocolError) -> Bool {
         var job: PendingJob {
-            PendingJob(kind: .session(method, session, fingerprint: fingerprint), request: request, envelope: envelope, client: call.client)
+            PendingJob(kind: .canvas(method), request: request, envelope: envelope, client: call.client,
+                       holding: (session, fingerprint))
         }
         switch method {
+        case _ where method.scope == .documentRead || method.scope == .documentWrite:
+            try startDocumentJob(method, params, job)
         case .canvasOpen:
             guard let documents, let target = try? documents.targetParams(params) else { return false }
             try jobs.read(for: job) { .page(Result { () throws(DocumentError) in try documents.store.page(target.name, target.page) }) }
@@ -265,6 +265,21 @@ public final class Dispatcher {
         }
         table.startJob(session.id)
         return true
+    }
+
+    /// Starts a document method's job: a read on the read runner, a write where saves run.
+    private func startDocumentJob(_ method: Method, _ params: Params, _ job: PendingJob) throws(ProtocolError) {
+        let documents = try DocumentMethods.available(documents)
+        var job = job
+        if method.scope == .documentWrite {
+            let write = try documents.prepareSave(method, params)
+            job = PendingJob(kind: .documentWrite(method, publishes: write.saves, unchangedAt: write.unchangedAt),
+                             request: job.request, envelope: job.envelope, client: job.client, holding: job.holding)
+            jobs.save(write.document, write.save, for: job)
+        } else {
+            job = PendingJob(kind: .documentRead, request: job.request, envelope: job.envelope, client: job.client, holding: job.holding)
+            try jobs.read(for: job) { .read(Result { () throws(ProtocolError) in try documents.read(method, params) }) }
+        }
     }
 
     /// Runs a session's request and remembers its reply for retries. `found` is what a job off
@@ -309,36 +324,49 @@ public final class Dispatcher {
             for (job, outcome) in finished {
                 call.client = job.client
                 call.connection = job.envelope.first
-                switch (job.kind, outcome) {
-                case (.documentWrite(let method, let publishes), .saved(let outcome)):
-                    do throws(ProtocolError) {
-                        let result = DocumentMethods.json(try DocumentMethods.available(documents).run { () throws(DocumentError) in try outcome.get() })
-                        if publishes {
-                            call.saves.append((result, method.rawValue, nil))
-                            announceSaves(&call)
-                        }
-                        call.reply(ReplyEncoder.success(id: job.request.id, result: result), to: job.envelope)
-                    } catch {
-                        call.reply(ReplyEncoder.failure(id: job.request.id, error: error), to: job.envelope)
-                    }
-                case (.documentRead, .read(let outcome)):
-                    switch outcome {
-                    case .success(let result): call.reply(ReplyEncoder.success(id: job.request.id, result: result), to: job.envelope)
-                    case .failure(let error): call.reply(ReplyEncoder.failure(id: job.request.id, error: error), to: job.envelope)
-                    }
-                case (.session(_, var session, let fingerprint), .reply(let reply)):
-                    session.replies.store(reply, for: job.request.id, request: fingerprint)
-                    call.reply(reply, to: job.envelope)
-                    resume(session, &call)
-                case (.session(let method, var session, let fingerprint), .saved), (.session(let method, var session, let fingerprint), .page):
-                    let reply = runAndRemember(method, job.request, Params(job.request.params), fingerprint, &session,
-                                               found: outcome, &call)
-                    call.reply(reply, to: job.envelope)
-                    resume(session, &call)
-                default:
-                    preconditionFailure("a job's outcome does not match its kind")
+                guard case (var session, let fingerprint)? = job.holding else {
+                    call.reply(documentReply(job, outcome, &call), to: job.envelope)
+                    continue
                 }
+                let reply: [UInt8]
+                switch (job.kind, outcome) {
+                case (.canvas, .reply(let bytes)):
+                    reply = bytes
+                    session.replies.store(reply, for: job.request.id, request: fingerprint)
+                case (.canvas(let method), _):
+                    reply = runAndRemember(method, job.request, Params(job.request.params), fingerprint, &session,
+                                           found: outcome, &call)
+                default:
+                    reply = documentReply(job, outcome, &call)
+                    session.replies.store(reply, for: job.request.id, request: fingerprint)
+                }
+                call.reply(reply, to: job.envelope)
+                resume(session, &call)
             }
+        }
+    }
+
+    /// The reply to a document method, and the `document.saved` of a write that made a revision.
+    private func documentReply(_ job: PendingJob, _ outcome: JobOutcome, _ call: inout Call) -> [UInt8] {
+        switch (job.kind, outcome) {
+        case (.documentWrite(let method, let publishes, let unchangedAt), .saved(let outcome)):
+            do throws(ProtocolError) {
+                let summary = try DocumentMethods.available(documents).run { () throws(DocumentError) in try outcome.get() }
+                let result = DocumentMethods.json(summary)
+                if publishes && summary.revision != unchangedAt {
+                    call.saves.append((result, method.rawValue, nil))
+                    announceSaves(&call)
+                }
+                return ReplyEncoder.success(id: job.request.id, result: result)
+            } catch {
+                return ReplyEncoder.failure(id: job.request.id, error: error)
+            }
+        case (.documentRead, .read(.success(let result))):
+            return ReplyEncoder.success(id: job.request.id, result: result)
+        case (.documentRead, .read(.failure(let error))):
+            return ReplyEncoder.failure(id: job.request.id, error: error)
+        default:
+            preconditionFailure("a job's outcome does not match its kind")
         }
     }
 

@@ -60,29 +60,42 @@ struct DocumentMethods {
     /// Checks a saving method's params now, and returns the document it writes, the save itself
     /// to run later, and whether it makes a revision: a flatten of an empty drawing does not (it
     /// answers the current summary, after the same checks of page and `expectedRevision`).
-    func prepareSave(_ method: Method, _ params: Params) throws(ProtocolError) -> (document: String, save: PreparedSave, saves: Bool) {
+    struct Write {
+        let document: String
+        let save: PreparedSave
+        /// Whether it can make a revision (a flatten of an empty drawing cannot).
+        let saves: Bool
+        /// A restore of this revision makes none when it is already the current one.
+        var unchangedAt: Int? = nil
+    }
+
+    func prepareSave(_ method: Method, _ params: Params) throws(ProtocolError) -> Write {
         if method == .documentRestore {
             guard let revision = try revisionParam(params, "revision") else {
                 throw ProtocolError(.invalidParams, "revision: required", data: ["field": "revision"])
             }
             let name = try params.string("name")
             let expected = try revisionParam(params, "expectedRevision")
-            return (name, { [store] () throws(DocumentError) in try store.restore(name, revision: revision, expectedRevision: expected) }, true)
+            return Write(document: name, save: { [store] () throws(DocumentError) in
+                try store.restore(name, revision: revision, expectedRevision: expected)
+            }, saves: true, unchangedAt: revision)
         }
         let drawing = try drawingParam(params)
         let name = try params.string("name"), page = try pageParam(params)
         let expected = try revisionParam(params, "expectedRevision")
         guard drawing.hasContent else {
-            return (name, { [store] () throws(DocumentError) in
+            return Write(document: name, save: { [store] () throws(DocumentError) in
                 let summary = try store.summary(name)
                 _ = try store.page(name, page)
                 if let expected, expected != summary.revision {
                     throw .conflict(name: name, expected: expected, current: summary.revision)
                 }
                 return summary
-            }, false)
+            }, saves: false)
         }
-        return (name, { [store] () throws(DocumentError) in try store.flatten(name, page: page, drawing: drawing, expectedRevision: expected) }, true)
+        return Write(document: name, save: { [store] () throws(DocumentError) in
+            try store.flatten(name, page: page, drawing: drawing, expectedRevision: expected)
+        }, saves: true)
     }
 
     /// A submit's save into its target: the drawing on the page, or, with nothing drawn, just
@@ -131,9 +144,16 @@ struct DocumentMethods {
             throw ProtocolError(.payloadTooLarge, "the drawing has \(drawing.pointCount) points; the limit is \(limits.maxPointsPerDrawing)",
                                 data: ["field": "drawing.strokes", "limit": .integer(Int64(limits.maxPointsPerDrawing))])
         }
-        if let long = drawing.strokes.first(where: { $0.points.count > limits.maxPointsPerStroke }) {
-            throw ProtocolError(.payloadTooLarge, "a stroke has \(long.points.count) points; the limit is \(limits.maxPointsPerStroke)",
-                                data: ["field": "drawing.strokes.points", "limit": .integer(Int64(limits.maxPointsPerStroke))])
+        if let index = drawing.strokes.firstIndex(where: { $0.points.count > limits.maxPointsPerStroke }) {
+            let field = "drawing.strokes[\(index)].points"
+            throw ProtocolError(.payloadTooLarge, "\(field): \(drawing.strokes[index].points.count) points; the limit is \(limits.maxPointsPerStroke)",
+                                data: ["field": .string(field), "limit": .integer(Int64(limits.maxPointsPerStroke))])
+        }
+        // Counted in code points, as drawing.addText and JSON Schema's maxLength count.
+        if let index = drawing.texts.firstIndex(where: { $0.text.unicodeScalars.count > limits.maxTextLength }) {
+            let field = "drawing.texts[\(index)].text"
+            throw ProtocolError(.payloadTooLarge, "\(field): \(drawing.texts[index].text.unicodeScalars.count) is over the limit of \(limits.maxTextLength)",
+                                data: ["field": .string(field), "limit": .integer(Int64(limits.maxTextLength))])
         }
         return drawing
     }

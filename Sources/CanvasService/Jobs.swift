@@ -14,20 +14,23 @@ enum JobOutcome: Sendable {
 /// A job started off the loop and not yet answered, and what its outcome is for.
 struct PendingJob {
     enum Kind {
-        /// `document.flatten` or `.restore`; `publishes`: whether it makes a revision, and so a
-        /// `document.saved`.
-        case documentWrite(Method, publishes: Bool)
+        /// `document.flatten` or `.restore`. `publishes`: whether it makes a revision, and so
+        /// a `document.saved`; a restore of `unchangedAt`, the revision already current, makes
+        /// none.
+        case documentWrite(Method, publishes: Bool, unchangedAt: Int?)
         /// `document.list`, `.info` or `.revisions`.
         case documentRead
-        /// A session's request that needs the job first (a submit's save, the page a
-        /// `canvas.open` names, a large drawing's encoding). The job holds the session; what
-        /// comes for it meanwhile waits in its slot.
-        case session(Method, ServiceSession, fingerprint: [UInt8])
+        /// A session method that needs the job first: a submit's save, the page a
+        /// `canvas.open` names, a large drawing's encoding.
+        case canvas(Method)
     }
     let kind: Kind
     let request: Request
     let envelope: [[UInt8]]
     let client: String?
+    /// The session the job holds, when the request named one: what comes for the session
+    /// meanwhile waits in its slot, and the reply is remembered in it for retries.
+    var holding: (session: ServiceSession, fingerprint: [UInt8])? = nil
 }
 
 /// The jobs running off the loop: saves on the save runner, reads on the read runner, their

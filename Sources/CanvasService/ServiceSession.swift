@@ -34,6 +34,12 @@ struct ServiceSession {
 struct DocumentTarget: Sendable {
     let name: String
     let page: Int
+
+    /// Names compare by their bytes, as the file system does: "é" written precomposed or as
+    /// e and an accent are two files, though Swift's == calls the strings equal.
+    func isPage(_ page: Int, of name: String) -> Bool {
+        self.page == page && self.name.utf8.elementsEqual(name.utf8)
+    }
 }
 
 /// The last few replies of a session by request id, oldest forgotten first, each with the

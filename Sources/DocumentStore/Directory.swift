@@ -79,10 +79,13 @@ final class Directory: Sendable {
         defer { closedir(stream) }
         var names: [String] = []
         while let entry = readdir(stream) {
+            // A name that is not UTF-8 cannot be written in a JSON request, so it is no
+            // document; decoding it with replacement characters would list a name that opens
+            // nothing.
             let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+                String(validating: raw.prefix { $0 != 0 }, as: UTF8.self)
             }
-            if name != "." && name != ".." { names.append(name) }
+            if let name, name != "." && name != ".." { names.append(name) }
         }
         return names
     }

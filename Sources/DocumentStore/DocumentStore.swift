@@ -229,7 +229,9 @@ public final class DocumentStore: Sendable {
     /// listed with the reason.
     public func list() -> [(name: String, summary: Result<DocumentSummary, DocumentError>)] {
         let names = (try? root.names()) ?? []
-        return names.sorted().compactMap { name in
+        // In code point order (UTF-8 byte order), not Swift's, which sorts by canonical
+        // equivalence and would put two differently spelled "é" files side by side as one.
+        return names.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }.compactMap { name in
             guard (try? Self.check(name)) != nil else { return nil }
             do throws(DocumentError) {
                 return (name, .success(try summary(name)))

@@ -48,7 +48,7 @@ struct Canvasd: ParsableCommand {
             help: "A file of client public keys, or a folder of such files; read again on SIGHUP.")
     var allowedKeys: String?
 
-    @Option(name: .customLong("max-sessions-per-client"), help: "Sessions one authenticated client may hold at once.")
+    @Option(name: .customLong("max-sessions-per-client"), help: "Sessions one client may hold at once: per key with CurveZMQ, per connection on loopback.")
     var maxSessionsPerClient = defaults.limits.maxSessionsPerClient
 
     @Option(name: .customLong("log-level"), help: "The least severe messages logged.")

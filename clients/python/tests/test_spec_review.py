@@ -1,0 +1,132 @@
+"""What a client written from protocol/spec.md alone found to differ, each now decided in the
+spec and held here against a real canvasd: document requests that name a session, the fields
+an error blames, what an open of an open canvas changes, names compared as the file system
+compares them, ids written as 1.0, and nulls as absent params."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import unicodedata
+
+import pytest
+
+from canvasbridge import CanvasError, EventSubscriber
+from pdfs import tiny_pdf
+
+STROKE = {"tool": "pen", "color": "red", "width": 3, "points": [{"x": 10, "y": 10}, {"x": 40, "y": 30}]}
+
+
+def put(server, name: str, pages: int = 2) -> bytes:
+    data = tiny_pdf(pages)
+    (server.documents / name).write_bytes(data)
+    return data
+
+
+def test_a_retried_flatten_with_a_session_saves_once(server, client):
+    put(server, "d.pdf")
+    session = client.open_session()
+    request = {"id": 7, "method": "document.flatten", "session": session.id,
+               "params": {"name": "d.pdf", "page": 0, "drawing": {"strokes": [STROKE]}}}
+    first = client.request(request)
+    digest = hashlib.sha256((server.documents / "d.pdf").read_bytes()).hexdigest()
+    again = client.request(request)
+    assert first == again and first["result"]["revision"] == 2
+    assert hashlib.sha256((server.documents / "d.pdf").read_bytes()).hexdigest() == digest == first["result"]["sha256"]
+    assert [r["revision"] for r in client.call("document.revisions", {"name": "d.pdf"})["revisions"]] == [1, 2]
+
+
+def test_a_document_request_naming_no_such_session_is_refused(server, client):
+    put(server, "d.pdf")
+    with pytest.raises(CanvasError) as refused:
+        client.call("document.list", session="nonexistent")
+    assert refused.value.code == "UNKNOWN_SESSION"
+    with pytest.raises(CanvasError) as refused:
+        client.call("document.flatten", {"name": "d.pdf", "page": 0, "drawing": {"strokes": [STROKE]}}, session="gone")
+    assert refused.value.code == "UNKNOWN_SESSION"
+    assert [r["revision"] for r in client.call("document.revisions", {"name": "d.pdf"})["revisions"]] == [1]
+
+
+def test_flatten_holds_texts_and_strokes_to_the_limits_with_an_indexed_field(server, client):
+    put(server, "d.pdf")
+    before = (server.documents / "d.pdf").read_bytes()
+    limits = client.hello()["limits"]
+    text = {"text": "\U0001F600" * (limits["maxTextLength"] + 1), "x": 5, "y": 5, "fontSize": 12, "color": "black"}
+    fine = {"text": "ok", "x": 5, "y": 5, "fontSize": 12, "color": "black"}
+    with pytest.raises(CanvasError) as refused:
+        client.call("document.flatten", {"name": "d.pdf", "page": 0, "drawing": {"texts": [fine, text]}})
+    assert (refused.value.code, refused.value.data["field"]) == ("PAYLOAD_TOO_LARGE", "drawing.texts[1].text")
+    long = dict(STROKE, points=[{"x": i % 500, "y": 3} for i in range(limits["maxPointsPerStroke"] + 1)])
+    with pytest.raises(CanvasError) as refused:
+        client.call("document.flatten", {"name": "d.pdf", "page": 0, "drawing": {"strokes": [STROKE, long]}})
+    assert (refused.value.code, refused.value.data["field"]) == ("PAYLOAD_TOO_LARGE", "drawing.strokes[1].points")
+    assert (server.documents / "d.pdf").read_bytes() == before
+
+
+def test_canvas_open_blames_the_document_param(server, client):
+    session = client.open_session()
+    for name in ["../x.pdf", ""]:
+        with pytest.raises(CanvasError) as refused:
+            session.call("canvas.open", {"document": name})
+        assert (refused.value.code, refused.value.data["field"]) == ("INVALID_PARAMS", "document")
+    with pytest.raises(CanvasError) as refused:
+        session.call("canvas.open", {"page": 0})
+    assert (refused.value.code, refused.value.data["field"]) == ("INVALID_PARAMS", "document")
+    assert session.call("canvas.state")["state"] == "closed"
+
+
+def test_an_open_of_an_open_canvas_keeps_its_size(server, client):
+    session = client.open_session(size=(300, 200))
+    session.call("canvas.open")
+    assert session.call("canvas.open", {"size": {"width": 5, "height": 5}}) == {"state": "open"}
+    assert session.call("canvas.state")["size"] == {"width": 300, "height": 200}
+    session.call("canvas.minimize")
+    session.call("canvas.open", {"size": {"width": 5, "height": 5}})
+    assert session.call("canvas.state")["size"] == {"width": 5, "height": 5}
+
+
+def test_restoring_the_current_revision_publishes_nothing(server, client):
+    put(server, "d.pdf")
+    client.call("document.flatten", {"name": "d.pdf", "page": 0, "drawing": {"strokes": [STROKE]}})
+    with EventSubscriber(server.events, prefix="documents.") as events:
+        events.ready()
+        assert client.call("document.restore", {"name": "d.pdf", "revision": 2})["revision"] == 2
+        assert events.drain(0.3) == []
+        assert client.call("document.restore", {"name": "d.pdf", "revision": 1})["revision"] == 3
+        assert [e.data["revision"] for e in events.drain(0.3)] == [3]
+
+
+def test_names_differing_only_in_normalisation_are_two_documents(server, client):
+    composed, decomposed = "\u00e9.pdf", unicodedata.normalize("NFD", "\u00e9.pdf")
+    put(server, composed)
+    put(server, decomposed)
+    put(server, "f.pdf")
+    names = [d["name"] for d in client.call("document.list")["documents"]]
+    assert names == sorted(names, key=lambda n: n.encode("utf-8")) and set(names) == {composed, decomposed, "f.pdf"}
+    session = client.open_session()
+    session.call("canvas.open", {"document": composed})
+    with pytest.raises(CanvasError) as refused:
+        session.call("canvas.open", {"document": decomposed})
+    assert refused.value.code == "CONFLICT" and refused.value.data == {"document": composed, "page": 0}
+    session.call("drawing.addStroke", STROKE)
+    assert session.call("canvas.submit")["document"]["name"] == composed
+    assert [r["revision"] for r in client.call("document.revisions", {"name": decomposed})["revisions"]] == [1]
+
+
+def test_a_file_name_that_is_not_utf8_is_not_listed(server, client):
+    put(server, "ok.pdf")
+    with open(os.fsencode(server.documents) + b"/\xff\xfe.pdf", "wb") as odd:
+        odd.write(tiny_pdf(1))
+    assert [d["name"] for d in client.call("document.list")["documents"]] == ["ok.pdf"]
+
+
+def test_integral_ids_are_integers_and_nulls_are_absent(server, client):
+    reply = client.request({"id": 1.0, "method": "hello"})
+    assert reply["id"] == 1 and isinstance(reply["id"], int)
+    assert client.request({"id": 1e2, "method": "hello"})["id"] == 100
+    assert client.exchange([b'{"id":18446744073709551616,"method":"hello"}'])["error"]["code"] == "INVALID_REQUEST"
+    opened = client.call("session.open", {"transitions": None, "size": None, "pencil": None, "initialized": None})
+    assert opened["transitions"] == "instant" and opened["pencil"]["initialized"] is True
+    session = opened["session"]
+    assert client.call("canvas.open", {"document": None, "page": None, "size": None}, session=session) == {"state": "open"}
+    assert client.call("canvas.minimize", {"imageData": None}, session=session)["action"] == "minimized"
