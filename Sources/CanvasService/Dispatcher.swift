@@ -167,8 +167,9 @@ public final class Dispatcher {
     /// Whether `client` may receive events under `topic` (a subscription prefix): only topics
     /// inside one of its own sessions (`<session>.` and longer), or the shared `documents.`
     /// topic. A shorter prefix would match other clients' sessions, so it is refused.
-    public func maySubscribe(_ client: String?, to topic: [UInt8]) -> Bool {
-        guard authenticated else { return true }
+    /// `always`: check even without CurveZMQ (web peers, whose sessions belong to their token).
+    public func maySubscribe(_ client: String?, to topic: [UInt8], always: Bool = false) -> Bool {
+        guard authenticated || always else { return true }
         let shared = Array("documents.".utf8)
         if topic.count >= shared.count ? topic.starts(with: shared) : false { return true }
         guard let dot = topic.firstIndex(of: UInt8(ascii: ".")) else { return false }

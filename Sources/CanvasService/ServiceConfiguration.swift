@@ -63,6 +63,8 @@ public struct ServiceConfiguration: Sendable {
     public var limits = Limits()
     /// Loopback-only without authentication unless CurveZMQ keys are given.
     public var security = ServiceSecurity.loopbackOnly
+    /// ws:// endpoints for web pages, when they are served.
+    public var web: WebConfiguration?
 
     public init() {}
 }

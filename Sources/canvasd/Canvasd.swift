@@ -48,6 +48,17 @@ struct Canvasd: ParsableCommand {
     @Option(name: .customLong("max-sessions-per-client"), help: "Sessions one authenticated client may hold at once.")
     var maxSessionsPerClient: Int = 100
 
+    @Option(name: .customLong("web-endpoint"),
+            help: "Where web pages send requests (ws://, ZWS 2.0), e.g. ws://127.0.0.1:5580. Loopback unless --web-tokens.")
+    var webEndpoint: String?
+
+    @Option(name: .customLong("web-events"), help: "Where web pages receive events (ws://), e.g. ws://127.0.0.1:5581.")
+    var webEvents: String?
+
+    @Option(name: .customLong("web-tokens"),
+            help: "A file of access tokens (NAME TOKEN per line); web peers must then present one. Read again on SIGHUP.")
+    var webTokens: String?
+
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: String = "info"
 
@@ -60,6 +71,10 @@ struct Canvasd: ParsableCommand {
         guard (curveSecretKey == nil) == (allowedKeys == nil) else {
             throw ValidationError("--curve-secret-key and --allowed-keys go together")
         }
+        guard (webEndpoint == nil) == (webEvents == nil) else {
+            throw ValidationError("--web-endpoint and --web-events go together")
+        }
+        guard webTokens == nil || webEndpoint != nil else { throw ValidationError("--web-tokens needs --web-endpoint and --web-events") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level \(logLevel)") }
     }
 
@@ -85,6 +100,15 @@ struct Canvasd: ParsableCommand {
             do {
                 configuration.security = .curve(server: try CurveKeyFile.keyPair(at: curveSecretKey),
                                                 allowed: try AllowedKeys(path: allowedKeys))
+            } catch {
+                throw ValidationError("\(error)")
+            }
+        }
+
+        if let webEndpoint, let webEvents {
+            do {
+                configuration.web = WebConfiguration(endpoint: webEndpoint, eventsEndpoint: webEvents,
+                                                     tokens: try webTokens.map { try WebTokens(path: $0) })
             } catch {
                 throw ValidationError("\(error)")
             }
