@@ -76,10 +76,12 @@ export class ZWSConnection {
   /** Sends a subscription (0x01 + topic) or its end (0x00 + topic), for an XPUB peer. */
   subscribe(topic, on = true) {
     if (!this.isOpen) return;
+    // A frame (flags 0) whose body is the subscription byte and the topic.
     const body = frameBytes(topic);
-    const message = new Uint8Array(body.length + 1);
-    message[0] = on ? 1 : 0;
-    message.set(body, 1);
+    const message = new Uint8Array(body.length + 2);
+    message[0] = 0;
+    message[1] = on ? 1 : 0;
+    message.set(body, 2);
     this.ws.send(message);
   }
 
