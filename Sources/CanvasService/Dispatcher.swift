@@ -162,7 +162,7 @@ public final class Dispatcher {
                 // Reading a document is file and PDF work: off the loop, like a save.
                 let documents = try DocumentMethods.available(documents)
                 try jobs.read(for: PendingJob(kind: .documentRead, request: request, envelope: envelope, client: call.client)) {
-                    .read(Result { () throws(ProtocolError) in try documents.read(method!, params) })
+                    .read(Result { () throws(ProtocolError) in try documents.read(method!, params, attachments: request.attachments) })
                 }
                 return nil
             case .session?, nil:

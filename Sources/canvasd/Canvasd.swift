@@ -37,6 +37,9 @@ struct Canvasd: ParsableCommand {
     @Option(name: .customLong("max-sessions"), help: "Sessions open at once.")
     var maxSessions = defaults.limits.maxSessions
 
+    @Option(name: .customLong("max-upload-bytes"), help: "The largest document document.upload.* takes.")
+    var maxUploadBytes = defaults.limits.maxUploadBytes
+
     @Option(name: .customLong("keep-revisions"), help: "Revisions kept per document, the current one included (at least 2).")
     var keepRevisions = defaults.keepRevisions
 
@@ -67,6 +70,7 @@ struct Canvasd: ParsableCommand {
 
     func validate() throws {
         guard idleTimeout > 0 else { throw ValidationError("--idle-timeout must be positive") }
+        guard maxUploadBytes > 0 else { throw ValidationError("--max-upload-bytes must be positive") }
         guard maxMessageBytes >= 1024 else { throw ValidationError("--max-message-bytes must be at least 1024") }
         guard keepRevisions >= 2 else { throw ValidationError("--keep-revisions must be at least 2: the original and the latest") }
         guard maxSessions > 0 else { throw ValidationError("--max-sessions must be positive") }
@@ -97,6 +101,7 @@ struct Canvasd: ParsableCommand {
         configuration.idleTimeout = .seconds(idleTimeout)
         configuration.limits.maxMessageBytes = maxMessageBytes
         configuration.limits.maxSessions = maxSessions
+        configuration.limits.maxUploadBytes = maxUploadBytes
         configuration.limits.maxSessionsPerClient = maxSessionsPerClient
         if let curveSecretKey, let allowedKeys {
             do {
