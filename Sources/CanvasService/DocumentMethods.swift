@@ -167,7 +167,7 @@ struct DocumentMethods {
             return ProtocolError(.payloadTooLarge, message, data: ["field": "drawing", "name": .string(name), "page": .integer(Int64(page)),
                                                                    "pageInk": .integer(Int64(stored)), "limit": .integer(Int64(limit))])
         case .refused(let name, let reason, _):
-            return ProtocolError(.invalidParams, message, data: ["name": .string(name), "reason": .string(reason)])
+            return ProtocolError(.invalidParams, message, data: ["field": "upload", "name": .string(name), "reason": .string(reason)])
         case .alreadyExists(let name):
             return ProtocolError(.conflict, message, data: ["name": .string(name), "reason": "exists"])
         case .unreadable(let name, let reason, _):
