@@ -5,9 +5,9 @@ import { CanvasError } from './errors.js';
 import { sha256Hex } from './sha256.js';
 
 /** Bytes of one binary frame of an upload part: under the browser's frame limit. */
-const UPLOAD_FRAME_BYTES = 120 * 1024;
+const UPLOAD_FRAME_BYTES = 56 * 1024;
 /** Frames per part: a part stays well under canvasd's default request limit (1 MiB). */
-const UPLOAD_FRAMES_PER_PART = 6;
+const UPLOAD_FRAMES_PER_PART = 14;
 
 function base64ToBytes(text) {
   const binary = atob(text);

@@ -74,12 +74,25 @@ def chromium():
         pytest.skip("no chromium-headless-shell or chromium-driver (make system-deps installs them)")
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1200,1000"):
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1400"):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
     driver.set_script_timeout(60)
     return driver
+
+
+def wait_for(driver, expression: str, timeout: float = 10.0):
+    """Waits until the page's JavaScript `expression` is truthy, and returns its value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = driver.execute_script(f"return ({expression});")
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            logs = "\n".join(str(entry) for entry in driver.get_log("browser"))
+            raise AssertionError(f"the page never had {expression}; its log:\n{logs}")
+        time.sleep(0.05)
 
 
 def run_js(driver, body: str, **arguments):
