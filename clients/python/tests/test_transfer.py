@@ -193,3 +193,26 @@ def test_a_stroke_sent_in_parts_is_one_stroke(client):
     session.add_text("x", 1, 1)
     assert session.call("drawing.addStroke", {**style, "points": points[:5]})["strokes"] == 1
     assert len(session.get_drawing()["strokes"][0]["points"]) == 5
+
+
+def test_canvasctl_uploads_and_gets(server, tmp_path, notes):
+    import json
+    import subprocess
+    from conftest import canvasd_path
+    canvasctl = canvasd_path().parent / "canvasctl"
+    source = tmp_path / "upload.pdf"
+    source.write_bytes(large_pdf(2 << 20, seed=3))
+    def run(*arguments):
+        done = subprocess.run([str(canvasctl), *arguments, "--endpoint", server.endpoint], capture_output=True, text=True)
+        return done.returncode, done.stdout, done.stderr
+    code, out, err = run("upload", str(source), "--name", "copy.pdf")
+    assert code == 0, err
+    assert json.loads(out)["sha256"] == hashlib.sha256(source.read_bytes()).hexdigest()
+    code, out, err = run("get", "copy.pdf", "--out", str(tmp_path / "back.pdf"))
+    assert code == 0, err and json.loads(out)["revision"] == 1
+    assert (tmp_path / "back.pdf").read_bytes() == source.read_bytes()
+    code, out, err = run("get", notes, "--revision", "1", "--out", str(tmp_path / "original.pdf"))
+    assert code == 0 and (tmp_path / "original.pdf").read_bytes() == NOTES.read_bytes()
+    (tmp_path / "junk.pdf").write_bytes(b"not a pdf")
+    code, out, err = run("upload", str(tmp_path / "junk.pdf"))
+    assert code == 2 and json.loads(err)["code"] == "INVALID_PARAMS" and not (server.documents / "junk.pdf").exists()
