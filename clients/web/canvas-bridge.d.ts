@@ -162,5 +162,5 @@ export interface CanvasPlugin {
   close(): Promise<void>;
 }
 
-/** Connects to canvasd over ws:// and opens a session. */
+/** Connects to canvasd over ws:// and opens a session; rejects with TIMEOUT when canvasd cannot be reached within `timeoutMs`. */
 export function connect(options: ConnectOptions): Promise<CanvasPlugin>;

@@ -58,7 +58,23 @@ export class CanvasPlugin {
   get server() { return this._hello; }
 
   async _start() {
-    await Promise.all([this.requests.ready(), this.events.ready()]);
+    // A server that is not there (yet) is retried in the background; connect() gives up after
+    // the request timeout, so a page can say so instead of waiting for ever.
+    let timer;
+    const waited = this.requests.timeoutMs;
+    const gaveUp = new Promise((_, reject) => {
+      timer = setTimeout(() => reject(new CanvasError('TIMEOUT', `no connection to canvasd within ${waited} ms`,
+        { timeoutMs: waited, requests: this.requests.connected }, 'connect')), waited);
+    });
+    try {
+      await Promise.race([Promise.all([this.requests.ready(), this.events.ready()]), gaveUp]);
+    } catch (error) {
+      this.requests.close();
+      this.events.close();
+      throw error;
+    } finally {
+      clearTimeout(timer);
+    }
     this._hello = await this.requests.call('hello');
     this.events.subscribe('documents.');
     await this._openSession();

@@ -218,6 +218,20 @@ def test_the_demo_shows_the_page_and_the_ink(web, browser):
     assert pixel(400, 350) != (255, 0, 0)
 
 
+def test_connect_gives_up_on_a_server_that_is_not_there(web, browser):
+    browser.get(f"{web.base}/harness.html")
+    outcome = run_js(browser, """
+      const started = Date.now();
+      try {
+        await bridge.connect({url: 'ws://127.0.0.1:9', events: 'ws://127.0.0.1:9', timeoutMs: 1500});
+        return {code: null};
+      } catch (error) {
+        return {code: error.code, method: error.method, ms: Date.now() - started};
+      }
+    """)
+    assert outcome["code"] == "TIMEOUT" and outcome["method"] == "connect" and 1400 <= outcome["ms"] < 5000
+
+
 def test_tokens_keep_web_sessions_apart(tmp_path, browser):
     tokens = tmp_path / "tokens"
     tokens.write_text("alice alice-token-0123456789\nbob bob-token-0123456789abc\n")
