@@ -3,14 +3,21 @@
 SWIFT        ?= swift
 PYTHON3      ?= python3
 # libzmq, Cairo and libqpdf are linked through system-library targets; qpdf and poppler-utils
-# verify PDFs in tests; the DejaVu fonts are embedded in flattened text.
-APT_PACKAGES := pkg-config libzmq3-dev libcairo2-dev libqpdf-dev libssl-dev qpdf poppler-utils fonts-dejavu-core
+# verify PDFs in tests; the DejaVu fonts are embedded in flattened text. The web layer: pdf.js
+# for the demo page, headless Chromium and its driver for the browser tests, TypeScript to check
+# the client's .d.ts.
+APT_PACKAGES := pkg-config libzmq3-dev libcairo2-dev libqpdf-dev libssl-dev qpdf poppler-utils fonts-dejavu-core \
+                libjs-pdf chromium-headless-shell chromium-driver node-typescript
 DOCUMENTS    ?= documents
 VENV         := .venv
 PYTHON       := $(VENV)/bin/python
 CANVASD      := $(CURDIR)/.build/debug/canvasd
+# Where web pages reach canvasd (ws://, loopback) and where the demo page is served.
+WEB_ENDPOINT ?= ws://127.0.0.1:5580
+WEB_EVENTS   ?= ws://127.0.0.1:5581
+DEMO_PORT    ?= 8580
 
-.PHONY: all deps system-deps python-deps build run sample-document test test-swift test-python bench fuzz clean
+.PHONY: all deps system-deps python-deps build run sample-document test test-swift test-python test-web-types bench fuzz clean
 
 all: build
 
@@ -31,8 +38,12 @@ $(VENV)/.installed: clients/python/pyproject.toml
 build: system-deps
 	$(SWIFT) build
 
+# canvasd in the foreground, and beside it the demo page's static server on loopback (stopped
+# with canvasd); the address to open is printed first.
 run: build sample-document
-	$(CANVASD) --documents $(DOCUMENTS)
+	@$(PYTHON3) scripts/web-server.py --port $(DEMO_PORT) --web-endpoint $(WEB_ENDPOINT) --web-events $(WEB_EVENTS) & \
+	  server=$$!; trap 'kill $$server 2>/dev/null' EXIT INT TERM; sleep 0.3; \
+	  $(CANVASD) --documents $(DOCUMENTS) --web-endpoint $(WEB_ENDPOINT) --web-events $(WEB_EVENTS)
 
 # A first document to draw on: samples/notes.pdf, unless the folder already has a notes.pdf
 # (which is then the user's and is never replaced).
@@ -40,7 +51,11 @@ sample-document:
 	@mkdir -p $(DOCUMENTS)
 	@test -e $(DOCUMENTS)/notes.pdf || cp samples/notes.pdf $(DOCUMENTS)/notes.pdf
 
-test: test-swift test-python
+test: test-swift test-web-types test-python
+
+# The JavaScript client's declarations, checked with Debian's TypeScript (no npm).
+test-web-types: system-deps
+	cd clients/web && tsc -p tsconfig.json
 
 test-swift: system-deps
 	$(SWIFT) build --build-tests

@@ -81,7 +81,8 @@ public final class CanvasClient {
     }
 
     /// Calls a method. A reply with `result` gives `.success`; one with `error`, `.failure`.
-    public func call(_ method: String, _ params: [String: JSONValue] = [:], session: String? = nil)
+    /// `frames` go after the JSON frame (an upload's bytes).
+    public func call(_ method: String, _ params: [String: JSONValue] = [:], session: String? = nil, frames: [[UInt8]] = [])
         throws(ClientError) -> Result<[String: JSONValue], ProtocolError>
     {
         nextID += 1
@@ -89,7 +90,7 @@ public final class CanvasClient {
         let request = Request(id: .integer(id), method: method, params: params, session: session)
         // Replies to other ids are late answers to calls that already timed out: skip them.
         let reply = try transport {
-            try socket.send([JSONCodec.serialize(request.json)])
+            try socket.send([JSONCodec.serialize(request.json)] + frames)
             while true {
                 let reply = try receiveReply(method: method)
                 if reply["id"] == .integer(id) { return reply }

@@ -25,6 +25,14 @@ public enum WireCommands {
             case .erase(let request): return ("drawing.erase", try JSONCodec.value(of: request).objectValue ?? [:])
             case .moveText(let index, let x, let y):
                 return ("drawing.moveText", ["index": .integer(Int64(index)), "x": .number(x), "y": .number(y)])
+            case .editText(let index, let change):
+                var params: [String: JSONValue] = ["index": .integer(Int64(index))]
+                for (key, value) in [("x", change.x), ("y", change.y), ("dx", change.dx), ("dy", change.dy), ("fontSize", change.fontSize)] {
+                    if let value { params[key] = .number(value) }
+                }
+                if let color = change.color { params["color"] = .string(color.rawValue) }
+                if let text = change.text { params["text"] = .string(text) }
+                return ("drawing.editText", params)
             case .undo: return ("drawing.undo", [:])
             case .redo: return ("drawing.redo", [:])
             case .clear: return ("drawing.clear", [:])

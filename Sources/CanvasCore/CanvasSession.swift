@@ -51,7 +51,7 @@ public struct CanvasSession: Hashable, Sendable {
         switch edit {
         case .addStroke(let stroke): tool = CanvasTool(stroke.tool)
         case .erase: tool = .eraser
-        case .addText, .moveText, .clear, .undo, .redo: tool = nil
+        case .addText, .moveText, .editText, .clear, .undo, .redo: tool = nil
         }
         if let tool, pencil.toolUsed(tool) { actions.append(.toolChanged(pencil.tools)) }
         let history = canvas.editableDrawing

@@ -26,6 +26,7 @@ public enum CanvasCommand: Hashable, Sendable, CustomStringConvertible {
             case .addStroke: return "addStroke"
             case .addText: return "addText"
             case .moveText: return "moveText"
+            case .editText: return "editText"
             case .erase: return "erase"
             case .clear, .undo, .redo: return description
             }
@@ -50,6 +51,7 @@ public enum CanvasCommand: Hashable, Sendable, CustomStringConvertible {
             case .addStroke(let s): return "addStroke(\(s.tool), \(s.points.count) points)"
             case .addText(let t): return "addText(\(t.text.debugDescription))"
             case .moveText(let i, let x, let y): return "moveText(\(i), \(x), \(y))"
+            case .editText(let i, let change): return "editText(\(i), \(change))"
             case .erase(let e): return "erase(\(e.mode), at: \(e.x), \(e.y), r: \(e.radius))"
             case .clear: return "clear"
             case .undo: return "undo"

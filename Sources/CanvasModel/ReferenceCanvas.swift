@@ -184,6 +184,19 @@ public struct ReferenceCanvas: Sendable {
                 return .invalidEdit(.invalid(error))
             }
             if next == drawing { return .edited(changed: false) }
+        case .editText(let index, let change):
+            guard index >= 0 && index < next.texts.count else {
+                return .invalidEdit(.noSuchText(index: index, count: next.texts.count))
+            }
+            let old = next.texts[index]
+            do {
+                next.texts[index] = try TextAnnotation(text: change.text ?? old.text,
+                                                       x: (change.x ?? old.x) + (change.dx ?? 0), y: (change.y ?? old.y) + (change.dy ?? 0),
+                                                       fontSize: change.fontSize ?? old.fontSize, color: change.color ?? old.color)
+            } catch {
+                return .invalidEdit(.invalid(error))
+            }
+            if next == drawing { return .edited(changed: false) }
         case .erase(let request):
             pickUp(.eraser)
             let (erased, touched) = drawing.erasing(request)

@@ -19,6 +19,8 @@ public enum ErrorCode: String, Sendable, CaseIterable, Codable {
     case conflict = "CONFLICT"
     /// The message, or what it would make, is over a limit.
     case payloadTooLarge = "PAYLOAD_TOO_LARGE"
+    /// A web request without a valid access token, on a server that wants one.
+    case unauthorized = "UNAUTHORIZED"
     /// A fault in the server; the request had no effect.
     case `internal` = "INTERNAL"
 }

@@ -20,6 +20,7 @@ public enum Method: String, CaseIterable, Sendable {
     case drawingAddStroke = "drawing.addStroke"
     case drawingAddText = "drawing.addText"
     case drawingMoveText = "drawing.moveText"
+    case drawingEditText = "drawing.editText"
     case drawingUndo = "drawing.undo"
     case drawingRedo = "drawing.redo"
     case drawingClear = "drawing.clear"
@@ -30,6 +31,12 @@ public enum Method: String, CaseIterable, Sendable {
     case documentFlatten = "document.flatten"
     case documentRevisions = "document.revisions"
     case documentRestore = "document.restore"
+    case documentGet = "document.get"
+    case documentUploadBegin = "document.upload.begin"
+    case documentUploadPart = "document.upload.part"
+    case documentUploadStatus = "document.upload.status"
+    case documentUploadAbort = "document.upload.abort"
+    case documentUploadCommit = "document.upload.commit"
 
     /// What a method acts on, which decides how a request for it is routed.
     public enum Scope: Sendable {
@@ -46,8 +53,11 @@ public enum Method: String, CaseIterable, Sendable {
     public var scope: Scope {
         switch self {
         case .hello, .sessionOpen: return .server
-        case .documentList, .documentInfo, .documentRevisions: return .documentRead
-        case .documentFlatten, .documentRestore: return .documentWrite
+        // An upload's parts are kept in memory, but are also answered off the loop: copying a
+        // part is cheap, the order of replies per client is kept, and the loop stays free.
+        case .documentList, .documentInfo, .documentRevisions, .documentGet,
+             .documentUploadBegin, .documentUploadPart, .documentUploadStatus, .documentUploadAbort: return .documentRead
+        case .documentFlatten, .documentRestore, .documentUploadCommit: return .documentWrite
         default: return .session
         }
     }

@@ -28,7 +28,15 @@ struct CanvasMethods {
     /// submit's save, or the page a `canvas.open` names.
     func run(_ method: Method, _ params: Params, _ session: inout ServiceSession, found: JobOutcome?,
              _ call: inout Call) throws(ProtocolError) -> MethodResult {
+        if method != .drawingAddStroke && !method.changesNothing { session.strokeParts = nil }
         switch method {
+        case .drawingAddStroke:
+            guard let whole = try self.params.assembleStroke(params, &session) else {
+                return .object(["changed": false, "pendingPoints": .integer(Int64(session.strokeParts?.points.count ?? 0)),
+                                "strokes": .integer(Int64(session.canvas.drawing.strokes.count)),
+                                "texts": .integer(Int64(session.canvas.drawing.texts.count))])
+            }
+            return .object(try edit(method, whole, &session, &call))
         case .sessionClose:
             return .object(["closed": true])
         case .canvasInitialize:
@@ -54,9 +62,10 @@ struct CanvasMethods {
             let editable = session.canvas.canvas.editableDrawing
             return .raw(WireShapes.drawing(session.canvas.drawing, canUndo: editable?.canUndo ?? false,
                                            canRedo: editable?.canRedo ?? false))
-        case .drawingAddStroke, .drawingAddText, .drawingMoveText, .drawingErase, .drawingUndo, .drawingRedo, .drawingClear:
+        case .drawingAddText, .drawingMoveText, .drawingEditText, .drawingErase, .drawingUndo, .drawingRedo, .drawingClear:
             return .object(try edit(method, params, &session, &call))
-        case .hello, .sessionOpen, .documentList, .documentInfo, .documentFlatten, .documentRevisions, .documentRestore:
+        case .hello, .sessionOpen, .documentList, .documentInfo, .documentFlatten, .documentRevisions, .documentRestore,
+             .documentGet, .documentUploadBegin, .documentUploadPart, .documentUploadStatus, .documentUploadAbort, .documentUploadCommit:
             preconditionFailure("\(method.rawValue) does not act on a session")
         }
         return .object(["state": .string(session.canvas.phase.rawValue)])

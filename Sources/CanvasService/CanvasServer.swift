@@ -1,6 +1,7 @@
 public import Logging
 import Foundation
 import Dispatch
+import CanvasProtocol
 public import ZeroMQ
 
 /// Why the server could not start.
@@ -9,6 +10,9 @@ public enum ServerStartError: Error, CustomStringConvertible {
     /// No keys were given and an endpoint can be reached from other machines.
     case unauthenticatedRemote(endpoint: String)
     case curveUnavailable
+    /// A ws:// endpoint beyond loopback without `--web-tokens`.
+    case unauthenticatedWeb(endpoint: String)
+    case notWebSocket(endpoint: String)
 
     public var description: String {
         switch self {
@@ -17,6 +21,10 @@ public enum ServerStartError: Error, CustomStringConvertible {
             return "refusing to serve \(endpoint) without authentication: bind to 127.0.0.1, ::1 or ipc://, "
                 + "or give --curve-secret-key and --allowed-keys"
         case .curveUnavailable: return "this libzmq was built without CurveZMQ (zmq_has(\"curve\") is false)"
+        case .unauthenticatedWeb(let endpoint):
+            return "refusing to serve \(endpoint) to web peers without access tokens: bind it to 127.0.0.1 (behind a proxy), or give --web-tokens"
+        case .notWebSocket(let endpoint):
+            return "\(endpoint) is not a ws:// endpoint"
         }
     }
 }
@@ -51,10 +59,15 @@ public final class CanvasServer {
     /// Only with CurveZMQ: the handshake gatekeeper, and the keys it admits.
     private let zap: ZAPHandler?
     private let allowedKeys: AllowedKeys?
+    /// Only with ws:// endpoints: the web sockets.
+    private let web: WebEndpoints?
 
     /// The endpoints actually bound (a `*` port resolved).
     public let endpoint: String
     public let eventsEndpoint: String
+    /// The ws:// endpoints bound, when web peers are served.
+    public var webEndpoint: String? { web?.endpoint }
+    public var webEventsEndpoint: String? { web?.eventsEndpoint }
 
     public init(configuration: ServiceConfiguration, logger: Logger) throws(ServerStartError) {
         self.configuration = configuration
@@ -97,6 +110,12 @@ public final class CanvasServer {
             // Read before the inproc bind below, which would otherwise be the "last endpoint".
             endpoint = requests.lastEndpoint
             eventsEndpoint = eventSocket.lastEndpoint
+            if let webConfiguration = configuration.web {
+                web = try WebEndpoints(context: context, configuration: webConfiguration,
+                                       maxMessageBytes: configuration.limits.maxMessageBytes, logger: logger)
+            } else {
+                web = nil
+            }
             let wakeEndpoint = "inproc://canvasd-saves-\(UInt64.random(in: 0...UInt64.max))"
             try requests.bind(wakeEndpoint)
             let socket = try context.socket(.dealer)
@@ -137,6 +156,10 @@ public final class CanvasServer {
     public func run(checkInterval: Duration = .milliseconds(200), reloadKeys: () -> Bool = { false },
                     shouldStop: () -> Bool) throws(ZMQError) {
         switch configuration.security {
+        case .loopbackOnly where web != nil:
+            logger.notice("no CurveZMQ keys configured: serving tcp without authentication, on loopback only", metadata: [
+                "requests": "\(endpoint)", "events": "\(eventsEndpoint)", "zmq": "\(ZMQContext.version)",
+            ])
         case .loopbackOnly:
             logger.notice("no CurveZMQ keys configured: serving without authentication, on loopback only", metadata: [
                 "requests": "\(endpoint)", "events": "\(eventsEndpoint)", "zmq": "\(ZMQContext.version)",
@@ -147,10 +170,24 @@ public final class CanvasServer {
                 "serverKey": "\(keys.publicKey.z85)", "allowedKeys": "\(allowed.count)",
             ])
         }
+        if let web {
+            logger.notice(web.tokens == nil ? "serving web peers without tokens, on loopback only" : "serving web peers with access tokens",
+                          metadata: ["requests": "\(web.endpoint)", "events": "\(web.eventsEndpoint)",
+                                     "tokens": "\(web.tokens?.count ?? 0)"])
+        }
         var nextSweep = clock.now + .seconds(1)
         var timeout: Int32 = -2
         while !shouldStop() {
-            if reloadKeys(), let allowedKeys {
+            let reload = reloadKeys()
+            if reload, let tokens = web?.tokens {
+                do {
+                    let count = try tokens.reload()
+                    logger.info("web tokens reloaded", metadata: ["tokens": "\(count)"])
+                } catch {
+                    logger.error("web tokens not reloaded; the previous ones stay", metadata: ["error": "\(error)"])
+                }
+            }
+            if reload, let allowedKeys {
                 do {
                     let count = try allowedKeys.reload()
                     logger.info("allowed keys reloaded", metadata: ["keys": "\(count)"])
@@ -162,7 +199,7 @@ public final class CanvasServer {
             if let deadline = dispatcher.nextDeadline { wait = min(wait, max(.zero, deadline - clock.now)) }
             let milliseconds = Int32(wait.components.seconds * 1000 + wait.components.attoseconds / 1_000_000_000_000_000)
             do {
-                if zap == nil {
+                if zap == nil && web == nil {
                     // A blocking receive with a timeout, not a poll followed by a receive: one trip
                     // into libzmq per request instead of three, which is most of the gap to a bare echo.
                     if let queued = try requests.receive(wait: false, readUserID: false, keepingAtMost: maxFrames) {
@@ -188,14 +225,28 @@ public final class CanvasServer {
                         }
                     }
                 } else {
-                    // Subscriptions wait to be vetted here, so both sockets are watched.
-                    let ready = try ZMQSocket.poll([requests, eventSocket], timeoutMilliseconds: Int(milliseconds))
-                    if ready[1] { try vetSubscriptions() }
+                    // Subscriptions wait to be vetted here, so both sockets are watched (and the
+                    // web ones, when there are).
+                    var watched = [requests, eventSocket]
+                    if let web { watched += [web.requests, web.events] }
+                    let ready = try ZMQSocket.poll(watched, timeoutMilliseconds: Int(milliseconds))
+                    if ready[1] && zap != nil { try vetSubscriptions() }
+                    if let web, ready[3] {
+                        try web.vetSubscriptions { [dispatcher] owner, topic in dispatcher.maySubscribe(owner, to: topic, always: true) }
+                    }
+                    if let web, ready[2] {
+                        var served = 0
+                        while served < Self.burst,
+                              let message = try web.requests.receive(wait: false, readUserID: false, keepingAtMost: maxFrames) {
+                            deliver(serveWeb(message.frames, web: web, dropped: message.dropped))
+                            served += 1
+                        }
+                    }
                     if ready[0] {
                         // A burst is served before polling again; `receive` never blocks here.
                         var served = 0
                         while served < Self.burst,
-                              let message = try requests.receive(wait: false, readUserID: true, keepingAtMost: maxFrames) {
+                              let message = try requests.receive(wait: false, readUserID: zap != nil, keepingAtMost: maxFrames) {
                             deliver(serve(message.frames, owner: message.userID, dropped: message.dropped))
                             served += 1
                         }
@@ -253,7 +304,7 @@ public final class CanvasServer {
     private static let burst = 64
 
     /// What to send for one message: the answers to a request, or to the saves that finished.
-    private func serve(_ frames: [[UInt8]], owner: String?, dropped: Int = 0) -> Dispatcher.Output {
+    private func serve(_ frames: [[UInt8]], owner: String?, dropped: Int = 0, marker: [UInt8]? = nil) -> Dispatcher.Output {
         // ROUTER prefixes the sender's identity; REQ clients add an empty delimiter, DEALER
         // clients may not. The reply goes back with the same envelope.
         guard frames.count >= 1 else { return Dispatcher.Output() }
@@ -266,7 +317,23 @@ public final class CanvasServer {
             envelope.append([])
             body = body.dropFirst()
         }
+        if let marker { envelope.append(marker) }
         return dispatcher.handle(Array(body), envelope: envelope, from: owner, droppedFrames: dropped, at: clock.now)
+    }
+
+    /// A request from a web peer: its token decides its owner, and the reply goes back on the
+    /// web socket (the marker at the end of its envelope says so).
+    private func serveWeb(_ frames: [[UInt8]], web: WebEndpoints, dropped: Int) -> Dispatcher.Output {
+        guard frames.count >= 1 else { return Dispatcher.Output() }
+        switch web.owner(of: Array(frames.dropFirst())) {
+        case .success(let owner):
+            return serve(frames, owner: owner, dropped: dropped, marker: web.marker)
+        case .failure(let refused):
+            var output = Dispatcher.Output()
+            output.replies.append(.init(envelope: [frames[0], web.marker],
+                                        bytes: ReplyEncoder.failure(id: refused.id, error: refused.error)))
+            return output
+        }
     }
 
     private func deliver(_ output: Dispatcher.Output) {
@@ -274,6 +341,10 @@ public final class CanvasServer {
         publish(output.events)
         for reply in output.replies {
             do {
+                if let web, reply.envelope.last == web.marker {
+                    try web.requests.send(envelope: Array(reply.envelope.dropLast()), body: reply.bytes, wait: false)
+                    continue
+                }
                 try requests.send(envelope: reply.envelope, body: reply.bytes, wait: false)
             } catch {
                 logger.warning("reply not sent", metadata: ["error": "\(error)"])
@@ -287,6 +358,11 @@ public final class CanvasServer {
                 try eventSocket.send(event, wait: false)
             } catch {
                 logger.warning("event not published", metadata: ["error": "\(error)"])
+            }
+            do {
+                try web?.events.send(event, wait: false)
+            } catch {
+                logger.warning("event not published to web peers", metadata: ["error": "\(error)"])
             }
         }
     }

@@ -75,8 +75,9 @@ public final class Dispatcher {
 
     /// Whether `client` may receive events under `topic`. Without authentication every local
     /// client may; with it, only its own sessions' topics and the shared `documents.` topic.
-    public func maySubscribe(_ client: String?, to topic: [UInt8]) -> Bool {
-        !authenticated || table.maySubscribe(client, to: topic)
+    /// `always`: check even without CurveZMQ (web peers, whose sessions belong to their token).
+    public func maySubscribe(_ client: String?, to topic: [UInt8], always: Bool = false) -> Bool {
+        !(authenticated || always) || table.maySubscribe(client, to: topic)
     }
 
     // MARK: Turns
@@ -278,7 +279,8 @@ public final class Dispatcher {
             jobs.save(write.document, write.save, for: job)
         } else {
             job = PendingJob(kind: .documentRead, request: job.request, envelope: job.envelope, client: job.client, holding: job.holding)
-            try jobs.read(for: job) { .read(Result { () throws(ProtocolError) in try documents.read(method, params) }) }
+            let attachments = job.request.attachments
+            try jobs.read(for: job) { .read(Result { () throws(ProtocolError) in try documents.read(method, params, attachments: attachments) }) }
         }
     }
 

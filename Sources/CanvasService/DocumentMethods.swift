@@ -10,6 +10,8 @@ typealias PreparedSave = @Sendable () throws(DocumentError) -> DocumentSummary
 struct DocumentMethods {
     let store: DocumentStore
     let limits: Limits
+    /// Uploads under way (`document.upload.*`), shared by every copy of these methods.
+    var uploads = Uploads()
 
     /// The document methods, or UNAVAILABLE when the folder could not be used (nil).
     static func available(_ documents: DocumentMethods?) throws(ProtocolError) -> DocumentMethods {
@@ -20,8 +22,10 @@ struct DocumentMethods {
     }
 
     /// The methods that only read; the saving ones go through `prepareSave`.
-    func read(_ method: Method, _ params: Params) throws(ProtocolError) -> [String: JSONValue] {
+    func read(_ method: Method, _ params: Params, attachments: [[UInt8]] = []) throws(ProtocolError) -> [String: JSONValue] {
         switch method {
+        case .documentGet, .documentUploadBegin, .documentUploadPart, .documentUploadStatus, .documentUploadAbort:
+            return try transfer(method, params, attachments: attachments)
         case .documentList:
             return ["documents": .array(store.list().map { entry in
                 switch entry.summary {
@@ -70,6 +74,7 @@ struct DocumentMethods {
     }
 
     func prepareSave(_ method: Method, _ params: Params) throws(ProtocolError) -> Write {
+        if method == .documentUploadCommit { return try prepareCommit(params) }
         if method == .documentRestore {
             guard let revision = try revisionParam(params, "revision") else {
                 throw ProtocolError(.invalidParams, "revision: required", data: ["field": "revision"])
@@ -181,6 +186,10 @@ struct DocumentMethods {
         case .inkLimit(let name, let page, let stored, _, let limit):
             return ProtocolError(.payloadTooLarge, message, data: ["field": "drawing", "name": .string(name), "page": .integer(Int64(page)),
                                                                    "pageInk": .integer(Int64(stored)), "limit": .integer(Int64(limit))])
+        case .refused(let name, let reason, _):
+            return ProtocolError(.invalidParams, message, data: ["field": "upload", "name": .string(name), "reason": .string(reason)])
+        case .alreadyExists(let name):
+            return ProtocolError(.conflict, message, data: ["name": .string(name), "reason": "exists"])
         case .unreadable(let name, let reason, _):
             return ProtocolError(.unavailable, message, data: ["name": .string(name), "reason": .string(reason)])
         case .io(let operation, _, _) where error.isOutOfSpace:

@@ -28,6 +28,13 @@ public struct Limits: Sendable {
     public var maxCachedBytesPerSession = 1 << 20
     /// The largest side of an `imageData` PNG, in pixels.
     public var maxImageSide = 8_192
+    /// The largest document `document.upload.*` takes, and how many uploads may be under way
+    /// at once (their bytes wait in memory until the commit).
+    public var maxUploadBytes = 32 << 20
+    public var maxUploads = 4
+    /// The most bytes one `document.get` reply carries (base64 in JSON); larger documents are
+    /// fetched in pieces with `offset` and `length`.
+    public var maxGetBytes = 8 << 20
     public var maxTransitionMilliseconds: Int64 = 60_000
 
     public init() {}
@@ -47,6 +54,9 @@ public struct Limits: Sendable {
             "replyCacheSize": .integer(Int64(replyCacheSize)),
             "maxCachedReplyBytes": .integer(Int64(maxCachedReplyBytes)),
             "maxImageSide": .integer(Int64(maxImageSide)),
+            "maxUploadBytes": .integer(Int64(maxUploadBytes)),
+            "maxUploads": .integer(Int64(maxUploads)),
+            "maxGetBytes": .integer(Int64(maxGetBytes)),
             "maxTransitionMs": .integer(maxTransitionMilliseconds),
         ]
     }
@@ -63,6 +73,8 @@ public struct ServiceConfiguration: Sendable {
     public var limits = Limits()
     /// Loopback-only without authentication unless CurveZMQ keys are given.
     public var security = ServiceSecurity.loopbackOnly
+    /// ws:// endpoints for web pages, when they are served.
+    public var web: WebConfiguration?
 
     public init() {}
 }

@@ -23,6 +23,8 @@ struct ServiceSession {
     var replies: ReplyCache
     /// Where a submit puts the drawing, when `canvas.open` named a document.
     var target: DocumentTarget?
+    /// A stroke whose first parts came (`continued`), waiting for its last.
+    var strokeParts: StrokeParts?
 
     mutating func nextSeq() -> UInt64 {
         seq += 1

@@ -71,6 +71,7 @@ struct SessionParams {
         case .drawingMoveText:
             return .moveText(index: Int(try params.integer("index", in: 0...Int64(Int32.max))),
                              x: try params.number("x"), y: try params.number("y"))
+        case .drawingEditText: return try textChange(params)
         case .drawingErase: return .erase(try params.decode(EraseRequest.self))
         case .drawingUndo: return .undo
         case .drawingRedo: return .redo

@@ -17,6 +17,11 @@ public enum DocumentError: Error, Sendable, Equatable, CustomStringConvertible {
     case inkLimit(name: String, page: Int, stored: Int, adding: Int, limit: Int)
     /// `expectedRevision` is not the current one: someone else saved first.
     case conflict(name: String, expected: Int, current: Int)
+    /// A new document (an upload without `expectedRevision`) under a name already taken.
+    case alreadyExists(name: String)
+    /// An upload that is not a document the store can serve (damaged, encrypted, not a PDF,
+    /// not the bytes announced); nothing was stored.
+    case refused(name: String, reason: String, message: String)
     /// The file is damaged or encrypted, or its container is malformed.
     case unreadable(name: String, reason: String, message: String)
     /// A write or file-system call failed: the operation, the cause's text, and the errno when
@@ -37,6 +42,8 @@ public enum DocumentError: Error, Sendable, Equatable, CustomStringConvertible {
         case .revisionNotFound(let name, let revision): return "\(name) has no revision \(revision): pruned, or never made"
         case .conflict(let name, let expected, let current):
             return "\(name) is at revision \(current), not \(expected): it was saved since"
+        case .refused(let name, _, let message): return "\(name) refused: \(message)"
+        case .alreadyExists(let name): return "\(name) already exists; give expectedRevision to upload a new revision of it"
         case .unreadable(let name, _, let message): return "\(name) cannot be read: \(message)"
         case .inkLimit(let name, let page, let stored, let adding, let limit):
             return "page \(page) of \(name) has \(stored) points of ink; \(adding) more would pass the limit of \(limit) a page"

@@ -33,7 +33,7 @@ public final class DocumentStore: Sendable {
     public let saveBudget: Duration
     /// The most points of ink one page may hold, counting every save's.
     public let maxInkPointsPerPage: Int
-    private let root: Directory
+    let root: Directory
     private let revisionsRoot: Directory
     private let hashes = ContentHashes()
 
@@ -74,7 +74,7 @@ public final class DocumentStore: Sendable {
         guard extensions.contains(kind(name)) else { throw .invalidName(name, reason: "documents end in .pdf or .yianazip") }
     }
 
-    private static func kind(_ name: String) -> String { (name as NSString).pathExtension.lowercased() }
+    static func kind(_ name: String) -> String { (name as NSString).pathExtension.lowercased() }
 
     // MARK: Opening
 
@@ -92,7 +92,7 @@ public final class DocumentStore: Sendable {
     }
 
     /// Opens `name` in `directory`, refusing links and anything that is not a regular file.
-    private func openRegular(_ directory: Directory, _ name: String, document: String) throws(DocumentError) -> OpenFile {
+    func openRegular(_ directory: Directory, _ name: String, document: String) throws(DocumentError) -> OpenFile {
         let descriptor: FileDescriptor
         do {
             descriptor = try directory.openForReading(name)
@@ -130,13 +130,13 @@ public final class DocumentStore: Sendable {
     }
 
     /// The current file of a document, open.
-    private func openDocument(_ name: String) throws(DocumentError) -> OpenFile {
+    func openDocument(_ name: String) throws(DocumentError) -> OpenFile {
         try Self.check(name)
         return try openRegular(root, name, document: name)
     }
 
     /// The document's revision history; nil when it has never been saved (nothing kept yet).
-    private func history(_ name: String, create: Bool) throws(DocumentError) -> RevisionHistory? {
+    func history(_ name: String, create: Bool) throws(DocumentError) -> RevisionHistory? {
         do {
             return RevisionHistory(directory: try revisionsRoot.directory(name, create: create), kind: Self.kind(name))
         } catch .noSuchFileOrDirectory where !create {
@@ -150,7 +150,7 @@ public final class DocumentStore: Sendable {
         }
     }
 
-    private func entries(_ history: RevisionHistory?, _ name: String) throws(DocumentError) -> [RevisionHistory.Entry] {
+    func entries(_ history: RevisionHistory?, _ name: String) throws(DocumentError) -> [RevisionHistory.Entry] {
         guard let history else { return [] }
         do {
             return try history.entries()
@@ -162,7 +162,7 @@ public final class DocumentStore: Sendable {
     /// Reads the current document with `body`, and names the revision of what it read. Takes no
     /// lock and changes nothing: a save that lands meanwhile makes it read again, so the
     /// revision, the hash and what `body` saw are always of one file.
-    private func reading<T>(_ name: String, _ body: (OpenFile) throws(DocumentError) -> T) throws(DocumentError)
+    func reading<T>(_ name: String, _ body: (OpenFile) throws(DocumentError) -> T) throws(DocumentError)
         -> (T, revision: Int, sha256: String, kept: [RevisionHistory.Entry]) {
         for _ in 0..<Self.readAttempts {
             let file = try openDocument(name)
@@ -180,7 +180,7 @@ public final class DocumentStore: Sendable {
         throw .unreadable(name: name, reason: "busy", message: "it was saved over \(Self.readAttempts) times while being read; try again")
     }
 
-    private func hash(_ file: OpenFile, _ name: String) throws(DocumentError) -> String {
+    func hash(_ file: OpenFile, _ name: String) throws(DocumentError) -> String {
         do {
             return try hashes.hash(file.descriptor, file.stat)
         } catch {
@@ -203,7 +203,7 @@ public final class DocumentStore: Sendable {
         return (PDFLocation(file: file.descriptor, name: name, offset: container?.pdfOffset ?? 0, budget: readBudget), container)
     }
 
-    private func pdf(_ name: String, _ file: OpenFile, at offset: Int64? = nil) throws(DocumentError) -> PDFFile {
+    func pdf(_ name: String, _ file: OpenFile, at offset: Int64? = nil) throws(DocumentError) -> PDFFile {
         let start: Int64
         if let offset { start = offset } else { start = try location(name, file).0.offset }
         do {
@@ -213,7 +213,7 @@ public final class DocumentStore: Sendable {
         }
     }
 
-    private func unreadable(_ name: String, _ error: PDFError) -> DocumentError {
+    func unreadable(_ name: String, _ error: PDFError) -> DocumentError {
         switch error.kind {
         case .encrypted: return .unreadable(name: name, reason: "encrypted", message: error.message)
         case .damaged: return .unreadable(name: name, reason: "damaged", message: error.message)
@@ -372,7 +372,7 @@ public final class DocumentStore: Sendable {
 
     /// Runs `body` as the document's only writer: the current file open and locked, what a
     /// killed save left behind repaired, the current revision checked against `expectedRevision`.
-    private func writing(_ name: String, expectedRevision: Int?,
+    func writing(_ name: String, expectedRevision: Int?,
                          _ body: (OpenFile, RevisionHistory, Int) throws(DocumentError) -> DocumentSummary) throws(DocumentError) -> DocumentSummary {
         let current = try lockCurrent(name)
         guard let history = try history(name, create: true) else { throw .io(operation: "open the revisions of \(name)", message: "missing") }
@@ -448,7 +448,7 @@ public final class DocumentStore: Sendable {
     /// are pruned last. Killed at any point, the document is its old version or its new one, an
     /// acknowledged save is on disk, and the next writer's repair clears what was left. Returns
     /// the new file's SHA-256.
-    private func save(_ name: String, _ history: RevisionHistory, as revision: Int,
+    func save(_ name: String, _ history: RevisionHistory, as revision: Int,
                       _ body: (FileDescriptor, inout SHA256Hasher) throws(DocumentError) -> Bool) throws(DocumentError) -> String {
         let temporary = RevisionHistory.temporaryPrefix + "\(getpid()).\(UInt32.random(in: 0...UInt32.max))"
         let entry = history.entryName(revision)
@@ -511,7 +511,7 @@ public final class DocumentStore: Sendable {
         }
     }
 
-    private func write(_ out: FileDescriptor, _ bytes: [UInt8], _ hasher: inout SHA256Hasher) throws(DocumentError) {
+    func write(_ out: FileDescriptor, _ bytes: [UInt8], _ hasher: inout SHA256Hasher) throws(DocumentError) {
         do {
             _ = try Errno.rethrowing { try out.writeAll(bytes) }
         } catch {

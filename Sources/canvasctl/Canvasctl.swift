@@ -14,6 +14,7 @@ struct Canvasctl: ParsableCommand {
             Call.self, Hello.self, OpenSession.self, CloseSession.self, State.self, Open.self, Minimize.self,
             Submit.self, Cancel.self, DoubleTap.self, FinishTransition.self, Draw.self, GetDrawing.self,
             Events.self, Fuzz.self, Keygen.self, Documents.self, DocumentInfo.self, Revisions.self, Restore.self, Flatten.self,
+            GetDocument.self, Upload.self,
         ]
     )
 }

@@ -37,6 +37,9 @@ struct Canvasd: ParsableCommand {
     @Option(name: .customLong("max-sessions"), help: "Sessions open at once.")
     var maxSessions = defaults.limits.maxSessions
 
+    @Option(name: .customLong("max-upload-bytes"), help: "The largest document document.upload.* takes.")
+    var maxUploadBytes = defaults.limits.maxUploadBytes
+
     @Option(name: .customLong("keep-revisions"), help: "Revisions kept per document, the current one included (at least 2).")
     var keepRevisions = defaults.keepRevisions
 
@@ -51,11 +54,23 @@ struct Canvasd: ParsableCommand {
     @Option(name: .customLong("max-sessions-per-client"), help: "Sessions one client may hold at once: per key with CurveZMQ, per connection on loopback.")
     var maxSessionsPerClient = defaults.limits.maxSessionsPerClient
 
+    @Option(name: .customLong("web-endpoint"),
+            help: "Where web pages send requests (ws://, ZWS 2.0), e.g. ws://127.0.0.1:5580. Loopback unless --web-tokens.")
+    var webEndpoint: String?
+
+    @Option(name: .customLong("web-events"), help: "Where web pages receive events (ws://), e.g. ws://127.0.0.1:5581.")
+    var webEvents: String?
+
+    @Option(name: .customLong("web-tokens"),
+            help: "A file of access tokens (NAME TOKEN per line); web peers must then present one. Read again on SIGHUP.")
+    var webTokens: String?
+
     @Option(name: .customLong("log-level"), help: "The least severe messages logged.")
     var logLevel = Logger.Level.info
 
     func validate() throws {
         guard idleTimeout > 0 else { throw ValidationError("--idle-timeout must be positive") }
+        guard maxUploadBytes > 0 else { throw ValidationError("--max-upload-bytes must be positive") }
         guard maxMessageBytes >= 1024 else { throw ValidationError("--max-message-bytes must be at least 1024") }
         guard keepRevisions >= 2 else { throw ValidationError("--keep-revisions must be at least 2: the original and the latest") }
         guard maxSessions > 0 else { throw ValidationError("--max-sessions must be positive") }
@@ -63,6 +78,10 @@ struct Canvasd: ParsableCommand {
         guard (curveSecretKey == nil) == (allowedKeys == nil) else {
             throw ValidationError("--curve-secret-key and --allowed-keys go together")
         }
+        guard (webEndpoint == nil) == (webEvents == nil) else {
+            throw ValidationError("--web-endpoint and --web-events go together")
+        }
+        guard webTokens == nil || webEndpoint != nil else { throw ValidationError("--web-tokens needs --web-endpoint and --web-events") }
     }
 
     func run() throws {
@@ -82,11 +101,21 @@ struct Canvasd: ParsableCommand {
         configuration.idleTimeout = .seconds(idleTimeout)
         configuration.limits.maxMessageBytes = maxMessageBytes
         configuration.limits.maxSessions = maxSessions
+        configuration.limits.maxUploadBytes = maxUploadBytes
         configuration.limits.maxSessionsPerClient = maxSessionsPerClient
         if let curveSecretKey, let allowedKeys {
             do {
                 configuration.security = .curve(server: try CurveKeyFile.keyPair(at: curveSecretKey),
                                                 allowed: try AllowedKeys(path: allowedKeys))
+            } catch {
+                throw ValidationError("\(error)")
+            }
+        }
+
+        if let webEndpoint, let webEvents {
+            do {
+                configuration.web = WebConfiguration(endpoint: webEndpoint, eventsEndpoint: webEvents,
+                                                     tokens: try webTokens.map { try WebTokens(path: $0) })
             } catch {
                 throw ValidationError("\(error)")
             }

@@ -4,6 +4,8 @@ public enum DrawingEdit: Hashable, Sendable {
     case addText(TextAnnotation)
     /// Moves text number `index` (in `Drawing.texts`) so its corner is at (x, y).
     case moveText(index: Int, x: Double, y: Double)
+    /// Moves, nudges, resizes, recolours or rewrites text number `index`.
+    case editText(index: Int, TextChange)
     case erase(EraseRequest)
     case clear
     case undo
@@ -76,6 +78,18 @@ public struct EditableDrawing: Hashable, Sendable {
             var next = drawing
             do {
                 next.texts[index] = try drawing.texts[index].placed(x: x, y: y)
+            } catch {
+                throw .invalid(error)
+            }
+            guard next != drawing else { return false }
+            record(next)
+        case .editText(let index, let change):
+            guard drawing.texts.indices.contains(index) else {
+                throw .noSuchText(index: index, count: drawing.texts.count)
+            }
+            var next = drawing
+            do {
+                next.texts[index] = try drawing.texts[index].changed(change)
             } catch {
                 throw .invalid(error)
             }

@@ -8,11 +8,13 @@ reply back and runs nothing twice.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import random
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import zmq
 
@@ -120,12 +122,13 @@ class CanvasClient:
         )
 
     def call(self, method: str, params: Optional[JSON] = None, *, session: Optional[str] = None,
-             id: Optional[RequestID] = None) -> JSON:
-        """Calls a method and returns its ``result``; an error reply raises ``CanvasError``."""
+             id: Optional[RequestID] = None, frames: Iterable[bytes] = ()) -> JSON:
+        """Calls a method and returns its ``result``; an error reply raises ``CanvasError``.
+        ``frames`` are binary frames sent after the JSON one (an upload's bytes)."""
         message: JSON = {"id": self.new_id() if id is None else id, "method": method, "params": params or {}}
         if session is not None:
             message["session"] = session
-        reply = self.request(message)
+        reply = self.request(message, extra_frames=frames)
         if "result" in reply:
             return reply["result"]
         error = reply.get("error") or {}
@@ -143,6 +146,50 @@ class CanvasClient:
 
     def hello(self) -> JSON:
         return self.call("hello")
+
+    def get_document(self, name: str, *, revision: Optional[int] = None, piece: int = 4 << 20) -> Tuple[bytes, JSON]:
+        """The bytes of the current revision of ``name``, or of ``revision`` (1 is the original),
+        fetched in pieces and checked against the sha256 the server names. Returns the bytes and
+        ``{name, revision, size, sha256}``."""
+        data = bytearray()
+        first: Optional[JSON] = None
+        while first is None or len(data) < first["size"]:
+            params: JSON = {"name": name, "offset": len(data), "length": piece}
+            pinned = revision if revision is not None else (first["revision"] if first else None)
+            if pinned is not None:
+                params["revision"] = pinned
+            result = self.call("document.get", params)
+            first = first or result
+            chunk = base64.b64decode(result["data"])
+            if not chunk and len(data) < result["size"]:
+                raise CanvasError("INTEGRITY", "an empty piece before the end", {"offset": len(data)}, "document.get")
+            data += chunk
+        digest = hashlib.sha256(data).hexdigest()
+        if digest != first["sha256"]:
+            raise CanvasError("INTEGRITY", f"the bytes hash to {digest}, not {first['sha256']}", None, "document.get")
+        return bytes(data), {key: first[key] for key in ("name", "revision", "size", "sha256")}
+
+    def upload_document(self, name: str, data: bytes, *, expected_revision: Optional[int] = None,
+                        frame: int = 120 << 10) -> JSON:
+        """Uploads ``data`` as a new document ``name`` or, with ``expected_revision``, as its next
+        revision; the server checks it before storing it. Returns the document's summary."""
+        params: JSON = {"name": name, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+        if expected_revision is not None:
+            params["expectedRevision"] = expected_revision
+        begun = self.call("document.upload.begin", params)
+        upload, offset = begun["upload"], begun["received"]
+        try:
+            while offset < len(data):
+                part = data[offset:offset + begun["partBytes"]]
+                frames = [part[at:at + frame] for at in range(0, len(part), frame)]
+                offset = self.call("document.upload.part", {"upload": upload, "offset": offset}, frames=frames)["received"]
+            return self.call("document.upload.commit", {"upload": upload})
+        except Exception:
+            try:
+                self.call("document.upload.abort", {"upload": upload})
+            except CanvasError:
+                pass   # already gone (committed, refused or expired)
+            raise
 
     def open_session(
         self,
@@ -233,6 +280,14 @@ class Session:
 
     def add_text(self, text: str, x: float, y: float, *, font_size: float = 14, color: str = "black") -> JSON:
         return self.call("drawing.addText", {"text": text, "x": x, "y": y, "fontSize": font_size, "color": color})
+
+    def edit_text(self, index: int, **changes: Any) -> JSON:
+        """Moves (x, y), nudges (dx, dy), resizes (font_size), recolours (color) or rewrites
+        (text) a placed text."""
+        params: JSON = {"index": index}
+        for key, value in changes.items():
+            params["fontSize" if key == "font_size" else key] = value
+        return self.call("drawing.editText", params)
 
     def move_text(self, index: int, x: float, y: float) -> JSON:
         return self.call("drawing.moveText", {"index": index, "x": x, "y": y})

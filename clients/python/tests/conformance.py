@@ -31,6 +31,11 @@ STATEFUL = {
     ("pencil.configure", "initialized"),  # false is refused only once the plugin is initialized
     ("document.info", "name"), ("document.flatten", "name"), ("document.revisions", "name"),
     ("document.restore", "name"), ("canvas.open", "document"),  # names that lead out of the folder
+    ("document.get", "name"), ("document.upload.begin", "name"),
+    ("document.upload.commit", "upload"),  # the uploaded bytes are not a document the store serves
+    ("document.upload.part", "offset"),  # a part without binary frames
+    ("drawing.addStroke", "continued"),  # a part whose style differs from the parts before it
+    ("drawing.editText", "x"), ("drawing.editText", "y"),  # a nudge that takes the text out of range
 }
 
 counts = {"replies": 0, "events": 0, "params accepted": 0, "params refused": 0}

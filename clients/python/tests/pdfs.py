@@ -32,3 +32,26 @@ def slow_to_repair(lines: int) -> bytes:
     for _ in range(lines):
         out += b"trailer\n<< /Size 3 /Root 1 0 R /X [\n"
     return bytes(out)
+
+
+def large_pdf(size: int, seed: int = 1) -> bytes:
+    """A valid one-page PDF of about `size` bytes: tiny_pdf's page and a stream of random bytes
+    (an embedded file's worth of data, which qpdf reads without repair)."""
+    import random
+    payload = random.Random(seed).randbytes(max(0, size - 600))
+    objects = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+               b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R >>"]
+    content = b"0.5 g 50 600 80 80 re f"
+    objects.append(b"<< /Length %d >>\nstream\n%s\nendstream" % (len(content), content))
+    objects.append(b"<< /Length %d >>\nstream\n%s\nendstream" % (len(payload), payload))
+    out = bytearray(b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n")
+    offsets = []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f\r\n" % (len(objects) + 1)
+    for offset in offsets:
+        out += b"%010d 00000 n\r\n" % offset
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    return bytes(out)

@@ -1,0 +1,175 @@
+import CanvasProtocol
+import DocumentStore
+import Foundation
+import Synchronization
+
+/// Uploads under way: the bytes received so far, by upload id. A part arrives on a worker, so
+/// the table sits behind a lock. Ids are random and unguessable: whoever began an upload is
+/// the only one who can add to it or commit it.
+final class Uploads: Sendable {
+    struct Upload {
+        let name: String
+        let size: Int
+        let sha256: String
+        let expectedRevision: Int?
+        var bytes: [UInt8]
+        var touched: ContinuousClock.Instant
+    }
+
+    /// An upload nobody has touched for this long is dropped, so a vanished client frees its memory.
+    static let idleLimit: Duration = .seconds(600)
+
+    private let table = Mutex<[String: Upload]>([:])
+
+    func begin(_ upload: Upload, maxUploads: Int) throws(ProtocolError) -> String {
+        let now = ContinuousClock.now
+        return try table.withLock { (table) throws(ProtocolError) -> String in
+            table = table.filter { now - $0.value.touched < Self.idleLimit }
+            guard table.count < maxUploads else {
+                throw ProtocolError(.unavailable, "\(table.count) uploads are under way; the limit is \(maxUploads)",
+                                    data: ["reason": "busy", "limit": .integer(Int64(maxUploads))])
+            }
+            var id: String
+            repeat { id = (0..<4).map { _ in String(UInt32.random(in: 0...UInt32.max), radix: 16) }.joined() } while table[id] != nil
+            table[id] = upload
+            return id
+        }
+    }
+
+    func with<T>(_ id: String, _ body: (inout Upload) throws(ProtocolError) -> T) throws(ProtocolError) -> T {
+        try table.withLock { (table) throws(ProtocolError) -> T in
+            guard var upload = table[id] else { throw Self.unknown(id) }
+            upload.touched = .now
+            let result = try body(&upload)
+            table[id] = upload
+            return result
+        }
+    }
+
+    /// Takes the upload out of the table: to commit it (once) or to abort it.
+    func take(_ id: String) throws(ProtocolError) -> Upload {
+        guard let upload = table.withLock({ $0.removeValue(forKey: id) }) else { throw Self.unknown(id) }
+        return upload
+    }
+
+    static func unknown(_ id: String) -> ProtocolError {
+        ProtocolError(.notFound, "no upload \"\(id)\": never begun, committed, aborted or expired", data: ["upload": .string(id)])
+    }
+}
+
+/// `document.get` and the chunked upload: documents in and out over the wire.
+extension DocumentMethods {
+    func transfer(_ method: Method, _ params: Params, attachments: [[UInt8]]) throws(ProtocolError) -> [String: JSONValue] {
+        switch method {
+        case .documentGet: return try get(params)
+        case .documentUploadBegin: return try begin(params)
+        case .documentUploadPart: return try part(params, attachments)
+        case .documentUploadStatus:
+            let id = try params.string("upload")
+            return try uploads.with(id) { (upload) throws(ProtocolError) in Self.status(id, upload) }
+        case .documentUploadAbort:
+            let id = try params.string("upload")
+            _ = try uploads.take(id)
+            return ["upload": .string(id), "aborted": true]
+        default:
+            preconditionFailure("\(method.rawValue) is not a transfer")
+        }
+    }
+
+    /// `name`, `revision`? (the current one when absent), `offset`? and `length`? (at most
+    /// `maxGetBytes`): the bytes as base64, with the whole revision's size and sha256.
+    private func get(_ params: Params) throws(ProtocolError) -> [String: JSONValue] {
+        let name = try params.string("name")
+        let revision = try params.optionalInteger("revision", in: 1...Int64(Int32.max)).map { Int($0) }
+        let offset = try params.optionalInteger("offset", in: 0...Int64.max) ?? 0
+        let length = Int(try params.optionalInteger("length", in: 0...Int64(limits.maxGetBytes)) ?? Int64(limits.maxGetBytes))
+        let piece = try run { () throws(DocumentError) in try store.bytes(name, revision: revision, offset: offset, length: length) }
+        return [
+            "name": .string(piece.name), "revision": .integer(Int64(piece.revision)), "size": .integer(piece.size),
+            "sha256": .string(piece.sha256), "offset": .integer(piece.offset), "length": .integer(Int64(piece.bytes.count)),
+            "data": .string(Data(piece.bytes).base64EncodedString()),
+        ]
+    }
+
+    private func begin(_ params: Params) throws(ProtocolError) -> [String: JSONValue] {
+        let name = try params.string("name")
+        do {
+            try DocumentStore.checkName(name)
+        } catch {
+            throw Self.protocolError(error)
+        }
+        let size = Int(try params.integer("size", in: 1...Int64(Int32.max)))
+        guard size <= limits.maxUploadBytes else {
+            throw ProtocolError(.payloadTooLarge, "size: \(size) bytes is over the upload limit of \(limits.maxUploadBytes)",
+                                data: ["field": "size", "limit": .integer(Int64(limits.maxUploadBytes))])
+        }
+        let sha256 = try params.string("sha256").lowercased()
+        guard sha256.utf8.count == 64, sha256.utf8.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) }) else {
+            throw ProtocolError(.invalidParams, "sha256: 64 hexadecimal digits", data: ["field": "sha256"])
+        }
+        let expected = try params.optionalInteger("expectedRevision", in: 1...Int64(Int32.max)).map { Int($0) }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(size)
+        let upload = Uploads.Upload(name: name, size: size, sha256: sha256, expectedRevision: expected, bytes: bytes, touched: .now)
+        let id = try uploads.begin(upload, maxUploads: limits.maxUploads)
+        var result = Self.status(id, upload)
+        // What one part may carry: the request limit less room for its JSON frame and overheads.
+        result["partBytes"] = .integer(Int64(max(1024, limits.maxMessageBytes - 16 * Limits.frameOverheadBytes - 4096)))
+        return result
+    }
+
+    /// Bytes at `offset`, in the binary frames after the JSON one. A part the server already
+    /// has (a retry after a reconnect) is answered without being added again; a gap is refused
+    /// with CONFLICT and `received`, from where the client carries on.
+    private func part(_ params: Params, _ attachments: [[UInt8]]) throws(ProtocolError) -> [String: JSONValue] {
+        let id = try params.string("upload")
+        let offset = Int(try params.integer("offset", in: 0...Int64(Int32.max)))
+        let count = attachments.reduce(0) { $0 + $1.count }
+        guard count > 0 else {
+            throw ProtocolError(.invalidParams, "a part carries its bytes in binary frames after the request", data: ["field": "offset"])
+        }
+        return try uploads.with(id) { (upload) throws(ProtocolError) in
+            let received = upload.bytes.count
+            if offset + count <= received { return Self.status(id, upload) }   // a retry: already here
+            guard offset == received else {
+                throw ProtocolError(.conflict, "the upload has \(received) bytes; a part at \(offset) leaves a gap",
+                                    data: ["upload": .string(id), "received": .integer(Int64(received)), "size": .integer(Int64(upload.size))])
+            }
+            guard received + count <= upload.size else {
+                throw ProtocolError(.payloadTooLarge, "the part goes past the announced size of \(upload.size) bytes",
+                                    data: ["field": "size", "limit": .integer(Int64(upload.size))])
+            }
+            for frame in attachments { upload.bytes += frame }
+            return Self.status(id, upload)
+        }
+    }
+
+    /// The commit: the upload leaves the table at once (it is committed once, or refused), and
+    /// its check and save run where saves run. Refused, nothing is stored.
+    func prepareCommit(_ params: Params) throws(ProtocolError) -> Write {
+        let id = try params.string("upload")
+        let upload = try uploads.with(id) { (upload) throws(ProtocolError) in upload }
+        guard upload.bytes.count == upload.size else {
+            throw ProtocolError(.invalidState, "the upload has \(upload.bytes.count) of its \(upload.size) bytes",
+                                data: ["upload": .string(id), "received": .integer(Int64(upload.bytes.count)), "size": .integer(Int64(upload.size))])
+        }
+        _ = try uploads.take(id)
+        return Write(document: upload.name, save: { [store] () throws(DocumentError) in
+            let hash = DocumentStore.sha256(upload.bytes)
+            guard hash == upload.sha256 else {
+                throw .refused(name: upload.name, reason: "sha256Mismatch", message: "the bytes hash to \(hash), not the \(upload.sha256) announced")
+            }
+            do throws(UploadRefusal) {
+                _ = try store.check(upload: upload.bytes, as: upload.name)
+            } catch {
+                throw .refused(name: upload.name, reason: error.reason, message: error.message)
+            }
+            return try store.store(upload: upload.bytes, as: upload.name, expectedRevision: upload.expectedRevision)
+        }, saves: true)
+    }
+
+    private static func status(_ id: String, _ upload: Uploads.Upload) -> [String: JSONValue] {
+        ["upload": .string(id), "name": .string(upload.name), "received": .integer(Int64(upload.bytes.count)),
+         "size": .integer(Int64(upload.size))]
+    }
+}

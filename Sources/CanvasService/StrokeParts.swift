@@ -1,0 +1,50 @@
+import CanvasCore
+import CanvasProtocol
+
+/// A stroke arriving in parts: `drawing.addStroke` with `continued: true` sends some of its
+/// points, and the part without it completes the stroke, which is then added as one stroke and
+/// one undo step. A browser cannot send a frame of 128 KiB or more, and a long stroke's points
+/// can be more than that.
+///
+/// The parts wait in the session, outside the drawing; any other method that changes the
+/// session (an edit, a state change) drops them, so a half-sent stroke never lingers.
+struct StrokeParts {
+    /// tool, color and width as the first part gave them; later parts must repeat them.
+    let style: [String: JSONValue]
+    var points: [JSONValue]
+}
+
+extension SessionParams {
+    /// The stroke's whole params once the last part is in, or nil while parts are waiting (the
+    /// reply then says how many points wait).
+    func assembleStroke(_ params: Params, _ session: inout ServiceSession) throws(ProtocolError) -> Params? {
+        let continued = try params.bool("continued", default: false)
+        guard continued || session.strokeParts != nil else { return params }
+        try CanvasMethods.requireOpen(session)
+        guard case .array(let points)? = params.values["points"], !points.isEmpty else {
+            throw ProtocolError(.invalidParams, "points: a part needs at least one point", data: ["field": "points"])
+        }
+        var style = params.values
+        style["points"] = nil
+        style["continued"] = nil
+        var parts = session.strokeParts ?? StrokeParts(style: style, points: [])
+        guard parts.style == style else {
+            session.strokeParts = nil
+            throw ProtocolError(.invalidParams, "a stroke's parts must all have the same tool, color and width; the parts so far are dropped",
+                                data: ["field": "continued"])
+        }
+        if parts.points.count + points.count > limits.maxPointsPerStroke {
+            session.strokeParts = nil
+            throw Self.tooLarge("points", parts.points.count + points.count, limits.maxPointsPerStroke)
+        }
+        parts.points += points
+        guard !continued else {
+            session.strokeParts = parts
+            return nil
+        }
+        session.strokeParts = nil
+        var whole = parts.style
+        whole["points"] = .array(parts.points)
+        return Params(whole)
+    }
+}

@@ -1,0 +1,123 @@
+import Glibc
+import PDFSurgery
+import SystemPackage
+
+/// Why an uploaded file was refused. Nothing of it was stored.
+public struct UploadRefusal: Error, Sendable, CustomStringConvertible {
+    /// `notPDF`, `damaged`, `encrypted`, `container` (a `.yianazip` without its header) or `empty`.
+    public let reason: String
+    public let message: String
+    public var description: String { message }
+}
+
+extension DocumentStore {
+    /// Checks an uploaded file as the store would read it, before anything is written: a
+    /// `.yianazip` needs its metadata header, the PDF must open without repair (qpdf repairing
+    /// it means it is damaged) and unencrypted, and every page must have a geometry. Returns
+    /// the page count. The bytes are checked in an anonymous temporary file (never in the document folder), so a refused upload
+    /// never touches the folder.
+    public func check(upload bytes: [UInt8], as name: String) throws(UploadRefusal) -> Int {
+        guard !bytes.isEmpty else { throw UploadRefusal(reason: "empty", message: "the upload is empty") }
+        // A temporary file unlinked at once: it has no name anyone could open or see.
+        var template = Array("/tmp/canvasd-upload-XXXXXX".utf8CString)
+        let raw = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        if raw >= 0 { template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) } }
+        guard raw >= 0 else {
+            throw UploadRefusal(reason: "io", message: "no memory file to check the upload in: \(String(cString: strerror(errno)))")
+        }
+        let file = FileDescriptor(rawValue: raw)
+        defer { try? file.close() }
+        do {
+            _ = try Errno.rethrowing { try file.writeAll(bytes) }
+        } catch {
+            throw UploadRefusal(reason: "io", message: "the upload could not be checked: \(error)")
+        }
+        var offset: Int64 = 0
+        if Self.kind(name) == "yianazip" {
+            do {
+                offset = try YianaContainer.readHeader(file).pdfOffset
+            } catch {
+                throw UploadRefusal(reason: "container", message: "not a .yianazip container: \(error)")
+            }
+        }
+        let start = Int(offset)
+        guard bytes.count >= start + 5, Array(bytes[start..<start + 5]) == Array("%PDF-".utf8) else {
+            throw UploadRefusal(reason: "notPDF", message: "the upload is not a PDF (it does not start with %PDF-)")
+        }
+        let pdf: PDFFile
+        do throws(PDFError) {
+            pdf = try PDFFile(file: file, name: name, offset: offset, budget: readBudget)
+        } catch {
+            throw UploadRefusal(reason: error.kind == .encrypted ? "encrypted" : "damaged", message: "the PDF cannot be read: \(error.message)")
+        }
+        guard !pdf.needsRewrite else {
+            throw UploadRefusal(reason: "damagedOrEncrypted",
+                                message: "the PDF is encrypted, or damaged so that it opens only after repair; upload an intact, unencrypted file")
+        }
+        guard pdf.pageCount > 0 else { throw UploadRefusal(reason: "damaged", message: "the PDF has no pages") }
+        for index in 0..<pdf.pageCount {
+            do throws(PDFError) {
+                _ = try pdf.page(index)
+            } catch {
+                throw UploadRefusal(reason: "damaged", message: "page \(index) cannot be read: \(error.message)")
+            }
+        }
+        return pdf.pageCount
+    }
+
+    /// Stores checked bytes: as the next revision of `name` when `expectedRevision` is given
+    /// (the same atomic save as a flatten, under the document's lock), or as a new document,
+    /// which must not exist yet (written to a hidden file, flushed, then linked under its name
+    /// in one step that fails if the name was taken meanwhile).
+    public func store(upload bytes: [UInt8], as name: String, expectedRevision: Int?) throws(DocumentError) -> DocumentSummary {
+        try Self.check(name)
+        if let expectedRevision {
+            return try writing(name, expectedRevision: expectedRevision) { (_, history, revision) throws(DocumentError) in
+                let sha256 = try save(name, history, as: revision + 1) { (out, hasher) throws(DocumentError) in
+                    try write(out, bytes, &hasher)
+                    return true
+                }
+                let pages = try pdf(name, try openDocument(name)).pageCount
+                return DocumentSummary(name: name, revision: revision + 1, pageCount: pages, sha256: sha256)
+            }
+        }
+        if (try? root.stat(name)) != nil {
+            throw .alreadyExists(name: name)
+        }
+        let temporary = ".upload.\(getpid()).\(UInt32.random(in: 0...UInt32.max))"
+        let out: FileDescriptor
+        do {
+            out = try root.create(temporary)
+        } catch {
+            throw .system("create \(name)", error)
+        }
+        defer {
+            try? out.close()
+            try? root.remove(temporary)
+        }
+        var hasher = SHA256Hasher()
+        try write(out, bytes, &hasher)
+        do {
+            try Directory.check { fsync(out.rawValue) }
+            try root.link(temporary, to: root, as: name)
+            try root.sync()
+        } catch .fileExists {
+            throw .alreadyExists(name: name)
+        } catch {
+            throw .system("store \(name)", error)
+        }
+        return try summary(name)
+    }
+}
+
+extension DocumentStore {
+    /// Refuses a name that is not a plain `.pdf` or `.yianazip` file name in the folder.
+    public static func checkName(_ name: String) throws(DocumentError) { try check(name) }
+
+    /// The hex SHA-256 of `bytes`, as documents' hashes are written.
+    public static func sha256(_ bytes: [UInt8]) -> String {
+        var hasher = SHA256Hasher()
+        hasher.update(bytes)
+        return hasher.finish()
+    }
+}

@@ -1,0 +1,66 @@
+import CanvasCore
+import DocumentStore
+import Foundation
+import TestSupport
+import Testing
+
+@Suite("Documents in and out: bytes of revisions, uploads", .serialized)
+struct TransferTests {
+    static let pdf = PDFFixtures.pdf([.init(mediaBox: [0, 0, 300, 200], content: "0 g 10 10 50 50 re f")])
+
+    func names(_ folder: URL) throws -> [String] {
+        try FileManager.default.subpathsOfDirectory(atPath: folder.path).sorted()
+    }
+
+    @Test("bytes of the current revision and of the original, in pieces, with their hashes")
+    func bytes() throws {
+        let folder = try freshFolder("bytes")
+        try Data(Self.pdf).write(to: folder.appendingPathComponent("a.pdf"))
+        let store = try DocumentStore(folder: folder)
+        _ = try store.flatten("a.pdf", page: 0, drawing: Drawing(strokes: [dot(50, 50)]))
+        let current = Array(try Data(contentsOf: folder.appendingPathComponent("a.pdf")))
+        let whole = try store.bytes("a.pdf", offset: 0, length: 1 << 30)
+        #expect(whole.revision == 2 && whole.bytes == current && whole.sha256 == DocumentStore.sha256(current))
+        let original = try store.bytes("a.pdf", revision: 1, offset: 10, length: 20)
+        #expect(original.bytes == Array(Self.pdf[10..<30]) && original.size == Int64(Self.pdf.count))
+        #expect(original.sha256 == DocumentStore.sha256(Self.pdf))
+        #expect(try store.bytes("a.pdf", offset: Int64(current.count) + 5, length: 10).bytes.isEmpty)
+        #expect(throws: DocumentError.revisionNotFound(name: "a.pdf", revision: 3)) { try store.bytes("a.pdf", revision: 3, offset: 0, length: 1) }
+    }
+
+    @Test("an upload is checked before anything is stored")
+    func refusals() throws {
+        let folder = try freshFolder("refused")
+        let store = try DocumentStore(folder: folder)
+        #expect(try store.check(upload: Self.pdf, as: "ok.pdf") == 1)
+        let cases: [([UInt8], String, String)] = [
+            (Array("hello".utf8), "x.pdf", "notPDF"),
+            (Array(Self.pdf.prefix(Self.pdf.count / 2)), "x.pdf", "damagedOrEncrypted"),
+            (Self.pdf, "x.yianazip", "container"),
+            ([], "x.pdf", "empty"),
+        ]
+        for (bytes, name, reason) in cases {
+            #expect { _ = try store.check(upload: bytes, as: name) } throws: { ($0 as? UploadRefusal)?.reason == reason || ($0 as? UploadRefusal)?.reason == "damaged" && reason == "damagedOrEncrypted" }
+        }
+        #expect(try names(folder) == [".canvas-revisions"])
+    }
+
+    @Test("a new document is linked in without replacing one; a revision goes through the atomic save")
+    func store() throws {
+        let folder = try freshFolder("upload")
+        let store = try DocumentStore(folder: folder)
+        let summary = try store.store(upload: Self.pdf, as: "new.pdf", expectedRevision: nil)
+        #expect(summary.revision == 1 && summary.sha256 == DocumentStore.sha256(Self.pdf))
+        #expect(throws: DocumentError.alreadyExists(name: "new.pdf")) { try store.store(upload: Self.pdf, as: "new.pdf", expectedRevision: nil) }
+        let other = PDFFixtures.pdf([.init(mediaBox: [0, 0, 100, 100], content: ""), .init(mediaBox: [0, 0, 100, 100], content: "")])
+        #expect(throws: DocumentError.conflict(name: "new.pdf", expected: 4, current: 1)) {
+            try store.store(upload: other, as: "new.pdf", expectedRevision: 4)
+        }
+        let next = try store.store(upload: other, as: "new.pdf", expectedRevision: 1)
+        #expect(next.revision == 2 && next.pageCount == 2)
+        #expect(Array(try Data(contentsOf: folder.appendingPathComponent("new.pdf"))) == other)
+        #expect(try store.bytes("new.pdf", revision: 1, offset: 0, length: 1 << 20).bytes == Self.pdf)
+        #expect(try names(folder).filter { !$0.hasPrefix(".canvas-revisions") } == ["new.pdf"], "no temporary file is left")
+        #expect(throws: DocumentError.self) { try store.store(upload: Self.pdf, as: "../out.pdf", expectedRevision: nil) }
+    }
+}

@@ -1,0 +1,117 @@
+"""What the browser tests share: canvasd with ws:// endpoints, the demo's web server, and a
+headless Chromium driven by selenium (Debian's chromium-headless-shell and chromedriver, so
+Selenium Manager downloads nothing)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import List, Optional
+
+import pytest
+
+from conftest import ROOT, Server
+
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+CHROMIUM = Path("/usr/lib/chromium/chromium-headless-shell")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class WebServer:
+    """canvasd (ipc:// for the Python client, ws:// for the page) and the static web server."""
+
+    def __init__(self, folder: Path, extra: List[str] = (), token: Optional[str] = None,
+                 ports: Optional[tuple] = None):
+        self.folder = folder
+        self.ws_port, self.events_port, self.http_port = ports or (free_port(), free_port(), free_port())
+        self.url = f"ws://127.0.0.1:{self.ws_port}"
+        self.events = f"ws://127.0.0.1:{self.events_port}"
+        self.extra = list(extra)
+        self.token = token
+        self.canvasd = self.start_canvasd()
+        self.http = subprocess.Popen(
+            [sys.executable, str(ROOT / "scripts" / "web-server.py"), "--port", str(self.http_port),
+             "--web-endpoint", self.url, "--web-events", self.events] + (["--token", token] if token else []),
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        line = self.http.stdout.readline()
+        if "demo page" not in line:
+            raise RuntimeError(f"web server did not start: {line}")
+        self.base = f"http://127.0.0.1:{self.http_port}"
+
+    def start_canvasd(self) -> Server:
+        return Server(self.folder, ["--web-endpoint", f"{self.url}", "--web-events", f"{self.events}", *self.extra])
+
+    def restart_canvasd(self, pause: float = 0.0) -> None:
+        self.canvasd.stop()
+        time.sleep(pause)
+        self.canvasd = self.start_canvasd()
+
+    def stop(self) -> None:
+        self.canvasd.stop()
+        self.http.terminate()
+        self.http.wait(timeout=5)
+
+
+def chromium():
+    """A headless Chromium, or a skip naming what is missing."""
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        pytest.skip("selenium is not installed (make python-deps installs it)")
+    if not CHROMEDRIVER.exists() or not CHROMIUM.exists():
+        pytest.skip("no chromium-headless-shell or chromium-driver (make system-deps installs them)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1400"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
+    driver.set_script_timeout(60)
+    return driver
+
+
+def wait_for(driver, expression: str, timeout: float = 10.0):
+    """Waits until the page's JavaScript `expression` is truthy, and returns its value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = driver.execute_script(f"return ({expression});")
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            logs = "\n".join(str(entry) for entry in driver.get_log("browser"))
+            raise AssertionError(f"the page never had {expression}; its log:\n{logs}")
+        time.sleep(0.05)
+
+
+def run_js(driver, body: str, **arguments):
+    """Runs `body` (the inside of an async function with `bridge`, the imported client module,
+    and `args` in scope) in the page and returns what it returns; a thrown error fails the
+    test with the error's code, message and data."""
+    script = """
+const done = arguments[arguments.length - 1];
+const args = JSON.parse(arguments[0]);
+import('/canvas-bridge.js').then(async (bridge) => {
+  try {
+    const value = await (async () => { %s })();
+    done({ok: true, value: value === undefined ? null : value});
+  } catch (error) {
+    done({ok: false, error: {name: error.name, code: error.code, message: error.message, data: error.data ?? null}});
+  }
+});
+""" % body
+    outcome = driver.execute_async_script(script, json.dumps(arguments))
+    if not outcome["ok"]:
+        raise AssertionError(f"in the page: {outcome['error']}")
+    return outcome["value"]

@@ -1,0 +1,166 @@
+// Types of canvas-bridge.js, the canvas plugin's API over canvasd's ws:// endpoints.
+// Checked by `tsc --noEmit` in `make test` (clients/web/tsconfig.json).
+
+/** Why a call failed: the protocol's code (INVALID_STATE, NOT_FOUND, CONFLICT, ...) or the
+ * client's own (TIMEOUT, DISCONNECTED, TOO_LARGE_FOR_BROWSER, INTEGRITY), with the details. */
+export class CanvasError extends Error {
+  readonly name: 'CanvasError';
+  readonly code: ErrorCode;
+  readonly data: Record<string, unknown>;
+  readonly method?: string;
+  constructor(code: ErrorCode, message: string, data?: Record<string, unknown>, method?: string);
+}
+
+export type ErrorCode =
+  | 'PARSE_ERROR' | 'INVALID_REQUEST' | 'METHOD_NOT_FOUND' | 'INVALID_PARAMS' | 'INVALID_STATE'
+  | 'UNKNOWN_SESSION' | 'UNAVAILABLE' | 'NOT_FOUND' | 'CONFLICT' | 'PAYLOAD_TOO_LARGE' | 'INTERNAL'
+  | 'UNAUTHORIZED' | 'TIMEOUT' | 'DISCONNECTED' | 'TOO_LARGE_FOR_BROWSER' | 'INTEGRITY';
+
+/** The largest frame a browser sends (Chromium fragments larger ones, and libzmq drops those). */
+export const MAX_FRAME_BYTES: number;
+
+export type CanvasState = 'closed' | 'opening' | 'open' | 'minimizing' | 'minimized';
+/** A named colour (black, blue, red, purple, green, yellow, orange, white) or #RRGGBB. */
+export type Color = string;
+
+export interface CanvasResult {
+  action: 'submitted' | 'minimized' | 'cancelled';
+  hasContent: boolean;
+  /** A PNG, base64, when asked for with `imageData: true`. */
+  imageData?: string;
+  state?: CanvasState;
+  /** After a submit into a document: the revision it made. */
+  document?: DocumentSummary;
+}
+
+export interface CanvasResultEvent extends CanvasResult {
+  /** Who caused it: the page ('client') or the pencil double-tap ('pencil'). */
+  cause: 'client' | 'pencil' | string;
+}
+
+export interface StateChangedEvent { from: CanvasState; to: CanvasState; state: CanvasState; cause: string; }
+export interface PencilDoubleTapEvent { outcome: 'opened' | 'minimized' | 'ignored' | string; reason?: string; }
+export interface DocumentSavedEvent extends DocumentSummary { cause: string; session?: string; }
+export interface ConnectionChangedEvent { channel: 'requests' | 'events'; connected: boolean; }
+export interface EventsLostEvent { stream: string; expected: number; received: number; missed: number | null; restarted?: boolean; }
+export interface SessionRestoredEvent {
+  sessionLost?: boolean;
+  session?: string;
+  previousSession?: string;
+  /** With the session kept: how many of its events passed while disconnected. */
+  eventsMissed?: number;
+  /** With the session lost (canvasd restarted): what the page had, as far as the replies told. */
+  lost?: { state: CanvasState; strokes: number; texts: number; target: { document: string; page: number } | null; eventsAfterSeq: number };
+  error?: CanvasError;
+}
+
+export interface ListenerEvents {
+  canvasResult: CanvasResultEvent;
+  stateChanged: StateChangedEvent;
+  pencilDoubleTap: PencilDoubleTapEvent;
+  documentSaved: DocumentSavedEvent;
+  connectionChanged: ConnectionChangedEvent;
+  eventsLost: EventsLostEvent;
+  sessionRestored: SessionRestoredEvent;
+}
+
+export interface PluginListenerHandle { remove(): Promise<void>; }
+
+export interface InkPoint { x: number; y: number; pressure?: number; }
+export interface Stroke { tool: 'pen' | 'highlighter'; color: Color; width: number; points: InkPoint[]; }
+export interface TextAnnotation { text: string; x: number; y: number; fontSize: number; color: Color; }
+export interface Drawing { strokes: Stroke[]; texts: TextAnnotation[]; }
+export interface DrawingState extends Drawing { canUndo: boolean; canRedo: boolean; }
+export interface EditResult { changed: boolean; canUndo: boolean; canRedo: boolean; strokes: number; texts: number; }
+export interface TextChange { x?: number; y?: number; dx?: number; dy?: number; fontSize?: number; color?: Color; text?: string; }
+
+export interface DocumentSummary { name: string; revision: number; pageCount: number; sha256: string; }
+export interface DocumentListEntry extends Partial<DocumentSummary> { name: string; problem?: { reason: string; message: string }; }
+export interface DocumentInfo extends DocumentSummary {
+  pages: { width: number; height: number; rotation: number }[];
+  metadata?: Record<string, unknown>;
+}
+export interface DocumentRevisions {
+  name: string;
+  revisions: { revision: number; bytes: number; modified: string; current: boolean; sha256: string }[];
+}
+export interface DocumentBytes { name: string; revision: number; size: number; sha256: string; bytes: Uint8Array; }
+
+export interface Documents {
+  list(): Promise<DocumentListEntry[]>;
+  info(name: string): Promise<DocumentInfo>;
+  revisions(name: string): Promise<DocumentRevisions>;
+  restore(name: string, revision: number, options?: { expectedRevision?: number }): Promise<DocumentSummary>;
+  /** One request: a drawing too large for a browser frame is refused with TOO_LARGE_FOR_BROWSER. */
+  flatten(name: string, page: number, drawing: Drawing, options?: { expectedRevision?: number }): Promise<DocumentSummary>;
+  /** The current revision, or `revision` (1 is the original), in pieces, sha256-checked. */
+  get(name: string, options?: { revision?: number; pieceBytes?: number;
+    onProgress?: (progress: { received: number; size: number }) => void }): Promise<DocumentBytes>;
+  /** A new document, or with `expectedRevision` the next revision of one; sent in parts, checked by the server. */
+  upload(name: string, bytes: Uint8Array, options?: { expectedRevision?: number;
+    onProgress?: (progress: { sent: number; size: number }) => void }): Promise<DocumentSummary>;
+}
+
+export interface SessionOptions {
+  transitions?: 'instant' | 'manual' | { ms: number };
+  pencil?: { supported?: boolean; preferredTapAction?: string; policy?: 'alwaysToggle' | 'respectPreference' };
+  initialized?: boolean;
+  resultImages?: boolean;
+  size?: { width: number; height: number };
+}
+
+export interface ConnectOptions {
+  /** canvasd's --web-endpoint, e.g. ws://127.0.0.1:5580 */
+  url: string;
+  /** canvasd's --web-events, e.g. ws://127.0.0.1:5581 */
+  events: string;
+  /** An access token from canvasd's --web-tokens file, when it has one. */
+  token?: string;
+  /** How long a request waits for its reply (default 10 s). */
+  timeoutMs?: number;
+  session?: SessionOptions;
+}
+
+export interface HelloResult { protocol: string; server: string; methods: string[]; limits: Record<string, number>; }
+
+export interface CanvasPlugin {
+  readonly session: string;
+  readonly server: HelloResult;
+  readonly documents: Documents;
+
+  initialize(): Promise<{ state: CanvasState }>;
+  open(options?: { document?: string; page?: number; size?: { width: number; height: number } }): Promise<{ state: CanvasState }>;
+  minimize(options?: { imageData?: boolean }): Promise<CanvasResult>;
+  submit(options?: { imageData?: boolean }): Promise<CanvasResult>;
+  cancel(options?: { imageData?: boolean }): Promise<CanvasResult>;
+  doubleTap(): Promise<{ outcome: string; state: CanvasState; reason?: string; canvasResult?: CanvasResult }>;
+  configurePencil(pencil: SessionOptions['pencil'] & { initialized?: boolean }): Promise<Record<string, unknown>>;
+  finishTransition(): Promise<{ state: CanvasState }>;
+  state(): Promise<{ state: CanvasState; hasContent: boolean; seq: number; [key: string]: unknown }>;
+
+  addListener<E extends keyof ListenerEvents>(event: E, fn: (data: ListenerEvents[E]) => void): PluginListenerHandle;
+  removeAllListeners(): void;
+
+  /** A stroke too long for one browser frame is sent in parts and added as one stroke. */
+  addStroke(stroke: { tool?: 'pen' | 'highlighter'; color?: Color; width?: number; points: InkPoint[] }): Promise<EditResult>;
+  addText(text: { text: string; x: number; y: number; fontSize?: number; color?: Color }): Promise<EditResult>;
+  editText(index: number, changes: TextChange): Promise<EditResult>;
+  moveText(index: number, to: { x: number; y: number }): Promise<EditResult>;
+  nudgeText(index: number, dx: number, dy: number): Promise<EditResult>;
+  /** 8 to 48 pt. */
+  resizeText(index: number, fontSize: number): Promise<EditResult>;
+  recolorText(index: number, color: Color): Promise<EditResult>;
+  retext(index: number, text: string): Promise<EditResult>;
+  erase(at: { x: number; y: number; radius?: number; mode?: 'stroke' | 'partial' }): Promise<EditResult>;
+  undo(): Promise<EditResult>;
+  redo(): Promise<EditResult>;
+  clear(): Promise<EditResult>;
+  getDrawing(): Promise<DrawingState>;
+
+  /** Any session method by name. */
+  call(method: string, params?: Record<string, unknown>, options?: { timeoutMs?: number }): Promise<any>;
+  close(): Promise<void>;
+}
+
+/** Connects to canvasd over ws:// and opens a session; rejects with TIMEOUT when canvasd cannot be reached within `timeoutMs`. */
+export function connect(options: ConnectOptions): Promise<CanvasPlugin>;

@@ -1,0 +1,17 @@
+// Errors as a web page sees them: one class, the protocol's code and data kept.
+
+/**
+ * A request that failed. `code` is the protocol's error code (INVALID_STATE, NOT_FOUND, ...)
+ * or one of the client's own: TIMEOUT (no reply in time), DISCONNECTED (closed while waiting),
+ * TOO_LARGE_FOR_BROWSER (a request that cannot be split under the browser's frame limit),
+ * INTEGRITY (bytes whose sha256 is not the one the server named).
+ */
+export class CanvasError extends Error {
+  constructor(code, message, data = {}, method = undefined) {
+    super(method ? `${method}: ${message}` : message);
+    this.name = 'CanvasError';
+    this.code = code;
+    this.data = data;
+    this.method = method;
+  }
+}
