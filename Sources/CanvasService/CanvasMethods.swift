@@ -139,7 +139,9 @@ struct CanvasMethods {
             // event announces a save that did not happen.
             if reply["hasContent"] == .bool(true) {
                 executor.publish(&session, "document.saved", WireShapes.saved(saved, cause: method.rawValue), &call)
-                call.saves.append((saved, method.rawValue, session.id))
+                // The shared topic names the session only when nobody owns sessions: one owned
+                // by a key or a web token is nobody else's business, not even its id.
+                call.saves.append((saved, method.rawValue, session.owner == nil ? session.id : nil))
             }
         }
         return reply
