@@ -3,8 +3,10 @@
 SWIFT        ?= swift
 PYTHON3      ?= python3
 # libzmq, Cairo and libqpdf are linked through system-library targets; qpdf and poppler-utils
-# verify PDFs in tests; the DejaVu fonts are embedded in flattened text.
-APT_PACKAGES := pkg-config libzmq3-dev libcairo2-dev libqpdf-dev libssl-dev qpdf poppler-utils fonts-dejavu-core
+# verify PDFs in tests; the DejaVu fonts are embedded in flattened text; hiredis, redis-server and
+# haproxy run several instances behind one address (make cluster, the cluster tests).
+APT_PACKAGES := pkg-config libzmq3-dev libcairo2-dev libqpdf-dev libssl-dev qpdf poppler-utils fonts-dejavu-core \
+                libhiredis-dev redis-server haproxy
 DOCUMENTS    ?= documents
 VENV         := .venv
 PYTHON       := $(VENV)/bin/python

@@ -37,6 +37,12 @@ let package = Package(
         .systemLibrary(name: "CCairo", pkgConfig: "cairo", providers: [.apt(["libcairo2-dev"])]),
         // OpenSSL's libcrypto: SHA-256 of document bytes.
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        // hiredis (Debian's libhiredis-dev), Redis's C client: session snapshots shared by several
+        // canvasd instances. Its header is reached as <hiredis/hiredis.h> and the module map links
+        // it; hiredis.pc would add -D_FILE_OFFSET_BITS=64, which SwiftPM warns about on every build.
+        .systemLibrary(name: "CHiredis"),
+        // Session snapshots in Redis with compare-and-set, over hiredis; no raw pointer in its API.
+        .target(name: "SessionStore", dependencies: ["CHiredis"], swiftSettings: swiftSettings),
         // PDF surgery over libqpdf behind a C API that catches every C++ exception.
         .target(
             name: "CPDFSurgery",
@@ -130,6 +136,7 @@ let package = Package(
             exclude: ["Fixtures"],   // read by #filePath
             swiftSettings: swiftSettings
         ),
+        .testTarget(name: "SessionStoreTests", dependencies: ["SessionStore", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "CanvasProtocolTests", dependencies: ["CanvasProtocol"], swiftSettings: swiftSettings),
         .testTarget(name: "InkRenderingTests", dependencies: ["InkRendering", "CanvasCore", "TestSupport", "CCairo"], swiftSettings: swiftSettings),
         .testTarget(
