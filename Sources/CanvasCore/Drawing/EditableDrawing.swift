@@ -99,3 +99,63 @@ public struct EditableDrawing: Hashable, Sendable {
         drawing = next
     }
 }
+
+/// The drawing and its whole history, with each stroke and text written once: the versions in
+/// the history share most of their strokes, so writing each version in full would grow with
+/// the square of the edits. Versions are lists of indexes into the two tables.
+extension EditableDrawing: Codable {
+    private enum CodingKeys: String, CodingKey { case strokes, texts, drawing, undo, redo, historyLimit }
+
+    private struct Version: Codable {
+        var s: [Int]
+        var t: [Int]
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var strokes: [Stroke] = [], strokeIndex: [Stroke: Int] = [:]
+        var texts: [TextAnnotation] = [], textIndex: [TextAnnotation: Int] = [:]
+        func version(_ drawing: Drawing) -> Version {
+            Version(
+                s: drawing.strokes.map { stroke in
+                    if let index = strokeIndex[stroke] { return index }
+                    strokes.append(stroke)
+                    strokeIndex[stroke] = strokes.count - 1
+                    return strokes.count - 1
+                },
+                t: drawing.texts.map { text in
+                    if let index = textIndex[text] { return index }
+                    texts.append(text)
+                    textIndex[text] = texts.count - 1
+                    return texts.count - 1
+                })
+        }
+        let current = version(drawing), undo = undoStack.map(version), redo = redoStack.map(version)
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(strokes, forKey: .strokes)
+        try container.encode(texts, forKey: .texts)
+        try container.encode(current, forKey: .drawing)
+        try container.encode(undo, forKey: .undo)
+        try container.encode(redo, forKey: .redo)
+        try container.encode(historyLimit, forKey: .historyLimit)
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        let strokes = try container.decode([Stroke].self, forKey: .strokes)
+        let texts = try container.decode([TextAnnotation].self, forKey: .texts)
+        func drawing(_ version: Version) throws -> Drawing {
+            guard version.s.allSatisfy(strokes.indices.contains), version.t.allSatisfy(texts.indices.contains) else {
+                throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath,
+                                                        debugDescription: "a version names a stroke or text that is not in the tables"))
+            }
+            return Drawing(strokes: version.s.map { strokes[$0] }, texts: version.t.map { texts[$0] })
+        }
+        let limit = try container.decode(Int.self, forKey: .historyLimit)
+        guard limit >= 0 else {
+            throw DecodingError.dataCorruptedError(forKey: .historyLimit, in: container, debugDescription: "negative history limit")
+        }
+        self.init(try drawing(container.decode(Version.self, forKey: .drawing)), historyLimit: limit)
+        undoStack = try container.decode([Version].self, forKey: .undo).map(drawing)
+        redoStack = try container.decode([Version].self, forKey: .redo).map(drawing)
+    }
+}

@@ -1,0 +1,70 @@
+import CanvasCore
+import CanvasModel
+import Foundation
+import PropertyBased
+import Testing
+
+/// A session written out and read back (as a service instance that takes a session over does)
+/// is the same session: equal now, and it answers every later command exactly as the original.
+@Suite("session snapshots")
+struct SnapshotTests {
+    static func roundTrip(_ session: CanvasSession) throws -> CanvasSession {
+        try JSONDecoder().decode(CanvasSession.self, from: JSONEncoder().encode(session))
+    }
+
+    @Test("restored after any history, a session is equal and behaves the same for the next commands")
+    func restoredBehavesTheSame() async {
+        await propertyCheck(count: 300, input: Generators.setup, Generators.commands, Generators.commands) { setup, before, after in
+            var original = CanvasSession(pencil: setup.pencil, transitions: setup.transitions, initialized: setup.initialized)
+            for command in before { _ = original.perform(command) }
+            var restored = try Self.roundTrip(original)
+            #expect(restored == original)
+            for command in after {
+                #expect(restored.perform(command) == original.perform(command), "\(command)")
+                #expect(restored == original)
+            }
+        }
+    }
+
+    @Test("undo and redo history survive, each stroke written once")
+    func historyIsKept() throws {
+        var session = CanvasSession()
+        _ = try session.open()
+        let stroke = try Stroke(tool: .pen, color: InkColor("blue"), width: 3,
+                                points: [InkPoint(x: 1, y: 2, pressure: 0.5), InkPoint(x: 300.25, y: 400.125)])
+        for _ in 0..<40 { _ = try session.edit(.addStroke(stroke)) }
+        _ = try session.edit(.undo)
+        _ = try session.edit(.undo)
+        let encoded = try JSONEncoder().encode(session)
+        // Forty equal strokes, forty-one versions: the stroke is written once.
+        #expect(String(decoding: encoded, as: UTF8.self).components(separatedBy: "300.25").count == 2)
+        var restored = try Self.roundTrip(session)
+        #expect(restored.drawing.strokes.count == 38)
+        #expect(try restored.edit(.redo).canRedo)
+        #expect(try !restored.edit(.redo).canRedo)
+        #expect(restored.drawing.strokes.count == 40)
+        for _ in 0..<40 { _ = try restored.edit(.undo) }
+        #expect(restored.drawing == .empty)
+    }
+
+    @Test("a transition under way keeps its ticket, so a late timer still finishes it and a stale one does not")
+    func transitionsKeepTheirTicket() throws {
+        var session = CanvasSession(transitions: .timed(milliseconds: 200))
+        _ = try session.open()
+        let ticket = try #require(session.canvas.pendingTransition)
+        var restored = try Self.roundTrip(session)
+        #expect(restored.phase == .opening)
+        #expect(throws: CanvasRejection.self) { try restored.finishTransition(TransitionTicket(number: ticket.number + 1)) }
+        _ = try restored.finishTransition(ticket)
+        #expect(restored.phase == .open)
+    }
+
+    @Test("a snapshot naming a stroke that is not there is refused")
+    func corruptSnapshotsAreRefused() throws {
+        var session = CanvasSession()
+        _ = try session.open()
+        var text = String(decoding: try JSONEncoder().encode(session), as: UTF8.self)
+        text = text.replacingOccurrences(of: #""s":[]"#, with: #""s":[7]"#)
+        #expect(throws: DecodingError.self) { try JSONDecoder().decode(CanvasSession.self, from: Data(text.utf8)) }
+    }
+}
