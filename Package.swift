@@ -141,7 +141,7 @@ let package = Package(
         .testTarget(name: "InkRenderingTests", dependencies: ["InkRendering", "CanvasCore", "TestSupport", "CCairo"], swiftSettings: swiftSettings),
         .testTarget(
             name: "CanvasServiceTests",
-            dependencies: ["CanvasClient", "CanvasProtocol", "CanvasService", "ZeroMQ", "canvasd"],
+            dependencies: ["CanvasClient", "CanvasCore", "CanvasProtocol", "CanvasService", "TestSupport", "ZeroMQ", "canvasd"],
             swiftSettings: swiftSettings
         ),
     ]

@@ -11,12 +11,18 @@ struct DocumentMethods {
     let store: DocumentStore
     let limits: Limits
 
-    static let methods = ["document.list", "document.info", "document.flatten", "document.revisions", "document.restore"]
+    /// The document methods, or UNAVAILABLE when the folder could not be used (nil).
+    static func available(_ documents: DocumentMethods?) throws(ProtocolError) -> DocumentMethods {
+        guard let documents else {
+            throw ProtocolError(.unavailable, "the document folder is not usable; see the server's log", data: ["feature": "documents"])
+        }
+        return documents
+    }
 
     /// The methods that only read; the saving ones go through `prepareSave`.
-    func call(_ method: String, _ params: Params) throws(ProtocolError) -> [String: JSONValue] {
+    func read(_ method: Method, _ params: Params) throws(ProtocolError) -> [String: JSONValue] {
         switch method {
-        case "document.list":
+        case .documentList:
             return ["documents": .array(store.list().map { entry in
                 switch entry.summary {
                 case .success(let summary): return .object(Self.json(summary))
@@ -28,7 +34,7 @@ struct DocumentMethods {
                     return ["name": .string(entry.name), "problem": ["reason": reason, "message": .string(problem.message)]]
                 }
             })]
-        case "document.info":
+        case .documentInfo:
             let name = try params.string("name")
             let info = try run { () throws(DocumentError) in try store.info(name) }
             var result = Self.json(info.summary)
@@ -37,7 +43,7 @@ struct DocumentMethods {
             })
             if let metadata = info.metadata { result["metadata"] = .object(metadata) }
             return result
-        case "document.revisions":
+        case .documentRevisions:
             let name = try params.string("name")
             let formatter = ISO8601DateFormatter()
             let revisions = try run { () throws(DocumentError) in try store.revisions(name) }
@@ -47,18 +53,15 @@ struct DocumentMethods {
                  "sha256": .string(revision.sha256)]
             })]
         default:
-            throw ProtocolError(.methodNotFound, "no method \"\(method)\"")
+            preconditionFailure("\(method.rawValue) is not a document read")
         }
     }
-
-    /// Whether `method` writes a document (and so runs where saves run).
-    static func saves(_ method: String) -> Bool { method == "document.flatten" || method == "document.restore" }
 
     /// Checks a saving method's params now, and returns the document it writes, the save itself
     /// to run later, and whether it makes a revision: a flatten of an empty drawing does not (it
     /// answers the current summary, after the same checks of page and `expectedRevision`).
-    func prepareSave(_ method: String, _ params: Params) throws(ProtocolError) -> (document: String, save: PreparedSave, saves: Bool) {
-        if method == "document.restore" {
+    func prepareSave(_ method: Method, _ params: Params) throws(ProtocolError) -> (document: String, save: PreparedSave, saves: Bool) {
+        if method == .documentRestore {
             guard let revision = try revisionParam(params, "revision") else {
                 throw ProtocolError(.invalidParams, "revision: required", data: ["field": "revision"])
             }

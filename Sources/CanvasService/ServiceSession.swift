@@ -39,6 +39,20 @@ struct DocumentTarget: Sendable {
 /// The last few replies of a session by request id, oldest forgotten first, each with the
 /// request it answered, so a reused id on a different request is told apart from a retry.
 struct ReplyCache {
+    /// What a retry must repeat: `{"method":…,"params":…}` as `JSONCodec.serialize` writes it
+    /// (keys sorted, numbers in one form), written directly instead of building that object.
+    static func fingerprint(_ request: Request) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(64)
+        out.append(contentsOf: #"{"method":"#.utf8)
+        JSONCodec.append(.string(request.method), to: &out)
+        out.append(contentsOf: #","params":"#.utf8)
+        JSONCodec.append(.object(request.params), to: &out)
+        out.append(UInt8(ascii: "}"))
+        return out
+    }
+
+
     /// A remembered reply, or nil for one too large to keep.
     private var replies: [RequestID: (request: [UInt8], reply: [UInt8]?)] = [:]
     private var order: [RequestID] = []

@@ -1,5 +1,6 @@
-import ArgumentParser
+public import ArgumentParser
 import CanvasClient
+import CanvasCore
 import CanvasProtocol
 import Foundation
 import ZeroMQ
@@ -108,8 +109,8 @@ struct OpenSession: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Open a session and print its id.")
     @OptionGroup var connection: Connection
     @Option(help: "instant, manual, or a number of milliseconds.") var transitions = "instant"
-    @Option(help: "alwaysToggle or respectPreference.") var policy = "alwaysToggle"
-    @Option(help: "switchEraser, switchPrevious, showColorPalette, showInkAttributes or ignore.") var preference = "switchEraser"
+    @Option(help: "What a double-tap does.") var policy = TapPolicy.alwaysToggle
+    @Option(help: "The user's preferred double-tap action.") var preference = PreferredTapAction.switchEraser
     @Flag(help: "A device without pencil interaction.") var noPencil = false
     @Flag(help: "Start uninitialized (double-taps are ignored until canvas.initialize).") var uninitialized = false
 
@@ -117,7 +118,7 @@ struct OpenSession: ParsableCommand {
         let mode: JSONValue = Int64(transitions).map { ["ms": .integer($0)] } ?? .string(transitions)
         try connection.call("session.open", [
             "transitions": mode, "initialized": .bool(!uninitialized),
-            "pencil": ["supported": .bool(!noPencil), "policy": .string(policy), "preferredTapAction": .string(preference)],
+            "pencil": ["supported": .bool(!noPencil), "policy": .string(policy.rawValue), "preferredTapAction": .string(preference.rawValue)],
         ])
     }
 }
@@ -303,3 +304,7 @@ struct Fuzz: ParsableCommand {
         if report.divergence != nil { throw ExitCode(1) }
     }
 }
+
+// Choices a shell user types, parsed (and listed in --help) from the model's own enums.
+extension TapPolicy: ExpressibleByArgument {}
+extension PreferredTapAction: ExpressibleByArgument {}

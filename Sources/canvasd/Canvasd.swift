@@ -1,4 +1,4 @@
-import ArgumentParser
+public import ArgumentParser
 import CanvasService
 import Foundation
 import Logging
@@ -9,6 +9,9 @@ import ZeroMQ
 let stopRequested = Atomic<Bool>(false)
 let reloadRequested = Atomic<Bool>(false)
 
+/// The service's own defaults, which the options below show and start from.
+private let defaults = ServiceConfiguration()
+
 @main
 struct Canvasd: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -17,25 +20,25 @@ struct Canvasd: ParsableCommand {
     )
 
     @Option(help: "Where clients send requests (ROUTER; tcp://, ipc:// or ws://).")
-    var endpoint = "tcp://127.0.0.1:5555"
+    var endpoint = defaults.endpoint
 
     @Option(help: "Where events are published (PUB).")
-    var events = "tcp://127.0.0.1:5556"
+    var events = defaults.eventsEndpoint
 
     @Option(help: "The document folder: .pdf and .yianazip files.")
-    var documents = "documents"
+    var documents = defaults.documentsPath
 
     @Option(name: .customLong("idle-timeout"), help: "Seconds before an untouched session is closed.")
-    var idleTimeout: Int = 600
+    var idleTimeout = Int(defaults.idleTimeout.components.seconds)
 
     @Option(name: .customLong("max-message-bytes"), help: "The largest request accepted, all frames together.")
-    var maxMessageBytes: Int = 1 << 20
+    var maxMessageBytes = defaults.limits.maxMessageBytes
 
     @Option(name: .customLong("max-sessions"), help: "Sessions open at once.")
-    var maxSessions: Int = 1_000
+    var maxSessions = defaults.limits.maxSessions
 
     @Option(name: .customLong("keep-revisions"), help: "Revisions kept per document, the current one included (at least 2).")
-    var keepRevisions: Int = 20
+    var keepRevisions = defaults.keepRevisions
 
     @Option(name: .customLong("curve-secret-key"),
             help: "The server's CurveZMQ key pair file (canvasctl keygen). With it, only --allowed-keys get in.")
@@ -46,10 +49,10 @@ struct Canvasd: ParsableCommand {
     var allowedKeys: String?
 
     @Option(name: .customLong("max-sessions-per-client"), help: "Sessions one authenticated client may hold at once.")
-    var maxSessionsPerClient: Int = 100
+    var maxSessionsPerClient = defaults.limits.maxSessionsPerClient
 
-    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
-    var logLevel: String = "info"
+    @Option(name: .customLong("log-level"), help: "The least severe messages logged.")
+    var logLevel = Logger.Level.info
 
     func validate() throws {
         guard idleTimeout > 0 else { throw ValidationError("--idle-timeout must be positive") }
@@ -60,11 +63,10 @@ struct Canvasd: ParsableCommand {
         guard (curveSecretKey == nil) == (allowedKeys == nil) else {
             throw ValidationError("--curve-secret-key and --allowed-keys go together")
         }
-        guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level \(logLevel)") }
     }
 
     func run() throws {
-        let level = Logger.Level(rawValue: logLevel)!
+        let level = logLevel
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = level
@@ -116,3 +118,5 @@ struct Canvasd: ParsableCommand {
         logger.info("canvasd stopped")
     }
 }
+
+extension Logger.Level: @retroactive ExpressibleByArgument {}

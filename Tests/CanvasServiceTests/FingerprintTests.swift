@@ -9,7 +9,7 @@ struct FingerprintTests {
         let params: [[String: JSONValue]] = [[:], ["b": [1, 2.0, "x\u{e9}\n"], "a": ["z": nil, "y": true]], ["c": .number(.infinity)]]
         for params in params {
             let request = Request(id: .integer(1), method: "canvas.state", params: params, session: "s")
-            #expect(Dispatcher.fingerprint(request)
+            #expect(ReplyCache.fingerprint(request)
                 == JSONCodec.serialize(["method": .string(request.method), "params": .object(request.params)]))
         }
     }

@@ -1,0 +1,60 @@
+import CanvasCore
+import CanvasProtocol
+import Foundation
+import InkRendering
+import Logging
+
+/// The one place where what the canvas machine asks for happens: events published, timers
+/// started, warnings logged, result images rendered. The machine decides; this carries out.
+struct ActionExecutor {
+    let logger: Logger
+    let maxImageSide: Int
+
+    /// Carries out `actions` for `session`. Returns the CanvasResult emitted, if any, with the
+    /// image when the caller asked for it.
+    @discardableResult
+    func run(_ actions: [CanvasAction], _ session: inout ServiceSession, imageData: Bool, _ call: inout Call) -> [String: JSONValue]? {
+        var canvasResult: [String: JSONValue]?
+        for action in actions {
+            switch action {
+            case .stateChanged(let from, let to, let cause):
+                publish(&session, "canvas.stateChanged",
+                        ["from": .string(from.rawValue), "to": .string(to.rawValue), "state": .string(to.rawValue),
+                         "cause": .string(cause.rawValue)], &call)
+            case .emitResult(let result, let drawing, let cause):
+                var json: [String: JSONValue] = ["action": .string(result.action.rawValue), "hasContent": .bool(result.hasContent)]
+                let image = imageData || session.resultImages ? png(drawing, session) : nil
+                if imageData, let image { json["imageData"] = .string(image) }
+                canvasResult = json
+                var eventData = json
+                eventData["cause"] = .string(cause.rawValue)
+                if session.resultImages, let image { eventData["imageData"] = .string(image) } else { eventData["imageData"] = nil }
+                publish(&session, "canvas.result", eventData, &call)
+            case .startTransitionTimer(let ticket, let milliseconds):
+                call.timers.append(TransitionTimer(deadline: call.now + .milliseconds(milliseconds), session: session.id, ticket: ticket))
+            case .toolChanged(let tools):
+                publish(&session, "pencil.toolChanged", ["tool": WireShapes.tools(tools)], &call)
+            case .logWarning(let message):
+                logger.warning("\(message)", metadata: ["session": "\(session.id)"])
+            }
+        }
+        return canvasResult
+    }
+
+    /// An event of `session`, numbered in its own sequence.
+    func publish(_ session: inout ServiceSession, _ name: String, _ data: [String: JSONValue], _ call: inout Call) {
+        call.output.events.append(ReplyEncoder.event(session: session.id, name: name, seq: session.nextSeq(), data: data))
+    }
+
+    private func png(_ drawing: Drawing, _ session: ServiceSession) -> String? {
+        let extent = InkRenderer.extent(of: drawing)
+        let width = min(session.size?.width ?? extent.width, maxImageSide)
+        let height = min(session.size?.height ?? extent.height, maxImageSide)
+        do {
+            return Data(try InkRenderer.png(drawing, width: width, height: height)).base64EncodedString()
+        } catch {
+            logger.error("imageData not rendered", metadata: ["session": "\(session.id)", "error": "\(error)"])
+            return nil
+        }
+    }
+}

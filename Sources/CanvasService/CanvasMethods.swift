@@ -1,0 +1,197 @@
+import CanvasCore
+import CanvasProtocol
+import DocumentStore
+
+/// A method's result: an object, or JSON text already written (a drawing, which is large
+/// enough that building it as values first would cost more than the request).
+enum MethodResult {
+    case object([String: JSONValue])
+    case raw([UInt8])
+
+    func reply(id: RequestID) -> [UInt8] {
+        switch self {
+        case .object(let result): return ReplyEncoder.success(id: id, result: result)
+        case .raw(let text): return ReplyEncoder.success(id: id, rawResult: text)
+        }
+    }
+}
+
+/// The methods that act on one session: `session.close`, `canvas.*`, `pencil.*`, `drawing.*`.
+/// Each runs the canvas machine and hands its actions to the executor.
+struct CanvasMethods {
+    let params: SessionParams
+    let executor: ActionExecutor
+    /// nil when the document folder is not usable.
+    let documents: DocumentMethods?
+
+    /// Runs `method` on `session`. `found` is what a job off the loop found for it first: a
+    /// submit's save, or the page a `canvas.open` names.
+    func run(_ method: Method, _ params: Params, _ session: inout ServiceSession, found: JobOutcome?,
+             _ call: inout Call) throws(ProtocolError) -> MethodResult {
+        switch method {
+        case .sessionClose:
+            return .object(["closed": true])
+        case .canvasInitialize:
+            session.canvas.initialize()
+        case .canvasState:
+            return .object(WireShapes.state(session))
+        case .canvasOpen:
+            try open(params, &session, found: found, &call)
+        case .canvasMinimize, .canvasSubmit, .canvasCancel:
+            return .object(try end(method, params, &session, found: found, &call))
+        case .canvasFinishTransition:
+            try perform(&session, imageData: false, &call) { canvas throws(CanvasRejection) in try canvas.finishTransition() }
+        case .pencilDoubleTap:
+            return .object(doubleTap(&session, &call))
+        case .pencilConfigure:
+            let pencil = session.canvas.pencil
+            let change = try self.params.pencilChange(params, current: pencil.configuration, initialized: pencil.initialized)
+            session.canvas.configurePencil(change.configuration)
+            if change.initialize { session.canvas.initialize() }
+            return .object(["pencil": WireShapes.pencil(session), "state": .string(session.canvas.phase.rawValue)])
+        case .drawingGet:
+            try Self.requireOpen(session)
+            let editable = session.canvas.canvas.editableDrawing
+            return .raw(WireShapes.drawing(session.canvas.drawing, canUndo: editable?.canUndo ?? false,
+                                           canRedo: editable?.canRedo ?? false))
+        case .drawingAddStroke, .drawingAddText, .drawingMoveText, .drawingErase, .drawingUndo, .drawingRedo, .drawingClear:
+            return .object(try edit(method, params, &session, &call))
+        case .hello, .sessionOpen, .documentList, .documentInfo, .documentFlatten, .documentRevisions, .documentRestore:
+            preconditionFailure("\(method.rawValue) does not act on a session")
+        }
+        return .object(["state": .string(session.canvas.phase.rawValue)])
+    }
+
+    private func open(_ params: Params, _ session: inout ServiceSession, found: JobOutcome?, _ call: inout Call) throws(ProtocolError) {
+        if params.has("document") || params.has("page") {
+            // The target is checked now, so nobody draws for a page that is not there.
+            let documents = try DocumentMethods.available(documents)
+            let (name, page) = try documents.targetParams(params)
+            guard case .page(let outcome)? = found else { preconditionFailure("canvas.open on a document runs after its page is read") }
+            let geometry = try documents.run { () throws(DocumentError) in try outcome.get() }
+            if session.canvas.phase == .closed || session.canvas.phase == .minimized {
+                session.target = DocumentTarget(name: name, page: page)
+                session.size = (Int(geometry.width.rounded(.up)), Int(geometry.height.rounded(.up)))
+            } else if session.canvas.phase == .open, session.target?.name != name || session.target?.page != page {
+                // The open drawing was made for its own page; keeping it while saying "open"
+                // would let the client believe its ink goes to the page it just named.
+                var data: [String: JSONValue] = [:]
+                if let current = session.target { data = ["document": .string(current.name), "page": .integer(Int64(current.page))] }
+                let current = session.target.map { "page \($0.page) of \($0.name)" } ?? "no document"
+                throw ProtocolError(.conflict, "the canvas is already open on \(current); submit or cancel it first", data: data)
+            }
+        }
+        if let size = try self.params.size(params) { session.size = size }
+        try perform(&session, imageData: false, &call) { canvas throws(CanvasRejection) in try canvas.open() }
+    }
+
+    /// `canvas.minimize`, `.submit`, `.cancel`. A submit with a document target has saved
+    /// first; only a save that worked ends the drawing, so a failed one leaves the canvas as
+    /// it was for another try.
+    private func end(_ method: Method, _ params: Params, _ session: inout ServiceSession, found: JobOutcome?,
+                     _ call: inout Call) throws(ProtocolError) -> [String: JSONValue] {
+        let wantsImage = try params.bool("imageData", default: false)
+        var saved: [String: JSONValue]?
+        if method == .canvasSubmit, Self.savesFirst(session) {
+            guard case .saved(let outcome)? = found else { preconditionFailure("a submit into a document runs after its save") }
+            let documents = try DocumentMethods.available(documents)
+            saved = DocumentMethods.json(try documents.run { () throws(DocumentError) in try outcome.get() })
+        }
+        let result = try perform(&session, imageData: wantsImage, &call) { canvas throws(CanvasRejection) in
+            switch method {
+            case .canvasMinimize: return try canvas.minimize()
+            case .canvasSubmit: return try canvas.submit()
+            default: return try canvas.cancel()
+            }
+        }
+        var reply = result ?? [:]
+        reply["state"] = .string(session.canvas.phase.rawValue)
+        if method != .canvasMinimize { session.target = nil }
+        if let saved {
+            reply["document"] = .object(saved)
+            // An empty drawing saves nothing: the reply names the current revision, and no
+            // event announces a save that did not happen.
+            if reply["hasContent"] == .bool(true) {
+                executor.publish(&session, "document.saved", WireShapes.saved(saved, cause: method.rawValue), &call)
+                call.saves.append((saved, method.rawValue, session.id))
+            }
+        }
+        return reply
+    }
+
+    /// Whether a submit on `session` must save into its document before it runs: the one
+    /// place that rule is decided.
+    static func savesFirst(_ session: ServiceSession) -> Bool {
+        session.target != nil && (session.canvas.phase == .open || session.canvas.phase == .minimized)
+    }
+
+    private func doubleTap(_ session: inout ServiceSession, _ call: inout Call) -> [String: JSONValue] {
+        let report = session.canvas.doubleTap()
+        let canvasResult = executor.run(report.actions, &session, imageData: false, &call)
+        var result: [String: JSONValue] = [
+            "outcome": .string(report.outcome.name),
+            "state": .string(session.canvas.phase.rawValue),
+        ]
+        var eventData: [String: JSONValue] = ["outcome": .string(report.outcome.name)]
+        switch report.outcome {
+        case .ignored(let reason):
+            result["reason"] = .string(reason.rawValue)
+            eventData["reason"] = .string(reason.rawValue)
+        case .minimized:
+            result["canvasResult"] = canvasResult.map { .object($0) }
+        case .preference(_, let tools):
+            result["tool"] = WireShapes.tools(tools)
+        case .opened:
+            break
+        }
+        executor.publish(&session, "pencil.doubleTap", eventData, &call)
+        return result
+    }
+
+    private func edit(_ method: Method, _ params: Params, _ session: inout ServiceSession, _ call: inout Call) throws(ProtocolError) -> [String: JSONValue] {
+        let edit = try self.params.edit(method, params, on: session.canvas.drawing)
+        let report: EditReport
+        do {
+            report = try session.canvas.edit(edit)
+        } catch {
+            switch error {
+            case .rejected(let rejection): throw Self.invalidState(rejection, session)
+            case .invalid(.noSuchText(let index, let count)):
+                throw ProtocolError(.notFound, "there is no text \(index); the drawing has \(count)",
+                                    data: ["index": .integer(Int64(index)), "count": .integer(Int64(count))])
+            case .invalid(.invalid(let validation)):
+                throw ProtocolError(.invalidParams, "\(validation.field): \(validation.description)",
+                                    data: ["field": .string(validation.field)])
+            }
+        }
+        executor.run(report.actions, &session, imageData: false, &call)
+        let after = session.canvas.drawing
+        return [
+            "changed": .bool(report.changed), "canUndo": .bool(report.canUndo), "canRedo": .bool(report.canRedo),
+            "strokes": .integer(Int64(after.strokes.count)), "texts": .integer(Int64(after.texts.count)),
+        ]
+    }
+
+    /// Runs a canvas command and its actions; returns the CanvasResult it produced, as JSON.
+    @discardableResult
+    private func perform(_ session: inout ServiceSession, imageData: Bool, _ call: inout Call,
+                         _ command: (inout CanvasSession) throws(CanvasRejection) -> [CanvasAction]) throws(ProtocolError) -> [String: JSONValue]? {
+        let actions: [CanvasAction]
+        do {
+            actions = try command(&session.canvas)
+        } catch {
+            throw Self.invalidState(error, session)
+        }
+        return executor.run(actions, &session, imageData: imageData, &call)
+    }
+
+    static func requireOpen(_ session: ServiceSession) throws(ProtocolError) {
+        let phase = session.canvas.phase
+        guard phase == .open else { throw invalidState(phase.isTransition ? .transition : .notOpen, session) }
+    }
+
+    static func invalidState(_ rejection: CanvasRejection, _ session: ServiceSession) -> ProtocolError {
+        ProtocolError(.invalidState, rejection.description,
+                      data: ["reason": .string(rejection.rawValue), "state": .string(session.canvas.phase.rawValue)])
+    }
+}

@@ -1,0 +1,97 @@
+import CanvasProtocol
+import DocumentStore
+import Synchronization
+
+/// What a job run off the loop gives back: a save's new summary, a document read's result, a
+/// reply already written, or a page's geometry.
+enum JobOutcome: Sendable {
+    case saved(Result<DocumentSummary, DocumentError>)
+    case read(Result<[String: JSONValue], ProtocolError>)
+    case reply([UInt8])
+    case page(Result<PageSummary, DocumentError>)
+}
+
+/// A job started off the loop and not yet answered, and what its outcome is for.
+struct PendingJob {
+    enum Kind {
+        /// `document.flatten` or `.restore`; `publishes`: whether it makes a revision, and so a
+        /// `document.saved`.
+        case documentWrite(Method, publishes: Bool)
+        /// `document.list`, `.info` or `.revisions`.
+        case documentRead
+        /// A session's request that needs the job first (a submit's save, the page a
+        /// `canvas.open` names, a large drawing's encoding). The job holds the session; what
+        /// comes for it meanwhile waits in its slot.
+        case session(Method, ServiceSession, fingerprint: [UInt8])
+    }
+    let kind: Kind
+    let request: Request
+    let envelope: [[UInt8]]
+    let client: String?
+}
+
+/// The jobs running off the loop: saves on the save runner, reads on the read runner, their
+/// outcomes posted back by whichever thread ran them.
+struct Jobs {
+    /// Where saves run, given the document each writes; nil runs each in place.
+    private let saves: Dispatcher.SaveExecutor?
+    /// Where reads run; nil runs each in place.
+    private let reads: Dispatcher.SaveExecutor?
+    private let inbox = Inbox()
+    private var pending: [UInt64: (job: PendingJob, isRead: Bool)] = [:]
+    private var lastJob: UInt64 = 0
+    private var reading = 0
+    /// Reads are bounded in time by the store; this bounds how many may wait.
+    static let maxPendingReads = 64
+
+    init(saves: Dispatcher.SaveExecutor?, reads: Dispatcher.SaveExecutor?) {
+        self.saves = saves
+        self.reads = reads
+    }
+
+    mutating func save(_ document: String, _ save: @escaping PreparedSave, for job: PendingJob) {
+        let id = add(job, isRead: false), inbox = self.inbox
+        let work: @Sendable () -> Void = { inbox.post(id, .saved(Result(catching: save))) }
+        if let saves { saves(document, work) } else { work() }
+    }
+
+    /// Starts a read, or refuses at once when too many wait (each is bounded in time, but a
+    /// flood of them must not grow without end).
+    mutating func read(for job: PendingJob, _ read: @escaping @Sendable () -> JobOutcome) throws(ProtocolError) {
+        guard reading < Self.maxPendingReads else {
+            throw ProtocolError(.unavailable, "\(reading) document reads are waiting; try again",
+                                data: ["reason": "busy", "limit": .integer(Int64(Self.maxPendingReads))])
+        }
+        reading += 1
+        let id = add(job, isRead: true), inbox = self.inbox
+        let work: @Sendable () -> Void = { inbox.post(id, read()) }
+        // Reads of one document need not wait for each other: each job is its own key.
+        if let reads { reads("read \(id)", work) } else { work() }
+    }
+
+    /// The jobs finished since the last call, in the order they finished.
+    mutating func finished() -> [(job: PendingJob, outcome: JobOutcome)] {
+        inbox.take().compactMap { id, outcome in
+            guard let entry = pending.removeValue(forKey: id) else { return nil }
+            if entry.isRead { reading -= 1 }
+            return (entry.job, outcome)
+        }
+    }
+
+    private mutating func add(_ job: PendingJob, isRead: Bool) -> UInt64 {
+        lastJob += 1
+        pending[lastJob] = (job, isRead)
+        return lastJob
+    }
+
+    private final class Inbox: Sendable {
+        private let finished = Mutex<[(UInt64, JobOutcome)]>([])
+        func post(_ job: UInt64, _ outcome: JobOutcome) { finished.withLock { $0.append((job, outcome)) } }
+        func take() -> [(UInt64, JobOutcome)] {
+            finished.withLock { list in
+                defer { list.removeAll() }
+                return list
+            }
+        }
+    }
+}

@@ -1,0 +1,58 @@
+import CanvasCore
+import CanvasProtocol
+import Logging
+
+/// The methods that need no session: `hello` and `session.open`.
+struct ServerMethods {
+    let limits: Limits
+    let params: SessionParams
+    let idleTimeout: Duration
+    /// Whether clients are authenticated (CurveZMQ): a client is then its key, otherwise its
+    /// connection.
+    let authenticated: Bool
+    let logger: Logger
+
+    static let serverName = "canvasd/0.2.0"
+
+    func hello() -> [String: JSONValue] {
+        [
+            "protocol": .string(ProtocolVersion.string),
+            "server": .string(Self.serverName),
+            "methods": .array(Method.allCases.map { .string($0.rawValue) }),
+            "limits": .object(limits.json.objectValue ?? [:]),
+            "idleTimeoutMs": .integer(Int64(idleTimeout.components.seconds * 1000)),
+            "security": authenticated ? "curve" : "loopback",
+        ]
+    }
+
+    func openSession(_ params: Params, _ table: inout SessionTable, _ call: Call) throws(ProtocolError) -> [String: JSONValue] {
+        let pencil = params.has("pencil") ? try params.decode(PencilConfiguration.self, field: "pencil") : PencilConfiguration()
+        let transitions = try self.params.transitions(params)
+        let initialized = try params.bool("initialized", default: true)
+        let resultImages = try params.bool("resultImages", default: false)
+        let size = try self.params.size(params)
+        guard table.count < limits.maxSessions else {
+            throw ProtocolError(.unavailable, "the server has its maximum of \(limits.maxSessions) sessions",
+                                data: ["limit": .integer(Int64(limits.maxSessions))])
+        }
+        if table.held(by: call.client, connection: call.connection, authenticated: authenticated) >= limits.maxSessionsPerClient {
+            throw ProtocolError(.unavailable, "this client has its maximum of \(limits.maxSessionsPerClient) sessions",
+                                data: ["limit": .integer(Int64(limits.maxSessionsPerClient))])
+        }
+        let id = table.newID()
+        let session = ServiceSession(
+            id: id, owner: call.client, connection: call.connection,
+            canvas: CanvasSession(pencil: pencil, transitions: transitions, initialized: initialized),
+            transitions: transitions, size: size, resultImages: resultImages, lastActive: call.now,
+            replies: ReplyCache(capacity: limits.replyCacheSize, maxReplyBytes: limits.maxCachedReplyBytes,
+                                maxBytes: limits.maxCachedBytesPerSession))
+        table.insert(session)
+        logger.info("session opened", metadata: ["session": "\(id)", "transitions": "\(transitions)", "client": "\(call.client ?? "-")"])
+        return [
+            "session": .string(id),
+            "state": .string(session.canvas.phase.rawValue),
+            "pencil": WireShapes.pencil(session),
+            "transitions": WireShapes.transitions(transitions),
+        ]
+    }
+}

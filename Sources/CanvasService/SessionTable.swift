@@ -1,0 +1,75 @@
+import CanvasCore
+
+/// The open sessions: who owns each, where each is (`SessionSlot`), new ids, and which event
+/// topics a client may receive.
+struct SessionTable {
+    private struct Entry {
+        /// The authenticated client that opened it (nil without authentication).
+        let owner: String?
+        /// The connection that opened it, which counts toward the per-client limit when
+        /// clients are not authenticated.
+        let connection: [UInt8]?
+        var slot: SessionSlot
+    }
+
+    private var entries: [String: Entry] = [:]
+
+    var count: Int { entries.count }
+
+    /// An id no open session has.
+    func newID() -> String {
+        var id: String
+        repeat { id = String(UInt64.random(in: 1...UInt64.max), radix: 16) } while entries[id] != nil
+        return id
+    }
+
+    mutating func insert(_ session: ServiceSession) {
+        entries[session.id] = Entry(owner: session.owner, connection: session.connection, slot: .ready(session))
+    }
+
+    /// Sessions one client holds: by key when clients are authenticated, by connection when not.
+    func held(by client: String?, connection: [UInt8]?, authenticated: Bool) -> Int {
+        if authenticated { return entries.values.count { $0.owner == client } }
+        guard let connection else { return 0 }
+        return entries.values.count { $0.connection == connection }
+    }
+
+    /// A request or timer for session `id`; nil when there is no such session or `client` does
+    /// not own it, which callers answer alike so that session ids cannot be probed.
+    mutating func arrive(_ id: String, from client: String?, _ work: QueuedWork) -> SessionSlot.Arrival? {
+        guard entries[id]?.owner == client else { return nil }
+        return entries[id]?.slot.arrive(work)
+    }
+
+    /// A due timer: it needs no owner, only the session.
+    mutating func arriveTimer(_ id: String, _ ticket: TransitionTicket) -> SessionSlot.Arrival? {
+        entries[id]?.slot.arrive(.timer(ticket))
+    }
+
+    mutating func finish(_ session: ServiceSession) { entries[session.id]?.slot.finish(session) }
+
+    mutating func startJob(_ id: String) { entries[id]?.slot.startJob() }
+
+    mutating func endJob(_ session: ServiceSession) -> [QueuedWork] {
+        entries[session.id]?.slot.endJob(session) ?? []
+    }
+
+    mutating func remove(_ id: String) { entries[id] = nil }
+
+    /// Sessions nobody has touched since `cutoff`; one held by a job is not idle.
+    func idle(before cutoff: ContinuousClock.Instant) -> [ServiceSession] {
+        entries.values.compactMap { entry in entry.slot.idle.flatMap { $0.lastActive < cutoff ? $0 : nil } }
+    }
+
+    /// Whether `client` may receive events under `topic` (a subscription prefix): only topics
+    /// inside one of its own sessions (`<session>.` and longer), or the shared `documents.`
+    /// topic. A shorter prefix would match other clients' sessions.
+    func maySubscribe(_ client: String?, to topic: [UInt8]) -> Bool {
+        let shared = Array("documents.".utf8)
+        if topic.count >= shared.count && topic.starts(with: shared) { return true }
+        guard let dot = topic.firstIndex(of: UInt8(ascii: ".")) else { return false }
+        let session = String(decoding: topic[..<dot], as: UTF8.self)
+        guard let entry = entries[session] else { return false }
+        return entry.owner == client
+    }
+}

@@ -1,0 +1,58 @@
+import CanvasCore
+import CanvasProtocol
+import Foundation
+
+/// The JSON shapes of results and events that several methods share, as the spec writes them.
+enum WireShapes {
+    static func state(_ session: ServiceSession) -> [String: JSONValue] {
+        var result: [String: JSONValue] = [
+            "state": .string(session.canvas.phase.rawValue),
+            "hasContent": .bool(session.canvas.hasContent),
+            "seq": .integer(Int64(session.seq)),
+            "pencil": pencil(session),
+            "tool": tools(session.canvas.pencil.tools),
+            "transitions": transitions(session.transitions),
+        ]
+        if let size = session.size { result["size"] = ["width": .integer(Int64(size.width)), "height": .integer(Int64(size.height))] }
+        return result
+    }
+
+    static func pencil(_ session: ServiceSession) -> JSONValue {
+        let pencil = session.canvas.pencil
+        return [
+            "supported": .bool(pencil.configuration.supported),
+            "preferredTapAction": .string(pencil.configuration.preferredTapAction.rawValue),
+            "policy": .string(pencil.configuration.policy.rawValue),
+            "initialized": .bool(pencil.initialized),
+        ]
+    }
+
+    static func tools(_ tools: ToolSelection) -> JSONValue {
+        ["current": .string(tools.current.rawValue), "previous": .string(tools.previous.rawValue)]
+    }
+
+    static func transitions(_ mode: TransitionMode) -> JSONValue {
+        switch mode {
+        case .instant: return "instant"
+        case .manual: return "manual"
+        case .timed(let ms): return ["ms": .integer(Int64(ms))]
+        }
+    }
+
+    /// `drawing.get`'s result as JSON text, straight from the drawing's own encoding: one
+    /// encoding for every size, whether written in the loop or on a worker.
+    static func drawing(_ drawing: Drawing, canUndo: Bool, canRedo: Bool) -> [UInt8] {
+        let empty = Array(#"{"strokes":[],"texts":[]"#.utf8)
+        var text = (try? JSONEncoder().encode(drawing)).map { Array($0) } ?? empty
+        if text.last == UInt8(ascii: "}") { text.removeLast() } else { text = empty }
+        text += Array(#","canUndo":\#(canUndo),"canRedo":\#(canRedo)}"#.utf8)
+        return text
+    }
+
+    /// The data of a `document.saved` event: the new summary and what caused the save.
+    static func saved(_ summary: [String: JSONValue], cause: String) -> [String: JSONValue] {
+        var data = summary
+        data["cause"] = .string(cause)
+        return data
+    }
+}

@@ -1,0 +1,152 @@
+@testable import CanvasService
+import CanvasCore
+import CanvasProtocol
+import Foundation
+import Logging
+import Synchronization
+import Testing
+import TestSupport
+
+/// The dispatcher driven directly, with no sockets and a made-up clock: every instant below is
+/// chosen by the test, so timers and idle expiry are exact, not slept for.
+@Suite("dispatcher on a made-up clock")
+struct DispatcherTests {
+    /// Jobs held until the test lets them run, so a session can be caught while a job holds it.
+    final class HeldJobs: Sendable {
+        private let held = Mutex<[@Sendable () -> Void]>([])
+        var executor: Dispatcher.SaveExecutor { { _, work in self.held.withLock { $0.append(work) } } }
+        var count: Int { held.withLock { $0.count } }
+        func runAll() {
+            for work in held.withLock({ list in defer { list.removeAll() }; return list }) { work() }
+        }
+    }
+
+    struct Harness {
+        let dispatcher: Dispatcher
+        let t0 = ContinuousClock.now
+        var nextID = 0
+
+        init(idleTimeout: Duration = .seconds(600), saves: Dispatcher.SaveExecutor? = nil, reads: Dispatcher.SaveExecutor? = nil) throws {
+            let folder = FileManager.default.temporaryDirectory.appendingPathComponent("dispatcher-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            try Data(PDFFixtures.pdf([.init(), .init(mediaBox: [0, 0, 300, 200])])).write(to: folder.appendingPathComponent("doc.pdf"))
+            var configuration = ServiceConfiguration()
+            configuration.documentsPath = folder.path
+            configuration.idleTimeout = idleTimeout
+            dispatcher = Dispatcher(configuration: configuration, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }),
+                                    saves: saves, reads: reads)
+        }
+
+        /// Sends one request at `t0 + ms`; returns the replies that came out, as JSON, and the
+        /// events' topics.
+        mutating func send(_ method: String, _ params: [String: JSONValue] = [:], session: String? = nil,
+                           at ms: Int = 0) -> (replies: [JSONValue], events: [String]) {
+            nextID += 1
+            let request = Request(id: .integer(Int64(nextID)), method: method, params: params, session: session)
+            let output = dispatcher.handle([JSONCodec.serialize(request.json)], envelope: [[UInt8(nextID)]], at: t0 + .milliseconds(ms))
+            return (output.replies.map(\.bytes).map(Self.json), output.events.map { String(decoding: $0[0], as: UTF8.self) })
+        }
+
+        static func json(_ bytes: [UInt8]) -> JSONValue { (try? JSONCodec.parse(bytes)) ?? .null }
+        static func data(_ event: [[UInt8]]) -> JSONValue { json(event[1])["data"] ?? .null }
+
+        mutating func open(_ params: [String: JSONValue] = [:]) throws -> String {
+            try #require(send("session.open", params).replies.first?["result"]?["session"]?.stringValue)
+        }
+    }
+
+    @Test("a timed transition finishes at its deadline, not a moment before, and says the timer did it")
+    func timedTransition() throws {
+        var harness = try Harness()
+        let session = try harness.open(["transitions": ["ms": 80]])
+        #expect(harness.send("pencil.doubleTap", session: session, at: 10).replies.first?["result"]?["state"] == "opening")
+        #expect(harness.dispatcher.nextDeadline == harness.t0 + .milliseconds(90))
+        #expect(harness.dispatcher.fireTimers(at: harness.t0 + .milliseconds(89)).isEmpty)
+        let events = harness.dispatcher.fireTimers(at: harness.t0 + .milliseconds(90))
+        #expect(events.map { Harness.data($0) } == [["from": "opening", "to": "open", "state": "open", "cause": "timer"]])
+        #expect(harness.dispatcher.nextDeadline == nil)
+        #expect(harness.send("canvas.state", session: session, at: 91).replies.first?["result"]?["state"] == "open")
+    }
+
+    @Test("a session expires after exactly its idle timeout since it was last used")
+    func idleExpiry() throws {
+        var harness = try Harness(idleTimeout: .seconds(10))
+        let session = try harness.open()
+        _ = harness.send("canvas.state", session: session, at: 5_000)
+        #expect(harness.dispatcher.expireIdle(at: harness.t0 + .seconds(15)).isEmpty)
+        let expired = harness.dispatcher.expireIdle(at: harness.t0 + .milliseconds(15_001))
+        #expect(expired.map { String(decoding: $0[0], as: UTF8.self) } == ["\(session).session.expired"])
+        #expect(harness.dispatcher.sessionCount == 0)
+        #expect(harness.send("canvas.state", session: session, at: 15_002).replies.first?["error"]?["code"] == "UNKNOWN_SESSION")
+    }
+
+    @Test("while a save holds a session, its requests wait and are answered in order after it; others' are not held up")
+    func queuedBehindSave() throws {
+        let saves = HeldJobs()
+        var harness = try Harness(saves: saves.executor)
+        let session = try harness.open(), other = try harness.open()
+        _ = harness.send("canvas.open", ["document": "doc.pdf", "page": 1], session: session)
+        _ = harness.send("drawing.addText", ["text": "hi", "x": 10, "y": 10, "fontSize": 12, "color": "black"], session: session)
+        #expect(harness.send("canvas.submit", session: session).replies.isEmpty)
+        #expect(saves.count == 1)
+        #expect(harness.send("canvas.state", session: session).replies.isEmpty)
+        #expect(harness.send("no.such", session: session).replies.isEmpty)
+        // Another session, and an idle sweep, go on meanwhile; the held session does not expire.
+        #expect(harness.send("canvas.state", session: other).replies.first?["result"]?["state"] == "closed")
+        #expect(harness.dispatcher.expireIdle(at: harness.t0 + .seconds(3_600)).count == 1)
+        saves.runAll()
+        let output = harness.dispatcher.collectSaves(at: harness.t0 + .seconds(3_600))
+        let replies = output.replies.map { Harness.json($0.bytes) }
+        #expect(replies.map { $0["id"] } == [5, 6, 7])
+        #expect(replies[0]["result"]?["document"]?["revision"] == 2)
+        #expect(replies[1]["result"]?["state"] == "closed")
+        #expect(replies[2]["error"]?["code"] == "METHOD_NOT_FOUND")
+        #expect(output.events.map { String(decoding: $0[0], as: UTF8.self) }
+            == ["\(session).canvas.stateChanged", "\(session).canvas.result", "\(session).document.saved", "documents.document.saved"])
+    }
+
+    @Test("a timer due while a job holds its session fires after the job, not never")
+    func timerWhileHeld() throws {
+        let reads = HeldJobs()
+        var harness = try Harness(reads: reads.executor)
+        let session = try harness.open(["transitions": ["ms": 50]])
+        _ = harness.send("pencil.doubleTap", session: session, at: 0)
+        // Held by the page lookup of this open (which the opening canvas will refuse).
+        #expect(harness.send("canvas.open", ["document": "doc.pdf"], session: session, at: 1).replies.isEmpty)
+        #expect(harness.dispatcher.fireTimers(at: harness.t0 + .milliseconds(60)).isEmpty)
+        reads.runAll()
+        let output = harness.dispatcher.collectSaves(at: harness.t0 + .milliseconds(70))
+        #expect(output.replies.map { Harness.json($0.bytes)["error"]?["data"]?["reason"] } == ["transition"])
+        #expect(output.events.map { Harness.data($0)["cause"] } == ["timer"])
+        #expect(harness.send("canvas.state", session: session, at: 71).replies.first?["result"]?["state"] == "open")
+    }
+}
+
+@Suite("session slot")
+struct SessionSlotTests {
+    static let session = ServiceSession(id: "s", owner: nil, canvas: CanvasSession(pencil: PencilConfiguration(), transitions: .instant),
+                                        transitions: .instant, size: nil, resultImages: false, lastActive: .now,
+                                        replies: ReplyCache(capacity: 1))
+
+    static func request(_ n: UInt8) -> QueuedWork { .request(frames: [[n]], envelope: [], client: nil) }
+
+    @Test("ready runs at once; a job makes what follows queue, in order, until it ends")
+    func queueOrder() {
+        var slot = SessionSlot.ready(Self.session)
+        guard case .run = slot.arrive(Self.request(1)) else { Issue.record("a ready session did not run"); return }
+        slot.startJob()
+        guard case .queued = slot.arrive(Self.request(2)), case .queued = slot.arrive(.timer(TransitionTicket(number: 1))),
+              case .queued = slot.arrive(Self.request(3)) else { Issue.record("a held session ran a request"); return }
+        let queued = slot.endJob(Self.session)
+        #expect(queued.map { work -> String in
+            switch work {
+            case .request(let frames, _, _): return "r\(frames[0][0])"
+            case .timer: return "t"
+            }
+        } == ["r2", "t", "r3"])
+        #expect(slot.idle?.id == "s")
+        guard case .run = slot.arrive(Self.request(4)) else { Issue.record("the session did not come back"); return }
+        slot.finish(Self.session)
+        #expect(slot.idle != nil)
+    }
+}
