@@ -66,7 +66,7 @@ let package = Package(
         .target(
             name: "CanvasService",
             dependencies: [
-                "CanvasCore", "CanvasProtocol", "DocumentStore", "InkRendering", "ZeroMQ",
+                "CanvasCore", "CanvasProtocol", "DocumentStore", "InkRendering", "SessionStore", "ZeroMQ",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
@@ -141,7 +141,7 @@ let package = Package(
         .testTarget(name: "InkRenderingTests", dependencies: ["InkRendering", "CanvasCore", "TestSupport", "CCairo"], swiftSettings: swiftSettings),
         .testTarget(
             name: "CanvasServiceTests",
-            dependencies: ["CanvasClient", "CanvasCore", "CanvasProtocol", "CanvasService", "TestSupport", "ZeroMQ", "canvasd"],
+            dependencies: ["CanvasClient", "CanvasCore", "CanvasProtocol", "CanvasService", "SessionStore", "TestSupport", "ZeroMQ", "canvasd"],
             swiftSettings: swiftSettings
         ),
     ]

@@ -1,6 +1,7 @@
 public import Logging
 import Foundation
 import Dispatch
+import SessionStore
 public import ZeroMQ
 
 /// Why the server could not start.
@@ -9,6 +10,8 @@ public enum ServerStartError: Error, CustomStringConvertible {
     /// No keys were given and an endpoint can be reached from other machines.
     case unauthenticatedRemote(endpoint: String)
     case curveUnavailable
+    /// `--session-store` was given and could not be reached: what was done, and why.
+    case sessionStore(String)
 
     public var description: String {
         switch self {
@@ -17,6 +20,7 @@ public enum ServerStartError: Error, CustomStringConvertible {
             return "refusing to serve \(endpoint) without authentication: bind to 127.0.0.1, ::1 or ipc://, "
                 + "or give --curve-secret-key and --allowed-keys"
         case .curveUnavailable: return "this libzmq was built without CurveZMQ (zmq_has(\"curve\") is false)"
+        case .sessionStore(let reason): return reason
         }
     }
 }
@@ -110,6 +114,17 @@ public final class CanvasServer {
         } catch {
             fatalError("unexpected error \(error)")
         }
+        var shared: SharedSessions?
+        if let url = configuration.sessionStore {
+            do {
+                let store = try SessionSnapshotStore(url: url, instance: configuration.instanceName, ttl: configuration.idleTimeout)
+                shared = SharedSessions(store: store, limits: configuration.limits, logger: logger)
+                logger.info("sessions shared through the session store",
+                            metadata: ["store": "\(store.address)", "instance": "\(configuration.instanceName)"])
+            } catch {
+                throw .sessionStore(error.description)
+            }
+        }
         let waker = self.waker
         let saves = SaveRunner(width: ProcessInfo.processInfo.activeProcessorCount) { waker.wake() }
         let reads = SaveRunner(width: ProcessInfo.processInfo.activeProcessorCount) { waker.wake() }
@@ -117,7 +132,7 @@ public final class CanvasServer {
         self.reads = reads
         dispatcher = Dispatcher(configuration: configuration, logger: logger,
                                 saves: { document, save in saves.submit(document, save) },
-                                reads: { key, read in reads.submit(key, read) })
+                                reads: { key, read in reads.submit(key, read) }, shared: shared)
     }
 
     private static func bind(requests: ZMQSocket, events eventSocket: ZMQSocket,

@@ -101,12 +101,11 @@ public final class SessionSnapshotStore {
         try run(.remove, keys: [key(session)], [Array(instance.utf8)], doing: "removing session \(session)") == .integer(1)
     }
 
-    /// Renews the session's time to live if this instance holds it (a session only read is
-    /// still in use). Returns whether it does.
-    @discardableResult
-    public func touch(_ session: String) throws(RedisError) -> Bool {
-        try run(.touch, keys: [key(session)], [Array(instance.utf8), Array(ttlMilliseconds.utf8)],
-                doing: "renewing session \(session)") == .integer(1)
+    /// Whether this instance still holds the session at version `expected`, renewing its time
+    /// to live if so: what a read must know before it answers from a local copy.
+    public func confirm(_ session: String, expected: UInt64) throws(RedisError) -> Bool {
+        try run(.confirm, keys: [key(session)], [Array(instance.utf8), Array(String(expected).utf8), Array(ttlMilliseconds.utf8)],
+                doing: "confirming session \(session) at version \(expected)") == .integer(1)
     }
 
     /// Whose session this is (the owner given at creation; "" without authentication), or nil
@@ -145,7 +144,7 @@ public final class SessionSnapshotStore {
     }
 
     private enum Script: CaseIterable {
-        case create, write, takeOver, remove, touch
+        case create, write, takeOver, remove, confirm
 
         var source: String {
             switch self {
@@ -180,9 +179,10 @@ public final class SessionSnapshotStore {
                 if redis.call('HGET', KEYS[1], 'holder') == ARGV[1] then return redis.call('DEL', KEYS[1]) end
                 return 0
                 """
-            case .touch:
+            case .confirm:
                 return """
-                if redis.call('HGET', KEYS[1], 'holder') == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+                local current = redis.call('HMGET', KEYS[1], 'holder', 'version')
+                if current[1] == ARGV[1] and current[2] == ARGV[2] then return redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
                 return 0
                 """
             }

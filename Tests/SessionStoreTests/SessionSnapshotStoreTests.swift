@@ -47,6 +47,9 @@ import TestSupport
         #expect(try a.write("s1", snapshot: Array("a3".utf8), expected: 2) == .lost(holder: "b", version: 2))
         #expect(try b.write("s1", snapshot: Array("b3".utf8), expected: 2) == .written(version: 3))
         #expect(try a.inspect("s1")! == ("b", 3))
+        #expect(try !a.confirm("s1", expected: 3))
+        #expect(try b.confirm("s1", expected: 3))
+        #expect(try !b.confirm("s1", expected: 2))
         // Only the holder removes it.
         #expect(try !a.remove("s1"))
         #expect(try b.remove("s1"))
@@ -78,8 +81,9 @@ import TestSupport
         #expect(try a.create("u", owner: nil, snapshot: [2]))
         for _ in 0..<4 {
             usleep(150_000)
-            #expect(try a.touch("t"))
+            #expect(try a.confirm("t", expected: 1))
         }
+        #expect(try !a.confirm("t", expected: 2))
         #expect(try a.inspect("t") != nil)
         #expect(try a.inspect("u") == nil)
     }
