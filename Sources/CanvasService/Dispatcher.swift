@@ -321,28 +321,39 @@ public final class Dispatcher {
     /// tell): nothing is written, the copy is only dropped.
     private func store(_ session: inout ServiceSession, eventsFrom mark: Int, lost: Bool = false, _ call: inout Call,
                        failure: ProtocolError? = nil) -> StoreOutcome {
-        guard let shared else { return .kept }
         let outcome: StoreOutcome
         if let failure {
             outcome = .failed(failure)
         } else if lost {
             outcome = .lost
         } else {
-            do throws(ProtocolError) {
-                outcome = try shared.persist(&session, now: call.now) ? .kept : .lost
-            } catch {
-                outcome = .failed(error)
-            }
+            outcome = write(&session, call)
         }
         if case .kept = outcome { return outcome }
-        let id = session.id, topic = Array("\(id).".utf8)
+        drop(session.id, eventsFrom: mark, &call)
+        return outcome
+    }
+
+    /// Writes the session's next version to the store.
+    private func write(_ session: inout ServiceSession, _ call: Call) -> StoreOutcome {
+        guard let shared else { return .kept }
+        do throws(ProtocolError) {
+            return try shared.persist(&session, now: call.now) ? .kept : .lost
+        } catch {
+            return .failed(error)
+        }
+    }
+
+    /// Drops a local copy that was not written: out of the table, its timers gone, and the
+    /// events it made since `mark` not published.
+    private func drop(_ id: String, eventsFrom mark: Int, _ call: inout Call) {
+        let topic = Array("\(id).".utf8)
         table.remove(id)
         timers.cancel(session: id)
         call.timers.removeAll { $0.session == id }
         if mark < call.output.events.count {
             call.output.events = Array(call.output.events[..<mark]) + call.output.events[mark...].filter { !$0[0].starts(with: topic) }
         }
-        return outcome
     }
 
     /// Puts a session taken over from the store in the table, with the timer of a timed
@@ -458,20 +469,22 @@ public final class Dispatcher {
                     let reply = runAndRemember(method, job.request, Params(job.request.params), fingerprint, &session,
                                                found: outcome, &call)
                     if shared != nil {
-                        // The session is still the job's in the table: given back first, so that
-                        // a copy found stale leaves no slot behind.
+                        // Written first, then given back to the table with its new version; a copy
+                        // that was not written is then dropped, and what queued behind it runs on
+                        // the session as the store has it.
+                        let outcome = write(&session, call)
                         let queued = table.endJob(session)
-                        switch store(&session, eventsFrom: mark, &call) {
+                        switch outcome {
                         case .kept:
                             call.reply(reply, to: job.envelope)
-                            replay(queued, on: session.id, &call)
                         case .lost:
+                            drop(session.id, eventsFrom: mark, &call)
                             call.reply(ReplyEncoder.failure(id: job.request.id, error: Self.moved(session.id)), to: job.envelope)
-                            replay(queued, on: session.id, &call)
                         case .failed(let error):
+                            drop(session.id, eventsFrom: mark, &call)
                             call.reply(ReplyEncoder.failure(id: job.request.id, error: error), to: job.envelope)
-                            replay(queued, on: session.id, &call)
                         }
+                        replay(queued, on: session.id, &call)
                         continue
                     }
                     call.reply(reply, to: job.envelope)
