@@ -12,7 +12,7 @@ VENV         := .venv
 PYTHON       := $(VENV)/bin/python
 CANVASD      := $(CURDIR)/.build/debug/canvasd
 
-.PHONY: all deps system-deps python-deps build run sample-document test test-swift test-python bench fuzz clean
+.PHONY: all deps system-deps python-deps build run sample-document test test-swift test-python bench bench-cluster cluster fuzz clean
 
 all: build
 
@@ -57,6 +57,17 @@ bench: system-deps
 	.build/release/canvasbench flatten
 	.build/release/canvasbench load
 	.build/release/canvasbench load --curve
+
+# Redis, three canvasd instances and HAProxy (deploy/haproxy.cfg) on loopback, serving
+# $(DOCUMENTS) together; prints the addresses, Ctrl-C stops them all.
+cluster: build python-deps sample-document
+	$(PYTHON) scripts/cluster.py --instances 3 --documents $(DOCUMENTS) --canvasd $(CANVASD)
+
+# The round trip without and with --session-store, and canvasbench load through HAProxy in front
+# of 1 and of 3 instances.
+bench-cluster: system-deps python-deps
+	$(SWIFT) build -c release
+	$(PYTHON) scripts/bench-cluster.py --build .build/release
 
 # libFuzzer with address sanitizer over the request decoder and dispatcher, the drawing validator
 # and the .yianazip reader; FUZZ_SECONDS per target (default 60).

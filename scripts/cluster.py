@@ -65,13 +65,14 @@ class Cluster:
     they are in. Used as a context manager by the tests, so a failing test leaves none behind."""
 
     def __init__(self, canvasd: Path, documents: Path, folder: Path, instances: int = 3,
-                 session_store: bool = True, idle_timeout: int = 600, extra: List[str] = ()):
+                 session_store: bool = True, idle_timeout: int = 600, log_level: str = "notice", extra: List[str] = ()):
         assert 1 <= instances <= CONFIG_INSTANCES
         self.canvasd = canvasd
         self.documents = documents
         self.folder = folder
         self.session_store = session_store
         self.idle_timeout = idle_timeout
+        self.log_level = log_level
         self.extra = list(extra)
         self.redis_port = free_port()
         self.requests_port = free_port()
@@ -142,7 +143,7 @@ class Cluster:
     def start_instance(self, instance: Instance) -> None:
         arguments = [str(self.canvasd), "--endpoint", f"tcp://127.0.0.1:{instance.requests}",
                      "--events", f"tcp://127.0.0.1:{instance.events}", "--documents", str(self.documents),
-                     "--idle-timeout", str(self.idle_timeout), "--log-level", "notice", *self.extra]
+                     "--idle-timeout", str(self.idle_timeout), "--log-level", self.log_level, *self.extra]
         if self.session_store:
             arguments += ["--session-store", self.redis_url, "--instance", instance.name]
         with open(self.folder / f"{instance.name}.log", "ab") as log:

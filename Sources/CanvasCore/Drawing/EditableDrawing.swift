@@ -102,13 +102,40 @@ public struct EditableDrawing: Hashable, Sendable {
 
 /// The drawing and its whole history, with each stroke and text written once: the versions in
 /// the history share most of their strokes, so writing each version in full would grow with
-/// the square of the edits. Versions are lists of indexes into the two tables.
+/// the square of the edits. A version is its strokes and texts as indexes into the two tables,
+/// each list written as a change from the version before it in the chain undo (oldest first),
+/// current, redo (next first): how many of the previous list it keeps, then what follows. An
+/// edit appends, or changes near the end, so each version costs a few numbers.
 extension EditableDrawing: Codable {
     private enum CodingKeys: String, CodingKey { case strokes, texts, drawing, undo, redo, historyLimit }
 
-    private struct Version: Codable {
+    /// Indexes of one version's strokes (`s`) and texts (`t`).
+    private struct Version {
         var s: [Int]
         var t: [Int]
+    }
+
+    /// A list as the previous one's first `keep` elements, then `add`.
+    private struct Delta: Codable {
+        var keep: Int
+        var add: [Int]
+
+        init(_ list: [Int], after previous: [Int]) {
+            var keep = 0
+            while keep < list.count && keep < previous.count && list[keep] == previous[keep] { keep += 1 }
+            self.keep = keep
+            add = Array(list[keep...])
+        }
+
+        func apply(to previous: [Int]) -> [Int]? {
+            guard keep >= 0, keep <= previous.count else { return nil }
+            return Array(previous[..<keep]) + add
+        }
+    }
+
+    private struct VersionDelta: Codable {
+        var s: Delta
+        var t: Delta
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -129,12 +156,18 @@ extension EditableDrawing: Codable {
                     return texts.count - 1
                 })
         }
-        let current = version(drawing), undo = undoStack.map(version), redo = redoStack.map(version)
+        var previous = Version(s: [], t: [])
+        func delta(_ drawing: Drawing) -> VersionDelta {
+            let next = version(drawing)
+            defer { previous = next }
+            return VersionDelta(s: Delta(next.s, after: previous.s), t: Delta(next.t, after: previous.t))
+        }
+        let undo = undoStack.map(delta), current = delta(drawing), redo = redoStack.reversed().map(delta)
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(strokes, forKey: .strokes)
         try container.encode(texts, forKey: .texts)
-        try container.encode(current, forKey: .drawing)
         try container.encode(undo, forKey: .undo)
+        try container.encode(current, forKey: .drawing)
         try container.encode(redo, forKey: .redo)
         try container.encode(historyLimit, forKey: .historyLimit)
     }
@@ -143,19 +176,25 @@ extension EditableDrawing: Codable {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         let strokes = try container.decode([Stroke].self, forKey: .strokes)
         let texts = try container.decode([TextAnnotation].self, forKey: .texts)
-        func drawing(_ version: Version) throws -> Drawing {
-            guard version.s.allSatisfy(strokes.indices.contains), version.t.allSatisfy(texts.indices.contains) else {
+        var previous = Version(s: [], t: [])
+        func drawing(_ delta: VersionDelta) throws -> Drawing {
+            guard let s = delta.s.apply(to: previous.s), let t = delta.t.apply(to: previous.t),
+                  s.allSatisfy(strokes.indices.contains), t.allSatisfy(texts.indices.contains) else {
                 throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath,
                                                         debugDescription: "a version names a stroke or text that is not in the tables"))
             }
-            return Drawing(strokes: version.s.map { strokes[$0] }, texts: version.t.map { texts[$0] })
+            previous = Version(s: s, t: t)
+            return Drawing(strokes: s.map { strokes[$0] }, texts: t.map { texts[$0] })
         }
         let limit = try container.decode(Int.self, forKey: .historyLimit)
         guard limit >= 0 else {
             throw DecodingError.dataCorruptedError(forKey: .historyLimit, in: container, debugDescription: "negative history limit")
         }
-        self.init(try drawing(container.decode(Version.self, forKey: .drawing)), historyLimit: limit)
-        undoStack = try container.decode([Version].self, forKey: .undo).map(drawing)
-        redoStack = try container.decode([Version].self, forKey: .redo).map(drawing)
+        let undo = try container.decode([VersionDelta].self, forKey: .undo).map(drawing)
+        let current = try drawing(container.decode(VersionDelta.self, forKey: .drawing))
+        let redo = try container.decode([VersionDelta].self, forKey: .redo).map(drawing)
+        self.init(current, historyLimit: limit)
+        undoStack = undo
+        redoStack = redo.reversed()
     }
 }
