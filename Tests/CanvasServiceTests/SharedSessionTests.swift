@@ -107,3 +107,48 @@ struct SharedSessionTests {
         #expect(text.contains("connecting to the session store at redis://127.0.0.1:1/0: Connection refused"))
     }
 }
+
+@Suite("sessions shared through Redis: timers and outages", .serialized)
+struct SharedSessionEdgeTests {
+    @Test("a timed transition under way when its instance dies is finished by the instance that takes it over")
+    func timedTransitionMoves() throws {
+        let redis = try RedisProcess()
+        let a = try LiveServer(arguments: ["--session-store", redis.url, "--instance", "a"])
+        let b = try LiveServer(arguments: ["--session-store", redis.url, "--instance", "b"])
+        defer { a.stop(); b.stop() }
+        let toA = try a.client(), toB = try b.client()
+        let opened = try SharedSessionTests.send(toA, id: 1, "session.open", ["transitions": ["ms": 400]], session: nil)
+        let session = try #require(opened["result"]?["session"]?.stringValue)
+        #expect(try SharedSessionTests.send(toA, id: 2, "canvas.open", session: session)["result"]?["state"] == "opening")
+        kill(a.process.processIdentifier, SIGKILL)
+        a.process.waitUntilExit()
+        let events = try EventSubscriber(endpoint: b.events, prefix: "\(session).")
+        _ = try events.next(timeoutMilliseconds: 200)
+        let state = try SharedSessionTests.send(toB, id: 3, "canvas.state", session: session)
+        #expect(state["result"]?["state"] == "opening")
+        let seq = try #require(state["result"]?["seq"]?.integerValue)
+        let event = try #require(try events.next(timeoutMilliseconds: 2_000))
+        #expect(event.topic == "\(session).canvas.stateChanged")
+        #expect(event.body["seq"]?.integerValue == seq + 1)
+        #expect(event.body["data"]?["to"] == "open" && event.body["data"]?["cause"] == "timer")
+        #expect(try SharedSessionTests.send(toB, id: 4, "canvas.state", session: session)["result"]?["state"] == "open")
+    }
+
+    @Test("with Redis gone, a change is not acknowledged: UNAVAILABLE sessionStore, and nothing published")
+    func storeOutage() throws {
+        let redis = try RedisProcess()
+        let a = try LiveServer(arguments: ["--session-store", redis.url, "--instance", "a"])
+        defer { a.stop() }
+        let toA = try a.client()
+        let opened = try SharedSessionTests.send(toA, id: 1, "session.open", ["transitions": "instant"], session: nil)
+        let session = try #require(opened["result"]?["session"]?.stringValue)
+        let events = try EventSubscriber(endpoint: a.events, prefix: "\(session).")
+        _ = try events.next(timeoutMilliseconds: 200)
+        redis.stop()
+        let reply = try SharedSessionTests.send(toA, id: 2, "canvas.open", session: session)
+        #expect(reply["error"]?["code"] == "UNAVAILABLE")
+        #expect(reply["error"]?["data"]?["reason"] == "sessionStore")
+        #expect(try events.next(timeoutMilliseconds: 300) == nil)
+        #expect(a.process.isRunning)
+    }
+}
