@@ -209,6 +209,8 @@ def main() -> int:
                 time.sleep(0.5)
         except KeyboardInterrupt:
             pass
+        # A second Ctrl-C must not cut the stopping short and leave processes behind.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         print("stopping", flush=True)
     return 0
 
