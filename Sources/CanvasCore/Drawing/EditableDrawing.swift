@@ -139,32 +139,36 @@ extension EditableDrawing: Codable {
     }
 
     public func encode(to encoder: any Encoder) throws {
-        var strokes: [Stroke] = [], strokeIndex: [Stroke: Int] = [:]
-        var texts: [TextAnnotation] = [], textIndex: [TextAnnotation: Int] = [:]
-        func version(_ drawing: Drawing) -> Version {
-            Version(
-                s: drawing.strokes.map { stroke in
-                    if let index = strokeIndex[stroke] { return index }
-                    strokes.append(stroke)
-                    strokeIndex[stroke] = strokes.count - 1
-                    return strokes.count - 1
-                },
-                t: drawing.texts.map { text in
-                    if let index = textIndex[text] { return index }
-                    texts.append(text)
-                    textIndex[text] = texts.count - 1
-                    return texts.count - 1
-                })
+        // Each version against the one before it in the chain: the common prefix is found with
+        // `==`, which for strokes that share storage (as versions do) is an identity check, so
+        // no stroke is hashed or compared point by point; what follows is added to the tables.
+        var strokes: [Stroke] = [], texts: [TextAnnotation] = []
+        var previous = Version(s: [], t: []), previousDrawing = Drawing.empty
+        func delta<Element: Equatable>(_ list: [Element], after old: [Element], oldIndexes: [Int],
+                                       table: inout [Element]) -> (Delta, [Int]) {
+            var keep = 0
+            while keep < list.count && keep < old.count && list[keep] == old[keep] { keep += 1 }
+            var add: [Int] = []
+            add.reserveCapacity(list.count - keep)
+            for element in list[keep...] {
+                table.append(element)
+                add.append(table.count - 1)
+            }
+            var delta = Delta([], after: [])
+            delta.keep = keep
+            delta.add = add
+            return (delta, Array(oldIndexes[..<keep]) + add)
         }
-        var previous = Version(s: [], t: [])
         func delta(_ drawing: Drawing) -> VersionDelta {
-            let next = version(drawing)
-            defer { previous = next }
-            return VersionDelta(s: Delta(next.s, after: previous.s), t: Delta(next.t, after: previous.t))
+            let (s, strokeIndexes) = delta(drawing.strokes, after: previousDrawing.strokes, oldIndexes: previous.s, table: &strokes)
+            let (t, textIndexes) = delta(drawing.texts, after: previousDrawing.texts, oldIndexes: previous.t, table: &texts)
+            previous = Version(s: strokeIndexes, t: textIndexes)
+            previousDrawing = drawing
+            return VersionDelta(s: s, t: t)
         }
         let undo = undoStack.map(delta), current = delta(drawing), redo = redoStack.reversed().map(delta)
         var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(strokes, forKey: .strokes)
+        try container.encode(strokes.map(StrokeArchive.init), forKey: .strokes)
         try container.encode(texts, forKey: .texts)
         try container.encode(undo, forKey: .undo)
         try container.encode(current, forKey: .drawing)
@@ -174,7 +178,12 @@ extension EditableDrawing: Codable {
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
-        let strokes = try container.decode([Stroke].self, forKey: .strokes)
+        let strokes: [Stroke]
+        do {
+            strokes = try container.decode([StrokeArchive].self, forKey: .strokes).map { try $0.stroke() }
+        } catch let error as DrawingValidationError {
+            throw DecodingError.dataCorruptedError(forKey: .strokes, in: container, debugDescription: error.description)
+        }
         let texts = try container.decode([TextAnnotation].self, forKey: .texts)
         var previous = Version(s: [], t: [])
         func drawing(_ delta: VersionDelta) throws -> Drawing {
