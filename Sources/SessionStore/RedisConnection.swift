@@ -148,7 +148,10 @@ public final class RedisConnection {
         guard let context else { preconditionFailure("connected above") }
         // One buffer for every argument, so each has a stable address for the call; the
         // trailing zero keeps it non-empty, so even an empty argument has an address.
-        let joined = arguments.joined() + [0]
+        var joined: [UInt8] = []
+        joined.reserveCapacity(arguments.reduce(1) { $0 + $1.count })
+        for argument in arguments { joined.append(contentsOf: argument) }
+        joined.append(0)
         let lengths = arguments.map(\.count)
         let raw: UnsafeMutableRawPointer? = joined.withUnsafeBufferPointer { buffer in
             let base = UnsafeRawPointer(buffer.baseAddress!).assumingMemoryBound(to: CChar.self)

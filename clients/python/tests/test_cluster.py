@@ -212,3 +212,18 @@ def test_load_through_haproxy_loses_no_reply(tmp_path: Path) -> None:
                              capture_output=True, text=True, timeout=180)
         assert run.returncode == 0, run.stdout + run.stderr
         assert "replies: 900 of 900; lost 0, mismatched 0, wrong 0" in run.stdout, run.stdout
+
+
+def test_haproxy_configs_are_valid() -> None:
+    """Both configs as HAProxy itself reads them (the ws:// one needs canvasd's ws:// endpoints
+    to carry traffic, which this suite does not start; its syntax and references are checked)."""
+    environment = dict(os.environ, CANVAS_BIND="127.0.0.1", CANVAS_REQUESTS_PORT="1", CANVAS_EVENTS_PORT="2",
+                       CANVAS_WS_PORT="3")
+    for number in (1, 2, 3):
+        environment.update({f"CANVAS{number}_HOST": "127.0.0.1", f"CANVAS{number}_REQUESTS": f"1{number}",
+                            f"CANVAS{number}_EVENTS": f"2{number}", f"CANVAS{number}_WS_REQUESTS": f"3{number}",
+                            f"CANVAS{number}_WS_EVENTS": f"4{number}"})
+    haproxy = shutil.which("haproxy") or "/usr/sbin/haproxy"
+    check = subprocess.run([haproxy, "-c", "-f", str(ROOT / "deploy" / "haproxy.cfg"), "-f", str(ROOT / "deploy" / "haproxy-ws.cfg")],
+                           env=environment, capture_output=True, text=True, timeout=30)
+    assert check.returncode == 0 and "Configuration file is valid" in check.stdout + check.stderr, check.stdout + check.stderr
