@@ -34,7 +34,7 @@ struct CanvasMethods {
         case .canvasInitialize:
             session.canvas.initialize()
         case .canvasState:
-            return .object(WireShapes.state(session))
+            return .raw(WireShapes.stateText(session))
         case .canvasOpen:
             try open(params, &session, found: found, &call)
         case .canvasMinimize, .canvasSubmit, .canvasCancel:

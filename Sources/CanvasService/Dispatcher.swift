@@ -200,8 +200,7 @@ public final class Dispatcher {
             // Another client's session is answered exactly like one that does not exist, so
             // session ids cannot be probed. A session held by a job keeps what comes for it, an
             // unknown method too, so that every reply of a session keeps its order.
-            switch table.arrive(sessionID, from: call.client, .request(frames: frames, envelope: envelope, client: call.client)) {
-            case nil:
+            guard table.isOwned(sessionID, by: call.client) else {
                 guard method != nil else { throw Self.methodNotFound(request.method) }
                 if let shared, !table.contains(sessionID),
                    let session = try shared.takeOver(sessionID, owner: call.client, connection: call.connection, now: call.now) {
@@ -210,15 +209,17 @@ public final class Dispatcher {
                 }
                 throw ProtocolError(.unknownSession, "no session \"\(sessionID)\": never opened, closed, or expired",
                                     data: ["session": .string(sessionID)])
-            case .queued?:
-                return nil
-            case .run(let session)?:
-                guard let method else {
-                    table.finish(session)
-                    throw Self.methodNotFound(request.method)
-                }
-                return serve(method, request, params, session, frames: frames, envelope: envelope, &call)
             }
+            guard let session = table.arrive(sessionID, .request(frames: frames, envelope: envelope, client: call.client)) else {
+                return nil   // queued behind a job
+            }
+            guard let method else {
+                table.finish(session)
+                throw Self.methodNotFound(request.method)
+            }
+            // Consumed: this binding must not outlive the call, or the session's buffers would
+            // have two owners and the request would copy them whole to change them.
+            return serve(method, request, params, consume session, frames: frames, envelope: envelope, &call)
         } catch {
             return ReplyEncoder.failure(id: request.id, error: error)
         }
@@ -232,9 +233,8 @@ public final class Dispatcher {
 
     /// Runs a request on a session its slot handed over. Before this returns, the session is
     /// back in the table, gone with a job, or closed.
-    private func serve(_ method: Method, _ request: Request, _ params: Params, _ session: ServiceSession,
+    private func serve(_ method: Method, _ request: Request, _ params: Params, _ session: consuming ServiceSession,
                        frames: [[UInt8]], envelope: [[UInt8]], _ call: inout Call) -> [UInt8]? {
-        var session = session
         session.lastActive = call.now
         let fingerprint = ReplyCache.fingerprint(request)
         let mark = call.output.events.count
@@ -370,8 +370,9 @@ public final class Dispatcher {
     /// save. Returns whether it did.
     private func startJob(_ method: Method, _ request: Request, _ params: Params, _ session: inout ServiceSession,
                           _ fingerprint: [UInt8], envelope: [[UInt8]], _ call: Call) throws(ProtocolError) -> Bool {
-        let job = PendingJob(kind: .session(method, session, fingerprint: fingerprint), request: request, envelope: envelope,
-                             client: call.client)
+        var job: PendingJob {
+            PendingJob(kind: .session(method, session, fingerprint: fingerprint), request: request, envelope: envelope, client: call.client)
+        }
         switch method {
         case .canvasOpen:
             guard let documents, let target = try? documents.targetParams(params) else { return false }
@@ -416,7 +417,7 @@ public final class Dispatcher {
 
     /// A due timer: its transition finishes now, or after the job holding the session.
     private func fire(_ ticket: TransitionTicket, on id: String, _ call: inout Call) {
-        guard case .run(var session)? = table.arriveTimer(id, ticket) else { return }
+        guard var session = table.arrive(id, .timer(ticket)) else { return }
         // A transition a client already finished leaves a stale timer: nothing to do.
         let mark = call.output.events.count
         if let actions = try? session.canvas.finishTransition(ticket) {

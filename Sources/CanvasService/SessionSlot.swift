@@ -20,24 +20,18 @@ enum SessionSlot {
     case running
     case waiting(queue: [QueuedWork])
 
-    enum Arrival {
-        /// Run it now on this session, which the caller holds until it calls `finish`,
-        /// `startJob` or drops the slot (a close).
-        case run(ServiceSession)
-        /// Kept, to run when the job holding the session ends.
-        case queued
-    }
-
-    /// A request or a due timer came for the session.
-    mutating func arrive(_ work: QueuedWork) -> Arrival {
+    /// A request or a due timer came for the session. Returns the session to run it on now,
+    /// which the caller holds until it calls `finish` or `startJob`, or drops the slot (a
+    /// close); nil when it was queued, to run when the job holding the session ends.
+    mutating func arrive(_ work: QueuedWork) -> ServiceSession? {
         switch self {
         case .ready(let session):
             self = .running
-            return .run(session)
+            return session
         case .waiting(var queue):
             queue.append(work)
             self = .waiting(queue: queue)
-            return .queued
+            return nil
         case .running:
             // The loop runs one request at a time and hands the session back before the next.
             preconditionFailure("a request arrived for a session that is already running one")
@@ -45,7 +39,7 @@ enum SessionSlot {
     }
 
     /// The request that was running is answered; the session is ready for the next.
-    mutating func finish(_ session: ServiceSession) {
+    mutating func finish(_ session: consuming ServiceSession) {
         guard case .running = self else { preconditionFailure("finish without a running request") }
         self = .ready(session)
     }
@@ -59,7 +53,7 @@ enum SessionSlot {
     /// The job is done and gives the session back. Returns what queued meanwhile, to be
     /// replayed through `arrive` in order: if one of those starts a job again, the rest queue
     /// behind it once more.
-    mutating func endJob(_ session: ServiceSession) -> [QueuedWork] {
+    mutating func endJob(_ session: consuming ServiceSession) -> [QueuedWork] {
         guard case .waiting(let queue) = self else { preconditionFailure("a job ended for a session it did not hold") }
         self = .ready(session)
         return queue

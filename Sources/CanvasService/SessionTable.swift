@@ -36,24 +36,31 @@ struct SessionTable {
         return entries.values.count { $0.connection == connection }
     }
 
-    /// A request or timer for session `id`; nil when there is no such session or `client` does
-    /// not own it, which callers answer alike so that session ids cannot be probed.
-    mutating func arrive(_ id: String, from client: String?, _ work: QueuedWork) -> SessionSlot.Arrival? {
-        guard entries[id]?.owner == client else { return nil }
-        return entries[id]?.slot.arrive(work)
+    /// Whether session `id` exists and belongs to `client`. Callers answer "no such session"
+    /// and "not yours" alike, so that session ids cannot be probed.
+    func isOwned(_ id: String, by client: String?) -> Bool {
+        guard let index = entries.index(forKey: id) else { return false }
+        return entries.values[index].owner == client
     }
 
-    /// A due timer: it needs no owner, only the session.
-    mutating func arriveTimer(_ id: String, _ ticket: TransitionTicket) -> SessionSlot.Arrival? {
-        entries[id]?.slot.arrive(.timer(ticket))
+    /// A request or due timer for an existing session: the session to run it on now, or nil
+    /// when it was queued behind a job. (A session returned, not a wrapper matched by the
+    /// caller: a copy held by a wrapper would make the request copy the session's buffers.)
+    mutating func arrive(_ id: String, _ work: QueuedWork) -> ServiceSession? {
+        guard let index = entries.index(forKey: id) else { return nil }
+        return entries.values[index].slot.arrive(work)
     }
 
-    mutating func finish(_ session: ServiceSession) { entries[session.id]?.slot.finish(session) }
+    mutating func finish(_ session: consuming ServiceSession) {
+        guard let index = entries.index(forKey: session.id) else { return }
+        entries.values[index].slot.finish(session)
+    }
 
     mutating func startJob(_ id: String) { entries[id]?.slot.startJob() }
 
-    mutating func endJob(_ session: ServiceSession) -> [QueuedWork] {
-        entries[session.id]?.slot.endJob(session) ?? []
+    mutating func endJob(_ session: consuming ServiceSession) -> [QueuedWork] {
+        guard let index = entries.index(forKey: session.id) else { return [] }
+        return entries.values[index].slot.endJob(session)
     }
 
     mutating func remove(_ id: String) { entries[id] = nil }

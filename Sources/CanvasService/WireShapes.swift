@@ -17,6 +17,28 @@ enum WireShapes {
         return result
     }
 
+    /// `state(session)` written straight to JSON text, keys in the sorted order `JSONCodec`
+    /// writes: `canvas.state` is what clients poll, and building the object first costs more
+    /// than the rest of the request. Every value here is a number or a fixed ASCII name, so
+    /// nothing needs escaping. A test holds it to `state(session)` byte for byte.
+    static func stateText(_ session: ServiceSession) -> [UInt8] {
+        let pencil = session.canvas.pencil, tools = session.canvas.pencil.tools
+        var out: [UInt8] = []
+        out.reserveCapacity(320)
+        func add(_ text: String) { out.append(contentsOf: text.utf8) }
+        add(#"{"hasContent":\#(session.canvas.hasContent),"pencil":{"initialized":\#(pencil.initialized),"#)
+        add(#""policy":"\#(pencil.configuration.policy.rawValue)","preferredTapAction":"\#(pencil.configuration.preferredTapAction.rawValue)","#)
+        add(#""supported":\#(pencil.configuration.supported)},"seq":\#(session.seq),"#)
+        if let size = session.size { add(#""size":{"height":\#(size.height),"width":\#(size.width)},"#) }
+        add(#""state":"\#(session.canvas.phase.rawValue)","tool":{"current":"\#(tools.current.rawValue)","previous":"\#(tools.previous.rawValue)"},"#)
+        switch session.transitions {
+        case .instant: add(#""transitions":"instant"}"#)
+        case .manual: add(#""transitions":"manual"}"#)
+        case .timed(let ms): add(#""transitions":{"ms":\#(ms)}}"#)
+        }
+        return out
+    }
+
     static func pencil(_ session: ServiceSession) -> JSONValue {
         let pencil = session.canvas.pencil
         return [

@@ -49,7 +49,7 @@ struct DispatchBench: ParsableCommand {
         let retry = time { _ in same }
         let fresh = time { JSONCodec.serialize(Request(id: .integer(Int64(100 + $0)), method: "canvas.state", session: session).json) }
         print("Dispatcher.handle, canvas.state, \(requests) requests x \(rounds) rounds (median ns per request)")
-        print("  same id (a retry, as `latency` sends):  \(format(retry, 0))")
-        print("  a new id each time:                     \(format(fresh, 0))")
+        print("  same id (a retry, from the reply cache):  \(format(retry, 0))")
+        print("  a new id each time (as `latency` sends):  \(format(fresh, 0))")
     }
 }

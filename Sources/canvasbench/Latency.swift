@@ -33,12 +33,17 @@ struct Latency: ParsableCommand {
             }
         }
         guard let session else { throw ValidationError("canvasd did not start") }
-        let frame = JSONCodec.serialize(Request(id: .integer(7), method: "canvas.state", session: session).json)
+        // Each request has an id of its own, as a real client's do, so canvasd runs every one
+        // (a repeated id would be a retry, answered from the session's reply cache). Written
+        // before the clock starts; both servers get the same bytes.
+        let frames = (0..<(requests + requests / 10)).map { index in
+            JSONCodec.serialize(Request(id: .integer(Int64(index + 1)), method: "canvas.state", session: session).json)
+        }
 
         var raw: [Measurement] = [], served: [Measurement] = []
         for _ in 0..<rounds {
-            raw.append(try measure(context, echoEndpoint, frame))
-            served.append(try measure(context, canvasEndpoint, frame))
+            raw.append(try measure(context, echoEndpoint, frames))
+            served.append(try measure(context, canvasEndpoint, frames))
         }
         let rawLatency = Stats(raw.map(\.medianMicroseconds)).median
         let servedLatency = Stats(served.map(\.medianMicroseconds)).median
@@ -46,7 +51,7 @@ struct Latency: ParsableCommand {
         let servedP99 = Stats(served.map(\.p99Microseconds)).median
         let rawRate = Stats(raw.map(\.perSecond)).median
         let servedRate = Stats(served.map(\.perSecond)).median
-        print("request round trip, tcp loopback, \(frame.count)-byte canvas.state, \(requests) requests x \(rounds) rounds")
+        print("request round trip, tcp loopback, \(frames[0].count)-byte canvas.state (a new id each), \(requests) requests x \(rounds) rounds")
         print("                 median µs   p99 µs   pipelined req/s (window \(window))")
         print("  raw libzmq echo  \(pad(format(rawLatency)))  \(pad(format(rawP99)))  \(format(rawRate, 0))")
         print("  canvasd          \(pad(format(servedLatency)))  \(pad(format(servedP99)))  \(format(servedRate, 0))")
@@ -69,7 +74,7 @@ struct Latency: ParsableCommand {
     }
 
     /// One REQ round trip at a time for latency, then a DEALER with `window` in flight for throughput.
-    private func measure(_ context: ZMQContext, _ endpoint: String, _ frame: [UInt8]) throws -> Measurement {
+    private func measure(_ context: ZMQContext, _ endpoint: String, _ frames: [[UInt8]]) throws -> Measurement {
         let req = try context.socket(.req)
         try req.setReceiveTimeout(milliseconds: 5_000)
         try req.connect(endpoint)
@@ -78,7 +83,7 @@ struct Latency: ParsableCommand {
         samples.reserveCapacity(requests)
         for index in 0..<(requests + requests / 10) {
             let start = clock.now
-            try req.send([frame])
+            try req.send([frames[index]])
             guard try req.receive() != nil else { throw ValidationError("no reply from \(endpoint)") }
             if index >= requests / 10 {   // the first tenth warms up
                 let elapsed = clock.now - start
@@ -94,7 +99,7 @@ struct Latency: ParsableCommand {
         let start = clock.now
         while received < requests {
             while sent < requests && sent - received < window {
-                try dealer.send([[], frame])
+                try dealer.send([[], frames[sent]])
                 sent += 1
             }
             guard try dealer.receive() != nil else { throw ValidationError("no reply from \(endpoint)") }
