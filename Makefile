@@ -5,9 +5,10 @@ PYTHON3      ?= python3
 # libzmq, Cairo and libqpdf are linked through system-library targets; qpdf and poppler-utils
 # verify PDFs in tests; the DejaVu fonts are embedded in flattened text. The web layer: pdf.js
 # for the demo page, headless Chromium and its driver for the browser tests, TypeScript to check
-# the client's .d.ts.
+# the client's .d.ts. hiredis, redis-server and haproxy run several instances behind one address
+# (make cluster, the cluster tests).
 APT_PACKAGES := pkg-config libzmq3-dev libcairo2-dev libqpdf-dev libssl-dev qpdf poppler-utils fonts-dejavu-core \
-                libjs-pdf chromium-headless-shell chromium-driver node-typescript
+                libjs-pdf chromium-headless-shell chromium-driver node-typescript libhiredis-dev redis-server haproxy
 DOCUMENTS    ?= documents
 VENV         := .venv
 PYTHON       := $(VENV)/bin/python
@@ -17,7 +18,7 @@ WEB_ENDPOINT ?= ws://127.0.0.1:5580
 WEB_EVENTS   ?= ws://127.0.0.1:5581
 DEMO_PORT    ?= 8580
 
-.PHONY: all deps system-deps python-deps build run sample-document test test-swift test-python test-web-types bench fuzz clean
+.PHONY: all deps system-deps python-deps build run sample-document test test-swift test-python test-web-types bench bench-cluster cluster fuzz clean
 
 all: build
 
@@ -70,6 +71,17 @@ bench: system-deps
 	.build/release/canvasbench flatten
 	.build/release/canvasbench load
 	.build/release/canvasbench load --curve
+
+# Redis, three canvasd instances and HAProxy (deploy/haproxy.cfg) on loopback, serving
+# $(DOCUMENTS) together; prints the addresses, Ctrl-C stops them all.
+cluster: build python-deps sample-document
+	$(PYTHON) scripts/cluster.py --instances 3 --documents $(DOCUMENTS) --canvasd $(CANVASD)
+
+# The round trip without and with --session-store, and canvasbench load through HAProxy in front
+# of 1 and of 3 instances.
+bench-cluster: system-deps python-deps
+	$(SWIFT) build -c release
+	$(PYTHON) scripts/bench-cluster.py --build .build/release
 
 # libFuzzer with address sanitizer over the request decoder and dispatcher, the drawing validator
 # and the .yianazip reader; FUZZ_SECONDS per target (default 60).

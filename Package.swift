@@ -37,6 +37,12 @@ let package = Package(
         .systemLibrary(name: "CCairo", pkgConfig: "cairo", providers: [.apt(["libcairo2-dev"])]),
         // OpenSSL's libcrypto: SHA-256 of document bytes.
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        // hiredis (Debian's libhiredis-dev), Redis's C client: session snapshots shared by several
+        // canvasd instances. Its header is reached as <hiredis/hiredis.h> and the module map links
+        // it; hiredis.pc would add -D_FILE_OFFSET_BITS=64, which SwiftPM warns about on every build.
+        .systemLibrary(name: "CHiredis"),
+        // Session snapshots in Redis with compare-and-set, over hiredis; no raw pointer in its API.
+        .target(name: "SessionStore", dependencies: ["CHiredis"], swiftSettings: swiftSettings),
         // PDF surgery over libqpdf behind a C API that catches every C++ exception.
         .target(
             name: "CPDFSurgery",
@@ -60,7 +66,7 @@ let package = Package(
         .target(
             name: "CanvasService",
             dependencies: [
-                "CanvasCore", "CanvasProtocol", "DocumentStore", "InkRendering", "ZeroMQ",
+                "CanvasCore", "CanvasProtocol", "DocumentStore", "InkRendering", "SessionStore", "ZeroMQ",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
@@ -130,11 +136,12 @@ let package = Package(
             exclude: ["Fixtures"],   // read by #filePath
             swiftSettings: swiftSettings
         ),
+        .testTarget(name: "SessionStoreTests", dependencies: ["SessionStore", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "CanvasProtocolTests", dependencies: ["CanvasProtocol"], swiftSettings: swiftSettings),
         .testTarget(name: "InkRenderingTests", dependencies: ["InkRendering", "CanvasCore", "TestSupport", "CCairo"], swiftSettings: swiftSettings),
         .testTarget(
             name: "CanvasServiceTests",
-            dependencies: ["CanvasClient", "CanvasCore", "CanvasProtocol", "CanvasService", "TestSupport", "ZeroMQ", "canvasd"],
+            dependencies: ["CanvasClient", "CanvasCore", "CanvasProtocol", "CanvasService", "SessionStore", "TestSupport", "ZeroMQ", "canvasd"],
             swiftSettings: swiftSettings
         ),
     ]

@@ -2,7 +2,7 @@
 ///
 /// It adds to the two machines only what needs both: a double-tap, which the pencil
 /// interprets and the canvas carries out, and drawing edits, which also pick up a tool.
-public struct CanvasSession: Hashable, Sendable {
+public struct CanvasSession: Hashable, Sendable, Codable {
     public private(set) var canvas: CanvasStateMachine
     public private(set) var pencil: PencilInteraction
 

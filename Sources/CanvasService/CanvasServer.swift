@@ -2,6 +2,7 @@ public import Logging
 import Foundation
 import Dispatch
 import CanvasProtocol
+import SessionStore
 public import ZeroMQ
 
 /// Why the server could not start.
@@ -13,6 +14,8 @@ public enum ServerStartError: Error, CustomStringConvertible {
     /// A ws:// endpoint beyond loopback without `--web-tokens`.
     case unauthenticatedWeb(endpoint: String)
     case notWebSocket(endpoint: String)
+    /// `--session-store` was given and could not be reached: what was done, and why.
+    case sessionStore(String)
 
     public var description: String {
         switch self {
@@ -25,6 +28,7 @@ public enum ServerStartError: Error, CustomStringConvertible {
             return "refusing to serve \(endpoint) to web peers without access tokens: bind it to 127.0.0.1 (behind a proxy), or give --web-tokens"
         case .notWebSocket(let endpoint):
             return "\(endpoint) is not a ws:// endpoint"
+        case .sessionStore(let reason): return reason
         }
     }
 }
@@ -129,6 +133,17 @@ public final class CanvasServer {
         } catch {
             fatalError("unexpected error \(error)")
         }
+        var shared: SharedSessions?
+        if let url = configuration.sessionStore {
+            do {
+                let store = try SessionSnapshotStore(url: url, instance: configuration.instanceName, ttl: configuration.idleTimeout)
+                shared = SharedSessions(store: store, limits: configuration.limits, logger: logger)
+                logger.info("sessions shared through the session store",
+                            metadata: ["store": "\(store.address)", "instance": "\(configuration.instanceName)"])
+            } catch {
+                throw .sessionStore(error.description)
+            }
+        }
         let waker = self.waker
         let saves = SaveRunner(width: ProcessInfo.processInfo.activeProcessorCount) { waker.wake() }
         let reads = SaveRunner(width: ProcessInfo.processInfo.activeProcessorCount) { waker.wake() }
@@ -136,7 +151,7 @@ public final class CanvasServer {
         self.reads = reads
         dispatcher = Dispatcher(configuration: configuration, logger: logger,
                                 saves: { document, save in saves.submit(document, save) },
-                                reads: { key, read in reads.submit(key, read) })
+                                reads: { key, read in reads.submit(key, read) }, shared: shared)
     }
 
     private static func bind(requests: ZMQSocket, events eventSocket: ZMQSocket,

@@ -49,8 +49,18 @@ public final class Dispatcher {
     private let authenticated: Bool
     /// Sequence numbers of the server-wide `documents.*` events.
     private var documentSeq: UInt64 = 0
+    /// With `--session-store`: sessions written there before each acknowledgement, and taken
+    /// over from there when another instance held them. nil costs nothing.
+    private let shared: SharedSessions?
+    /// Whether a request is being answered again after its session turned out to have moved.
+    private var retaking = false
 
-    public init(configuration: ServiceConfiguration, logger: Logger, saves: SaveExecutor? = nil, reads: SaveExecutor? = nil) {
+    public convenience init(configuration: ServiceConfiguration, logger: Logger, saves: SaveExecutor? = nil, reads: SaveExecutor? = nil) {
+        self.init(configuration: configuration, logger: logger, saves: saves, reads: reads, shared: nil)
+    }
+
+    init(configuration: ServiceConfiguration, logger: Logger, saves: SaveExecutor?, reads: SaveExecutor?, shared: SharedSessions?) {
+        self.shared = shared
         limits = configuration.limits
         idleTimeout = configuration.idleTimeout
         self.logger = logger
@@ -66,7 +76,8 @@ public final class Dispatcher {
             documents = nil
         }
         let params = SessionParams(limits: limits)
-        server = ServerMethods(limits: limits, params: params, idleTimeout: idleTimeout, authenticated: authenticated, logger: logger)
+        server = ServerMethods(limits: limits, params: params, idleTimeout: idleTimeout, authenticated: authenticated, logger: logger,
+                               shared: shared)
         canvas = CanvasMethods(params: params, executor: ActionExecutor(logger: logger, maxImageSide: limits.maxImageSide),
                                documents: documents)
     }
@@ -77,7 +88,11 @@ public final class Dispatcher {
     /// client may; with it, only its own sessions' topics and the shared `documents.` topic.
     /// `always`: check even without CurveZMQ (web peers, whose sessions belong to their token).
     public func maySubscribe(_ client: String?, to topic: [UInt8], always: Bool = false) -> Bool {
-        !(authenticated || always) || table.maySubscribe(client, to: topic)
+        if !(authenticated || always) || table.maySubscribe(client, to: topic) { return true }
+        // A session held by another instance (or none yet): its owner as the store has it.
+        guard let shared, let dot = topic.firstIndex(of: UInt8(ascii: ".")) else { return false }
+        let id = String(decoding: topic[..<dot], as: UTF8.self)
+        return !table.contains(id) && shared.owner(of: id) == (client ?? "")
     }
 
     // MARK: Turns
@@ -116,7 +131,18 @@ public final class Dispatcher {
     public func expireIdle(at now: ContinuousClock.Instant) -> [[[UInt8]]] {
         var call = Call(now: now)
         for session in table.idle(before: now - idleTimeout) {
-            close(session, event: "session.expired", &call)
+            guard let shared else {
+                close(session, event: "session.expired", &call)
+                continue
+            }
+            // Announced only by the instance that still held it; a copy another instance took
+            // over (or one the store could not be asked about) is just let go.
+            if (try? shared.remove(session.id)) == true {
+                close(session, event: "session.expired", &call)
+            } else {
+                table.remove(session.id)
+                timers.cancel(session: session.id)
+            }
         }
         return end(call).events
     }
@@ -174,6 +200,11 @@ public final class Dispatcher {
             // unknown method too, so that every reply of a session keeps its order.
             guard table.isOwned(sessionID, by: call.client) else {
                 guard method != nil else { throw Self.methodNotFound(request.method) }
+                if let shared, !table.contains(sessionID),
+                   let session = try shared.takeOver(sessionID, owner: call.client, connection: call.connection, now: call.now) {
+                    adopt(session, &call)
+                    return answer(request, frames: frames, envelope: envelope, &call)
+                }
                 throw ProtocolError(.unknownSession, "no session \"\(sessionID)\": never opened, closed, or expired",
                                     data: ["session": .string(sessionID)])
             }
@@ -186,7 +217,7 @@ public final class Dispatcher {
             }
             // Consumed: this binding must not outlive the call, or the session's buffers would
             // have two owners and the request would copy them whole to change them.
-            return serve(method, request, params, consume session, envelope: envelope, &call)
+            return serve(method, request, params, consume session, frames: frames, envelope: envelope, &call)
         } catch {
             return ReplyEncoder.failure(id: request.id, error: error)
         }
@@ -201,13 +232,15 @@ public final class Dispatcher {
     /// Runs a request on a session its slot handed over. Before this returns, the session is
     /// back in the table, gone with a job, or closed.
     private func serve(_ method: Method, _ request: Request, _ params: Params, _ session: consuming ServiceSession,
-                       envelope: [[UInt8]], _ call: inout Call) -> [UInt8]? {
+                       frames: [[UInt8]], envelope: [[UInt8]], _ call: inout Call) -> [UInt8]? {
         session.lastActive = call.now
         let fingerprint = ReplyCache.fingerprint(request)
+        let mark = call.output.events.count
         do throws(ProtocolError) {
             // A retry of a request already answered gets the same reply, and nothing runs twice.
             switch session.replies.lookup(request.id, request: fingerprint) {
             case .retry(let cached):
+                // A reply already given stays true wherever the session is now.
                 table.finish(session)
                 return cached
             case .notKept where method.changesNothing, .miss:
@@ -226,8 +259,108 @@ public final class Dispatcher {
             return ReplyEncoder.failure(id: request.id, error: error)
         }
         let reply = runAndRemember(method, request, params, fingerprint, &session, found: nil, &call)
+        if let shared {
+            // Written before the reply goes out; a copy found stale is dropped and the request
+            // answered again on the session as the store has it.
+            let outcome: StoreOutcome
+            if method == .sessionClose {
+                // Removed only by its holder: a stale copy is taken back first, then closed.
+                do throws(ProtocolError) {
+                    outcome = try shared.remove(session.id) ? .kept : store(&session, eventsFrom: mark, lost: true, &call)
+                } catch {
+                    outcome = store(&session, eventsFrom: mark, lost: true, &call, failure: error)
+                }
+            } else if method.changesNothing {
+                // A read answers from the local copy only if it is still the stored one.
+                do throws(ProtocolError) {
+                    outcome = try shared.confirm(&session, now: call.now) ? .kept : store(&session, eventsFrom: mark, lost: true, &call)
+                } catch {
+                    outcome = store(&session, eventsFrom: mark, lost: true, &call, failure: error)
+                }
+            } else {
+                outcome = store(&session, eventsFrom: mark, &call)
+            }
+            switch outcome {
+            case .kept:
+                break
+            case .failed(let error):
+                return ReplyEncoder.failure(id: request.id, error: error)
+            case .lost where !retaking:
+                retaking = true
+                defer { retaking = false }
+                return answer(request, frames: frames, envelope: envelope, &call)
+            case .lost:
+                return ReplyEncoder.failure(id: request.id, error: Self.moved(session.id))
+            }
+        }
         if method == .sessionClose { close(session, event: "session.closed", &call) } else { table.finish(session) }
         return reply
+    }
+
+    // MARK: Shared sessions
+
+    private enum StoreOutcome {
+        case kept
+        /// Another instance holds the session: the local copy was dropped.
+        case lost
+        /// The store could not be written: the local copy was dropped, unacknowledged.
+        case failed(ProtocolError)
+    }
+
+    private static func moved(_ id: String) -> ProtocolError {
+        ProtocolError(.unavailable, "session \"\(id)\" moved to another instance while this request ran; try again",
+                      data: ["reason": "sessionMoved", "session": .string(id)])
+    }
+
+    /// Writes a session that a request (or a timer) changed. Unless it was written, the change
+    /// is undone as far as anyone can see: the copy leaves the table, its timers go, and the
+    /// events it made since `mark` are not published.
+    /// `lost`: the caller already knows the copy is stale (with `failure`, that it could not
+    /// tell): nothing is written, the copy is only dropped.
+    private func store(_ session: inout ServiceSession, eventsFrom mark: Int, lost: Bool = false, _ call: inout Call,
+                       failure: ProtocolError? = nil) -> StoreOutcome {
+        let outcome: StoreOutcome
+        if let failure {
+            outcome = .failed(failure)
+        } else if lost {
+            outcome = .lost
+        } else {
+            outcome = write(&session, call)
+        }
+        if case .kept = outcome { return outcome }
+        drop(session.id, eventsFrom: mark, &call)
+        return outcome
+    }
+
+    /// Writes the session's next version to the store.
+    private func write(_ session: inout ServiceSession, _ call: Call) -> StoreOutcome {
+        guard let shared else { return .kept }
+        do throws(ProtocolError) {
+            return try shared.persist(&session, now: call.now) ? .kept : .lost
+        } catch {
+            return .failed(error)
+        }
+    }
+
+    /// Drops a local copy that was not written: out of the table, its timers gone, and the
+    /// events it made since `mark` not published.
+    private func drop(_ id: String, eventsFrom mark: Int, _ call: inout Call) {
+        let topic = Array("\(id).".utf8)
+        table.remove(id)
+        timers.cancel(session: id)
+        call.timers.removeAll { $0.session == id }
+        if mark < call.output.events.count {
+            call.output.events = Array(call.output.events[..<mark]) + call.output.events[mark...].filter { !$0[0].starts(with: topic) }
+        }
+    }
+
+    /// Puts a session taken over from the store in the table, with the timer of a timed
+    /// transition that was under way (started again: the old instance's clock is gone).
+    private func adopt(_ session: ServiceSession, _ call: inout Call) {
+        table.insert(session)
+        if let ticket = session.canvas.canvas.pendingTransition, case .timed(let milliseconds) = session.transitions {
+            call.timers.append(TransitionTimer(deadline: call.now + .milliseconds(milliseconds), session: session.id, ticket: ticket))
+        }
     }
 
     /// Sends the request off the loop first when it needs file or heavy work, the job taking the
@@ -303,8 +436,10 @@ public final class Dispatcher {
     private func fire(_ ticket: TransitionTicket, on id: String, _ call: inout Call) {
         guard var session = table.arrive(id, .timer(ticket)) else { return }
         // A transition a client already finished leaves a stale timer: nothing to do.
+        let mark = call.output.events.count
         if let actions = try? session.canvas.finishTransition(ticket) {
             canvas.executor.run(actions, &session, imageData: false, &call)
+            guard case .kept = store(&session, eventsFrom: mark, &call) else { return }
         }
         table.finish(session)
     }
@@ -330,11 +465,15 @@ public final class Dispatcher {
                     call.reply(documentReply(job, outcome, &call), to: job.envelope)
                     continue
                 }
+                let mark = call.output.events.count
                 let reply: [UInt8]
                 switch (job.kind, outcome) {
                 case (.canvas, .reply(let bytes)):
-                    reply = bytes
-                    session.replies.store(reply, for: job.request.id, request: fingerprint)
+                    // An encoding of what the session holds: nothing changed, nothing to store.
+                    session.replies.store(bytes, for: job.request.id, request: fingerprint)
+                    call.reply(bytes, to: job.envelope)
+                    resume(session, &call)
+                    continue
                 case (.canvas(let method), _):
                     reply = runAndRemember(method, job.request, Params(job.request.params), fingerprint, &session,
                                            found: outcome, &call)
@@ -342,8 +481,27 @@ public final class Dispatcher {
                     reply = documentReply(job, outcome, &call)
                     session.replies.store(reply, for: job.request.id, request: fingerprint)
                 }
-                call.reply(reply, to: job.envelope)
-                resume(session, &call)
+                guard shared != nil else {
+                    call.reply(reply, to: job.envelope)
+                    resume(session, &call)
+                    continue
+                }
+                // Written first, then given back to the table with its new version; a copy that
+                // was not written is then dropped, and what queued behind it runs on the session
+                // as the store has it.
+                let written = write(&session, call)
+                let queued = table.endJob(session)
+                switch written {
+                case .kept:
+                    call.reply(reply, to: job.envelope)
+                case .lost:
+                    drop(session.id, eventsFrom: mark, &call)
+                    call.reply(ReplyEncoder.failure(id: job.request.id, error: Self.moved(session.id)), to: job.envelope)
+                case .failed(let error):
+                    drop(session.id, eventsFrom: mark, &call)
+                    call.reply(ReplyEncoder.failure(id: job.request.id, error: error), to: job.envelope)
+                }
+                replay(queued, on: session.id, &call)
             }
         }
     }
@@ -374,14 +532,18 @@ public final class Dispatcher {
 
     /// Gives a session back after its job and replays what queued behind it, in order.
     private func resume(_ session: ServiceSession, _ call: inout Call) {
-        for work in table.endJob(session) {
+        replay(table.endJob(session), on: session.id, &call)
+    }
+
+    private func replay(_ queued: [QueuedWork], on id: String, _ call: inout Call) {
+        for work in queued {
             switch work {
             case .request(let frames, let envelope, let client):
                 call.client = client
                 call.connection = envelope.first
                 receive(frames, envelope: envelope, &call)
             case .timer(let ticket):
-                fire(ticket, on: session.id, &call)
+                fire(ticket, on: id, &call)
             }
         }
     }

@@ -11,6 +11,8 @@ struct ServerMethods {
     /// connection.
     let authenticated: Bool
     let logger: Logger
+    /// With several instances: where every session is written before it is acknowledged.
+    let shared: SharedSessions?
 
     static let serverName = "canvasd/0.2.0"
 
@@ -39,13 +41,26 @@ struct ServerMethods {
             throw ProtocolError(.unavailable, "this client has its maximum of \(limits.maxSessionsPerClient) sessions",
                                 data: ["limit": .integer(Int64(limits.maxSessionsPerClient))])
         }
-        let id = table.newID()
-        let session = ServiceSession(
-            id: id, owner: call.client, connection: call.connection,
-            canvas: CanvasSession(pencil: pencil, transitions: transitions, initialized: initialized),
-            transitions: transitions, size: size, resultImages: resultImages, lastActive: call.now,
-            replies: ReplyCache(capacity: limits.replyCacheSize, maxReplyBytes: limits.maxCachedReplyBytes,
-                                maxBytes: limits.maxCachedBytesPerSession))
+        func make(_ id: String) -> ServiceSession {
+            ServiceSession(
+                id: id, owner: call.client, connection: call.connection,
+                canvas: CanvasSession(pencil: pencil, transitions: transitions, initialized: initialized),
+                transitions: transitions, size: size, resultImages: resultImages, lastActive: call.now,
+                replies: ReplyCache(capacity: limits.replyCacheSize, maxReplyBytes: limits.maxCachedReplyBytes,
+                                    maxBytes: limits.maxCachedBytesPerSession))
+        }
+        var session = make(table.newID())
+        if let shared {
+            // Ids are random 64-bit numbers: one another instance already has is all but
+            // impossible, but it is told apart all the same.
+            var attempts = 1
+            while try !shared.create(&session, now: call.now) {
+                guard attempts < 3 else { throw ProtocolError(.unavailable, "no free session id; try again", data: ["reason": "sessionStore"]) }
+                attempts += 1
+                session = make(table.newID())
+            }
+        }
+        let id = session.id
         table.insert(session)
         logger.info("session opened", metadata: ["session": "\(id)", "transitions": "\(transitions)", "client": "\(call.client ?? "-")"])
         return [

@@ -1,3 +1,4 @@
+import Foundation
 public import CanvasProtocol
 
 /// Limits the service enforces; `hello` reports them so clients can stay inside.
@@ -75,6 +76,15 @@ public struct ServiceConfiguration: Sendable {
     public var security = ServiceSecurity.loopbackOnly
     /// ws:// endpoints for web pages, when they are served.
     public var web: WebConfiguration?
+    /// `redis://host:port/db`: sessions shared with other instances through Redis (nil: kept
+    /// in this process only).
+    public var sessionStore: String? = nil
+    /// This instance's name in the session store; unique among the instances sharing it.
+    public var instanceName = ServiceConfiguration.defaultInstanceName
+
+    public static var defaultInstanceName: String {
+        "\(ProcessInfo.processInfo.hostName)/\(ProcessInfo.processInfo.processIdentifier)"
+    }
 
     public init() {}
 }

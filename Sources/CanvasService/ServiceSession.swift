@@ -25,6 +25,10 @@ struct ServiceSession {
     var target: DocumentTarget?
     /// A stroke whose first parts came (`continued`), waiting for its last.
     var strokeParts: StrokeParts?
+    /// With a shared session store: the version of this session's last snapshot there, and
+    /// when it was written or its lease renewed.
+    var storedVersion: UInt64 = 0
+    var storedAt: ContinuousClock.Instant? = nil
 
     mutating func nextSeq() -> UInt64 {
         seq += 1
@@ -90,8 +94,17 @@ struct ReplyCache {
     }
 
     mutating func store(_ reply: [UInt8], for id: RequestID, request: [UInt8]) {
+        remember(reply.count <= maxReplyBytes ? reply : nil, for: id, request: request)
+    }
+
+    /// What is remembered, oldest first (nil: answered, the reply too large to keep).
+    var entries: [(id: RequestID, request: [UInt8], reply: [UInt8]?)] {
+        order.compactMap { id in replies[id].map { (id, $0.request, $0.reply) } }
+    }
+
+    /// Remembers an entry as `entries` gave it, for a session restored from a snapshot.
+    mutating func remember(_ kept: [UInt8]?, for id: RequestID, request: [UInt8]) {
         guard capacity > 0, replies[id] == nil else { return }
-        let kept = reply.count <= maxReplyBytes ? reply : nil
         replies[id] = (request, kept)
         order.append(id)
         bytes += request.count + (kept?.count ?? 0)

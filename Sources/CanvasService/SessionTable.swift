@@ -16,6 +16,8 @@ struct SessionTable {
 
     var count: Int { entries.count }
 
+    func contains(_ id: String) -> Bool { entries[id] != nil }
+
     /// An id no open session has.
     func newID() -> String {
         var id: String

@@ -23,20 +23,47 @@ struct LoadBench: ParsableCommand {
     @Option(help: "Pages of each client's document.") var pages = 20
     @Option(help: "Seconds to wait for any one reply before it counts as lost.") var replyTimeout = 60
     @Flag(help: "Run canvasd with CurveZMQ: a key pair per client, all allowed, every socket encrypted.") var curve = false
+    @Option(help: "Run canvasd with --session-store URL (redis://host:port/db).") var sessionStore: String?
+    @Option(help: "Load a running service (canvasd, or HAProxy in front of several) at this request endpoint instead of starting one.")
+    var connect: String?
+    @Option(help: "With --connect: its event endpoint.") var connectEvents: String?
+    @Option(help: "With --connect: the service's document folder, where each client's document is put.") var documents: String?
+    @Option(help: "With --connect: spread the clients over this many loopback source addresses (127.0.0.2 and up), so that HAProxy's source hash spreads them over the instances.")
+    var sources = 1
+
+    func validate() throws {
+        if connect != nil {
+            guard connectEvents != nil, documents != nil else { throw ValidationError("--connect needs --connect-events and --documents") }
+            guard !curve, sessionStore == nil else { throw ValidationError("--curve and --session-store start canvasd; not with --connect") }
+        }
+        guard (1...250).contains(sources) else { throw ValidationError("--sources must be 1 to 250") }
+    }
+
+    /// The endpoint as reached from client `index`'s source address.
+    func endpoint(_ endpoint: String, client index: Int) -> String {
+        guard sources > 1, endpoint.hasPrefix("tcp://") else { return endpoint }
+        let address = String(endpoint.dropFirst(6))
+        return "tcp://127.0.0.\(2 + index % sources):0;\(address)"
+    }
 
     func run() throws {
         let folder = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("canvas-load-\(getpid())")
-        let documents = folder.appendingPathComponent("documents")
+        let documents = self.documents.map { URL(fileURLWithPath: $0) } ?? folder.appendingPathComponent("documents")
         try FileManager.default.createDirectory(at: documents, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
         let template = folder.appendingPathComponent("template.pdf")
         try BenchDocuments.write(to: template, pages: pages, scanned: false, imageSide: 0)
         for client in 0..<clients {
-            try FileManager.default.copyItem(at: template, to: documents.appendingPathComponent(Self.document(client)))
+            let document = documents.appendingPathComponent(Self.document(client))
+            // A document of an earlier run starts over (its revisions too), so flattens count from 1.
+            try? FileManager.default.removeItem(at: document)
+            try? FileManager.default.removeItem(at: documents.appendingPathComponent(".canvas-revisions/\(Self.document(client))"))
+            try FileManager.default.copyItem(at: template, to: document)
         }
 
         let context = try ZMQContext()
-        let endpoint = "ipc://\(folder.path)/requests", events = "ipc://\(folder.path)/events"
+        let endpoint = connect ?? "ipc://\(folder.path)/requests", events = connectEvents ?? "ipc://\(folder.path)/events"
         var arguments = ["--endpoint", endpoint, "--events", events, "--documents", documents.path, "--log-level", "error",
                          "--keep-revisions", "3", "--max-sessions", "\(max(1_000, clients * 2))"]
         // With --curve: the server's pair, one pair per client (index `clients` is the subscribers'), all allowed.
@@ -54,9 +81,10 @@ struct LoadBench: ParsableCommand {
             }
             arguments += ["--curve-secret-key", folder.appendingPathComponent("server.key").path, "--allowed-keys", allowed.path]
         }
+        if let sessionStore { arguments += ["--session-store", sessionStore] }
         let credentials = keys
-        let canvasd = try Child(Sibling.path("canvasd"), arguments)
-        defer { canvasd.stop() }
+        let canvasd = connect == nil ? try Child(Sibling.path("canvasd"), arguments) : nil
+        defer { canvasd?.stop() }
         let probe = try CanvasClient(endpoint: endpoint, timeoutMilliseconds: 200, curve: keys[clients], context: context)
         var up = false
         for _ in 0..<50 where !up { if case .success? = try? probe.call("hello") { up = true } }
@@ -72,14 +100,14 @@ struct LoadBench: ParsableCommand {
         // A reading subscriber, to count what was published.
         let reader = EventCounter(context: context, endpoint: events, curve: keys[clients], prefix: curve ? "documents." : "")
         usleep(200_000)
-        let idleRSS = Memory.of(canvasd.process.processIdentifier)
+        let idleRSS = canvasd.map { Memory.of($0.process.processIdentifier) }
 
         let outcomes = Mutex<[ClientOutcome]>([])
         let clock = ContinuousClock()
         let start = clock.now
         let threads = (0..<clients).map { index in
             Thread { [self] in
-                let outcome = ClientRun(index: index, endpoint: endpoint, curve: credentials[index], context: context, requests: requests, window: window,
+                let outcome = ClientRun(index: index, endpoint: self.endpoint(endpoint, client: index), curve: credentials[index], context: context, requests: requests, window: window,
                                         flattenEvery: flattenEvery, pages: pages, timeoutSeconds: replyTimeout).run()
                 outcomes.withLock { $0.append(outcome) }
             }
@@ -88,7 +116,7 @@ struct LoadBench: ParsableCommand {
         while outcomes.withLock({ $0.count }) < clients { usleep(10_000) }
         let elapsed = clock.now - start
         let seconds = elapsed.seconds
-        let loadedRSS = Memory.of(canvasd.process.processIdentifier)
+        let loadedRSS = canvasd.map { Memory.of($0.process.processIdentifier) }
         let published = reader.stop()
 
         let all = outcomes.withLock { $0 }
@@ -97,8 +125,11 @@ struct LoadBench: ParsableCommand {
         let wrong = all.flatMap(\.wrong)
         let canvasLatency = Stats(all.flatMap(\.canvasMicroseconds)), flattenLatency = Stats(all.flatMap(\.flattenMicroseconds))
         let everything = Stats(all.flatMap(\.canvasMicroseconds) + all.flatMap(\.flattenMicroseconds))
-        print("load: \(clients) clients x \(requests) requests, \(window) in flight each, 1 in \(flattenEvery) a flatten of a \(pages)-page PDF"
-              + (curve ? ", CurveZMQ" : ""))
+        var title = "load: \(clients) clients x \(requests) requests, \(window) in flight each, 1 in \(flattenEvery) a flatten of a \(pages)-page PDF"
+        if curve { title += ", CurveZMQ" }
+        if sessionStore != nil { title += ", sessions in Redis" }
+        if let connect { title += ", through \(connect) from \(sources) source address" + (sources == 1 ? "" : "es") }
+        print(title)
         print("  replies: \(total) of \(clients * requests); lost \(lost), mismatched \(mismatched), wrong \(wrong.count)")
         print("  time \(format(seconds, 2)) s, throughput \(format(Double(total) / seconds, 0)) replies/s")
         print("  latency µs       p50       p90       p99       max")
@@ -106,7 +137,9 @@ struct LoadBench: ParsableCommand {
             let row = [50.0, 90, 99, 100].map { format(stats.percentile($0), 0) }
             print("  \(name.padding(toLength: 15, withPad: " ", startingAt: 0))" + row.map { String(repeating: " ", count: max(0, 10 - $0.count)) + $0 }.joined())
         }
-        print("  canvasd memory: \(format(idleRSS.rss)) MB resident idle, \(format(loadedRSS.rss)) MB after, peak \(format(loadedRSS.peak)) MB")
+        if let idleRSS, let loadedRSS {
+            print("  canvasd memory: \(format(idleRSS.rss)) MB resident idle, \(format(loadedRSS.rss)) MB after, peak \(format(loadedRSS.peak)) MB")
+        }
         print("  events: \(published) read by a live subscriber\(curve ? " of the documents topic" : ""); a stalled subscriber "
               + "(queue of 100, never read) was connected throughout")
         for problem in wrong.prefix(5) { print("  WRONG: \(problem)") }

@@ -68,6 +68,13 @@ struct Canvasd: ParsableCommand {
     @Option(name: .customLong("log-level"), help: "The least severe messages logged.")
     var logLevel = Logger.Level.info
 
+    @Option(name: .customLong("session-store"),
+            help: "redis://host:port/db: share sessions with other instances through Redis (see README, Running several instances).")
+    var sessionStore: String?
+
+    @Option(name: .customLong("instance"), help: "This instance's name in the session store (default: host/pid).")
+    var instance: String?
+
     func validate() throws {
         guard idleTimeout > 0 else { throw ValidationError("--idle-timeout must be positive") }
         guard maxUploadBytes > 0 else { throw ValidationError("--max-upload-bytes must be positive") }
@@ -103,6 +110,8 @@ struct Canvasd: ParsableCommand {
         configuration.limits.maxSessions = maxSessions
         configuration.limits.maxUploadBytes = maxUploadBytes
         configuration.limits.maxSessionsPerClient = maxSessionsPerClient
+        configuration.sessionStore = sessionStore
+        if let instance { configuration.instanceName = instance }
         if let curveSecretKey, let allowedKeys {
             do {
                 configuration.security = .curve(server: try CurveKeyFile.keyPair(at: curveSecretKey),

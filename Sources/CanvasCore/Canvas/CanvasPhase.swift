@@ -10,7 +10,7 @@ public enum CanvasPhase: String, Codable, Sendable, CaseIterable {
 }
 
 /// How the canvas animates between open and minimized (or closed and open).
-public enum TransitionMode: Hashable, Sendable {
+public enum TransitionMode: Hashable, Sendable, Codable {
     /// No animation: open and minimize take effect at once.
     case instant
     /// The canvas stays in `opening` or `minimizing` until `finishTransition`.
@@ -20,7 +20,7 @@ public enum TransitionMode: Hashable, Sendable {
 }
 
 /// Names one transition, so a timer that fires late cannot finish a later one.
-public struct TransitionTicket: Hashable, Sendable, CustomStringConvertible {
+public struct TransitionTicket: Hashable, Sendable, Codable, CustomStringConvertible {
     public let number: UInt64
     public init(number: UInt64) { self.number = number }
     public var description: String { "transition #\(number)" }

@@ -2,8 +2,11 @@
 ///
 /// Each command switches over the whole state and returns the actions it calls for, or
 /// throws a `CanvasRejection` and changes nothing.
-public struct CanvasStateMachine: Hashable, Sendable {
-    private enum State: Hashable, Sendable {
+///
+/// Codable so a session can move between service instances: what it encodes restores the
+/// machine exactly, the transition under way and the tickets issued included.
+public struct CanvasStateMachine: Hashable, Sendable, Codable {
+    private enum State: Hashable, Sendable, Codable {
         case closed
         case opening(EditableDrawing, TransitionTicket)
         case open(EditableDrawing)

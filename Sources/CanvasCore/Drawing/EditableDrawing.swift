@@ -113,3 +113,111 @@ public struct EditableDrawing: Hashable, Sendable {
         drawing = next
     }
 }
+
+/// The drawing and its whole history, with each stroke and text written once: the versions in
+/// the history share most of their strokes, so writing each version in full would grow with
+/// the square of the edits. A version is its strokes and texts as indexes into the two tables,
+/// each list written as a change from the version before it in the chain undo (oldest first),
+/// current, redo (next first): how many of the previous list it keeps, then what follows. An
+/// edit appends, or changes near the end, so each version costs a few numbers.
+extension EditableDrawing: Codable {
+    private enum CodingKeys: String, CodingKey { case strokes, texts, drawing, undo, redo, historyLimit }
+
+    /// Indexes of one version's strokes (`s`) and texts (`t`).
+    private struct Version {
+        var s: [Int]
+        var t: [Int]
+    }
+
+    /// A list as the previous one's first `keep` elements, then `add`.
+    private struct Delta: Codable {
+        var keep: Int
+        var add: [Int]
+
+        init(_ list: [Int], after previous: [Int]) {
+            var keep = 0
+            while keep < list.count && keep < previous.count && list[keep] == previous[keep] { keep += 1 }
+            self.keep = keep
+            add = Array(list[keep...])
+        }
+
+        func apply(to previous: [Int]) -> [Int]? {
+            guard keep >= 0, keep <= previous.count else { return nil }
+            return Array(previous[..<keep]) + add
+        }
+    }
+
+    private struct VersionDelta: Codable {
+        var s: Delta
+        var t: Delta
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        // Each version against the one before it in the chain: the common prefix is found with
+        // `==`, which for strokes that share storage (as versions do) is an identity check, so
+        // no stroke is hashed or compared point by point; what follows is added to the tables.
+        var strokes: [Stroke] = [], texts: [TextAnnotation] = []
+        var previous = Version(s: [], t: []), previousDrawing = Drawing.empty
+        func delta<Element: Equatable>(_ list: [Element], after old: [Element], oldIndexes: [Int],
+                                       table: inout [Element]) -> (Delta, [Int]) {
+            var keep = 0
+            while keep < list.count && keep < old.count && list[keep] == old[keep] { keep += 1 }
+            var add: [Int] = []
+            add.reserveCapacity(list.count - keep)
+            for element in list[keep...] {
+                table.append(element)
+                add.append(table.count - 1)
+            }
+            var delta = Delta([], after: [])
+            delta.keep = keep
+            delta.add = add
+            return (delta, Array(oldIndexes[..<keep]) + add)
+        }
+        func delta(_ drawing: Drawing) -> VersionDelta {
+            let (s, strokeIndexes) = delta(drawing.strokes, after: previousDrawing.strokes, oldIndexes: previous.s, table: &strokes)
+            let (t, textIndexes) = delta(drawing.texts, after: previousDrawing.texts, oldIndexes: previous.t, table: &texts)
+            previous = Version(s: strokeIndexes, t: textIndexes)
+            previousDrawing = drawing
+            return VersionDelta(s: s, t: t)
+        }
+        let undo = undoStack.map(delta), current = delta(drawing), redo = redoStack.reversed().map(delta)
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(strokes.map(StrokeArchive.init), forKey: .strokes)
+        try container.encode(texts, forKey: .texts)
+        try container.encode(undo, forKey: .undo)
+        try container.encode(current, forKey: .drawing)
+        try container.encode(redo, forKey: .redo)
+        try container.encode(historyLimit, forKey: .historyLimit)
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        let strokes: [Stroke]
+        do {
+            strokes = try container.decode([StrokeArchive].self, forKey: .strokes).map { try $0.stroke() }
+        } catch let error as DrawingValidationError {
+            throw DecodingError.dataCorruptedError(forKey: .strokes, in: container, debugDescription: error.description)
+        }
+        let texts = try container.decode([TextAnnotation].self, forKey: .texts)
+        var previous = Version(s: [], t: [])
+        func drawing(_ delta: VersionDelta) throws -> Drawing {
+            guard let s = delta.s.apply(to: previous.s), let t = delta.t.apply(to: previous.t),
+                  s.allSatisfy(strokes.indices.contains), t.allSatisfy(texts.indices.contains) else {
+                throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath,
+                                                        debugDescription: "a version names a stroke or text that is not in the tables"))
+            }
+            previous = Version(s: s, t: t)
+            return Drawing(strokes: s.map { strokes[$0] }, texts: t.map { texts[$0] })
+        }
+        let limit = try container.decode(Int.self, forKey: .historyLimit)
+        guard limit >= 0 else {
+            throw DecodingError.dataCorruptedError(forKey: .historyLimit, in: container, debugDescription: "negative history limit")
+        }
+        let undo = try container.decode([VersionDelta].self, forKey: .undo).map(drawing)
+        let current = try drawing(container.decode(VersionDelta.self, forKey: .drawing))
+        let redo = try container.decode([VersionDelta].self, forKey: .redo).map(drawing)
+        self.init(current, historyLimit: limit)
+        undoStack = undo
+        redoStack = redo.reversed()
+    }
+}

@@ -13,12 +13,14 @@ public enum IgnoreReason: String, Codable, Sendable, CaseIterable {
 /// The pencil's side of a double-tap: whether there is a gesture at all, and what it means.
 ///
 /// It knows nothing of the canvas but whether it is open; `CanvasSession` combines the two.
-public struct PencilInteraction: Hashable, Sendable {
+public struct PencilInteraction: Hashable, Sendable, Codable {
     public var configuration: PencilConfiguration
     public private(set) var initialized: Bool
     public private(set) var tools = ToolSelection()
 
     /// What a double-tap comes to, before the canvas has its say.
+    private enum CodingKeys: String, CodingKey { case configuration, initialized, tools }
+
     public enum Decision: Hashable, Sendable {
         /// Toggle the canvas (it may still refuse while animating).
         case toggle

@@ -1,0 +1,154 @@
+import CanvasCore
+import CanvasProtocol
+import Foundation
+
+/// A session as a shared session store keeps it: everything a client was told, so that another
+/// instance that takes the session over answers the next requests exactly as this one would
+/// have. That is the canvas (state, drawing with its undo and redo history, pencil set-up and
+/// tools, transition under way), the event sequence number, the owner, the document target,
+/// the size and image settings, and the reply cache, so that a retry of an answered request is
+/// answered from it again instead of running twice. Not kept: the connection that opened it and
+/// the idle clock, which belong to the instance.
+///
+/// Written as `CBS1`, the length of the JSON part (4 bytes, big-endian), the JSON part (this
+/// struct), then the reply cache as binary entries: the cached replies are most of the bytes,
+/// and as JSON strings they would be escaped or base64-encoded on every write.
+struct SessionSnapshot: Codable {
+    /// Bumped when the encoding changes incompatibly; a snapshot of another format is refused.
+    static let currentFormat = 1
+    static let magic = Array("CBS1".utf8)
+
+    struct Size: Codable { var width: Int, height: Int }
+    struct Target: Codable { var name: String, page: Int }
+
+    var format: Int
+    var id: String
+    var owner: String?
+    var canvas: CanvasSession
+    var transitions: TransitionMode
+    var size: Size?
+    var resultImages: Bool
+    var seq: UInt64
+    var target: Target?
+
+    init(_ session: ServiceSession) {
+        format = Self.currentFormat
+        id = session.id
+        owner = session.owner
+        canvas = session.canvas
+        transitions = session.transitions
+        size = session.size.map { Size(width: $0.width, height: $0.height) }
+        resultImages = session.resultImages
+        seq = session.seq
+        target = session.target.map { Target(name: $0.name, page: $0.page) }
+    }
+
+    static func encode(_ session: ServiceSession) throws -> [UInt8] {
+        let json = try JSONEncoder().encode(SessionSnapshot(session))
+        var out = magic
+        out.reserveCapacity(json.count + 4096)
+        append(UInt32(json.count), to: &out)
+        out.append(contentsOf: json)
+        for entry in session.replies.entries {
+            switch entry.id {
+            case .integer(let number):
+                out.append(0)
+                append(UInt64(bitPattern: number), to: &out)
+            case .string(let text):
+                out.append(1)
+                append(Array(text.utf8), to: &out)
+            }
+            append(entry.request, to: &out)
+            if let reply = entry.reply {
+                out.append(1)
+                append(reply, to: &out)
+            } else {
+                out.append(0)
+            }
+        }
+        return out
+    }
+
+    private static func append<T: FixedWidthInteger>(_ value: T, to out: inout [UInt8]) {
+        withUnsafeBytes(of: value.bigEndian) { out.append(contentsOf: $0) }
+    }
+
+    private static func append(_ bytes: [UInt8], to out: inout [UInt8]) {
+        append(UInt32(bytes.count), to: &out)
+        out.append(contentsOf: bytes)
+    }
+
+    /// Reads the binary part, every length checked against what is left.
+    private struct Reader {
+        let bytes: [UInt8]
+        var offset: Int
+
+        var atEnd: Bool { offset == bytes.count }
+
+        mutating func take(_ count: Int) throws(DecodeError) -> ArraySlice<UInt8> {
+            guard count >= 0, bytes.count - offset >= count else { throw .unreadable("the snapshot ends early") }
+            defer { offset += count }
+            return bytes[offset..<offset + count]
+        }
+
+        mutating func integer<T: FixedWidthInteger>(_: T.Type) throws(DecodeError) -> T {
+            try take(MemoryLayout<T>.size).reduce(T.zero) { $0 << 8 | T($1) }
+        }
+
+        mutating func block() throws(DecodeError) -> [UInt8] {
+            Array(try take(Int(try integer(UInt32.self))))
+        }
+    }
+
+    enum DecodeError: Error, CustomStringConvertible {
+        case format(Int)
+        case otherSession(String)
+        case unreadable(String)
+        var description: String {
+            switch self {
+            case .format(let format): return "snapshot format \(format); this canvasd reads \(SessionSnapshot.currentFormat)"
+            case .otherSession(let id): return "the snapshot is of session \(id)"
+            case .unreadable(let reason): return reason
+            }
+        }
+    }
+
+    /// The session a snapshot holds, as this instance will run it from `now`.
+    static func decode(_ bytes: [UInt8], session id: String, connection: [UInt8]?, now: ContinuousClock.Instant,
+                       limits: Limits) throws(DecodeError) -> ServiceSession {
+        guard bytes.starts(with: magic) else { throw .unreadable("not a session snapshot") }
+        var reader = Reader(bytes: bytes, offset: magic.count)
+        let json = try reader.block()
+        let snapshot: SessionSnapshot
+        do {
+            snapshot = try JSONDecoder().decode(SessionSnapshot.self, from: Data(json))
+        } catch {
+            throw .unreadable("\(error)")
+        }
+        guard snapshot.format == currentFormat else { throw .format(snapshot.format) }
+        guard snapshot.id == id else { throw .otherSession(snapshot.id) }
+        var replies = ReplyCache(capacity: limits.replyCacheSize, maxReplyBytes: limits.maxCachedReplyBytes,
+                                 maxBytes: limits.maxCachedBytesPerSession)
+        while !reader.atEnd {
+            let requestID: RequestID
+            switch try reader.integer(UInt8.self) {
+            case 0: requestID = .integer(Int64(bitPattern: try reader.integer(UInt64.self)))
+            case 1: requestID = .string(String(decoding: try reader.block(), as: UTF8.self))
+            default: throw .unreadable("a reply cache entry of unknown kind")
+            }
+            let request = try reader.block()
+            let reply: [UInt8]?
+            switch try reader.integer(UInt8.self) {
+            case 0: reply = nil
+            case 1: reply = try reader.block()
+            default: throw .unreadable("a reply cache entry of unknown kind")
+            }
+            replies.remember(reply, for: requestID, request: request)
+        }
+        return ServiceSession(
+            id: snapshot.id, owner: snapshot.owner, connection: connection, canvas: snapshot.canvas,
+            transitions: snapshot.transitions, size: snapshot.size.map { ($0.width, $0.height) },
+            resultImages: snapshot.resultImages, lastActive: now, seq: snapshot.seq, replies: replies,
+            target: snapshot.target.map { DocumentTarget(name: $0.name, page: $0.page) })
+    }
+}

@@ -1,0 +1,129 @@
+import CanvasProtocol
+import Logging
+import SessionStore
+
+/// Sessions shared by several canvasd instances through a session store (Redis).
+///
+/// Every acknowledged change to a session is written as a new version before its reply goes
+/// out; an instance that gets a request for a session it does not hold takes it over from the
+/// store. The store's compare-and-set (on version and holder) means that of two instances that
+/// both hold a copy, only the one that took it over last can write, so no change is ever
+/// acknowledged on a stale copy. The loop's thread is the only user.
+final class SharedSessions {
+    private let store: SessionSnapshotStore
+    private let limits: Limits
+    private let logger: Logger
+
+    init(store: SessionSnapshotStore, limits: Limits, logger: Logger) {
+        self.store = store
+        self.limits = limits
+        self.logger = logger
+    }
+
+    var instance: String { store.instance }
+
+    private func unavailable(_ error: any Error, _ session: String) -> ProtocolError {
+        logger.error("session store failed", metadata: ["session": "\(session)", "error": "\(error)"])
+        return ProtocolError(.unavailable, "the session store did not answer; try again", data: ["reason": "sessionStore"])
+    }
+
+    private func encode(_ session: ServiceSession) throws(ProtocolError) -> [UInt8] {
+        do {
+            return try SessionSnapshot.encode(session)
+        } catch {
+            logger.critical("session not encoded", metadata: ["session": "\(session.id)", "error": "\(error)"])
+            throw ProtocolError(.internal, "the session could not be written out")
+        }
+    }
+
+    /// Stores a new session at version 1. False when another instance has a session of that id.
+    func create(_ session: inout ServiceSession, now: ContinuousClock.Instant) throws(ProtocolError) -> Bool {
+        let bytes = try encode(session)
+        do {
+            guard try store.create(session.id, owner: session.owner, snapshot: bytes) else { return false }
+        } catch {
+            throw unavailable(error, session.id)
+        }
+        session.storedVersion = 1
+        session.storedAt = now
+        return true
+    }
+
+    /// Writes the session's next version. False when the copy is stale (another instance took
+    /// the session over, or it expired in the store): it must then be dropped, unacknowledged.
+    func persist(_ session: inout ServiceSession, now: ContinuousClock.Instant) throws(ProtocolError) -> Bool {
+        let bytes = try encode(session)
+        let outcome: SessionSnapshotStore.WriteOutcome
+        do {
+            outcome = try store.write(session.id, snapshot: bytes, expected: session.storedVersion)
+        } catch {
+            throw unavailable(error, session.id)
+        }
+        switch outcome {
+        case .written(let version):
+            session.storedVersion = version
+            session.storedAt = now
+            return true
+        case .lost(let holder, let version):
+            logger.notice("session moved: the local copy is dropped", metadata: [
+                "session": "\(session.id)", "holder": "\(holder ?? "-")", "version": "\(version.map(String.init) ?? "-")",
+                "localVersion": "\(session.storedVersion)",
+            ])
+            return false
+        }
+    }
+
+    /// Whether the local copy is still the session as stored, for a request that only reads it
+    /// (renewing its lease, since a session only read is still in use). False: another instance
+    /// took it over.
+    func confirm(_ session: inout ServiceSession, now: ContinuousClock.Instant) throws(ProtocolError) -> Bool {
+        do {
+            guard try store.confirm(session.id, expected: session.storedVersion) else { return false }
+        } catch {
+            throw unavailable(error, session.id)
+        }
+        session.storedAt = now
+        return true
+    }
+
+    /// The session as last acknowledged by whichever instance held it, now held here; nil when
+    /// there is none (or it is another client's).
+    func takeOver(_ id: String, owner: String?, connection: [UInt8]?, now: ContinuousClock.Instant) throws(ProtocolError) -> ServiceSession? {
+        let snapshot: SessionSnapshotStore.Snapshot?
+        do {
+            snapshot = try store.takeOver(id, owner: owner)
+        } catch {
+            throw unavailable(error, id)
+        }
+        guard let snapshot else { return nil }
+        do {
+            var session = try SessionSnapshot.decode(snapshot.bytes, session: id, connection: connection, now: now, limits: limits)
+            session.storedVersion = snapshot.version
+            session.storedAt = now
+            logger.info("session taken over", metadata: ["session": "\(id)", "version": "\(snapshot.version)", "seq": "\(session.seq)"])
+            return session
+        } catch {
+            logger.error("session snapshot unreadable", metadata: ["session": "\(id)", "error": "\(error)"])
+            throw ProtocolError(.internal, "the stored session could not be read", data: ["session": .string(id)])
+        }
+    }
+
+    /// Removes a closed session from the store. False when another instance holds it.
+    func remove(_ id: String) throws(ProtocolError) -> Bool {
+        do {
+            return try store.remove(id)
+        } catch {
+            throw unavailable(error, id)
+        }
+    }
+
+    /// The owner a session was opened by ("" without authentication), nil if there is none.
+    func owner(of id: String) -> String? {
+        do {
+            return try store.owner(of: id)
+        } catch {
+            logger.warning("session owner not read", metadata: ["session": "\(id)", "error": "\(error)"])
+            return nil
+        }
+    }
+}

@@ -1,0 +1,204 @@
+import CHiredis
+import Foundation
+
+/// Where Redis is: `redis://[:password@]host[:port][/db]`.
+public struct RedisURL: Sendable, Hashable, CustomStringConvertible {
+    public var host: String
+    public var port: Int
+    public var database: Int
+    public var password: String?
+
+    public init(_ text: String) throws(RedisError) {
+        guard let url = URLComponents(string: text), url.scheme == "redis", let host = url.host, !host.isEmpty else {
+            throw RedisError(doing: "reading the session store address \"\(text)\"",
+                             cause: .badAddress("expected redis://host[:port][/db]"))
+        }
+        self.host = host
+        port = url.port ?? 6379
+        password = url.password.flatMap { $0.isEmpty ? nil : $0 }
+        let path = url.path.drop { $0 == "/" }
+        if path.isEmpty {
+            database = 0
+        } else if let number = Int(path), number >= 0 {
+            database = number
+        } else {
+            throw RedisError(doing: "reading the session store address \"\(text)\"",
+                             cause: .badAddress("the database \"\(path)\" is not a number"))
+        }
+    }
+
+    /// The address without its password, for logs.
+    public var description: String { "redis://\(host):\(port)/\(database)" }
+}
+
+/// A failure talking to Redis: what was being done, and why.
+public struct RedisError: Error, Sendable, CustomStringConvertible {
+    public enum Cause: Sendable, Equatable {
+        case badAddress(String)
+        /// hiredis's error code (REDIS_ERR_IO, _EOF, _PROTOCOL, …) and text; for I/O errors
+        /// the text is strerror of the errno.
+        case connection(code: Int32, message: String)
+        /// An error reply from the server (`-ERR …`, `-NOSCRIPT …`).
+        case server(String)
+        /// A reply of a shape the caller did not expect.
+        case unexpectedReply(String)
+    }
+
+    public let doing: String
+    public let cause: Cause
+
+    public init(doing: String, cause: Cause) {
+        self.doing = doing
+        self.cause = cause
+    }
+
+    public var description: String {
+        switch cause {
+        case .badAddress(let message): return "\(doing): \(message)"
+        case .connection(let code, let message): return "\(doing): \(message) (hiredis error \(code))"
+        case .server(let message): return "\(doing): Redis answered \(message)"
+        case .unexpectedReply(let message): return "\(doing): unexpected reply \(message)"
+        }
+    }
+}
+
+/// A reply from Redis; error replies are thrown instead.
+public enum RedisValue: Sendable, Hashable {
+    case bytes([UInt8])
+    case integer(Int64)
+    case array([RedisValue])
+    case status(String)
+    case null
+
+    public var string: String? {
+        switch self {
+        case .bytes(let bytes): return String(decoding: bytes, as: UTF8.self)
+        case .status(let text): return text
+        case .integer(let value): return String(value)
+        case .array, .null: return nil
+        }
+    }
+}
+
+/// One blocking connection to Redis, over hiredis.
+///
+/// Not thread-safe: one owner at a time (canvasd's serving loop). A connection that failed is
+/// thrown away and made again on the next command; a command is never sent twice by this
+/// layer, since a write whose reply was lost may or may not have happened.
+public final class RedisConnection {
+    public let url: RedisURL
+    private let timeout: Duration
+    private var context: UnsafeMutablePointer<redisContext>?
+
+    public init(url: RedisURL, timeout: Duration = .seconds(2)) throws(RedisError) {
+        self.url = url
+        self.timeout = timeout
+        try connect()
+    }
+
+    deinit {
+        if let context { redisFree(context) }
+    }
+
+    private var timeval: timeval {
+        let (seconds, attoseconds) = timeout.components
+        return Glibc.timeval(tv_sec: Int(seconds), tv_usec: Int(attoseconds / 1_000_000_000_000))
+    }
+
+    private func connect() throws(RedisError) {
+        let doing = "connecting to the session store at \(url)"
+        guard let made = redisConnectWithTimeout(url.host, Int32(url.port), timeval) else {
+            throw RedisError(doing: doing, cause: .connection(code: -1, message: "hiredis could not allocate a context"))
+        }
+        if made.pointee.err != 0 {
+            let error = Self.contextError(made, doing: doing)
+            redisFree(made)
+            throw error
+        }
+        redisSetTimeout(made, timeval)
+        context = made
+        do {
+            if let password = url.password { _ = try command(["AUTH", password], doing: "authenticating to \(url)") }
+            if url.database != 0 { _ = try command(["SELECT", String(url.database)], doing: "selecting database \(url.database)") }
+        } catch {
+            drop()
+            throw error
+        }
+    }
+
+    private func drop() {
+        if let context { redisFree(context) }
+        context = nil
+    }
+
+    private static func contextError(_ context: UnsafeMutablePointer<redisContext>, doing: String) -> RedisError {
+        let message = withUnsafeBytes(of: context.pointee.errstr) { raw in
+            String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+        }
+        return RedisError(doing: doing, cause: .connection(code: context.pointee.err, message: message))
+    }
+
+    /// Sends one command (each argument binary-safe) and waits for its reply.
+    public func command(_ arguments: [String], doing: String) throws(RedisError) -> RedisValue {
+        try command(arguments.map { Array($0.utf8) }, doing: doing)
+    }
+
+    public func command(_ arguments: [[UInt8]], doing: String) throws(RedisError) -> RedisValue {
+        if context == nil { try connect() }
+        guard let context else { preconditionFailure("connected above") }
+        // One buffer for every argument, so each has a stable address for the call; the
+        // trailing zero keeps it non-empty, so even an empty argument has an address.
+        var joined: [UInt8] = []
+        joined.reserveCapacity(arguments.reduce(1) { $0 + $1.count })
+        for argument in arguments { joined.append(contentsOf: argument) }
+        joined.append(0)
+        let lengths = arguments.map(\.count)
+        let raw: UnsafeMutableRawPointer? = joined.withUnsafeBufferPointer { buffer in
+            let base = UnsafeRawPointer(buffer.baseAddress!).assumingMemoryBound(to: CChar.self)
+            var offset = 0
+            var pointers: [UnsafePointer<CChar>?] = []
+            pointers.reserveCapacity(lengths.count)
+            for length in lengths {
+                pointers.append(base + offset)
+                offset += length
+            }
+            return pointers.withUnsafeMutableBufferPointer { argv in
+                lengths.withUnsafeBufferPointer { argvlen in
+                    redisCommandArgv(context, Int32(lengths.count), argv.baseAddress, argvlen.baseAddress)
+                }
+            }
+        }
+        guard let raw else {
+            let error = Self.contextError(context, doing: doing)
+            drop()   // the connection is unusable after an I/O or protocol error
+            throw error
+        }
+        defer { freeReplyObject(raw) }
+        return try Self.value(raw.assumingMemoryBound(to: redisReply.self), doing: doing)
+    }
+
+    private static func value(_ reply: UnsafeMutablePointer<redisReply>, doing: String) throws(RedisError) -> RedisValue {
+        let r = reply.pointee
+        func bytes() -> [UInt8] {
+            guard let str = r.str, r.len > 0 else { return [] }
+            return Array(UnsafeRawBufferPointer(start: str, count: Int(r.len)))
+        }
+        switch r.type {
+        case REDIS_REPLY_STRING: return .bytes(bytes())
+        case REDIS_REPLY_INTEGER: return .integer(Int64(r.integer))
+        case REDIS_REPLY_NIL: return .null
+        case REDIS_REPLY_STATUS: return .status(String(decoding: bytes(), as: UTF8.self))
+        case REDIS_REPLY_ERROR: throw RedisError(doing: doing, cause: .server(String(decoding: bytes(), as: UTF8.self)))
+        case REDIS_REPLY_ARRAY:
+            var elements: [RedisValue] = []
+            elements.reserveCapacity(Int(r.elements))
+            for index in 0..<Int(r.elements) {
+                guard let element = r.element[index] else { elements.append(.null); continue }
+                elements.append(try value(element, doing: doing))
+            }
+            return .array(elements)
+        default:
+            throw RedisError(doing: doing, cause: .unexpectedReply("of type \(r.type)"))
+        }
+    }
+}

@@ -1,0 +1,57 @@
+@testable import CanvasService
+import CanvasCore
+import CanvasProtocol
+import Testing
+
+@Suite("session snapshot codec")
+struct SessionSnapshotTests {
+    static func session() throws -> ServiceSession {
+        var canvas = CanvasSession(transitions: .timed(milliseconds: 250))
+        _ = try canvas.open()
+        var session = ServiceSession(
+            id: "5eed", owner: "alice-key", connection: [1, 2], canvas: canvas, transitions: .timed(milliseconds: 250),
+            size: (640, 480), resultImages: true, lastActive: .now, seq: 41,
+            replies: ReplyCache(capacity: 4, maxReplyBytes: 10), target: DocumentTarget(name: "notes.pdf", page: 2))
+        session.replies.store(Array(#"{"id":1}"#.utf8), for: .integer(-1), request: Array("r1".utf8))
+        session.replies.store(Array("0123456789ABCDEF".utf8), for: .string("big"), request: Array("r2".utf8))   // too large: not kept
+        session.replies.store([0, 255, 13, 10], for: .string("é\u{0}"), request: [])
+        return session
+    }
+
+    @Test("everything acknowledged comes back; the connection and idle clock are the new instance's")
+    func roundTrip() throws {
+        let original = try Self.session()
+        let bytes = try SessionSnapshot.encode(original)
+        let later = ContinuousClock.now + .seconds(5)
+        let restored = try SessionSnapshot.decode(bytes, session: "5eed", connection: [9], now: later, limits: Limits())
+        #expect(restored.owner == "alice-key" && restored.canvas == original.canvas && restored.seq == 41)
+        #expect(restored.size! == (640, 480) && restored.resultImages && restored.transitions == .timed(milliseconds: 250))
+        #expect(restored.target?.name == "notes.pdf" && restored.target?.page == 2)
+        #expect(restored.connection == [9] && restored.lastActive == later)
+        #expect(restored.replies.entries.map(\.id) == original.replies.entries.map(\.id))
+        #expect(restored.replies.entries.map(\.request) == original.replies.entries.map(\.request))
+        #expect(restored.replies.entries.map(\.reply) == original.replies.entries.map(\.reply))
+        #expect(restored.replies.entries[1].reply == nil)
+        guard case .retry(let reply) = restored.replies.lookup(.string("é\u{0}"), request: []) else {
+            Issue.record("the cached reply was not restored")
+            return
+        }
+        #expect(reply == [0, 255, 13, 10])
+    }
+
+    @Test("a snapshot cut short, of another session or not a snapshot at all is refused")
+    func refused() throws {
+        let bytes = try SessionSnapshot.encode(try Self.session())
+        for cut in [4, 8, bytes.count / 2, bytes.count - 1] {
+            #expect(throws: SessionSnapshot.DecodeError.self) {
+                try SessionSnapshot.decode(Array(bytes[..<cut]), session: "5eed", connection: nil, now: .now, limits: Limits())
+            }
+        }
+        #expect(throws: SessionSnapshot.DecodeError.self) {
+            try SessionSnapshot.decode(bytes, session: "other", connection: nil, now: .now, limits: Limits())
+        }
+        #expect(throws: SessionSnapshot.DecodeError.self) {
+            try SessionSnapshot.decode(Array("{}".utf8), session: "5eed", connection: nil, now: .now, limits: Limits())
+        }
+    }
+}

@@ -1,0 +1,154 @@
+import CanvasClient
+import CanvasProtocol
+import Foundation
+import SessionStore
+import Testing
+import TestSupport
+
+/// Two real canvasd processes sharing one real Redis: a session moves from one to the other
+/// when the first is killed, exactly as last acknowledged.
+@Suite("sessions shared through Redis", .serialized)
+struct SharedSessionTests {
+    /// Sends a request with a chosen id and returns the parsed reply.
+    static func send(_ client: CanvasClient, id: Int64, _ method: String, _ params: [String: JSONValue] = [:],
+                     session: String?) throws -> JSONValue {
+        let request = Request(id: .integer(id), method: method, params: params, session: session)
+        return try client.exchange([JSONCodec.serialize(request.json)], method: method)
+    }
+
+    static let stroke: [String: JSONValue] = [
+        "tool": "pen", "color": "blue", "width": 3,
+        "points": [["x": 10, "y": 20, "pressure": 0.5], ["x": 30.25, "y": 40.5]],
+    ]
+
+    @Test("a killed instance's session is answered by another: retries from the cache, drawing, history and seq as acknowledged")
+    func failover() throws {
+        let redis = try RedisProcess()
+        let a = try LiveServer(arguments: ["--session-store", redis.url, "--instance", "a"])
+        let b = try LiveServer(arguments: ["--session-store", redis.url, "--instance", "b"])
+        defer { a.stop(); b.stop() }
+        let toA = try a.client(), toB = try b.client()
+
+        let opened = try Self.send(toA, id: 1, "session.open", ["transitions": "instant"], session: nil)
+        let session = try #require(opened["result"]?["session"]?.stringValue)
+        _ = try Self.send(toA, id: 2, "canvas.open", session: session)
+        for id in Int64(3)...5 { _ = try Self.send(toA, id: id, "drawing.addStroke", Self.stroke, session: session) }
+        _ = try Self.send(toA, id: 6, "drawing.undo", session: session)
+        let tapped = try Self.send(toA, id: 7, "pencil.doubleTap", session: session)   // minimized
+        #expect(tapped["result"]?["outcome"] == "minimized")
+        let reopened = try Self.send(toA, id: 8, "pencil.doubleTap", session: session)
+        let drawingOnA = try Self.send(toA, id: 9, "drawing.get", session: session)
+        let stateOnA = try Self.send(toA, id: 10, "canvas.state", session: session)
+        let seq = try #require(stateOnA["result"]?["seq"]?.integerValue)
+
+        let events = try EventSubscriber(endpoint: b.events, prefix: "\(session).")
+        _ = try events.next(timeoutMilliseconds: 200)
+        kill(a.process.processIdentifier, SIGKILL)
+        a.process.waitUntilExit()
+
+        // A retry of an answered request: the same reply, and nothing runs twice.
+        #expect(try Self.send(toB, id: 8, "pencil.doubleTap", session: session) == reopened)
+        #expect(try Self.send(toB, id: 7, "pencil.doubleTap", session: session) == tapped)
+        // The drawing exactly as acknowledged, with its undo and redo history.
+        let drawingOnB = try Self.send(toB, id: 11, "drawing.get", session: session)
+        #expect(drawingOnB["result"] == drawingOnA["result"])
+        #expect(drawingOnB["result"]?["canRedo"] == true)
+        #expect(drawingOnB["result"]?["strokes"]?.arrayValue?.count == 2)
+        #expect(try Self.send(toB, id: 12, "drawing.redo", session: session)["result"]?["strokes"] == 3)
+        // Events go on with the next seq.
+        let stateOnB = try Self.send(toB, id: 13, "canvas.state", session: session)
+        #expect(stateOnB["result"]?["seq"]?.integerValue == seq)
+        _ = try Self.send(toB, id: 14, "pencil.doubleTap", session: session)
+        let event = try #require(try events.next(timeoutMilliseconds: 2_000))
+        #expect(event.topic == "\(session).canvas.stateChanged")
+        #expect(event.body["seq"]?.integerValue == seq + 1)
+    }
+
+    @Test("two live instances never both act on a session: a stale copy is dropped and the request answered on the stored one")
+    func noTwoInstancesAtOnce() throws {
+        let redis = try RedisProcess()
+        let a = try LiveServer(arguments: ["--session-store", redis.url, "--instance", "a"])
+        let b = try LiveServer(arguments: ["--session-store", redis.url, "--instance", "b"])
+        defer { a.stop(); b.stop() }
+        let toA = try a.client(), toB = try b.client()
+        let opened = try Self.send(toA, id: 1, "session.open", ["transitions": "instant"], session: nil)
+        let session = try #require(opened["result"]?["session"]?.stringValue)
+        _ = try Self.send(toA, id: 2, "canvas.open", session: session)
+        _ = try Self.send(toA, id: 3, "drawing.addStroke", Self.stroke, session: session)
+        // b takes it over and draws; a still holds its old copy.
+        #expect(try Self.send(toB, id: 4, "drawing.addStroke", Self.stroke, session: session)["result"]?["strokes"] == 2)
+        // a's read and a's write both see b's stroke: its copy was stale, so it took the session back.
+        #expect(try Self.send(toA, id: 5, "drawing.get", session: session)["result"]?["strokes"]?.arrayValue?.count == 2)
+        #expect(try Self.send(toA, id: 6, "drawing.addStroke", Self.stroke, session: session)["result"]?["strokes"] == 3)
+        #expect(try Self.send(toB, id: 7, "drawing.addStroke", Self.stroke, session: session)["result"]?["strokes"] == 4)
+        let store = try SessionSnapshotStore(url: redis.url, instance: "inspector", ttl: .seconds(60))
+        #expect(try store.inspect(session)! == ("b", 6))   // open, and five acknowledged changes
+        // Closed on one, gone for all.
+        #expect(try Self.send(toA, id: 8, "session.close", session: session)["result"]?["closed"] == true)
+        #expect(try Self.send(toB, id: 9, "canvas.state", session: session)["error"]?["code"] == "UNKNOWN_SESSION")
+        #expect(try store.inspect(session) == nil)
+    }
+
+    @Test("without Redis, canvasd says so and does not start")
+    func unreachableStore() throws {
+        let folder = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("canvasd-nostore-\(getpid())")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let process = Process()
+        process.executableURL = LiveServer.executable
+        process.arguments = ["--endpoint", "ipc://\(folder.path)/r", "--events", "ipc://\(folder.path)/e", "--documents", folder.path,
+                             "--session-store", "redis://127.0.0.1:1/0"]
+        let errors = Pipe()
+        process.standardError = errors
+        try process.run()
+        process.waitUntilExit()
+        let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(process.terminationStatus != 0)
+        #expect(text.contains("connecting to the session store at redis://127.0.0.1:1/0: Connection refused"))
+    }
+}
+
+@Suite("sessions shared through Redis: timers and outages", .serialized)
+struct SharedSessionEdgeTests {
+    @Test("a timed transition under way when its instance dies is finished by the instance that takes it over")
+    func timedTransitionMoves() throws {
+        let redis = try RedisProcess()
+        let a = try LiveServer(arguments: ["--session-store", redis.url, "--instance", "a"])
+        let b = try LiveServer(arguments: ["--session-store", redis.url, "--instance", "b"])
+        defer { a.stop(); b.stop() }
+        let toA = try a.client(), toB = try b.client()
+        let opened = try SharedSessionTests.send(toA, id: 1, "session.open", ["transitions": ["ms": 400]], session: nil)
+        let session = try #require(opened["result"]?["session"]?.stringValue)
+        #expect(try SharedSessionTests.send(toA, id: 2, "canvas.open", session: session)["result"]?["state"] == "opening")
+        kill(a.process.processIdentifier, SIGKILL)
+        a.process.waitUntilExit()
+        let events = try EventSubscriber(endpoint: b.events, prefix: "\(session).")
+        _ = try events.next(timeoutMilliseconds: 200)
+        let state = try SharedSessionTests.send(toB, id: 3, "canvas.state", session: session)
+        #expect(state["result"]?["state"] == "opening")
+        let seq = try #require(state["result"]?["seq"]?.integerValue)
+        let event = try #require(try events.next(timeoutMilliseconds: 2_000))
+        #expect(event.topic == "\(session).canvas.stateChanged")
+        #expect(event.body["seq"]?.integerValue == seq + 1)
+        #expect(event.body["data"]?["to"] == "open" && event.body["data"]?["cause"] == "timer")
+        #expect(try SharedSessionTests.send(toB, id: 4, "canvas.state", session: session)["result"]?["state"] == "open")
+    }
+
+    @Test("with Redis gone, a change is not acknowledged: UNAVAILABLE sessionStore, and nothing published")
+    func storeOutage() throws {
+        let redis = try RedisProcess()
+        let a = try LiveServer(arguments: ["--session-store", redis.url, "--instance", "a"])
+        defer { a.stop() }
+        let toA = try a.client()
+        let opened = try SharedSessionTests.send(toA, id: 1, "session.open", ["transitions": "instant"], session: nil)
+        let session = try #require(opened["result"]?["session"]?.stringValue)
+        let events = try EventSubscriber(endpoint: a.events, prefix: "\(session).")
+        _ = try events.next(timeoutMilliseconds: 200)
+        redis.stop()
+        let reply = try SharedSessionTests.send(toA, id: 2, "canvas.open", session: session)
+        #expect(reply["error"]?["code"] == "UNAVAILABLE")
+        #expect(reply["error"]?["data"]?["reason"] == "sessionStore")
+        #expect(try events.next(timeoutMilliseconds: 300) == nil)
+        #expect(a.process.isRunning)
+    }
+}

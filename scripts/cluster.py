@@ -1,0 +1,219 @@
+#!/usr/bin/env python3
+"""Redis, several canvasd instances and HAProxy on loopback: `make cluster`, and the cluster
+tests and benchmark, which import `Cluster` from here.
+
+    scripts/cluster.py [--instances 3] [--documents documents] [--canvasd .build/debug/canvasd]
+
+prints the addresses, and stops everything on Ctrl-C (SIGINT) or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Dict, List, Optional
+
+ROOT = Path(__file__).resolve().parents[1]
+HAPROXY_CONFIG = ROOT / "deploy" / "haproxy.cfg"
+# haproxy.cfg names three instances; fewer are run by giving the rest a port nobody serves,
+# which its health check then keeps out.
+CONFIG_INSTANCES = 3
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def wait_for_port(port: int, process: subprocess.Popen, what: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{what} exited with status {process.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"{what} did not listen on port {port} within {timeout}s")
+
+
+class Instance:
+    def __init__(self, number: int, requests: int, events: int):
+        self.number = number
+        self.name = f"canvasd{number}"
+        self.requests = requests
+        self.events = events
+        self.process: Optional[subprocess.Popen] = None
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+
+class Cluster:
+    """Starts everything in `start()`; `stop()` ends every process it started, whatever state
+    they are in. Used as a context manager by the tests, so a failing test leaves none behind."""
+
+    def __init__(self, canvasd: Path, documents: Path, folder: Path, instances: int = 3,
+                 session_store: bool = True, idle_timeout: int = 600, log_level: str = "notice", extra: List[str] = ()):
+        assert 1 <= instances <= CONFIG_INSTANCES
+        self.canvasd = canvasd
+        self.documents = documents
+        self.folder = folder
+        self.session_store = session_store
+        self.idle_timeout = idle_timeout
+        self.log_level = log_level
+        self.extra = list(extra)
+        self.redis_port = free_port()
+        self.requests_port = free_port()
+        self.events_port = free_port()
+        self.instances = [Instance(n, free_port(), free_port()) for n in range(1, instances + 1)]
+        self.redis: Optional[subprocess.Popen] = None
+        self.haproxy: Optional[subprocess.Popen] = None
+
+    # Addresses a client uses.
+    @property
+    def endpoint(self) -> str:
+        return f"tcp://127.0.0.1:{self.requests_port}"
+
+    @property
+    def events(self) -> str:
+        return f"tcp://127.0.0.1:{self.events_port}"
+
+    @property
+    def redis_url(self) -> str:
+        return f"redis://127.0.0.1:{self.redis_port}/0"
+
+    @staticmethod
+    def from_source(endpoint: str, source: str) -> str:
+        """The endpoint as reached from a given loopback source address (127.0.0.N): on one
+        machine every client is 127.0.0.1, so HAProxy's source hash would put them all on one
+        instance; a source address of its own gives each test client its own place on the ring."""
+        return f"tcp://{source}:0;{endpoint[len('tcp://'):]}"
+
+    def __enter__(self) -> "Cluster":
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.documents.mkdir(parents=True, exist_ok=True)
+        if self.session_store:
+            redis = shutil.which("redis-server") or "/usr/bin/redis-server"
+            self.redis = subprocess.Popen(
+                [redis, "--port", str(self.redis_port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                 "--dir", str(self.folder), "--logfile", str(self.folder / "redis.log")],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            wait_for_port(self.redis_port, self.redis, "redis-server")
+        for instance in self.instances:
+            self.start_instance(instance)
+        environment = dict(os.environ, CANVAS_BIND="127.0.0.1", CANVAS_REQUESTS_PORT=str(self.requests_port),
+                           CANVAS_EVENTS_PORT=str(self.events_port))
+        for number in range(1, CONFIG_INSTANCES + 1):
+            instance = self.instances[number - 1] if number <= len(self.instances) else None
+            environment[f"CANVAS{number}_HOST"] = "127.0.0.1"
+            environment[f"CANVAS{number}_REQUESTS"] = str(instance.requests if instance else free_port())
+            environment[f"CANVAS{number}_EVENTS"] = str(instance.events if instance else free_port())
+        haproxy = shutil.which("haproxy") or "/usr/sbin/haproxy"
+        with open(self.folder / "haproxy.log", "wb") as log:
+            self.haproxy = subprocess.Popen([haproxy, "-db", "-f", str(HAPROXY_CONFIG)], env=environment,
+                                            stdout=log, stderr=subprocess.STDOUT)
+        wait_for_port(self.requests_port, self.haproxy, "haproxy")
+        wait_for_port(self.events_port, self.haproxy, "haproxy")
+        # The first health checks pass before anyone is sent to an instance.
+        time.sleep(0.8)
+
+    def start_instance(self, instance: Instance) -> None:
+        arguments = [str(self.canvasd), "--endpoint", f"tcp://127.0.0.1:{instance.requests}",
+                     "--events", f"tcp://127.0.0.1:{instance.events}", "--documents", str(self.documents),
+                     "--idle-timeout", str(self.idle_timeout), "--log-level", self.log_level, *self.extra]
+        if self.session_store:
+            arguments += ["--session-store", self.redis_url, "--instance", instance.name]
+        with open(self.folder / f"{instance.name}.log", "ab") as log:
+            instance.process = subprocess.Popen(arguments, stdout=log, stderr=subprocess.STDOUT)
+        wait_for_port(instance.requests, instance.process, instance.name)
+
+    def instance(self, name: str) -> Instance:
+        return next(i for i in self.instances if i.name == name)
+
+    def kill(self, instance: Instance) -> None:
+        """SIGKILL: no goodbye, as a crash or an OOM kill would do it."""
+        if instance.alive:
+            instance.process.kill()
+            instance.process.wait()
+
+    def stop(self) -> None:
+        processes = [self.haproxy, *(i.process for i in self.instances), self.redis]
+        for process in processes:
+            if process is not None and process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in processes:
+            if process is None:
+                continue
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+    def describe(self) -> str:
+        lines = [f"requests  {self.endpoint}   (HAProxy, ZMTP)", f"events    {self.events}   (HAProxy, ZMTP)"]
+        if self.session_store:
+            lines.append(f"redis     {self.redis_url}")
+        for instance in self.instances:
+            lines.append(f"{instance.name:9} tcp://127.0.0.1:{instance.requests} (requests), "
+                         f"tcp://127.0.0.1:{instance.events} (events), pid {instance.process.pid}")
+        lines.append(f"documents {self.documents}")
+        lines.append(f"logs      {self.folder}")
+        return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="Redis, canvasd instances and HAProxy on loopback.")
+    parser.add_argument("--instances", type=int, default=3)
+    parser.add_argument("--documents", default="documents")
+    parser.add_argument("--canvasd", default=str(ROOT / ".build" / "debug" / "canvasd"))
+    parser.add_argument("--no-session-store", action="store_true", help="instances keep sessions to themselves")
+    options = parser.parse_args()
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
+    folder = Path(tempfile.mkdtemp(prefix="canvas-cluster-"))
+    with Cluster(Path(options.canvasd), Path(options.documents).resolve(), folder, options.instances,
+                 session_store=not options.no_session_store) as cluster:
+        print(cluster.describe(), flush=True)
+        print("Ctrl-C stops them all.", flush=True)
+        try:
+            while not stop:
+                for instance in cluster.instances:
+                    if instance.process is not None and instance.process.poll() is not None:
+                        print(f"{instance.name} exited with status {instance.process.returncode}; "
+                              f"HAProxy sends its clients elsewhere", flush=True)
+                        instance.process = None
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            pass
+        # A second Ctrl-C must not cut the stopping short and leave processes behind.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        print("stopping", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
