@@ -1,6 +1,6 @@
 import CanvasProtocol
-public import Logging
-public import ZeroMQ
+import Logging
+import ZeroMQ
 
 /// Where web pages reach canvasd: libzmq's ws:// transport (ZWS 2.0), a ROUTER for requests
 /// and an XPUB for events, beside the tcp:// ones.
