@@ -186,9 +186,7 @@ public final class Dispatcher {
                 try startDocumentJob(method!, params, PendingJob(kind: .documentRead, request: request, envelope: envelope,
                                                                  client: call.client))
                 return nil
-            case .documentWrite?, .documentRead?:
-                break
-            case .session?, nil:
+            case .documentWrite?, .documentRead?, .session?, nil:
                 break
             }
             guard let sessionID = request.session else {
