@@ -72,10 +72,11 @@ bench: system-deps
 	.build/release/canvasbench load
 	.build/release/canvasbench load --curve
 
-# Redis, three canvasd instances and HAProxy (deploy/haproxy.cfg) on loopback, serving
-# $(DOCUMENTS) together; prints the addresses, Ctrl-C stops them all.
+# Redis, three canvasd instances and HAProxy (deploy/haproxy.cfg for ZMTP, haproxy-ws.cfg for
+# ws://) on loopback, serving $(DOCUMENTS) together, and the demo page on DEMO_PORT reaching them
+# through HAProxy; prints the addresses, Ctrl-C stops them all.
 cluster: build python-deps sample-document
-	$(PYTHON) scripts/cluster.py --instances 3 --documents $(DOCUMENTS) --canvasd $(CANVASD)
+	$(PYTHON) scripts/cluster.py --instances 3 --documents $(DOCUMENTS) --canvasd $(CANVASD) --demo-port $(DEMO_PORT)
 
 # The round trip without and with --session-store, and canvasbench load through HAProxy in front
 # of 1 and of 3 instances.

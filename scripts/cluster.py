@@ -3,8 +3,10 @@
 tests and benchmark, which import `Cluster` from here.
 
     scripts/cluster.py [--instances 3] [--documents documents] [--canvasd .build/debug/canvasd]
+                       [--demo-port 8580]
 
-prints the addresses, and stops everything on Ctrl-C (SIGINT) or SIGTERM.
+prints the addresses (with --demo-port also serving the demo page, which reaches the instances
+through HAProxy's ws:// frontend), and stops everything on Ctrl-C (SIGINT) or SIGTERM.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from typing import Dict, List, Optional
 
 ROOT = Path(__file__).resolve().parents[1]
 HAPROXY_CONFIG = ROOT / "deploy" / "haproxy.cfg"
+# The ws:// frontend for browsers, loaded beside haproxy.cfg (its health checks are tracked).
+HAPROXY_WS_CONFIG = ROOT / "deploy" / "haproxy-ws.cfg"
 # haproxy.cfg names three instances; fewer are run by giving the rest a port nobody serves,
 # which its health check then keeps out.
 CONFIG_INSTANCES = 3
@@ -48,11 +52,14 @@ def wait_for_port(port: int, process: subprocess.Popen, what: str, timeout: floa
 
 
 class Instance:
-    def __init__(self, number: int, requests: int, events: int):
+    def __init__(self, number: int, requests: int, events: int, ws_requests: int, ws_events: int):
         self.number = number
         self.name = f"canvasd{number}"
         self.requests = requests
         self.events = events
+        # Its --web-endpoint and --web-events ports, which HAProxy's ws:// frontend reaches.
+        self.ws_requests = ws_requests
+        self.ws_events = ws_events
         self.process: Optional[subprocess.Popen] = None
 
     @property
@@ -77,7 +84,9 @@ class Cluster:
         self.redis_port = free_port()
         self.requests_port = free_port()
         self.events_port = free_port()
-        self.instances = [Instance(n, free_port(), free_port()) for n in range(1, instances + 1)]
+        self.ws_port = free_port()
+        self.instances = [Instance(n, free_port(), free_port(), free_port(), free_port())
+                          for n in range(1, instances + 1)]
         self.redis: Optional[subprocess.Popen] = None
         self.haproxy: Optional[subprocess.Popen] = None
 
@@ -89,6 +98,15 @@ class Cluster:
     @property
     def events(self) -> str:
         return f"tcp://127.0.0.1:{self.events_port}"
+
+    # Addresses a web page uses: one HAProxy port, the path choosing requests or events.
+    @property
+    def web_endpoint(self) -> str:
+        return f"ws://127.0.0.1:{self.ws_port}/requests"
+
+    @property
+    def web_events(self) -> str:
+        return f"ws://127.0.0.1:{self.ws_port}/events"
 
     @property
     def redis_url(self) -> str:
@@ -125,24 +143,29 @@ class Cluster:
         for instance in self.instances:
             self.start_instance(instance)
         environment = dict(os.environ, CANVAS_BIND="127.0.0.1", CANVAS_REQUESTS_PORT=str(self.requests_port),
-                           CANVAS_EVENTS_PORT=str(self.events_port))
+                           CANVAS_EVENTS_PORT=str(self.events_port), CANVAS_WS_PORT=str(self.ws_port))
         for number in range(1, CONFIG_INSTANCES + 1):
             instance = self.instances[number - 1] if number <= len(self.instances) else None
             environment[f"CANVAS{number}_HOST"] = "127.0.0.1"
             environment[f"CANVAS{number}_REQUESTS"] = str(instance.requests if instance else free_port())
             environment[f"CANVAS{number}_EVENTS"] = str(instance.events if instance else free_port())
+            environment[f"CANVAS{number}_WS_REQUESTS"] = str(instance.ws_requests if instance else free_port())
+            environment[f"CANVAS{number}_WS_EVENTS"] = str(instance.ws_events if instance else free_port())
         haproxy = shutil.which("haproxy") or "/usr/sbin/haproxy"
         with open(self.folder / "haproxy.log", "wb") as log:
-            self.haproxy = subprocess.Popen([haproxy, "-db", "-f", str(HAPROXY_CONFIG)], env=environment,
+            self.haproxy = subprocess.Popen([haproxy, "-db", "-f", str(HAPROXY_CONFIG), "-f", str(HAPROXY_WS_CONFIG)], env=environment,
                                             stdout=log, stderr=subprocess.STDOUT)
         wait_for_port(self.requests_port, self.haproxy, "haproxy")
         wait_for_port(self.events_port, self.haproxy, "haproxy")
+        wait_for_port(self.ws_port, self.haproxy, "haproxy")
         # The first health checks pass before anyone is sent to an instance.
         time.sleep(0.8)
 
     def start_instance(self, instance: Instance) -> None:
         arguments = [str(self.canvasd), "--endpoint", f"tcp://127.0.0.1:{instance.requests}",
                      "--events", f"tcp://127.0.0.1:{instance.events}", "--documents", str(self.documents),
+                     "--web-endpoint", f"ws://127.0.0.1:{instance.ws_requests}",
+                     "--web-events", f"ws://127.0.0.1:{instance.ws_events}",
                      "--idle-timeout", str(self.idle_timeout), "--log-level", self.log_level, *self.extra]
         if self.session_store:
             arguments += ["--session-store", self.redis_url, "--instance", instance.name]
@@ -174,12 +197,14 @@ class Cluster:
                 process.wait()
 
     def describe(self) -> str:
-        lines = [f"requests  {self.endpoint}   (HAProxy, ZMTP)", f"events    {self.events}   (HAProxy, ZMTP)"]
+        lines = [f"requests  {self.endpoint}   (HAProxy, ZMTP)", f"events    {self.events}   (HAProxy, ZMTP)",
+                 f"web       {self.web_endpoint} and {self.web_events}   (HAProxy, ws:// for browsers)"]
         if self.session_store:
             lines.append(f"redis     {self.redis_url}")
         for instance in self.instances:
             lines.append(f"{instance.name:9} tcp://127.0.0.1:{instance.requests} (requests), "
-                         f"tcp://127.0.0.1:{instance.events} (events), pid {instance.process.pid}")
+                         f"tcp://127.0.0.1:{instance.events} (events), ws://127.0.0.1:{instance.ws_requests} "
+                         f"and ws://127.0.0.1:{instance.ws_events} (web), pid {instance.process.pid}")
         lines.append(f"documents {self.documents}")
         lines.append(f"logs      {self.folder}")
         return "\n".join(lines)
@@ -191,6 +216,7 @@ def main() -> int:
     parser.add_argument("--documents", default="documents")
     parser.add_argument("--canvasd", default=str(ROOT / ".build" / "debug" / "canvasd"))
     parser.add_argument("--no-session-store", action="store_true", help="instances keep sessions to themselves")
+    parser.add_argument("--demo-port", type=int, default=None, help="serve the demo page on this loopback port")
     options = parser.parse_args()
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
@@ -198,6 +224,10 @@ def main() -> int:
     with Cluster(Path(options.canvasd), Path(options.documents).resolve(), folder, options.instances,
                  session_store=not options.no_session_store) as cluster:
         print(cluster.describe(), flush=True)
+        demo = None
+        if options.demo_port is not None:
+            demo = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "web-server.py"), "--port", str(options.demo_port),
+                                     "--web-endpoint", cluster.web_endpoint, "--web-events", cluster.web_events])
         print("Ctrl-C stops them all.", flush=True)
         try:
             while not stop:
@@ -212,6 +242,9 @@ def main() -> int:
         # A second Ctrl-C must not cut the stopping short and leave processes behind.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         print("stopping", flush=True)
+        if demo is not None:
+            demo.terminate()
+            demo.wait(timeout=5)
     return 0
 
 

@@ -6,7 +6,8 @@ import Foundation
 /// instance that takes the session over answers the next requests exactly as this one would
 /// have. That is the canvas (state, drawing with its undo and redo history, pencil set-up and
 /// tools, transition under way), the event sequence number, the owner, the document target,
-/// the size and image settings, and the reply cache, so that a retry of an answered request is
+/// the size and image settings, a stroke whose first parts came (`continued`, each part
+/// acknowledged) waiting for its last, and the reply cache, so that a retry of an answered request is
 /// answered from it again instead of running twice. Not kept: the connection that opened it and
 /// the idle clock, which belong to the instance.
 ///
@@ -30,6 +31,8 @@ struct SessionSnapshot: Codable {
     var resultImages: Bool
     var seq: UInt64
     var target: Target?
+    /// Absent in snapshots written before strokes in parts were kept, which decode as none.
+    var strokeParts: StrokeParts?
 
     init(_ session: ServiceSession) {
         format = Self.currentFormat
@@ -41,6 +44,7 @@ struct SessionSnapshot: Codable {
         resultImages = session.resultImages
         seq = session.seq
         target = session.target.map { Target(name: $0.name, page: $0.page) }
+        strokeParts = session.strokeParts
     }
 
     static func encode(_ session: ServiceSession) throws -> [UInt8] {
@@ -145,10 +149,12 @@ struct SessionSnapshot: Codable {
             }
             replies.remember(reply, for: requestID, request: request)
         }
-        return ServiceSession(
+        var session = ServiceSession(
             id: snapshot.id, owner: snapshot.owner, connection: connection, canvas: snapshot.canvas,
             transitions: snapshot.transitions, size: snapshot.size.map { ($0.width, $0.height) },
             resultImages: snapshot.resultImages, lastActive: now, seq: snapshot.seq, replies: replies,
             target: snapshot.target.map { DocumentTarget(name: $0.name, page: $0.page) })
+        session.strokeParts = snapshot.strokeParts
+        return session
     }
 }

@@ -7,8 +7,10 @@ import CanvasProtocol
 /// can be more than that.
 ///
 /// The parts wait in the session, outside the drawing; any other method that changes the
-/// session (an edit, a state change) drops them, so a half-sent stroke never lingers.
-struct StrokeParts {
+/// session (an edit, a state change) drops them, so a half-sent stroke never lingers. Each part
+/// was acknowledged, so the parts go into the session's snapshot too (SessionSnapshot): a
+/// stroke half sent when its instance dies is finished on the instance that takes it over.
+struct StrokeParts: Codable {
     /// tool, color and width as the first part gave them; later parts must repeat them.
     let style: [String: JSONValue]
     var points: [JSONValue]
@@ -28,7 +30,9 @@ extension SessionParams {
         style["points"] = nil
         style["continued"] = nil
         var parts = session.strokeParts ?? StrokeParts(style: style, points: [])
-        guard parts.style == style else {
+        // Compared as written, not case by case: `3` and `3.0` are one width, and parts that
+        // came back from a snapshot hold their numbers as JSON decoding gave them.
+        guard JSONCodec.serialize(.object(parts.style)) == JSONCodec.serialize(.object(style)) else {
             session.strokeParts = nil
             throw ProtocolError(.invalidParams, "a stroke's parts must all have the same tool, color and width; the parts so far are dropped",
                                 data: ["field": "continued"])

@@ -39,6 +39,33 @@ struct SessionSnapshotTests {
         #expect(reply == [0, 255, 13, 10])
     }
 
+    @Test("a stroke half sent in parts comes back, and its last part completes it as one stroke")
+    func strokeParts() throws {
+        var canvas = CanvasSession(transitions: .instant)
+        _ = try canvas.open()
+        var original = ServiceSession(
+            id: "5eed", owner: nil, connection: nil, canvas: canvas, transitions: .instant, size: nil, resultImages: false,
+            lastActive: .now, seq: 3, replies: ReplyCache(capacity: 4, maxReplyBytes: 10), target: nil)
+        let params = SessionParams(limits: Limits())
+        let first: [String: JSONValue] = ["tool": "highlighter", "color": "#FF8800", "width": .number(3.0), "continued": true,
+                                          "points": [["x": 10, "y": 20.125, "pressure": 0.5], ["x": 0.1, "y": 1e-7]]]
+        #expect(try params.assembleStroke(Params(first), &original) == nil)
+        let bytes = try SessionSnapshot.encode(original)
+        var restored = try SessionSnapshot.decode(bytes, session: "5eed", connection: nil, now: .now, limits: Limits())
+        let waiting = try #require(restored.strokeParts)
+        #expect(waiting.points == [["x": 10, "y": 20.125, "pressure": 0.5], ["x": .number(0.1), "y": .number(1e-7)]])
+        // The last part repeats the style, the width written as the first part wrote it.
+        let last: [String: JSONValue] = ["tool": "highlighter", "color": "#FF8800", "width": .number(3.0), "points": [["x": 99.5, "y": 7]]]
+        let whole = try #require(try params.assembleStroke(Params(last), &restored))
+        #expect(restored.strokeParts == nil)
+        #expect(whole.values["points"] == [["x": 10, "y": 20.125, "pressure": 0.5], ["x": .number(0.1), "y": .number(1e-7)], ["x": 99.5, "y": 7]])
+        #expect(whole.values["tool"] == "highlighter" && whole.values["continued"] == nil)
+        // A snapshot without parts (and one written before they were kept) has none.
+        let plain = try SessionSnapshot.decode(try SessionSnapshot.encode(try Self.session()), session: "5eed", connection: nil,
+                                               now: .now, limits: Limits())
+        #expect(plain.strokeParts == nil)
+    }
+
     @Test("a snapshot cut short, of another session or not a snapshot at all is refused")
     func refused() throws {
         let bytes = try SessionSnapshot.encode(try Self.session())

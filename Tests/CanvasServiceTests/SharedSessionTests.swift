@@ -64,6 +64,34 @@ struct SharedSessionTests {
         #expect(event.body["seq"]?.integerValue == seq + 1)
     }
 
+    @Test("a stroke half sent in parts when its instance dies is finished on the one that takes the session over")
+    func strokePartsMove() throws {
+        let redis = try RedisProcess()
+        let a = try LiveServer(arguments: ["--session-store", redis.url, "--instance", "a"])
+        let b = try LiveServer(arguments: ["--session-store", redis.url, "--instance", "b"])
+        defer { a.stop(); b.stop() }
+        let toA = try a.client(), toB = try b.client()
+        let opened = try Self.send(toA, id: 1, "session.open", ["transitions": "instant"], session: nil)
+        let session = try #require(opened["result"]?["session"]?.stringValue)
+        _ = try Self.send(toA, id: 2, "canvas.open", session: session)
+        var first = Self.stroke
+        first["continued"] = true
+        let waiting = try Self.send(toA, id: 3, "drawing.addStroke", first, session: session)
+        #expect(waiting["result"]?["pendingPoints"] == 2)
+        kill(a.process.processIdentifier, SIGKILL)
+        a.process.waitUntilExit()
+
+        var last = Self.stroke
+        last["points"] = [["x": 50, "y": 60.75]]
+        let done = try Self.send(toB, id: 4, "drawing.addStroke", last, session: session)
+        #expect(done["result"]?["strokes"] == 1)
+        let drawing = try Self.send(toB, id: 5, "drawing.get", session: session)
+        let points = try #require(drawing["result"]?["strokes"]?.arrayValue?.first?["points"]?.arrayValue)
+        #expect(points.map { [$0["x"]?.doubleValue, $0["y"]?.doubleValue] } == [[10, 20], [30.25, 40.5], [50, 60.75]])
+        // One stroke, one undo step.
+        #expect(try Self.send(toB, id: 6, "drawing.undo", session: session)["result"]?["strokes"] == 0)
+    }
+
     @Test("two live instances never both act on a session: a stale copy is dropped and the request answered on the stored one")
     func noTwoInstancesAtOnce() throws {
         let redis = try RedisProcess()

@@ -215,8 +215,8 @@ def test_load_through_haproxy_loses_no_reply(tmp_path: Path) -> None:
 
 
 def test_haproxy_configs_are_valid() -> None:
-    """Both configs as HAProxy itself reads them (the ws:// one needs canvasd's ws:// endpoints
-    to carry traffic, which this suite does not start; its syntax and references are checked)."""
+    """Both configs as HAProxy itself reads them, with every address set (the ws:// one carries
+    a browser's traffic in test_web_cluster.py)."""
     environment = dict(os.environ, CANVAS_BIND="127.0.0.1", CANVAS_REQUESTS_PORT="1", CANVAS_EVENTS_PORT="2",
                        CANVAS_WS_PORT="3")
     for number in (1, 2, 3):
