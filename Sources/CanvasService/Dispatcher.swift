@@ -183,8 +183,7 @@ public final class Dispatcher {
                 // Document work is file and PDF work: off the loop. With a session, it goes
                 // through the session instead (below), in order with its other requests and
                 // remembered for retries.
-                try startDocumentJob(method!, params, PendingJob(kind: .documentRead, request: request, envelope: envelope,
-                                                                 client: call.client))
+                try startDocumentJob(method!, params, request, envelope: envelope, client: call.client)
                 return nil
             case .documentWrite?, .documentRead?, .session?, nil:
                 break
@@ -372,7 +371,7 @@ public final class Dispatcher {
         }
         switch method {
         case _ where method.scope == .documentRead || method.scope == .documentWrite:
-            try startDocumentJob(method, params, job)
+            try startDocumentJob(method, params, request, envelope: envelope, client: call.client, holding: (session, fingerprint))
         case .canvasOpen:
             guard let documents, let target = try? documents.targetParams(params) else { return false }
             try jobs.read(for: job) { .page(Result { () throws(DocumentError) in try documents.store.page(target.name, target.page) }) }
@@ -400,18 +399,20 @@ public final class Dispatcher {
     }
 
     /// Starts a document method's job: a read on the read runner, a write where saves run.
-    private func startDocumentJob(_ method: Method, _ params: Params, _ job: PendingJob) throws(ProtocolError) {
+    private func startDocumentJob(_ method: Method, _ params: Params, _ request: Request, envelope: [[UInt8]], client: String?,
+                                  holding: (session: ServiceSession, fingerprint: [UInt8])? = nil) throws(ProtocolError) {
         let documents = try DocumentMethods.available(documents)
-        var job = job
+        func job(_ kind: PendingJob.Kind) -> PendingJob {
+            PendingJob(kind: kind, request: request, envelope: envelope, client: client, holding: holding)
+        }
         if method.scope == .documentWrite {
             let write = try documents.prepareSave(method, params)
-            job = PendingJob(kind: .documentWrite(method, publishes: write.saves, unchangedAt: write.unchangedAt),
-                             request: job.request, envelope: job.envelope, client: job.client, holding: job.holding)
-            jobs.save(write.document, write.save, for: job)
+            jobs.save(write.document, write.save, for: job(.documentWrite(method, publishes: write.saves, unchangedAt: write.unchangedAt)))
         } else {
-            job = PendingJob(kind: .documentRead, request: job.request, envelope: job.envelope, client: job.client, holding: job.holding)
-            let attachments = job.request.attachments
-            try jobs.read(for: job) { .read(Result { () throws(ProtocolError) in try documents.read(method, params, attachments: attachments) }) }
+            let attachments = request.attachments
+            try jobs.read(for: job(.documentRead)) {
+                .read(Result { () throws(ProtocolError) in try documents.read(method, params, attachments: attachments) })
+            }
         }
     }
 

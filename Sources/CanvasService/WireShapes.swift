@@ -4,23 +4,10 @@ import Foundation
 
 /// The JSON shapes of results and events that several methods share, as the spec writes them.
 enum WireShapes {
-    static func state(_ session: ServiceSession) -> [String: JSONValue] {
-        var result: [String: JSONValue] = [
-            "state": .string(session.canvas.phase.rawValue),
-            "hasContent": .bool(session.canvas.hasContent),
-            "seq": .integer(Int64(session.seq)),
-            "pencil": pencil(session),
-            "tool": tools(session.canvas.pencil.tools),
-            "transitions": transitions(session.transitions),
-        ]
-        if let size = session.size { result["size"] = ["width": .integer(Int64(size.width)), "height": .integer(Int64(size.height))] }
-        return result
-    }
-
-    /// `state(session)` written straight to JSON text, keys in the sorted order `JSONCodec`
-    /// writes: `canvas.state` is what clients poll, and building the object first costs more
+    /// `canvas.state`'s result, written straight to JSON text with keys in the sorted order
+    /// `JSONCodec` writes: it is what clients poll, and building the object first costs more
     /// than the rest of the request. Every value here is a number or a fixed ASCII name, so
-    /// nothing needs escaping. A test holds it to `state(session)` byte for byte.
+    /// nothing needs escaping. A test holds it byte for byte to the result built as values.
     static func stateText(_ session: ServiceSession) -> [UInt8] {
         let pencil = session.canvas.pencil, tools = session.canvas.pencil.tools
         var out: [UInt8] = []

@@ -154,6 +154,20 @@ struct SessionSlotTests {
 
 @Suite("wire shapes")
 struct WireShapesTests {
+    /// `canvas.state`'s result as the spec lists it, built as values: what the text must equal.
+    static func state(_ session: ServiceSession) -> [String: JSONValue] {
+        var result: [String: JSONValue] = [
+            "state": .string(session.canvas.phase.rawValue),
+            "hasContent": .bool(session.canvas.hasContent),
+            "seq": .integer(Int64(session.seq)),
+            "pencil": WireShapes.pencil(session),
+            "tool": WireShapes.tools(session.canvas.pencil.tools),
+            "transitions": WireShapes.transitions(session.transitions),
+        ]
+        if let size = session.size { result["size"] = ["width": .integer(Int64(size.width)), "height": .integer(Int64(size.height))] }
+        return result
+    }
+
     @Test("canvas.state written directly is byte for byte the serialized state object, in every state and mode")
     func stateText() throws {
         let modes: [TransitionMode] = [.instant, .manual, .timed(milliseconds: 250)]
@@ -164,7 +178,7 @@ struct WireShapesTests {
                                              transitions: mode, size: size, resultImages: false, lastActive: .now,
                                              replies: ReplyCache(capacity: 1))
                 for step in 0..<4 {
-                    #expect(WireShapes.stateText(session) == JSONCodec.serialize(.object(WireShapes.state(session))),
+                    #expect(WireShapes.stateText(session) == JSONCodec.serialize(.object(Self.state(session))),
                             "mode \(mode), size \(String(describing: size)), step \(step)")
                     // Move on: initialize, open (or start opening), draw, a double-tap.
                     switch step {
