@@ -74,11 +74,8 @@ struct SessionTable {
     /// inside one of its own sessions (`<session>.` and longer), or the shared `documents.`
     /// topic. A shorter prefix would match other clients' sessions.
     func maySubscribe(_ client: String?, to topic: [UInt8]) -> Bool {
-        let shared = Array("documents.".utf8)
-        if topic.count >= shared.count && topic.starts(with: shared) { return true }
+        if topic.starts(with: "documents.".utf8) { return true }
         guard let dot = topic.firstIndex(of: UInt8(ascii: ".")) else { return false }
-        let session = String(decoding: topic[..<dot], as: UTF8.self)
-        guard let entry = entries[session] else { return false }
-        return entry.owner == client
+        return isOwned(String(decoding: topic[..<dot], as: UTF8.self), by: client)
     }
 }
