@@ -118,40 +118,31 @@ public enum ReplyEncoder {
     // gives, so the bytes are the same as serializing the whole reply object.
 
     public static func success(id: RequestID, result: [String: JSONValue]) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(256)
-        out.append(contentsOf: #"{"id":"#.utf8)
-        JSONCodec.append(id.json, to: &out)
-        out.append(contentsOf: #","result":"#.utf8)
-        JSONCodec.append(.object(result), to: &out)
-        out.append(UInt8(ascii: "}"))
-        return out
+        var out = JSONText(capacity: 256)
+        out.raw(#"{"id":"#); out.value(id.json)
+        out.raw(#","result":"#); out.value(.object(result))
+        out.raw("}")
+        return out.bytes
     }
 
     /// A reply whose result is already JSON text (a JSON object), for results too large to
     /// build as a `JSONValue` first.
     public static func success(id: RequestID, rawResult: [UInt8]) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(rawResult.count + 64)
-        out.append(contentsOf: #"{"id":"#.utf8)
-        JSONCodec.append(id.json, to: &out)
-        out.append(contentsOf: #","result":"#.utf8)
-        out.append(contentsOf: rawResult)
-        out.append(UInt8(ascii: "}"))
-        return out
+        var out = JSONText(capacity: rawResult.count + 48)
+        out.raw(#"{"id":"#); out.value(id.json)
+        out.raw(#","result":"#); out.json(rawResult)
+        out.raw("}")
+        return out.bytes
     }
 
     public static func failure(id: RequestID?, error: ProtocolError) -> [UInt8] {
         var body: [String: JSONValue] = ["code": .string(error.code.rawValue), "message": .string(error.message)]
         if !error.data.isEmpty { body["data"] = .object(error.data) }
-        var out: [UInt8] = []
-        out.reserveCapacity(256)
-        out.append(contentsOf: #"{"error":"#.utf8)
-        JSONCodec.append(.object(body), to: &out)
-        out.append(contentsOf: #","id":"#.utf8)
-        JSONCodec.append(id?.json ?? .null, to: &out)
-        out.append(UInt8(ascii: "}"))
-        return out
+        var out = JSONText(capacity: 256)
+        out.raw(#"{"error":"#); out.value(.object(body))
+        out.raw(#","id":"#); out.value(id?.json ?? .null)
+        out.raw("}")
+        return out.bytes
     }
 
     /// An event's two frames: the topic `<session>.<event>` and the JSON body.

@@ -178,7 +178,7 @@ public enum JSONCodec {
     }
 
     /// The decimal digits, written in place: `String(i)` and a copy of it cost two allocations.
-    private static func writeInteger(_ value: Int64, into out: inout [UInt8]) {
+    static func writeInteger(_ value: Int64, into out: inout [UInt8]) {
         if value < 0 { out.append(UInt8(ascii: "-")) }
         var magnitude = value.magnitude
         guard magnitude >= 10 else {
@@ -199,7 +199,7 @@ public enum JSONCodec {
 
     private static let hex = Array("0123456789abcdef".utf8)
 
-    private static func writeString(_ string: String, into out: inout [UInt8]) {
+    static func writeString(_ string: String, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         // Most strings (keys, states, ids) need no escape: copy them whole.
         let copied = string.utf8.withContiguousStorageIfAvailable { bytes in

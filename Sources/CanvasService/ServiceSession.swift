@@ -54,14 +54,11 @@ struct ReplyCache {
     /// What a retry must repeat: `{"method":…,"params":…}` as `JSONCodec.serialize` writes it
     /// (keys sorted, numbers in one form), written directly instead of building that object.
     static func fingerprint(_ request: Request) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(64)
-        out.append(contentsOf: #"{"method":"#.utf8)
-        JSONCodec.append(.string(request.method), to: &out)
-        out.append(contentsOf: #","params":"#.utf8)
-        JSONCodec.append(.object(request.params), to: &out)
-        out.append(UInt8(ascii: "}"))
-        return out
+        var out = JSONText(capacity: 64)
+        out.raw(#"{"method":"#); out.string(request.method)
+        out.raw(#","params":"#); out.value(.object(request.params))
+        out.raw("}")
+        return out.bytes
     }
 
 

@@ -24,7 +24,9 @@ enum SessionSlot {
     /// which the caller holds until it calls `finish` or `startJob`, or drops the slot (a
     /// close); nil when it was queued, to run when the job holding the session ends.
     mutating func arrive(_ work: QueuedWork) -> ServiceSession? {
-        switch self {
+        // Consumed, so the session and the queue move out of the slot instead of being copied
+        // (a retain of every buffer) and the slot's own copy then released.
+        switch consume self {
         case .ready(let session):
             self = .running
             return session
@@ -33,6 +35,7 @@ enum SessionSlot {
             self = .waiting(queue: queue)
             return nil
         case .running:
+            self = .running
             // The loop runs one request at a time and hands the session back before the next.
             preconditionFailure("a request arrived for a session that is already running one")
         }

@@ -3,13 +3,22 @@ import CanvasCore
 /// The open sessions: who owns each, where each is (`SessionSlot`), new ids, and which event
 /// topics a client may receive.
 struct SessionTable {
-    private struct Entry {
+    /// A class, not a struct: asking who owns a session (every request does) then reads one
+    /// field through a reference, where reading a struct out of the dictionary copied the
+    /// whole entry, retaining and releasing every buffer of the session inside its slot.
+    private final class Entry {
         /// The authenticated client that opened it (nil without authentication).
         let owner: String?
         /// The connection that opened it, which counts toward the per-client limit when
         /// clients are not authenticated.
         let connection: [UInt8]?
         var slot: SessionSlot
+
+        init(owner: String?, connection: [UInt8]?, slot: SessionSlot) {
+            self.owner = owner
+            self.connection = connection
+            self.slot = slot
+        }
     }
 
     private var entries: [String: Entry] = [:]
@@ -39,28 +48,27 @@ struct SessionTable {
     /// Whether session `id` exists and belongs to `client`. Callers answer "no such session"
     /// and "not yours" alike, so that session ids cannot be probed.
     func isOwned(_ id: String, by client: String?) -> Bool {
-        guard let index = entries.index(forKey: id) else { return false }
-        return entries.values[index].owner == client
+        guard let entry = entries[id] else { return false }
+        return entry.owner == client
     }
 
     /// A request or due timer for an existing session: the session to run it on now, or nil
     /// when it was queued behind a job. (A session returned, not a wrapper matched by the
     /// caller: a copy held by a wrapper would make the request copy the session's buffers.)
-    mutating func arrive(_ id: String, _ work: QueuedWork) -> ServiceSession? {
-        guard let index = entries.index(forKey: id) else { return nil }
-        return entries.values[index].slot.arrive(work)
+    func arrive(_ id: String, _ work: QueuedWork) -> ServiceSession? {
+        entries[id]?.slot.arrive(work)
     }
 
-    mutating func finish(_ session: consuming ServiceSession) {
-        guard let index = entries.index(forKey: session.id) else { return }
-        entries.values[index].slot.finish(session)
+    func finish(_ session: consuming ServiceSession) {
+        // The id read first, so that the session itself is moved into the slot, not copied.
+        let entry = entries[session.id]
+        entry?.slot.finish(session)
     }
 
-    mutating func startJob(_ id: String) { entries[id]?.slot.startJob() }
+    func startJob(_ id: String) { entries[id]?.slot.startJob() }
 
-    mutating func endJob(_ session: consuming ServiceSession) -> [QueuedWork] {
-        guard let index = entries.index(forKey: session.id) else { return [] }
-        return entries.values[index].slot.endJob(session)
+    func endJob(_ session: consuming ServiceSession) -> [QueuedWork] {
+        entries[session.id]?.slot.endJob(session) ?? []
     }
 
     mutating func remove(_ id: String) { entries[id] = nil }

@@ -6,24 +6,30 @@ import Foundation
 enum WireShapes {
     /// `canvas.state`'s result, written straight to JSON text with keys in the sorted order
     /// `JSONCodec` writes: it is what clients poll, and building the object first costs more
-    /// than the rest of the request. Every value here is a number or a fixed ASCII name, so
-    /// nothing needs escaping. A test holds it byte for byte to the result built as values.
+    /// than the rest of the request. A test holds it byte for byte to the result built as values.
     static func stateText(_ session: ServiceSession) -> [UInt8] {
         let pencil = session.canvas.pencil, tools = session.canvas.pencil.tools
-        var out: [UInt8] = []
-        out.reserveCapacity(320)
-        func add(_ text: String) { out.append(contentsOf: text.utf8) }
-        add(#"{"hasContent":\#(session.canvas.hasContent),"pencil":{"initialized":\#(pencil.initialized),"#)
-        add(#""policy":"\#(pencil.configuration.policy.rawValue)","preferredTapAction":"\#(pencil.configuration.preferredTapAction.rawValue)","#)
-        add(#""supported":\#(pencil.configuration.supported)},"seq":\#(session.seq),"#)
-        if let size = session.size { add(#""size":{"height":\#(size.height),"width":\#(size.width)},"#) }
-        add(#""state":"\#(session.canvas.phase.rawValue)","tool":{"current":"\#(tools.current.rawValue)","previous":"\#(tools.previous.rawValue)"},"#)
-        switch session.transitions {
-        case .instant: add(#""transitions":"instant"}"#)
-        case .manual: add(#""transitions":"manual"}"#)
-        case .timed(let ms): add(#""transitions":{"ms":\#(ms)}}"#)
+        var out = JSONText(capacity: 320)
+        out.raw(#"{"hasContent":"#); out.bool(session.canvas.hasContent)
+        out.raw(#","pencil":{"initialized":"#); out.bool(pencil.initialized)
+        out.raw(#","policy":"#); out.string(pencil.configuration.policy.rawValue)
+        out.raw(#","preferredTapAction":"#); out.string(pencil.configuration.preferredTapAction.rawValue)
+        out.raw(#","supported":"#); out.bool(pencil.configuration.supported)
+        out.raw(#"},"seq":"#); out.integer(Int64(clamping: session.seq))
+        if let size = session.size {
+            out.raw(#","size":{"height":"#); out.integer(Int64(size.height))
+            out.raw(#","width":"#); out.integer(Int64(size.width))
+            out.raw("}")
         }
-        return out
+        out.raw(#","state":"#); out.string(session.canvas.phase.rawValue)
+        out.raw(#","tool":{"current":"#); out.string(tools.current.rawValue)
+        out.raw(#","previous":"#); out.string(tools.previous.rawValue)
+        switch session.transitions {
+        case .instant: out.raw(#"},"transitions":"instant"}"#)
+        case .manual: out.raw(#"},"transitions":"manual"}"#)
+        case .timed(let ms): out.raw(#"},"transitions":{"ms":"#); out.integer(Int64(ms)); out.raw("}}")
+        }
+        return out.bytes
     }
 
     static func pencil(_ session: ServiceSession) -> JSONValue {

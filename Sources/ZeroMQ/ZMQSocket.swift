@@ -177,6 +177,8 @@ public final class ZMQSocket {
     public func receive(wait: Bool = true, readUserID: Bool, keepingAtMost maxFrames: Int) throws(ZMQError)
         -> (frames: [[UInt8]], userID: String?, dropped: Int)? {
         var frames: [[UInt8]] = []
+        // Room for a request's usual envelope and body at once, instead of growing 1, 2, 4.
+        frames.reserveCapacity(4)
         var userID: String?
         var dropped = 0
         repeat {
@@ -184,9 +186,11 @@ public final class ZMQSocket {
             defer { zmq_msg_close(message) }
             let received = zmq_msg_recv(message, handle, wait || !frames.isEmpty || dropped > 0 ? 0 : ZMQ_DONTWAIT)
             if received < 0 {
-                let error = ZMQError("receive")
-                if error.wouldBlock && frames.isEmpty { return nil }
-                throw error
+                // Nothing queued is the common case of a non-blocking read: answered without
+                // building an error (its text comes from strerror, a lookup per empty read).
+                let code = zmq_errno()
+                if code == EAGAIN && frames.isEmpty { return nil }
+                throw ZMQError("receive", errno: code)
             }
             // Frames that came from the peer carry its properties, but a ROUTER's routing-id frame
             // is made locally and carries none, so the first frame that has it is used.

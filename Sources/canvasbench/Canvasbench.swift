@@ -73,3 +73,36 @@ enum Memory {
         return (field("VmRSS"), field("VmHWM"))
     }
 }
+
+/// CPU time a process has used so far, by thread (user plus system, from /proc), so a benchmark
+/// can say which thread a request's cost falls on: the serving thread or libzmq's I/O thread.
+struct ThreadTimes {
+    /// Microseconds by thread name; threads of one name (libzmq's `ZMQbg/IO/0`…) add up.
+    var microsecondsByName: [String: Double] = [:]
+
+    static func of(_ pid: Int32) -> ThreadTimes {
+        var times = ThreadTimes()
+        let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+        for task in tasks {
+            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/stat", encoding: .utf8),
+                  let open = stat.firstIndex(of: "("), let close = stat.lastIndex(of: ")") else { continue }
+            let name = String(stat[stat.index(after: open)..<close])
+            // After the name: state is field 3, utime field 14, stime field 15.
+            let fields = stat[stat.index(close, offsetBy: 2)...].split(separator: " ")
+            guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { continue }
+            times.microsecondsByName[name, default: 0] += (user + system) / ticks * 1e6
+        }
+        return times
+    }
+
+    static func - (later: ThreadTimes, earlier: ThreadTimes) -> ThreadTimes {
+        ThreadTimes(microsecondsByName: later.microsecondsByName.reduce(into: [:]) { difference, thread in
+            difference[thread.key] = thread.value - (earlier.microsecondsByName[thread.key] ?? 0)
+        })
+    }
+
+    static func + (one: ThreadTimes, other: ThreadTimes) -> ThreadTimes {
+        ThreadTimes(microsecondsByName: one.microsecondsByName.merging(other.microsecondsByName, uniquingKeysWith: +))
+    }
+}
