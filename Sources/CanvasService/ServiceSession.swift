@@ -64,7 +64,12 @@ struct ReplyCache {
 
     /// A remembered reply, or nil for one too large to keep.
     private var replies: [RequestID: (request: [UInt8], reply: [UInt8]?)] = [:]
+    /// The ids remembered, oldest first, as a ring: the live ones are
+    /// `order[(first + i) % order.count]` for `i < replies.count`. A request with a new id
+    /// forgets the oldest, and this way nothing moves (an array's `removeFirst` shifted all
+    /// the other ids, every request).
     private var order: [RequestID] = []
+    private var first = 0
     private var bytes = 0
     let capacity: Int
     let maxReplyBytes: Int
@@ -96,18 +101,34 @@ struct ReplyCache {
 
     /// What is remembered, oldest first (nil: answered, the reply too large to keep).
     var entries: [(id: RequestID, request: [UInt8], reply: [UInt8]?)] {
-        order.compactMap { id in replies[id].map { (id, $0.request, $0.reply) } }
+        (0..<replies.count).compactMap { index in
+            let id = order[(first + index) % order.count]
+            return replies[id].map { (id, $0.request, $0.reply) }
+        }
     }
 
     /// Remembers an entry as `entries` gave it, for a session restored from a snapshot.
     mutating func remember(_ kept: [UInt8]?, for id: RequestID, request: [UInt8]) {
         guard capacity > 0, replies[id] == nil else { return }
-        replies[id] = (request, kept)
-        order.append(id)
-        bytes += request.count + (kept?.count ?? 0)
-        while order.count > capacity || (bytes > maxBytes && order.count > 1) {
-            let oldest = order.removeFirst()
-            if let entry = replies.removeValue(forKey: oldest) { bytes -= entry.request.count + (entry.reply?.count ?? 0) }
+        if replies.count == capacity { forgetOldest() }
+        // The place after the newest: past the end while the ring is still filling (the ids
+        // live in one run until it is full), around to the front once it is.
+        let next = first + replies.count
+        if next < order.count {
+            order[next] = id
+        } else if order.count < capacity {
+            order.append(id)
+        } else {
+            order[next - order.count] = id
         }
+        replies[id] = (request, kept)
+        bytes += request.count + (kept?.count ?? 0)
+        while bytes > maxBytes && replies.count > 1 { forgetOldest() }
+    }
+
+    private mutating func forgetOldest() {
+        let oldest = order[first]
+        first = (first + 1) % order.count
+        if let entry = replies.removeValue(forKey: oldest) { bytes -= entry.request.count + (entry.reply?.count ?? 0) }
     }
 }
