@@ -6,6 +6,7 @@ struct SessionTable {
     /// A class, not a struct: asking who owns a session (every request does) then reads one
     /// field through a reference, where reading a struct out of the dictionary copied the
     /// whole entry, retaining and releasing every buffer of the session inside its slot.
+    /// (The methods that change a slot stay `mutating`: the table is one value, used as one.)
     private final class Entry {
         /// The authenticated client that opened it (nil without authentication).
         let owner: String?
@@ -55,19 +56,19 @@ struct SessionTable {
     /// A request or due timer for an existing session: the session to run it on now, or nil
     /// when it was queued behind a job. (A session returned, not a wrapper matched by the
     /// caller: a copy held by a wrapper would make the request copy the session's buffers.)
-    func arrive(_ id: String, _ work: QueuedWork) -> ServiceSession? {
+    mutating func arrive(_ id: String, _ work: QueuedWork) -> ServiceSession? {
         entries[id]?.slot.arrive(work)
     }
 
-    func finish(_ session: consuming ServiceSession) {
+    mutating func finish(_ session: consuming ServiceSession) {
         // The id read first, so that the session itself is moved into the slot, not copied.
         let entry = entries[session.id]
         entry?.slot.finish(session)
     }
 
-    func startJob(_ id: String) { entries[id]?.slot.startJob() }
+    mutating func startJob(_ id: String) { entries[id]?.slot.startJob() }
 
-    func endJob(_ session: consuming ServiceSession) -> [QueuedWork] {
+    mutating func endJob(_ session: consuming ServiceSession) -> [QueuedWork] {
         entries[session.id]?.slot.endJob(session) ?? []
     }
 

@@ -177,8 +177,6 @@ public final class ZMQSocket {
     public func receive(wait: Bool = true, readUserID: Bool, keepingAtMost maxFrames: Int) throws(ZMQError)
         -> (frames: [[UInt8]], userID: String?, dropped: Int)? {
         var frames: [[UInt8]] = []
-        // Room for a request's usual envelope and body at once, instead of growing 1, 2, 4.
-        frames.reserveCapacity(4)
         var userID: String?
         var dropped = 0
         repeat {
@@ -198,6 +196,9 @@ public final class ZMQSocket {
                 userID = String(cString: property)
             }
             let size = zmq_msg_size(message)
+            // Room for a request's usual envelope and body at once, instead of growing 1, 2, 4
+            // (and none taken by a read that finds nothing).
+            if frames.isEmpty { frames.reserveCapacity(4) }
             if frames.count >= maxFrames {
                 dropped += 1
             } else if size == 0 {
