@@ -68,9 +68,11 @@ struct Latency: ParsableCommand {
         print("                 median µs   p99 µs   pipelined req/s (window \(window))")
         print("  raw libzmq echo  \(pad(format(rawLatency)))  \(pad(format(rawP99)))  \(format(rawRate, 0))")
         print("  canvasd          \(pad(format(servedLatency)))  \(pad(format(servedP99)))  \(format(servedRate, 0))")
-        print("per round, canvasd / raw: latency \(latencyRatios.map { format($0, 2) }.joined(separator: " ")); "
+        print("per round, canvasd / raw: " + (pipelinedOnly ? "" : "latency \(latencyRatios.map { format($0, 2) }.joined(separator: " ")); ")
               + "throughput \(throughputRatios.map { format($0, 2) }.joined(separator: " "))")
-        print("latency ratio canvasd / raw: \(format(Stats(latencyRatios).median, 2))x (median of rounds; target at most 1.1x)")
+        if !pipelinedOnly {
+            print("latency ratio canvasd / raw: \(format(Stats(latencyRatios).median, 2))x (median of rounds; target at most 1.1x)")
+        }
         print("throughput ratio canvasd / raw: \(format(Stats(throughputRatios).median, 2))x (median of rounds; target at least 0.5x)")
         // Where the pipelined run's CPU went, per request and thread, over all rounds: on two
         // cores every thread's time is taken from the others, so this is what the ratio costs.
@@ -95,7 +97,10 @@ struct Latency: ParsableCommand {
         var clientCPU: ThreadTimes
     }
 
-    private func pad(_ s: String) -> String { String(repeating: " ", count: max(0, 8 - s.count)) + s }
+    private func pad(_ figure: String) -> String {
+        let shown = figure == "nan" ? "-" : figure   // no round trips timed (--pipelined-only)
+        return String(repeating: " ", count: max(0, 8 - shown.count)) + shown
+    }
 
     private func freeEndpoint(_ context: ZMQContext) throws -> String {
         let probe = try context.socket(.rep)
