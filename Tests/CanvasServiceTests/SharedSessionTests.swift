@@ -5,6 +5,34 @@ import SessionStore
 import Testing
 import TestSupport
 
+/// A real Redis and two real canvasd instances sharing it, `a` and `b`, with a client for each.
+struct TwoInstances {
+    let redis: RedisProcess
+    let a: LiveServer
+    let b: LiveServer
+    let toA: CanvasClient
+    let toB: CanvasClient
+
+    init() throws {
+        redis = try RedisProcess()
+        a = try LiveServer(arguments: ["--session-store", redis.url, "--instance", "a"])
+        b = try LiveServer(arguments: ["--session-store", redis.url, "--instance", "b"])
+        toA = try a.client()
+        toB = try b.client()
+    }
+
+    /// Opens a session on `a` (request id 1) and returns its id.
+    func openSession(transitions: JSONValue = "instant") throws -> String {
+        let opened = try SharedSessionTests.send(toA, id: 1, "session.open", ["transitions": transitions], session: nil)
+        return try #require(opened["result"]?["session"]?.stringValue)
+    }
+
+    func stop() {
+        a.stop()
+        b.stop()
+    }
+}
+
 /// Two real canvasd processes sharing one real Redis: a session moves from one to the other
 /// when the first is killed, exactly as last acknowledged.
 @Suite("sessions shared through Redis", .serialized)
@@ -23,14 +51,11 @@ struct SharedSessionTests {
 
     @Test("a killed instance's session is answered by another: retries from the cache, drawing, history and seq as acknowledged")
     func failover() throws {
-        let redis = try RedisProcess()
-        let a = try LiveServer(arguments: ["--session-store", redis.url, "--instance", "a"])
-        let b = try LiveServer(arguments: ["--session-store", redis.url, "--instance", "b"])
-        defer { a.stop(); b.stop() }
-        let toA = try a.client(), toB = try b.client()
+        let pair = try TwoInstances()
+        defer { pair.stop() }
+        let a = pair.a, b = pair.b, toA = pair.toA, toB = pair.toB
 
-        let opened = try Self.send(toA, id: 1, "session.open", ["transitions": "instant"], session: nil)
-        let session = try #require(opened["result"]?["session"]?.stringValue)
+        let session = try pair.openSession()
         _ = try Self.send(toA, id: 2, "canvas.open", session: session)
         for id in Int64(3)...5 { _ = try Self.send(toA, id: id, "drawing.addStroke", Self.stroke, session: session) }
         _ = try Self.send(toA, id: 6, "drawing.undo", session: session)
@@ -66,13 +91,10 @@ struct SharedSessionTests {
 
     @Test("a stroke half sent in parts when its instance dies is finished on the one that takes the session over")
     func strokePartsMove() throws {
-        let redis = try RedisProcess()
-        let a = try LiveServer(arguments: ["--session-store", redis.url, "--instance", "a"])
-        let b = try LiveServer(arguments: ["--session-store", redis.url, "--instance", "b"])
-        defer { a.stop(); b.stop() }
-        let toA = try a.client(), toB = try b.client()
-        let opened = try Self.send(toA, id: 1, "session.open", ["transitions": "instant"], session: nil)
-        let session = try #require(opened["result"]?["session"]?.stringValue)
+        let pair = try TwoInstances()
+        defer { pair.stop() }
+        let a = pair.a, toA = pair.toA, toB = pair.toB
+        let session = try pair.openSession()
         _ = try Self.send(toA, id: 2, "canvas.open", session: session)
         var first = Self.stroke
         first["continued"] = true
@@ -94,13 +116,10 @@ struct SharedSessionTests {
 
     @Test("two live instances never both act on a session: a stale copy is dropped and the request answered on the stored one")
     func noTwoInstancesAtOnce() throws {
-        let redis = try RedisProcess()
-        let a = try LiveServer(arguments: ["--session-store", redis.url, "--instance", "a"])
-        let b = try LiveServer(arguments: ["--session-store", redis.url, "--instance", "b"])
-        defer { a.stop(); b.stop() }
-        let toA = try a.client(), toB = try b.client()
-        let opened = try Self.send(toA, id: 1, "session.open", ["transitions": "instant"], session: nil)
-        let session = try #require(opened["result"]?["session"]?.stringValue)
+        let pair = try TwoInstances()
+        defer { pair.stop() }
+        let toA = pair.toA, toB = pair.toB
+        let session = try pair.openSession()
         _ = try Self.send(toA, id: 2, "canvas.open", session: session)
         _ = try Self.send(toA, id: 3, "drawing.addStroke", Self.stroke, session: session)
         // b takes it over and draws; a still holds its old copy.
@@ -109,7 +128,7 @@ struct SharedSessionTests {
         #expect(try Self.send(toA, id: 5, "drawing.get", session: session)["result"]?["strokes"]?.arrayValue?.count == 2)
         #expect(try Self.send(toA, id: 6, "drawing.addStroke", Self.stroke, session: session)["result"]?["strokes"] == 3)
         #expect(try Self.send(toB, id: 7, "drawing.addStroke", Self.stroke, session: session)["result"]?["strokes"] == 4)
-        let store = try SessionSnapshotStore(url: redis.url, instance: "inspector", ttl: .seconds(60))
+        let store = try SessionSnapshotStore(url: pair.redis.url, instance: "inspector", ttl: .seconds(60))
         #expect(try store.inspect(session)! == ("b", 6))   // open, and five acknowledged changes
         // Closed on one, gone for all.
         #expect(try Self.send(toA, id: 8, "session.close", session: session)["result"]?["closed"] == true)
@@ -140,13 +159,10 @@ struct SharedSessionTests {
 struct SharedSessionEdgeTests {
     @Test("a timed transition under way when its instance dies is finished by the instance that takes it over")
     func timedTransitionMoves() throws {
-        let redis = try RedisProcess()
-        let a = try LiveServer(arguments: ["--session-store", redis.url, "--instance", "a"])
-        let b = try LiveServer(arguments: ["--session-store", redis.url, "--instance", "b"])
-        defer { a.stop(); b.stop() }
-        let toA = try a.client(), toB = try b.client()
-        let opened = try SharedSessionTests.send(toA, id: 1, "session.open", ["transitions": ["ms": 400]], session: nil)
-        let session = try #require(opened["result"]?["session"]?.stringValue)
+        let pair = try TwoInstances()
+        defer { pair.stop() }
+        let a = pair.a, b = pair.b, toA = pair.toA, toB = pair.toB
+        let session = try pair.openSession(transitions: ["ms": 400])
         #expect(try SharedSessionTests.send(toA, id: 2, "canvas.open", session: session)["result"]?["state"] == "opening")
         kill(a.process.processIdentifier, SIGKILL)
         a.process.waitUntilExit()

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -25,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, canvasd_path
-from web import chromium, free_port, run_js, wait_for
+from web import chromium, free_port, run_js, start_demo_server, wait_for
 
 sys.path.insert(0, str(ROOT / "scripts"))
 from cluster import Cluster  # noqa: E402
@@ -48,13 +47,9 @@ def test_a_browser_through_haproxy_survives_the_loss_of_its_instance(tmp_path: P
     started = time.monotonic()
     with Cluster(canvasd_path(), documents, tmp_path / "cluster", instances=3) as cluster:
         http_port = free_port()
-        http = subprocess.Popen(
-            [sys.executable, str(ROOT / "scripts" / "web-server.py"), "--port", str(http_port),
-             "--web-endpoint", cluster.web_endpoint, "--web-events", cluster.web_events],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        http = start_demo_server(http_port, cluster.web_endpoint, cluster.web_events)
         browser = None
         try:
-            assert "demo page" in http.stdout.readline()
             browser = chromium()
             browser.get(f"http://127.0.0.1:{http_port}/harness.html")
             before = run_js(browser, """

@@ -28,6 +28,21 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def start_demo_server(port: int, url: str, events: str, token: Optional[str] = None) -> subprocess.Popen:
+    """scripts/web-server.py on `port`, serving the demo, the harness and the client for a
+    canvasd (or HAProxy) at `url` and `events`; returns once it says it is serving."""
+    http = subprocess.Popen(
+        [sys.executable, str(ROOT / "scripts" / "web-server.py"), "--port", str(port),
+         "--web-endpoint", url, "--web-events", events] + (["--token", token] if token else []),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    line = http.stdout.readline()
+    if "demo page" not in line:
+        http.terminate()
+        http.wait(timeout=5)
+        raise RuntimeError(f"web server did not start: {line}")
+    return http
+
+
 class WebServer:
     """canvasd (ipc:// for the Python client, ws:// for the page) and the static web server."""
 
@@ -40,13 +55,7 @@ class WebServer:
         self.extra = list(extra)
         self.token = token
         self.canvasd = self.start_canvasd()
-        self.http = subprocess.Popen(
-            [sys.executable, str(ROOT / "scripts" / "web-server.py"), "--port", str(self.http_port),
-             "--web-endpoint", self.url, "--web-events", self.events] + (["--token", token] if token else []),
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        line = self.http.stdout.readline()
-        if "demo page" not in line:
-            raise RuntimeError(f"web server did not start: {line}")
+        self.http = start_demo_server(self.http_port, self.url, self.events, token)
         self.base = f"http://127.0.0.1:{self.http_port}"
 
     def start_canvasd(self) -> Server:
