@@ -259,25 +259,17 @@ public final class Dispatcher {
         if let shared {
             // Written before the reply goes out; a copy found stale is dropped and the request
             // answered again on the session as the store has it.
-            let outcome: StoreOutcome
+            let asked: StoreOutcome
             if method == .sessionClose {
                 // Removed only by its holder: a stale copy is taken back first, then closed.
-                do throws(ProtocolError) {
-                    outcome = try shared.remove(session.id) ? .kept : store(&session, eventsFrom: mark, lost: true, &call)
-                } catch {
-                    outcome = store(&session, eventsFrom: mark, lost: true, &call, failure: error)
-                }
+                asked = Self.ask { () throws(ProtocolError) in try shared.remove(session.id) }
             } else if method.changesNothing {
                 // A read answers from the local copy only if it is still the stored one.
-                do throws(ProtocolError) {
-                    outcome = try shared.confirm(&session, now: call.now) ? .kept : store(&session, eventsFrom: mark, lost: true, &call)
-                } catch {
-                    outcome = store(&session, eventsFrom: mark, lost: true, &call, failure: error)
-                }
+                asked = Self.ask { () throws(ProtocolError) in try shared.confirm(&session, now: call.now) }
             } else {
-                outcome = store(&session, eventsFrom: mark, &call)
+                asked = write(&session, call)
             }
-            switch outcome {
+            switch keepOrDrop(asked, session.id, eventsFrom: mark, &call) {
             case .kept:
                 break
             case .failed(let error):
@@ -309,34 +301,28 @@ public final class Dispatcher {
                       data: ["reason": "sessionMoved", "session": .string(id)])
     }
 
-    /// Writes a session that a request (or a timer) changed. Unless it was written, the change
-    /// is undone as far as anyone can see: the copy leaves the table, its timers go, and the
-    /// events it made since `mark` are not published.
-    /// `lost`: the caller already knows the copy is stale (with `failure`, that it could not
-    /// tell): nothing is written, the copy is only dropped.
-    private func store(_ session: inout ServiceSession, eventsFrom mark: Int, lost: Bool = false, _ call: inout Call,
-                       failure: ProtocolError? = nil) -> StoreOutcome {
-        let outcome: StoreOutcome
-        if let failure {
-            outcome = .failed(failure)
-        } else if lost {
-            outcome = .lost
-        } else {
-            outcome = write(&session, call)
+    /// What the store said of a local copy: still the stored one (`true`), held elsewhere, or
+    /// nothing, because it could not be asked.
+    private static func ask(_ question: () throws(ProtocolError) -> Bool) -> StoreOutcome {
+        do throws(ProtocolError) {
+            return try question() ? .kept : .lost
+        } catch {
+            return .failed(error)
         }
-        if case .kept = outcome { return outcome }
-        drop(session.id, eventsFrom: mark, &call)
-        return outcome
     }
 
     /// Writes the session's next version to the store.
     private func write(_ session: inout ServiceSession, _ call: Call) -> StoreOutcome {
         guard let shared else { return .kept }
-        do throws(ProtocolError) {
-            return try shared.persist(&session, now: call.now) ? .kept : .lost
-        } catch {
-            return .failed(error)
-        }
+        return Self.ask { () throws(ProtocolError) in try shared.persist(&session, now: call.now) }
+    }
+
+    /// A change the store did not keep is undone as far as anyone can see: the local copy is
+    /// dropped (see `drop`). Returns `outcome`.
+    private func keepOrDrop(_ outcome: StoreOutcome, _ id: String, eventsFrom mark: Int, _ call: inout Call) -> StoreOutcome {
+        if case .kept = outcome { return outcome }
+        drop(id, eventsFrom: mark, &call)
+        return outcome
     }
 
     /// Drops a local copy that was not written: out of the table, its timers gone, and the
@@ -438,7 +424,7 @@ public final class Dispatcher {
         let mark = call.output.events.count
         if let actions = try? session.canvas.finishTransition(ticket) {
             canvas.executor.run(actions, &session, imageData: false, &call)
-            guard case .kept = store(&session, eventsFrom: mark, &call) else { return }
+            guard case .kept = keepOrDrop(write(&session, call), session.id, eventsFrom: mark, &call) else { return }
         }
         table.finish(session)
     }
