@@ -22,9 +22,14 @@ final class SharedSessions {
 
     var instance: String { store.instance }
 
-    private func unavailable(_ error: any Error, _ session: String) -> ProtocolError {
-        logger.error("session store failed", metadata: ["session": "\(session)", "error": "\(error)"])
-        return ProtocolError(.unavailable, "the session store did not answer; try again", data: ["reason": "sessionStore"])
+    /// One call to the store about `session`; a store that fails is `UNAVAILABLE` to the client.
+    private func asking<Answer>(about session: String, _ call: () throws -> Answer) throws(ProtocolError) -> Answer {
+        do {
+            return try call()
+        } catch {
+            logger.error("session store failed", metadata: ["session": "\(session)", "error": "\(error)"])
+            throw ProtocolError(.unavailable, "the session store did not answer; try again", data: ["reason": "sessionStore"])
+        }
     }
 
     private func encode(_ session: ServiceSession) throws(ProtocolError) -> [UInt8] {
@@ -39,11 +44,7 @@ final class SharedSessions {
     /// Stores a new session at version 1. False when another instance has a session of that id.
     func create(_ session: inout ServiceSession, now: ContinuousClock.Instant) throws(ProtocolError) -> Bool {
         let bytes = try encode(session)
-        do {
-            guard try store.create(session.id, owner: session.owner, snapshot: bytes) else { return false }
-        } catch {
-            throw unavailable(error, session.id)
-        }
+        guard try asking(about: session.id, { try store.create(session.id, owner: session.owner, snapshot: bytes) }) else { return false }
         session.storedVersion = 1
         session.storedAt = now
         return true
@@ -53,13 +54,7 @@ final class SharedSessions {
     /// the session over, or it expired in the store): it must then be dropped, unacknowledged.
     func persist(_ session: inout ServiceSession, now: ContinuousClock.Instant) throws(ProtocolError) -> Bool {
         let bytes = try encode(session)
-        let outcome: SessionSnapshotStore.WriteOutcome
-        do {
-            outcome = try store.write(session.id, snapshot: bytes, expected: session.storedVersion)
-        } catch {
-            throw unavailable(error, session.id)
-        }
-        switch outcome {
+        switch try asking(about: session.id, { try store.write(session.id, snapshot: bytes, expected: session.storedVersion) }) {
         case .written(let version):
             session.storedVersion = version
             session.storedAt = now
@@ -77,11 +72,7 @@ final class SharedSessions {
     /// (renewing its lease, since a session only read is still in use). False: another instance
     /// took it over.
     func confirm(_ session: inout ServiceSession, now: ContinuousClock.Instant) throws(ProtocolError) -> Bool {
-        do {
-            guard try store.confirm(session.id, expected: session.storedVersion) else { return false }
-        } catch {
-            throw unavailable(error, session.id)
-        }
+        guard try asking(about: session.id, { try store.confirm(session.id, expected: session.storedVersion) }) else { return false }
         session.storedAt = now
         return true
     }
@@ -89,13 +80,7 @@ final class SharedSessions {
     /// The session as last acknowledged by whichever instance held it, now held here; nil when
     /// there is none (or it is another client's).
     func takeOver(_ id: String, owner: String?, connection: [UInt8]?, now: ContinuousClock.Instant) throws(ProtocolError) -> ServiceSession? {
-        let snapshot: SessionSnapshotStore.Snapshot?
-        do {
-            snapshot = try store.takeOver(id, owner: owner)
-        } catch {
-            throw unavailable(error, id)
-        }
-        guard let snapshot else { return nil }
+        guard let snapshot = try asking(about: id, { try store.takeOver(id, owner: owner) }) else { return nil }
         do {
             var session = try SessionSnapshot.decode(snapshot.bytes, session: id, connection: connection, now: now, limits: limits)
             session.storedVersion = snapshot.version
@@ -110,11 +95,7 @@ final class SharedSessions {
 
     /// Removes a closed session from the store. False when another instance holds it.
     func remove(_ id: String) throws(ProtocolError) -> Bool {
-        do {
-            return try store.remove(id)
-        } catch {
-            throw unavailable(error, id)
-        }
+        try asking(about: id) { try store.remove(id) }
     }
 
     /// The owner a session was opened by ("" without authentication), nil if there is none.
