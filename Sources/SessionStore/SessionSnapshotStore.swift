@@ -35,6 +35,10 @@ public final class SessionSnapshotStore {
     private let connection: RedisConnection
     private let keyPrefix: String
     private var loaded: [Script: String] = [:]
+    /// The instance name and the time to live in milliseconds as script arguments, made once:
+    /// nearly every request of a shared session sends them.
+    private let holder: [UInt8]
+    private let ttlMilliseconds: [UInt8]
 
     /// `instance`: this process's name as holder (unique among instances); `ttl`: how long an
     /// untouched session lives (canvasd's idle timeout).
@@ -44,19 +48,19 @@ public final class SessionSnapshotStore {
         self.instance = instance
         self.ttl = ttl
         self.keyPrefix = keyPrefix
+        holder = Array(instance.utf8)
+        ttlMilliseconds = Array(String(max(1, ttl.components.seconds * 1000 + ttl.components.attoseconds / 1_000_000_000_000_000)).utf8)
         _ = try connection.command(["PING"], doing: "checking the session store at \(connection.url)")
     }
 
     public var address: String { connection.url.description }
-
-    private var ttlMilliseconds: String { String(max(1, ttl.components.seconds * 1000 + ttl.components.attoseconds / 1_000_000_000_000_000)) }
 
     private func key(_ session: String) -> [UInt8] { Array((keyPrefix + session).utf8) }
 
     /// Stores a new session at version 1, held by this instance. False if the id is taken.
     public func create(_ session: String, owner: String?, snapshot: [UInt8]) throws(RedisError) -> Bool {
         let reply = try run(.create, keys: [key(session)],
-                            [Array(instance.utf8), Array((owner ?? "").utf8), snapshot, Array(ttlMilliseconds.utf8)],
+                            [holder, Array((owner ?? "").utf8), snapshot, ttlMilliseconds],
                             doing: "storing new session \(session)")
         return reply == .integer(1)
     }
@@ -65,15 +69,15 @@ public final class SessionSnapshotStore {
     public func write(_ session: String, snapshot: [UInt8], expected: UInt64) throws(RedisError) -> WriteOutcome {
         let doing = "writing session \(session) at version \(expected + 1)"
         let reply = try run(.write, keys: [key(session)],
-                            [Array(instance.utf8), Array(String(expected).utf8), snapshot, Array(ttlMilliseconds.utf8)],
+                            [holder, Array(String(expected).utf8), snapshot, ttlMilliseconds],
                             doing: doing)
         guard case .array(let fields) = reply, fields.count == 3 else {
             throw RedisError(doing: doing, cause: .unexpectedReply("\(reply)"))
         }
-        let holder = fields[1].string.flatMap { $0.isEmpty ? nil : $0 }
+        let heldBy = fields[1].string.flatMap { $0.isEmpty ? nil : $0 }
         let version = fields[2].string.flatMap { UInt64($0) }
         if fields[0] == .integer(1), let version { return .written(version: version) }
-        return .lost(holder: holder, version: version)
+        return .lost(holder: heldBy, version: version)
     }
 
     /// Takes the session over: this instance becomes its holder, and gets its latest snapshot.
@@ -82,7 +86,7 @@ public final class SessionSnapshotStore {
     public func takeOver(_ session: String, owner: String?) throws(RedisError) -> Snapshot? {
         let doing = "taking session \(session) over"
         let reply = try run(.takeOver, keys: [key(session)],
-                            [Array(instance.utf8), Array((owner ?? "").utf8), Array(ttlMilliseconds.utf8)], doing: doing)
+                            [holder, Array((owner ?? "").utf8), ttlMilliseconds], doing: doing)
         switch reply {
         case .null: return nil
         case .array(let fields) where fields.count == 2:
@@ -98,13 +102,13 @@ public final class SessionSnapshotStore {
     /// Removes the session if this instance holds it. Returns whether it did.
     @discardableResult
     public func remove(_ session: String) throws(RedisError) -> Bool {
-        try run(.remove, keys: [key(session)], [Array(instance.utf8)], doing: "removing session \(session)") == .integer(1)
+        try run(.remove, keys: [key(session)], [holder], doing: "removing session \(session)") == .integer(1)
     }
 
     /// Whether this instance still holds the session at version `expected`, renewing its time
     /// to live if so: what a read must know before it answers from a local copy.
     public func confirm(_ session: String, expected: UInt64) throws(RedisError) -> Bool {
-        try run(.confirm, keys: [key(session)], [Array(instance.utf8), Array(String(expected).utf8), Array(ttlMilliseconds.utf8)],
+        try run(.confirm, keys: [key(session)], [holder, Array(String(expected).utf8), ttlMilliseconds],
                 doing: "confirming session \(session) at version \(expected)") == .integer(1)
     }
 
