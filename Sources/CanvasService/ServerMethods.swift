@@ -46,8 +46,7 @@ struct ServerMethods {
                 id: id, owner: call.client, connection: call.connection,
                 canvas: CanvasSession(pencil: pencil, transitions: transitions, initialized: initialized),
                 transitions: transitions, size: size, resultImages: resultImages, lastActive: call.now,
-                replies: ReplyCache(capacity: limits.replyCacheSize, maxReplyBytes: limits.maxCachedReplyBytes,
-                                    maxBytes: limits.maxCachedBytesPerSession))
+                replies: ReplyCache(limits: limits))
         }
         var session = make(table.newID())
         if let shared {

@@ -81,6 +81,12 @@ struct ReplyCache {
         self.maxBytes = maxBytes
     }
 
+    /// An empty cache with the service's limits, for a new session or one taken over.
+    init(limits: Limits) {
+        self.init(capacity: limits.replyCacheSize, maxReplyBytes: limits.maxCachedReplyBytes,
+                  maxBytes: limits.maxCachedBytesPerSession)
+    }
+
     enum Lookup {
         case miss
         case retry(reply: [UInt8])

@@ -131,8 +131,7 @@ struct SessionSnapshot: Codable {
         }
         guard snapshot.format == currentFormat else { throw .format(snapshot.format) }
         guard snapshot.id == id else { throw .otherSession(snapshot.id) }
-        var replies = ReplyCache(capacity: limits.replyCacheSize, maxReplyBytes: limits.maxCachedReplyBytes,
-                                 maxBytes: limits.maxCachedBytesPerSession)
+        var replies = ReplyCache(limits: limits)
         while !reader.atEnd {
             let requestID: RequestID
             switch try reader.integer(UInt8.self) {
