@@ -134,13 +134,6 @@ extension EditableDrawing: Codable {
         var keep: Int
         var add: [Int]
 
-        init(_ list: [Int], after previous: [Int]) {
-            var keep = 0
-            while keep < list.count && keep < previous.count && list[keep] == previous[keep] { keep += 1 }
-            self.keep = keep
-            add = Array(list[keep...])
-        }
-
         func apply(to previous: [Int]) -> [Int]? {
             guard keep >= 0, keep <= previous.count else { return nil }
             return Array(previous[..<keep]) + add
@@ -168,10 +161,7 @@ extension EditableDrawing: Codable {
                 table.append(element)
                 add.append(table.count - 1)
             }
-            var delta = Delta([], after: [])
-            delta.keep = keep
-            delta.add = add
-            return (delta, Array(oldIndexes[..<keep]) + add)
+            return (Delta(keep: keep, add: add), Array(oldIndexes[..<keep]) + add)
         }
         func delta(_ drawing: Drawing) -> VersionDelta {
             let (s, strokeIndexes) = delta(drawing.strokes, after: previousDrawing.strokes, oldIndexes: previous.s, table: &strokes)
