@@ -58,10 +58,15 @@ struct Connection: ParsableArguments {
 
     /// Calls a method and prints its result as JSON; an error reply exits non-zero.
     func call(_ method: String, _ params: [String: JSONValue] = [:], session: String? = nil) throws {
-        switch try client().call(method, params, session: session) {
-        case .success(let result): printJSON(result)
-        case .failure(let error): try fail(error)
-        }
+        printJSON(try resultOrFail(client().call(method, params, session: session)))
+    }
+}
+
+/// A reply's result; an error reply is written out and exits non-zero, as `fail` does.
+func resultOrFail(_ reply: Result<[String: JSONValue], ProtocolError>) throws -> [String: JSONValue] {
+    switch reply {
+    case .success(let result): return result
+    case .failure(let error): try fail(error)
     }
 }
 

@@ -23,11 +23,7 @@ struct GetDocument: ParsableCommand {
         repeat {
             var params: [String: JSONValue] = ["name": .string(name), "offset": .integer(Int64(bytes.count))]
             if let pinned = revision.map(Int64.init) ?? first?["revision"]?.integerValue { params["revision"] = .integer(pinned) }
-            let piece: [String: JSONValue]
-            switch try client.call("document.get", params) {
-            case .success(let result): piece = result
-            case .failure(let error): try fail(error)
-            }
+            let piece = try resultOrFail(client.call("document.get", params))
             first = first ?? piece
             guard let data = piece["data"]?.stringValue.flatMap({ Data(base64Encoded: $0) }), !data.isEmpty || piece["size"] == .integer(0) else {
                 throw ValidationError("the server sent a piece without data")
@@ -66,10 +62,7 @@ struct Upload: ParsableCommand {
                                            "sha256": .string(DocumentStore.sha256(bytes))]
         if let expectedRevision { params["expectedRevision"] = .integer(Int64(expectedRevision)) }
         func call(_ method: String, _ params: [String: JSONValue], frames: [[UInt8]] = []) throws -> [String: JSONValue] {
-            switch try client.call(method, params, frames: frames) {
-            case .success(let result): return result
-            case .failure(let error): try fail(error)
-            }
+            try resultOrFail(client.call(method, params, frames: frames))
         }
         let begun = try call("document.upload.begin", params)
         guard let upload = begun["upload"]?.stringValue, let partBytes = begun["partBytes"]?.integerValue.map(Int.init) else {
