@@ -38,6 +38,15 @@ public enum Method: String, CaseIterable, Sendable {
     case documentUploadAbort = "document.upload.abort"
     case documentUploadCommit = "document.upload.commit"
 
+    /// The method a request names, or nil if there is none of that name. Looked up in a table
+    /// made once: `init(rawValue:)`, a switch over every name, costs several times as much.
+    public init?(named name: String) {
+        guard let method = Self.byName[name] else { return nil }
+        self = method
+    }
+
+    private static let byName = Dictionary(uniqueKeysWithValues: allCases.map { ($0.rawValue, $0) })
+
     /// What a method acts on, which decides how a request for it is routed.
     public enum Scope: Sendable {
         /// Needs no session: `hello`, `session.open`.

@@ -172,7 +172,7 @@ public final class Dispatcher {
 
     /// The reply, or nil when the request waits: for its job, or behind another's.
     private func answer(_ request: Request, frames: [[UInt8]], envelope: [[UInt8]], _ call: inout Call) -> [UInt8]? {
-        let method = Method(rawValue: request.method)
+        let method = Method(named: request.method)
         let params = Params(request.params)
         do throws(ProtocolError) {
             switch method?.scope {
@@ -408,7 +408,7 @@ public final class Dispatcher {
                                 _ session: inout ServiceSession, found: JobOutcome?, _ call: inout Call) -> [UInt8] {
         let reply: [UInt8]
         do throws(ProtocolError) {
-            reply = try canvas.run(method, params, &session, found: found, &call).reply(id: request.id)
+            reply = try canvas.run(method, params, &session, found: found, &call).reply(id: request.id, session)
         } catch {
             reply = ReplyEncoder.failure(id: request.id, error: error)
         }

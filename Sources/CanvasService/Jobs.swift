@@ -74,7 +74,10 @@ struct Jobs {
 
     /// The jobs finished since the last call, in the order they finished.
     mutating func finished() -> [(job: PendingJob, outcome: JobOutcome)] {
-        inbox.take().compactMap { id, outcome in
+        // Asked after every request: with no job out, the workers' inbox (a lock, memory an
+        // idle server finds uncached) has nothing to give.
+        guard !pending.isEmpty else { return [] }
+        return inbox.take().compactMap { id, outcome in
             guard let entry = pending.removeValue(forKey: id) else { return nil }
             if entry.isRead { reading -= 1 }
             return (entry.job, outcome)

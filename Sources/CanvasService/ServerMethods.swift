@@ -50,7 +50,7 @@ struct ServerMethods {
         }
         var session = make(table.newID())
         if let shared {
-            // Ids are random 64-bit numbers: one another instance already has is all but
+            // Ids are random 60-bit numbers: one another instance already has is all but
             // impossible, but it is told apart all the same.
             var attempts = 1
             while try !shared.create(&session, now: call.now) {

@@ -2,33 +2,116 @@ import CanvasCore
 import CanvasProtocol
 
 /// One session as the service holds it: the pure canvas session plus what the wire needs.
-struct ServiceSession {
-    let id: String
+///
+/// A value, kept behind one reference (copied on write, like an Array): a session moves
+/// between its slot in the table, the request running on it and the jobs that hold it, and
+/// every move of the fields themselves copied most of a kilobyte, several times a request,
+/// through memory an idle server finds uncached.
+///
+/// Sendable as its fields are (which the compiler checks on `Fields`): the storage is shared
+/// only between copies, is never written while shared, and is shared by the atomic reference
+/// count that decides that, as an Array's is.
+struct ServiceSession: @unchecked Sendable {
+    private struct Fields: Sendable {
+        let id: String
+        let owner: String?
+        var connection: [UInt8]?
+        var canvas: CanvasSession
+        let transitions: TransitionMode
+        var size: (width: Int, height: Int)?
+        let resultImages: Bool
+        var lastActive: ContinuousClock.Instant
+        var seq: UInt64
+        var replies: ReplyCache
+        var target: DocumentTarget?
+        var strokeParts: StrokeParts?
+        var storedVersion: UInt64
+        var storedAt: ContinuousClock.Instant?
+    }
+
+    private final class Storage {
+        // Reached only through the session's accessors, which make it unique before writing:
+        // two accesses that overlap would have to be to one session value, which the compiler
+        // already rules out, so the run-time check would only cost time.
+        @exclusivity(unchecked) var fields: Fields
+        init(_ fields: Fields) { self.fields = fields }
+    }
+
+    private var storage: Storage
+
+    init(id: String, owner: String?, connection: [UInt8]? = nil, canvas: CanvasSession, transitions: TransitionMode,
+         size: (width: Int, height: Int)?, resultImages: Bool, lastActive: ContinuousClock.Instant, seq: UInt64 = 0,
+         replies: ReplyCache, target: DocumentTarget? = nil, strokeParts: StrokeParts? = nil) {
+        storage = Storage(Fields(id: id, owner: owner, connection: connection, canvas: canvas, transitions: transitions,
+                                 size: size, resultImages: resultImages, lastActive: lastActive, seq: seq, replies: replies,
+                                 target: target, strokeParts: strokeParts, storedVersion: 0, storedAt: nil))
+    }
+
+    /// The fields, to change: this session's own copy first if another value shares them.
+    private var unique: Fields {
+        _read { yield storage.fields }
+        _modify {
+            if !isKnownUniquelyReferenced(&storage) { storage = Storage(storage.fields) }
+            yield &storage.fields
+        }
+    }
+
+    var id: String { storage.fields.id }
     /// The authenticated client (its CurveZMQ public key) that opened it; nil without
     /// authentication, where every local client may use every session.
-    let owner: String?
+    var owner: String? { storage.fields.owner }
     /// The connection (routing id) that opened it, which counts toward the per-client limit
     /// when clients are not authenticated.
-    var connection: [UInt8]? = nil
-    var canvas: CanvasSession
-    let transitions: TransitionMode
+    var connection: [UInt8]? {
+        _read { yield storage.fields.connection }
+        _modify { yield &unique.connection }
+    }
+    var canvas: CanvasSession {
+        _read { yield storage.fields.canvas }
+        _modify { yield &unique.canvas }
+    }
+    var transitions: TransitionMode { storage.fields.transitions }
     /// The canvas size for images, when the client gave one.
-    var size: (width: Int, height: Int)?
+    var size: (width: Int, height: Int)? {
+        _read { yield storage.fields.size }
+        _modify { yield &unique.size }
+    }
     /// Whether `canvas.result` events carry the PNG too (results the pencil causes have no
     /// request to ask for one).
-    let resultImages: Bool
-    var lastActive: ContinuousClock.Instant
+    var resultImages: Bool { storage.fields.resultImages }
+    var lastActive: ContinuousClock.Instant {
+        _read { yield storage.fields.lastActive }
+        _modify { yield &unique.lastActive }
+    }
     /// The last event's sequence number; the first event is 1.
-    var seq: UInt64 = 0
-    var replies: ReplyCache
+    var seq: UInt64 {
+        _read { yield storage.fields.seq }
+        _modify { yield &unique.seq }
+    }
+    var replies: ReplyCache {
+        _read { yield storage.fields.replies }
+        _modify { yield &unique.replies }
+    }
     /// Where a submit puts the drawing, when `canvas.open` named a document.
-    var target: DocumentTarget?
+    var target: DocumentTarget? {
+        _read { yield storage.fields.target }
+        _modify { yield &unique.target }
+    }
     /// A stroke whose first parts came (`continued`), waiting for its last.
-    var strokeParts: StrokeParts?
+    var strokeParts: StrokeParts? {
+        _read { yield storage.fields.strokeParts }
+        _modify { yield &unique.strokeParts }
+    }
     /// With a shared session store: the version of this session's last snapshot there, and
     /// when it was written or its lease renewed.
-    var storedVersion: UInt64 = 0
-    var storedAt: ContinuousClock.Instant? = nil
+    var storedVersion: UInt64 {
+        _read { yield storage.fields.storedVersion }
+        _modify { yield &unique.storedVersion }
+    }
+    var storedAt: ContinuousClock.Instant? {
+        _read { yield storage.fields.storedAt }
+        _modify { yield &unique.storedAt }
+    }
 
     mutating func nextSeq() -> UInt64 {
         seq += 1

@@ -28,12 +28,21 @@ struct SessionTable {
 
     func contains(_ id: String) -> Bool { entries[id] != nil }
 
-    /// An id no open session has.
+    /// An id no open session has: 15 hex digits, 60 random bits.
+    ///
+    /// 15, not 16: a String of up to 15 UTF-8 bytes is stored inline, so the id every request
+    /// carries is parsed without an allocation, and comparing it with a key of this table
+    /// reads no separate (and, between requests, uncached) heap object.
     func newID() -> String {
         var id: String
-        repeat { id = String(UInt64.random(in: 1...UInt64.max), radix: 16) } while entries[id] != nil
+        repeat {
+            let digits = String(UInt64.random(in: 0..<(1 << 60)), radix: 16)
+            id = String(repeating: "0", count: Self.idDigits - digits.count) + digits
+        } while entries[id] != nil
         return id
     }
+
+    static let idDigits = 15
 
     mutating func insert(_ session: ServiceSession) {
         entries[session.id] = Entry(owner: session.owner, connection: session.connection, slot: .ready(session))

@@ -4,12 +4,11 @@ import Foundation
 
 /// The JSON shapes of results and events that several methods share, as the spec writes them.
 enum WireShapes {
-    /// `canvas.state`'s result, written straight to JSON text with keys in the sorted order
-    /// `JSONCodec` writes: it is what clients poll, and building the object first costs more
-    /// than the rest of the request. A test holds it byte for byte to the result built as values.
-    static func stateText(_ session: ServiceSession) -> [UInt8] {
+    /// Writes `canvas.state`'s result as JSON text, keys in the sorted order `JSONCodec`
+    /// writes: it is what clients poll, and building the object first costs more than the rest
+    /// of the request. A test holds it byte for byte to the result built as values.
+    static func writeState(_ session: ServiceSession, into out: inout JSONText) {
         let pencil = session.canvas.pencil, tools = session.canvas.pencil.tools
-        var out = JSONText(capacity: 320)
         out.raw(#"{"hasContent":"#); out.bool(session.canvas.hasContent)
         out.raw(#","pencil":{"initialized":"#); out.bool(pencil.initialized)
         out.raw(#","policy":"#); out.string(pencil.configuration.policy.rawValue)
@@ -29,7 +28,6 @@ enum WireShapes {
         case .manual: out.raw(#"},"transitions":"manual"}"#)
         case .timed(let ms): out.raw(#"},"transitions":{"ms":"#); out.integer(Int64(ms)); out.raw("}}")
         }
-        return out.bytes
     }
 
     static func pencil(_ session: ServiceSession) -> JSONValue {

@@ -14,6 +14,9 @@ struct DispatchBench: ParsableCommand {
 
     @Option(help: "Requests timed per run.") var requests = 200_000
     @Option(help: "Runs; the figure is the median.") var rounds = 5
+    @Option(help: "For the cold figure: KiB of memory written between two requests, so that each finds the caches as a request on an idle server does (0: skip it).")
+    var evictKiB = 1024
+    @Option(help: "Requests timed for the cold figure.") var coldRequests = 20_000
 
     func run() throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("canvasbench-dispatch-\(getpid())")
@@ -51,5 +54,25 @@ struct DispatchBench: ParsableCommand {
         print("Dispatcher.handle, canvas.state, \(requests) requests x \(rounds) rounds (median ns per request)")
         print("  same id (a retry, from the reply cache):  \(format(retry, 0))")
         print("  a new id each time (as `latency` sends):  \(format(fresh, 0))")
+        guard evictKiB > 0 else { return }
+        // A request on an idle server finds its code and data evicted by whatever ran in the
+        // ~100 µs since the last one (the kernel, libzmq's threads, the client): that, not the
+        // figures above, is what a round trip pays. Here each request comes after `evictKiB`
+        // of other memory was written, and is timed alone.
+        var other = [UInt8](repeating: 0, count: evictKiB * 1024)
+        var cold: [Double] = []
+        cold.reserveCapacity(coldRequests)
+        for index in 0..<coldRequests {
+            let frame = [JSONCodec.serialize(Request(id: .integer(Int64(1 << 40) + Int64(index)), method: "canvas.state", session: session).json)]
+            other.withUnsafeMutableBytes { bytes in
+                for line in stride(from: 0, to: bytes.count, by: 64) { bytes[line] &+= 1 }
+            }
+            let start = clock.now
+            let replies = dispatcher.handle(frame, envelope: envelope, at: start).replies.count
+            cold.append((clock.now - start).microseconds * 1000)
+            precondition(replies == 1, "one reply per request")
+        }
+        let stats = Stats(cold)
+        print("  a new id, caches cold (\(evictKiB) KiB written between requests; \(coldRequests) requests): median \(format(stats.median, 0)), p90 \(format(stats.percentile(90), 0))")
     }
 }

@@ -68,6 +68,16 @@ struct DispatcherTests {
         #expect(harness.send("canvas.state", session: session, at: 91).replies.first?["result"]?["state"] == "open")
     }
 
+    @Test("session ids are 15 lowercase hex digits and distinct")
+    func sessionIDs() throws {
+        var harness = try Harness()
+        let ids = try (0..<64).map { _ in try harness.open() }
+        #expect(Set(ids).count == ids.count)
+        for id in ids {
+            #expect(id.utf8.count == 15 && id.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) }, "\(id)")
+        }
+    }
+
     @Test("a session expires after exactly its idle timeout since it was last used")
     func idleExpiry() throws {
         var harness = try Harness(idleTimeout: .seconds(10))
@@ -150,6 +160,38 @@ struct SessionSlotTests {
         slot.finish(Self.session)
         #expect(slot.idle != nil)
     }
+
+    @Test("a session is a value: a copy changed leaves the original as it was, field by field")
+    func sessionIsAValue() throws {
+        var original = Self.session
+        original.canvas.configurePencil(PencilConfiguration(supported: false))
+        func text(_ session: ServiceSession) -> String { String(decoding: JSONCodec.serialize(.object(WireShapesTests.state(session))), as: UTF8.self) }
+        let before = text(original)
+        var copy = original
+        copy.canvas.configurePencil(PencilConfiguration(supported: true))
+        copy.canvas.initialize()
+        _ = try copy.canvas.open()
+        copy.replies.store(Array("reply".utf8), for: .integer(1), request: [])
+        copy.lastActive = original.lastActive + .seconds(5)
+        copy.seq = 9
+        copy.size = (width: 3, height: 4)
+        copy.target = DocumentTarget(name: "a.pdf", page: 2)
+        copy.storedVersion = 4
+        #expect(text(original) == before)
+        #expect(original.canvas.phase == .closed && !original.canvas.pencil.configuration.supported)
+        #expect(original.replies.lookup(.integer(1), request: []).isMiss)
+        #expect(original.lastActive < copy.lastActive)
+        #expect(original.seq == 0 && original.size == nil && original.target == nil && original.storedVersion == 0)
+        #expect(copy.canvas.phase == .open && copy.seq == 9 && copy.storedVersion == 4)
+        // And the copy, once unique, is changed in place: the original is not touched again.
+        var again = copy
+        again.seq = 10
+        #expect(copy.seq == 9 && again.seq == 10)
+    }
+}
+
+extension ReplyCache.Lookup {
+    var isMiss: Bool { if case .miss = self { true } else { false } }
 }
 
 @Suite("wire shapes")
@@ -168,7 +210,7 @@ struct WireShapesTests {
         return result
     }
 
-    @Test("canvas.state written directly is byte for byte the serialized state object, in every state and mode")
+    @Test("canvas.state's reply written directly is byte for byte the reply of the serialized state object, in every state and mode")
     func stateText() throws {
         let modes: [TransitionMode] = [.instant, .manual, .timed(milliseconds: 250)]
         for mode in modes {
@@ -178,7 +220,8 @@ struct WireShapesTests {
                                              transitions: mode, size: size, resultImages: false, lastActive: .now,
                                              replies: ReplyCache(capacity: 1))
                 for step in 0..<4 {
-                    #expect(WireShapes.stateText(session) == JSONCodec.serialize(.object(Self.state(session))),
+                    #expect(MethodResult.state.reply(id: .integer(Int64(step)), session)
+                                == ReplyEncoder.success(id: .integer(Int64(step)), result: Self.state(session)),
                             "mode \(mode), size \(String(describing: size)), step \(step)")
                     // Move on: initialize, open (or start opening), draw, a double-tap.
                     switch step {
