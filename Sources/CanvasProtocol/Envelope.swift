@@ -135,16 +135,6 @@ public enum ReplyEncoder {
         return out.bytes
     }
 
-    /// A reply whose result `writeResult` writes as JSON text (a JSON object) into the reply
-    /// itself; `resultCapacity` is room reserved for it.
-    public static func success(id: RequestID, resultCapacity: Int, _ writeResult: (inout JSONText) -> Void) -> [UInt8] {
-        var out = JSONText(capacity: resultCapacity + 48)
-        out.raw(#"{"id":"#); out.value(id.json)
-        out.raw(#","result":"#); writeResult(&out)
-        out.raw("}")
-        return out.bytes
-    }
-
     public static func failure(id: RequestID?, error: ProtocolError) -> [UInt8] {
         var body: [String: JSONValue] = ["code": .string(error.code.rawValue), "message": .string(error.message)]
         if !error.data.isEmpty { body["data"] = .object(error.data) }

@@ -16,13 +16,28 @@ struct Call {
     /// Saves to announce on the server-wide `documents.` topic, which has its own sequence.
     var saves: [(summary: [String: JSONValue], cause: String, session: String?)] = []
 
-    init(client: String? = nil, connection: [UInt8]? = nil, now: ContinuousClock.Instant) {
+    /// Where a reply may go out before the call ends (see `Dispatcher.handle`); nil: replies
+    /// wait in `output`.
+    private let send: ((Dispatcher.Output.Reply) -> Void)?
+
+    init(client: String? = nil, connection: [UInt8]? = nil, now: ContinuousClock.Instant,
+         sendingAtOnce send: ((Dispatcher.Output.Reply) -> Void)? = nil) {
         self.client = client
         self.connection = connection
         self.now = now
+        self.send = send
     }
 
     mutating func reply(_ bytes: [UInt8], to envelope: [[UInt8]]) {
         output.replies.append(Dispatcher.Output.Reply(envelope: envelope, bytes: bytes))
+    }
+
+    /// Sends a reply now, if the server takes replies so and nothing of this call is waiting
+    /// to go out first (events go before the reply of the request that caused them, replies
+    /// in order). Returns whether it did; if not, the caller replies the usual way.
+    func sendAtOnce(_ bytes: [UInt8], to envelope: [[UInt8]]) -> Bool {
+        guard let send, output.events.isEmpty, output.replies.isEmpty else { return false }
+        send(Dispatcher.Output.Reply(envelope: envelope, bytes: bytes))
+        return true
     }
 }

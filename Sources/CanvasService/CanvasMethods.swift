@@ -7,15 +7,11 @@ import DocumentStore
 enum MethodResult {
     case object([String: JSONValue])
     case raw([UInt8])
-    /// The session's `canvas.state`, written straight into the reply rather than into a
-    /// buffer of its own that the reply then copies (it is the most frequent request).
-    case state
 
-    func reply(id: RequestID, _ session: ServiceSession) -> [UInt8] {
+    func reply(id: RequestID) -> [UInt8] {
         switch self {
         case .object(let result): return ReplyEncoder.success(id: id, result: result)
         case .raw(let text): return ReplyEncoder.success(id: id, rawResult: text)
-        case .state: return ReplyEncoder.success(id: id, resultCapacity: 320) { WireShapes.writeState(session, into: &$0) }
         }
     }
 }
@@ -46,7 +42,7 @@ struct CanvasMethods {
         case .canvasInitialize:
             session.canvas.initialize()
         case .canvasState:
-            return .state
+            return .raw(session.stateText())
         case .canvasOpen:
             try open(params, &session, found: found, &call)
         case .canvasMinimize, .canvasSubmit, .canvasCancel:

@@ -238,7 +238,7 @@ public final class CanvasServer {
                             timeout = milliseconds
                         }
                         if let message = try requests.receive(wait: milliseconds > 0, readUserID: false, keepingAtMost: maxFrames) {
-                            deliver(serve(message.frames, owner: nil, dropped: message.dropped))
+                            deliver(serve(message.frames, owner: nil, dropped: message.dropped, sendingAtOnce: true))
                         }
                     }
                 } else {
@@ -326,7 +326,9 @@ public final class CanvasServer {
     private static let burst = 8
 
     /// What to send for one message: the answers to a request, or to the saves that finished.
-    private func serve(_ frames: [[UInt8]], owner: String?, dropped: Int = 0, marker: [UInt8]? = nil) -> Dispatcher.Output {
+    /// `sendingAtOnce`: a reply ready before the dispatcher's turn ends goes out then.
+    private func serve(_ frames: [[UInt8]], owner: String?, dropped: Int = 0, marker: [UInt8]? = nil,
+                       sendingAtOnce: Bool = false) -> Dispatcher.Output {
         // ROUTER prefixes the sender's identity; REQ clients add an empty delimiter, DEALER
         // clients may not. The reply goes back with the same envelope.
         guard frames.count >= 1 else { return Dispatcher.Output() }
@@ -342,7 +344,12 @@ public final class CanvasServer {
             body = body.dropFirst()
         }
         if let marker { envelope.append(marker) }
-        return dispatcher.handle(Array(body), envelope: envelope, from: owner, droppedFrames: dropped, at: clock.now)
+        guard sendingAtOnce else {
+            return dispatcher.handle(Array(body), envelope: envelope, from: owner, droppedFrames: dropped, at: clock.now)
+        }
+        return dispatcher.handle(Array(body), envelope: envelope, from: owner, droppedFrames: dropped, at: clock.now) { [self] reply in
+            send(reply)
+        }
     }
 
     /// A request from a web peer: its token decides its owner, and the reply goes back on the
@@ -363,16 +370,18 @@ public final class CanvasServer {
     private func deliver(_ output: Dispatcher.Output) {
         // Events first: a client that has its reply can expect the events it caused to be on the way.
         publish(output.events)
-        for reply in output.replies {
-            do {
-                if let web, reply.envelope.last == web.marker {
-                    try web.requests.send(envelope: Array(reply.envelope.dropLast()), body: reply.bytes, wait: false)
-                    continue
-                }
-                try requests.send(envelope: reply.envelope, body: reply.bytes, wait: false)
-            } catch {
-                logger.warning("reply not sent", metadata: ["error": "\(error)"])
+        for reply in output.replies { send(reply) }
+    }
+
+    private func send(_ reply: Dispatcher.Output.Reply) {
+        do {
+            if let web, reply.envelope.last == web.marker {
+                try web.requests.send(envelope: Array(reply.envelope.dropLast()), body: reply.bytes, wait: false)
+                return
             }
+            try requests.send(envelope: reply.envelope, body: reply.bytes, wait: false)
+        } catch {
+            logger.warning("reply not sent", metadata: ["error": "\(error)"])
         }
     }
 

@@ -102,9 +102,14 @@ public final class Dispatcher {
     /// `envelope` back; it may come later, from `collectSaves`, if the request waits for a job.
     /// `droppedFrames` counts frames past those given, which the server read and threw away
     /// (a request of that many frames is refused, but not kept in memory to be refused).
+    ///
+    /// `sendingAtOnce`, when given, sends a reply that nothing will change any more before the
+    /// rest of the turn (remembering it for retries, putting the session back): a read whose
+    /// reply is ready. Such a reply is not in the output. The server passes it when it was
+    /// idle, so the client waits for less; in a burst it lets the replies gather instead.
     public func handle(_ frames: [[UInt8]], envelope: [[UInt8]] = [], from client: String? = nil, droppedFrames: Int = 0,
-                       at now: ContinuousClock.Instant) -> Output {
-        var call = Call(client: client, connection: envelope.first, now: now)
+                       at now: ContinuousClock.Instant, sendingAtOnce send: ((Output.Reply) -> Void)? = nil) -> Output {
+        var call = Call(client: client, connection: envelope.first, now: now, sendingAtOnce: send)
         receive(frames, envelope: envelope, droppedFrames: droppedFrames, &call)
         finishJobs(&call)
         return end(call)
@@ -170,7 +175,8 @@ public final class Dispatcher {
         }
     }
 
-    /// The reply, or nil when the request waits: for its job, or behind another's.
+    /// The reply, or nil when the request waits (for its job, or behind another's) or its
+    /// reply already went out (`Call.sendAtOnce`).
     private func answer(_ request: Request, frames: [[UInt8]], envelope: [[UInt8]], _ call: inout Call) -> [UInt8]? {
         let method = Method(named: request.method)
         let params = Params(request.params)
@@ -254,6 +260,15 @@ public final class Dispatcher {
         } catch {
             table.finish(session)
             return ReplyEncoder.failure(id: request.id, error: error)
+        }
+        if shared == nil, method.changesNothing {
+            // A read: its reply is final here, so it goes first when it may, and is remembered
+            // and the session put back while the client already has it.
+            let reply = run(method, request, params, &session, found: nil, &call)
+            let sent = call.sendAtOnce(reply, to: envelope)
+            session.replies.store(reply, for: request.id, request: fingerprint)
+            table.finish(session)
+            return sent ? nil : reply
         }
         let reply = runAndRemember(method, request, params, fingerprint, &session, found: nil, &call)
         if let shared {
@@ -406,15 +421,20 @@ public final class Dispatcher {
     /// the loop found for it first.
     private func runAndRemember(_ method: Method, _ request: Request, _ params: Params, _ fingerprint: [UInt8],
                                 _ session: inout ServiceSession, found: JobOutcome?, _ call: inout Call) -> [UInt8] {
-        let reply: [UInt8]
-        do throws(ProtocolError) {
-            reply = try canvas.run(method, params, &session, found: found, &call).reply(id: request.id, session)
-        } catch {
-            reply = ReplyEncoder.failure(id: request.id, error: error)
-        }
+        let reply = run(method, request, params, &session, found: found, &call)
         session.replies.store(reply, for: request.id, request: fingerprint)
         announceSaves(&call)
         return reply
+    }
+
+    /// Runs a session's request: its reply, a result or an error.
+    private func run(_ method: Method, _ request: Request, _ params: Params, _ session: inout ServiceSession,
+                     found: JobOutcome?, _ call: inout Call) -> [UInt8] {
+        do throws(ProtocolError) {
+            return try canvas.run(method, params, &session, found: found, &call).reply(id: request.id)
+        } catch {
+            return ReplyEncoder.failure(id: request.id, error: error)
+        }
     }
 
     /// A due timer: its transition finishes now, or after the job holding the session.

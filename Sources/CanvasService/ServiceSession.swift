@@ -27,6 +27,8 @@ struct ServiceSession: @unchecked Sendable {
         var strokeParts: StrokeParts?
         var storedVersion: UInt64
         var storedAt: ContinuousClock.Instant?
+        /// `canvas.state`'s result as last written, until what it shows changes.
+        var stateText: [UInt8]?
     }
 
     private final class Storage {
@@ -44,7 +46,7 @@ struct ServiceSession: @unchecked Sendable {
          replies: ReplyCache, target: DocumentTarget? = nil, strokeParts: StrokeParts? = nil) {
         storage = Storage(Fields(id: id, owner: owner, connection: connection, canvas: canvas, transitions: transitions,
                                  size: size, resultImages: resultImages, lastActive: lastActive, seq: seq, replies: replies,
-                                 target: target, strokeParts: strokeParts, storedVersion: 0, storedAt: nil))
+                                 target: target, strokeParts: strokeParts, storedVersion: 0, storedAt: nil, stateText: nil))
     }
 
     /// The fields, to change: this session's own copy first if another value shares them.
@@ -66,15 +68,23 @@ struct ServiceSession: @unchecked Sendable {
         _read { yield storage.fields.connection }
         _modify { yield &unique.connection }
     }
+    // The fields `canvas.state` shows (with `transitions`, which never changes) forget its
+    // text when they are changed, wherever from.
     var canvas: CanvasSession {
         _read { yield storage.fields.canvas }
-        _modify { yield &unique.canvas }
+        _modify {
+            unique.stateText = nil
+            yield &unique.canvas
+        }
     }
     var transitions: TransitionMode { storage.fields.transitions }
     /// The canvas size for images, when the client gave one.
     var size: (width: Int, height: Int)? {
         _read { yield storage.fields.size }
-        _modify { yield &unique.size }
+        _modify {
+            unique.stateText = nil
+            yield &unique.size
+        }
     }
     /// Whether `canvas.result` events carry the PNG too (results the pencil causes have no
     /// request to ask for one).
@@ -86,7 +96,10 @@ struct ServiceSession: @unchecked Sendable {
     /// The last event's sequence number; the first event is 1.
     var seq: UInt64 {
         _read { yield storage.fields.seq }
-        _modify { yield &unique.seq }
+        _modify {
+            unique.stateText = nil
+            yield &unique.seq
+        }
     }
     var replies: ReplyCache {
         _read { yield storage.fields.replies }
@@ -111,6 +124,16 @@ struct ServiceSession: @unchecked Sendable {
     var storedAt: ContinuousClock.Instant? {
         _read { yield storage.fields.storedAt }
         _modify { yield &unique.storedAt }
+    }
+
+    /// `canvas.state`'s result: written once, then the same bytes until the session changes
+    /// what it shows. It is what clients poll, so most requests find it written.
+    mutating func stateText() -> [UInt8] {
+        if let text = storage.fields.stateText { return text }
+        var out = JSONText(capacity: 320)
+        WireShapes.writeState(self, into: &out)
+        unique.stateText = out.bytes
+        return out.bytes
     }
 
     mutating func nextSeq() -> UInt64 {

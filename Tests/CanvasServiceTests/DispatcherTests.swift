@@ -68,6 +68,29 @@ struct DispatcherTests {
         #expect(harness.send("canvas.state", session: session, at: 91).replies.first?["result"]?["state"] == "open")
     }
 
+    @Test("a read's reply may go out before the turn ends, and is still remembered; a change's never does")
+    func replySentAtOnce() throws {
+        var harness = try Harness()
+        let session = try harness.open()
+        var sent: [Dispatcher.Output.Reply] = []
+        func handle(_ id: Int64, _ method: String, at ms: Int) -> Dispatcher.Output {
+            let frame = JSONCodec.serialize(Request(id: .integer(id), method: method, session: session).json)
+            return harness.dispatcher.handle([frame], envelope: [[9]], at: harness.t0 + .milliseconds(ms)) { sent.append($0) }
+        }
+        let state = handle(100, "canvas.state", at: 1)
+        #expect(state.replies.isEmpty && sent.count == 1 && sent[0].envelope == [[9]])
+        #expect(Harness.json(sent[0].bytes)["result"]?["state"] == "closed")
+        // A change: its events go first, so its reply stays in the output, after them.
+        let open = handle(101, "canvas.open", at: 2)
+        #expect(sent.count == 1 && open.replies.count == 1 && !open.events.isEmpty)
+        // The read was remembered on the way: its retry gets the very same bytes, though the
+        // canvas is open now.
+        let retry = handle(100, "canvas.state", at: 3)
+        #expect(retry.replies.map(\.bytes) == [sent[0].bytes])
+        _ = handle(102, "canvas.state", at: 4)
+        #expect(sent.count == 2 && Harness.json(sent[1].bytes)["result"]?["state"] == "open")
+    }
+
     @Test("session ids are 15 lowercase hex digits and distinct")
     func sessionIDs() throws {
         var harness = try Harness()
@@ -210,7 +233,7 @@ struct WireShapesTests {
         return result
     }
 
-    @Test("canvas.state's reply written directly is byte for byte the reply of the serialized state object, in every state and mode")
+    @Test("canvas.state's text, written once and kept, is byte for byte the serialized state object after every change")
     func stateText() throws {
         let modes: [TransitionMode] = [.instant, .manual, .timed(milliseconds: 250)]
         for mode in modes {
@@ -219,18 +242,25 @@ struct WireShapesTests {
                                              canvas: CanvasSession(pencil: PencilConfiguration(), transitions: mode, initialized: false),
                                              transitions: mode, size: size, resultImages: false, lastActive: .now,
                                              replies: ReplyCache(capacity: 1))
-                for step in 0..<4 {
-                    #expect(MethodResult.state.reply(id: .integer(Int64(step)), session)
-                                == ReplyEncoder.success(id: .integer(Int64(step)), result: Self.state(session)),
-                            "mode \(mode), size \(String(describing: size)), step \(step)")
-                    // Move on: initialize, open (or start opening), draw, a double-tap.
+                for step in 0..<9 {
+                    let expected = JSONCodec.serialize(.object(Self.state(session)))
+                    // Written, then kept: both must be what the session shows now.
+                    #expect(session.stateText() == expected, "mode \(mode), size \(String(describing: size)), step \(step)")
+                    #expect(session.stateText() == expected, "kept, mode \(mode), size \(String(describing: size)), step \(step)")
+                    // What does not show leaves it as it was.
+                    session.lastActive = session.lastActive + .seconds(1)
+                    session.replies.store([1], for: .integer(Int64(step)), request: [])
+                    #expect(session.stateText() == expected)
+                    // Move on, one change of what it shows at a time.
                     switch step {
                     case 0: session.canvas.initialize()
                     case 1: _ = try? session.canvas.open()
                     case 2: _ = try? session.canvas.edit(.addText(try TextAnnotation(text: "a", x: 1, y: 1, fontSize: 12, color: try InkColor("red"))))
-                    default: _ = session.canvas.doubleTap()
+                    case 3: _ = session.canvas.doubleTap()
+                    case 4: session.size = session.size == nil ? (width: 3, height: 4) : nil
+                    case 5: session.canvas.configurePencil(PencilConfiguration(supported: false, policy: .respectPreference))
+                    default: session.seq += 7
                     }
-                    session.seq += 7
                 }
             }
         }
