@@ -266,13 +266,24 @@ struct JSONParser {
     private mutating func parseNumber() throws(Failure) -> JSONValue {
         let start = index
         var isInteger = true
-        if bytes[index] == UInt8(ascii: "-") { index += 1 }
+        let negative = bytes[index] == UInt8(ascii: "-")
+        if negative { index += 1 }
         guard index < bytes.count, isDigit(bytes[index]) else { throw failure("expected a digit") }
+        // The integer part's value, kept as it is read: a plain integer (an id, a coordinate)
+        // then needs no text made and parsed again. nil once it no longer fits.
+        var magnitude: UInt64? = 0
         if bytes[index] == UInt8(ascii: "0") {
             index += 1
             if index < bytes.count, isDigit(bytes[index]) { throw failure("leading zero") }
         } else {
-            while index < bytes.count, isDigit(bytes[index]) { index += 1 }
+            while index < bytes.count, isDigit(bytes[index]) {
+                if let value = magnitude {
+                    let (times10, over1) = value.multipliedReportingOverflow(by: 10)
+                    let (sum, over2) = times10.addingReportingOverflow(UInt64(bytes[index] - UInt8(ascii: "0")))
+                    magnitude = over1 || over2 ? nil : sum
+                }
+                index += 1
+            }
         }
         if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
             isInteger = false
@@ -286,6 +297,10 @@ struct JSONParser {
             if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
             guard index < bytes.count, isDigit(bytes[index]) else { throw failure("expected an exponent") }
             while index < bytes.count, isDigit(bytes[index]) { index += 1 }
+        }
+        if isInteger, let magnitude {
+            if !negative, magnitude <= UInt64(Int64.max) { return .integer(Int64(magnitude)) }
+            if negative, magnitude <= UInt64(Int64.max) + 1 { return .integer(Int64(truncatingIfNeeded: 0 &- magnitude)) }
         }
         // The grammar is checked above, so the text is plain ASCII that Swift parses exactly.
         let text = String(decoding: bytes[start..<index], as: UTF8.self)

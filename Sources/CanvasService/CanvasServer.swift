@@ -192,6 +192,10 @@ public final class CanvasServer {
         }
         var nextSweep = clock.now + .seconds(1)
         var timeout: Int32 = -2
+        // Whether requests may be queued already, so the loop looks for a burst before it
+        // waits. Not after the queue was found empty: that look, a system call, would come
+        // right after the reply went out, beside the I/O thread that is sending it.
+        var mayBeQueued = true
         while !shouldStop() {
             let reload = reloadKeys()
             if reload, let tokens = web?.tokens {
@@ -217,7 +221,7 @@ public final class CanvasServer {
                 if zap == nil && web == nil {
                     // A blocking receive with a timeout, not a poll followed by a receive: one trip
                     // into libzmq per request instead of three, which is most of the gap to a bare echo.
-                    if let queued = try requests.receive(wait: false, readUserID: false, keepingAtMost: maxFrames) {
+                    if mayBeQueued, let queued = try requests.receive(wait: false, readUserID: false, keepingAtMost: maxFrames) {
                         // Busy: requests already queued are answered before any reply goes out,
                         // so libzmq's I/O thread wakes once and writes the replies together,
                         // instead of once per reply, which is most of the cost of pipelined
@@ -226,9 +230,11 @@ public final class CanvasServer {
                         outputs.reserveCapacity(Self.burst)
                         outputs.append(serve(queued.frames, owner: nil, dropped: queued.dropped))
                         defer { for output in outputs { deliver(output) } }
-                        while outputs.count < Self.burst,
-                              let next = try requests.receive(wait: false, readUserID: false, keepingAtMost: maxFrames) {
+                        mayBeQueued = false
+                        while outputs.count < Self.burst {
+                            guard let next = try requests.receive(wait: false, readUserID: false, keepingAtMost: maxFrames) else { break }
                             outputs.append(serve(next.frames, owner: nil, dropped: next.dropped))
+                            mayBeQueued = outputs.count == Self.burst
                         }
                     } else {
                         // Idle: a request that comes is answered at once, with no look for more
@@ -237,7 +243,12 @@ public final class CanvasServer {
                             try requests.setReceiveTimeout(milliseconds: milliseconds)
                             timeout = milliseconds
                         }
+                        let waiting = clock.now
+                        mayBeQueued = true
                         if let message = try requests.receive(wait: milliseconds > 0, readUserID: false, keepingAtMost: maxFrames) {
+                            // One that was queued already comes at once, and more may be behind
+                            // it; one that had to be waited for found the queue empty.
+                            mayBeQueued = clock.now - waiting < Self.queuedWithin
                             deliver(serve(message.frames, owner: nil, dropped: message.dropped, sendingAtOnce: true))
                         }
                     }
@@ -324,6 +335,11 @@ public final class CanvasServer {
     /// replies come, left canvasd idle meanwhile (`canvasbench latency --pipelined-only` on
     /// a quiet 2-core machine: 97–114k requests/s with 64, 115–126k with 4 to 16).
     private static let burst = 8
+
+    /// A receive that returns sooner than this found its request queued (libzmq hands it over
+    /// without a system call); waking from a wait takes longer. Wrong either way costs little:
+    /// one look that finds nothing, or one reply sent alone.
+    private static let queuedWithin: Duration = .microseconds(5)
 
     /// What to send for one message: the answers to a request, or to the saves that finished.
     /// `sendingAtOnce`: a reply ready before the dispatcher's turn ends goes out then.

@@ -237,7 +237,9 @@ public final class Dispatcher {
     private func serve(_ method: Method, _ request: Request, _ params: Params, _ session: consuming ServiceSession,
                        frames: [[UInt8]], envelope: [[UInt8]], _ call: inout Call) -> [UInt8]? {
         session.lastActive = call.now
-        let fingerprint = ReplyCache.fingerprint(request)
+        // Written only when needed: to store the reply (for a read, after it went out), or to
+        // tell a retry from a reused id.
+        lazy var fingerprint = ReplyCache.fingerprint(request)
         let mark = call.output.events.count
         do throws(ProtocolError) {
             // A retry of a request already answered gets the same reply, and nothing runs twice.
@@ -365,14 +367,14 @@ public final class Dispatcher {
     /// session with it: a document method, the page a `canvas.open` names, a large drawing's
     /// encoding, a submit's save. Returns whether it did.
     private func startJob(_ method: Method, _ request: Request, _ params: Params, _ session: inout ServiceSession,
-                          _ fingerprint: [UInt8], envelope: [[UInt8]], _ call: Call) throws(ProtocolError) -> Bool {
+                          _ fingerprint: @autoclosure () -> [UInt8], envelope: [[UInt8]], _ call: Call) throws(ProtocolError) -> Bool {
         var job: PendingJob {
             PendingJob(kind: .canvas(method), request: request, envelope: envelope, client: call.client,
-                       holding: (session, fingerprint))
+                       holding: (session, fingerprint()))
         }
         switch method {
         case _ where method.scope == .documentRead || method.scope == .documentWrite:
-            try startDocumentJob(method, params, request, envelope: envelope, client: call.client, holding: (session, fingerprint))
+            try startDocumentJob(method, params, request, envelope: envelope, client: call.client, holding: (session, fingerprint()))
         case .canvasOpen:
             guard let documents, let target = try? documents.targetParams(params) else { return false }
             try jobs.read(for: job) { .page(Result { () throws(DocumentError) in try documents.store.page(target.name, target.page) }) }
@@ -389,7 +391,7 @@ public final class Dispatcher {
                 jobs.save(target.name, try DocumentMethods.available(documents).targetSave(target, session.canvas.drawing), for: job)
             } catch {
                 // Remembered like any answer: a retry must not find the save untried.
-                session.replies.store(ReplyEncoder.failure(id: request.id, error: error), for: request.id, request: fingerprint)
+                session.replies.store(ReplyEncoder.failure(id: request.id, error: error), for: request.id, request: fingerprint())
                 throw error
             }
         default:

@@ -201,9 +201,10 @@ struct ReplyCache {
         case reused
     }
 
-    func lookup(_ id: RequestID, request: [UInt8]) -> Lookup {
+    /// `request` is asked for only when the id is found: most ids are new.
+    func lookup(_ id: RequestID, request: @autoclosure () -> [UInt8]) -> Lookup {
         guard let entry = replies[id] else { return .miss }
-        guard entry.request == request else { return .reused }
+        guard entry.request == request() else { return .reused }
         return entry.reply.map { .retry(reply: $0) } ?? .notKept
     }
 

@@ -10,6 +10,20 @@ struct JSONParserTests {
             == ["a": [1, -2, 3.5, 100.0, 0, true, false, nil], "b": "x\"\\/\né😀"])
         #expect(try JSONCodec.parse(Array("9223372036854775807".utf8)) == .integer(Int64.max))
         #expect(try JSONCodec.parse(Array("9223372036854775808".utf8)) == .number(9223372036854775808.0))
+    }
+
+    @Test("an integer is read as one exactly up to 64 bits, at both ends, and as a number past them")
+    func integerEdges() throws {
+        for value in [Int64.min, Int64.min + 1, -10, -1, 0, 1, 9, 10, 4_294_967_296, Int64.max - 1, Int64.max] {
+            #expect(try JSONCodec.parse(Array(String(value).utf8)) == .integer(value), "\(value)")
+        }
+        #expect(try JSONCodec.parse(Array("-0".utf8)) == .integer(0))
+        #expect(try JSONCodec.parse(Array("-9223372036854775809".utf8)) == .number(-9223372036854775809.0))
+        // Past what even the digits' running value holds (UInt64.max and beyond).
+        #expect(try JSONCodec.parse(Array("18446744073709551615".utf8)) == .number(18446744073709551615.0))
+        #expect(try JSONCodec.parse(Array("18446744073709551616".utf8)) == .number(18446744073709551616.0))
+        #expect(try JSONCodec.parse(Array("-184467440737095516160".utf8)) == .number(-184467440737095516160.0))
+        #expect(try JSONCodec.parse(Array("12.5".utf8)) == .number(12.5) && JSONCodec.parse(Array("12e0".utf8)) == .number(12))
         #expect(try JSONCodec.parse(Array("\"Hé ✓\"".utf8)) == "Hé ✓")
         #expect(try JSONCodec.parse(Array("{}".utf8)) == .object([:]))
         #expect(try JSONCodec.parse(Array("[ ]".utf8)) == .array([]))
