@@ -14,6 +14,9 @@ struct Latency: ParsableCommand {
     @Option(help: "Requests per server and round in the throughput run.") var pipelinedRequests = 50_000
     @Option(help: "Rounds, alternating the servers; the figures are medians over rounds.") var rounds = 9
     @Flag(help: "Skip the one-at-a-time round trips, to profile the pipelined run alone.") var pipelinedOnly = false
+    @Option(help: ArgumentHelp("Another canvasd binary, timed beside this one (and the echo) in the same rounds.",
+                               discussion: "For changes worth a few percent, which this machine's swings hide between runs."))
+    var against: String?
 
     func run() throws {
         let context = try ZMQContext()
@@ -23,23 +26,10 @@ struct Latency: ParsableCommand {
         let canvasd = try Child(Sibling.path("canvasd"), ["--endpoint", canvasEndpoint, "--events", try freeEndpoint(context),
                                                           "--log-level", "error", "--documents", NSTemporaryDirectory()])
         defer { echo.stop(); canvasd.stop() }
-
-        // The request the benchmark sends: a real canvas.state on a real session.
-        let client = try CanvasClient(endpoint: canvasEndpoint, timeoutMilliseconds: 5_000)
-        var session: String?
-        for _ in 0..<50 where session == nil {
-            if case .success(let opened)? = try? client.call("session.open") {
-                session = opened["session"]?.stringValue
-            } else {
-                usleep(100_000)
-            }
-        }
-        guard let session else { throw ValidationError("canvasd did not start") }
-        // Each request has an id of its own, as a real client's do, so canvasd runs every one
-        // (a repeated id would be a retry, answered from the session's reply cache). Written
-        // before the clock starts; both servers get the same bytes.
-        let frames = (0..<max(requests + requests / 10, pipelinedRequests)).map { index in
-            JSONCodec.serialize(Request(id: .integer(Int64(index + 1)), method: "canvas.state", session: session).json)
+        let frames = try requestFrames(canvasEndpoint)
+        if let against {
+            try compare(context, echo: (echo, echoEndpoint), canvasd: (canvasd, canvasEndpoint, frames), against: against)
+            return
         }
 
         // Rounds alternate the servers, and which goes first, so that a slow spell of the
@@ -86,6 +76,54 @@ struct Latency: ParsableCommand {
             }
             print("  \(label): server \(describe(server)); client \(describe(client))")
         }
+    }
+
+    /// The requests the benchmark sends: real canvas.state requests on a real session of the
+    /// canvasd at `endpoint`. Each has an id of its own, as a real client's do, so canvasd runs
+    /// every one (a repeated id would be a retry, answered from the session's reply cache).
+    /// Written before the clock starts; the echo gets the same bytes.
+    private func requestFrames(_ endpoint: String) throws -> [[UInt8]] {
+        let client = try CanvasClient(endpoint: endpoint, timeoutMilliseconds: 5_000)
+        var session: String?
+        for _ in 0..<50 where session == nil {
+            if case .success(let opened)? = try? client.call("session.open") {
+                session = opened["session"]?.stringValue
+            } else {
+                usleep(100_000)
+            }
+        }
+        guard let session else { throw ValidationError("canvasd at \(endpoint) did not start") }
+        return (0..<max(requests + requests / 10, pipelinedRequests)).map { index in
+            JSONCodec.serialize(Request(id: .integer(Int64(index + 1)), method: "canvas.state", session: session).json)
+        }
+    }
+
+    /// `--against`: the echo, this canvasd and another one, in a new random order each round;
+    /// the figures are medians of per-round ratios, as in the main run.
+    private func compare(_ context: ZMQContext, echo: (child: Child, endpoint: String),
+                         canvasd: (child: Child, endpoint: String, frames: [[UInt8]]), against path: String) throws {
+        let otherEndpoint = try freeEndpoint(context)
+        let other = try Child(path, ["--endpoint", otherEndpoint, "--events", try freeEndpoint(context),
+                                     "--log-level", "error", "--documents", NSTemporaryDirectory()])
+        defer { other.stop() }
+        let servers = [(echo.endpoint, canvasd.frames, echo.child), (canvasd.endpoint, canvasd.frames, canvasd.child),
+                       (otherEndpoint, try requestFrames(otherEndpoint), other)]
+        var runs: [[Measurement]] = [[], [], []]
+        print("round trip µs, median per round: echo, this canvasd, \(path)")
+        for round in 0..<rounds {
+            for index in [0, 1, 2].shuffled() {
+                let (endpoint, frames, child) = servers[index]
+                runs[index].append(try measure(context, endpoint, frames, server: child.process.processIdentifier))
+            }
+            print("  round \(round): " + runs.map { format($0[round].medianMicroseconds) }.joined(separator: "  "))
+        }
+        func ratio(_ a: Int, _ b: Int, _ figure: (Measurement) -> Double) -> String {
+            format(Stats(zip(runs[a], runs[b]).map { figure($0) / figure($1) }).median, 3)
+        }
+        print("latency, this / echo \(ratio(1, 0, \.medianMicroseconds)), other / echo \(ratio(2, 0, \.medianMicroseconds)), "
+              + "this / other \(ratio(1, 2, \.medianMicroseconds))")
+        print("throughput, this / echo \(ratio(1, 0, \.perSecond)), other / echo \(ratio(2, 0, \.perSecond)), "
+              + "this / other \(ratio(1, 2, \.perSecond))")
     }
 
     struct Measurement {
