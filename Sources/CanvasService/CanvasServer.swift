@@ -364,13 +364,12 @@ public final class CanvasServer {
             body = body.dropFirst()
         }
         if let marker { envelope.append(marker) }
-        guard sendingAtOnce else {
-            return dispatcher.handle(Array(body), envelope: envelope, from: owner, droppedFrames: dropped, at: clock.now)
-        }
-        return dispatcher.handle(Array(body), envelope: envelope, from: owner, droppedFrames: dropped, at: clock.now) { [self] reply in
+        let sendNow: ((Dispatcher.Output.Reply) -> Void)? = sendingAtOnce ? { [self] reply in
             send(reply)
             handOver()
-        }
+        } : nil
+        return dispatcher.handle(Array(body), envelope: envelope, from: owner, droppedFrames: dropped, at: clock.now,
+                                 sendingAtOnce: sendNow)
     }
 
     /// Lets libzmq's I/O thread, just woken to write a reply, run before whatever this thread

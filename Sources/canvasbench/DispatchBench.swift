@@ -48,9 +48,12 @@ struct DispatchBench: ParsableCommand {
             }
             return Stats(samples).median
         }
-        let same = JSONCodec.serialize(Request(id: .integer(7), method: "canvas.state", session: session).json)
+        func stateRequest(_ id: Int64) -> [UInt8] {
+            JSONCodec.serialize(Request(id: .integer(id), method: "canvas.state", session: session).json)
+        }
+        let same = stateRequest(7)
         let retry = time { _ in same }
-        let fresh = time { JSONCodec.serialize(Request(id: .integer(Int64(100 + $0)), method: "canvas.state", session: session).json) }
+        let fresh = time { stateRequest(Int64(100 + $0)) }
         print("Dispatcher.handle, canvas.state, \(requests) requests x \(rounds) rounds (median ns per request)")
         print("  same id (a retry, from the reply cache):  \(format(retry, 0))")
         print("  a new id each time (as `latency` sends):  \(format(fresh, 0))")
@@ -63,7 +66,7 @@ struct DispatchBench: ParsableCommand {
         var cold: [Double] = []
         cold.reserveCapacity(coldRequests)
         for index in 0..<coldRequests {
-            let frame = [JSONCodec.serialize(Request(id: .integer(Int64(1 << 40) + Int64(index)), method: "canvas.state", session: session).json)]
+            let frame = [stateRequest(Int64(1 << 40) + Int64(index))]
             other.withUnsafeMutableBytes { bytes in
                 for line in stride(from: 0, to: bytes.count, by: 64) { bytes[line] &+= 1 }
             }
