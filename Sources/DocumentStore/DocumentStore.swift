@@ -60,6 +60,7 @@ public final class DocumentStore: Sendable {
             throw .system("open \(self.folder.path)/\(Self.revisionsFolderName)", error)
         }
         repairIdleDocuments()
+        removeAbandonedUploads()
     }
 
     // MARK: Names

@@ -84,7 +84,7 @@ extension DocumentStore {
         if (try? root.stat(name)) != nil {
             throw .alreadyExists(name: name)
         }
-        let temporary = ".upload.\(getpid()).\(UInt32.random(in: 0...UInt32.max))"
+        let temporary = Self.uploadPrefix + "\(getpid()).\(UInt32.random(in: 0...UInt32.max))"
         let out: FileDescriptor
         do {
             out = try root.create(temporary)
@@ -111,6 +111,23 @@ extension DocumentStore {
 }
 
 extension DocumentStore {
+    /// New documents being uploaded are written under names starting with this, in the folder.
+    static let uploadPrefix = ".upload."
+    /// An upload is written in one go from memory: a file of it untouched for this long was
+    /// left by a process killed while writing it, not one still at work (on this machine or
+    /// another sharing the folder, where its process id would say nothing).
+    static let abandonedUploadAge: Int = 3600
+
+    /// Removes what uploads killed before their link left in the folder: hidden files, never
+    /// documents, that would otherwise take their space for good.
+    func removeAbandonedUploads(now: time_t = time(nil)) {
+        for name in (try? root.names()) ?? [] where name.hasPrefix(Self.uploadPrefix) {
+            guard let stat = try? root.stat(name), stat.rawValue.st_mode & S_IFMT == S_IFREG,
+                  now - stat.rawValue.st_mtim.tv_sec > Self.abandonedUploadAge else { continue }
+            try? root.remove(name)
+        }
+    }
+
     /// Refuses a name that is not a plain `.pdf` or `.yianazip` file name in the folder.
     public static func checkName(_ name: String) throws(DocumentError) { try check(name) }
 

@@ -63,4 +63,19 @@ struct TransferTests {
         #expect(try names(folder).filter { !$0.hasPrefix(".canvas-revisions") } == ["new.pdf"], "no temporary file is left")
         #expect(throws: DocumentError.self) { try store.store(upload: Self.pdf, as: "../out.pdf", expectedRevision: nil) }
     }
+    @Test("what an upload killed before its link left is removed when the folder is opened again, once no writer can own it")
+    func abandonedUploads() throws {
+        let folder = try freshFolder("abandoned-upload")
+        let write = { (name: String, age: TimeInterval) in
+            let url = folder.appendingPathComponent(name)
+            try Data(Self.pdf).write(to: url)
+            try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSinceNow: -age)], ofItemAtPath: url.path)
+        }
+        try write(".upload.4242.17", 2 * 3600)     // killed two hours ago
+        try write(".upload.4243.18", 60)           // may still be written by another instance
+        try write(".uploaded-by-hand", 2 * 3600)   // not an upload's: not ours to remove
+        try write("kept.pdf", 2 * 3600)
+        _ = try DocumentStore(folder: folder)
+        #expect(try names(folder).filter { !$0.hasPrefix(".canvas-revisions") } == [".upload.4243.18", ".uploaded-by-hand", "kept.pdf"])
+    }
 }
