@@ -374,7 +374,8 @@ public final class Dispatcher {
         }
         switch method {
         case _ where method.scope == .documentRead || method.scope == .documentWrite:
-            try startDocumentJob(method, params, request, envelope: envelope, client: call.client, holding: (session, fingerprint()))
+            try startDocumentJob(method, params, request, envelope: envelope, client: call.client, holding: (session, fingerprint()),
+                                 madeBy: madeBy(session.id, request, fingerprint()))
         case .canvasOpen:
             guard let documents, let target = try? documents.targetParams(params) else { return false }
             try jobs.read(for: job) { .page(Result { () throws(DocumentError) in try documents.store.page(target.name, target.page) }) }
@@ -388,7 +389,9 @@ public final class Dispatcher {
             do throws(ProtocolError) {
                 _ = try params.bool("imageData", default: false)
                 let target = session.target!
-                jobs.save(target.name, try DocumentMethods.available(documents).targetSave(target, session.canvas.drawing), for: job)
+                let save = try DocumentMethods.available(documents)
+                    .targetSave(target, session.canvas.drawing, madeBy: madeBy(session.id, request, fingerprint()))
+                jobs.save(target.name, save, for: job)
             } catch {
                 // Remembered like any answer: a retry must not find the save untried.
                 session.replies.store(ReplyEncoder.failure(id: request.id, error: error), for: request.id, request: fingerprint())
@@ -401,15 +404,29 @@ public final class Dispatcher {
         return true
     }
 
+    /// What a session's save leaves in the document's history so that the same request, run
+    /// again on another instance, finds the revision it made instead of saving twice: with
+    /// several instances, the one that saved can die, or lose the session to another, before
+    /// the session records the save; the retry then runs on the session as last stored. One
+    /// instance alone loses its sessions with it, so it leaves nothing. The key stands for the
+    /// session, the request's id and the request itself (ids are the client's, and a reused id
+    /// on another request must not find this save).
+    private func madeBy(_ session: String, _ request: Request, _ fingerprint: [UInt8]) -> String? {
+        guard shared != nil else { return nil }
+        let bytes = Array(session.utf8) + [0] + JSONCodec.serialize(request.id.json) + [0] + fingerprint
+        return String(DocumentStore.sha256(bytes).prefix(32))
+    }
+
     /// Starts a document method's job: a read on the read runner, a write where saves run.
     private func startDocumentJob(_ method: Method, _ params: Params, _ request: Request, envelope: [[UInt8]], client: String?,
-                                  holding: (session: ServiceSession, fingerprint: [UInt8])? = nil) throws(ProtocolError) {
+                                  holding: (session: ServiceSession, fingerprint: [UInt8])? = nil,
+                                  madeBy: String? = nil) throws(ProtocolError) {
         let documents = try DocumentMethods.available(documents)
         func job(_ kind: PendingJob.Kind) -> PendingJob {
             PendingJob(kind: kind, request: request, envelope: envelope, client: client, holding: holding)
         }
         if method.scope == .documentWrite {
-            let write = try documents.prepareSave(method, params)
+            let write = try documents.prepareSave(method, params, madeBy: madeBy)
             jobs.save(write.document, write.save, for: job(.documentWrite(method, publishes: write.saves, unchangedAt: write.unchangedAt)))
         } else {
             let attachments = request.attachments

@@ -73,7 +73,9 @@ struct DocumentMethods {
         var unchangedAt: Int? = nil
     }
 
-    func prepareSave(_ method: Method, _ params: Params) throws(ProtocolError) -> Write {
+    /// `madeBy`: the key a save leaves so that its request, run again, finds it made (see
+    /// `DocumentStore.flatten`).
+    func prepareSave(_ method: Method, _ params: Params, madeBy: String? = nil) throws(ProtocolError) -> Write {
         if method == .documentUploadCommit { return try prepareCommit(params) }
         if method == .documentRestore {
             guard let revision = try revisionParam(params, "revision") else {
@@ -82,7 +84,7 @@ struct DocumentMethods {
             let name = try params.string("name")
             let expected = try revisionParam(params, "expectedRevision")
             return Write(document: name, save: { [store] () throws(DocumentError) in
-                try store.restore(name, revision: revision, expectedRevision: expected)
+                try store.restore(name, revision: revision, expectedRevision: expected, madeBy: madeBy)
             }, saves: true, unchangedAt: revision)
         }
         let drawing = try drawingParam(params)
@@ -99,16 +101,16 @@ struct DocumentMethods {
             }, saves: false)
         }
         return Write(document: name, save: { [store] () throws(DocumentError) in
-            try store.flatten(name, page: page, drawing: drawing, expectedRevision: expected)
+            try store.flatten(name, page: page, drawing: drawing, expectedRevision: expected, madeBy: madeBy)
         }, saves: true)
     }
 
     /// A submit's save into its target: the drawing on the page, or, with nothing drawn, just
     /// the document's current summary (no new revision for an empty drawing).
-    func targetSave(_ target: DocumentTarget, _ drawing: Drawing) -> PreparedSave {
+    func targetSave(_ target: DocumentTarget, _ drawing: Drawing, madeBy: String? = nil) -> PreparedSave {
         { [store] () throws(DocumentError) in
             drawing.hasContent
-                ? try store.flatten(target.name, page: target.page, drawing: drawing, expectedRevision: nil)
+                ? try store.flatten(target.name, page: target.page, drawing: drawing, expectedRevision: nil, madeBy: madeBy)
                 : try store.summary(target.name)
         }
     }

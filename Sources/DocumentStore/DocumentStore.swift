@@ -303,8 +303,13 @@ public final class DocumentStore: Sendable {
     // MARK: Writing
 
     /// Puts `drawing` on `page`, as a new revision. Returns the new summary.
-    public func flatten(_ name: String, page: Int, drawing: Drawing, expectedRevision: Int? = nil) throws(DocumentError) -> DocumentSummary {
-        try writing(name, expectedRevision: expectedRevision) { (current, history, revision) throws(DocumentError) in
+    ///
+    /// `madeBy`, a key of hex digits naming the request, makes the save findable: run again with
+    /// the same key, while the revision it made is kept, it answers that revision instead of
+    /// saving again (for a request retried on another instance after the first lost it).
+    public func flatten(_ name: String, page: Int, drawing: Drawing, expectedRevision: Int? = nil,
+                        madeBy: String? = nil) throws(DocumentError) -> DocumentSummary {
+        try writing(name, expectedRevision: expectedRevision, madeBy: madeBy) { (current, history, revision) throws(DocumentError) in
             // A container's header is read once: it gives both where the PDF starts and the
             // metadata the save updates.
             // Read as a reader would (a document too slow to read is too slow to save), then
@@ -331,7 +336,7 @@ public final class DocumentStore: Sendable {
                     throw documentError(name, place, page, error)
                 }
             }
-            let sha256 = try save(name, history, as: revision + 1) { (out, hasher) throws(DocumentError) in
+            return try save(name, history, as: revision + 1, pageCount: prepared.pageCount, madeBy: madeBy) { (out, hasher) throws(DocumentError) in
                 try write(out, head, &hasher)
                 if let increment {
                     try copy(current, from: place.offset, to: out, &hasher)
@@ -346,14 +351,15 @@ public final class DocumentStore: Sendable {
                 }
                 return true
             }
-            return DocumentSummary(name: name, revision: revision + 1, pageCount: prepared.pageCount, sha256: sha256)
         }
     }
 
     /// Makes an earlier revision the current one again, as a new revision (history only grows).
     /// Restoring the current revision changes nothing and answers the current summary.
-    public func restore(_ name: String, revision: Int, expectedRevision: Int? = nil) throws(DocumentError) -> DocumentSummary {
-        try writing(name, expectedRevision: expectedRevision) { (current, history, currentRevision) throws(DocumentError) in
+    /// `madeBy` as for `flatten`.
+    public func restore(_ name: String, revision: Int, expectedRevision: Int? = nil,
+                        madeBy: String? = nil) throws(DocumentError) -> DocumentSummary {
+        try writing(name, expectedRevision: expectedRevision, madeBy: madeBy) { (current, history, currentRevision) throws(DocumentError) in
             if revision == currentRevision {
                 return DocumentSummary(name: name, revision: currentRevision, pageCount: try pdf(name, current).pageCount,
                                        sha256: try hash(current, name))
@@ -363,21 +369,33 @@ public final class DocumentStore: Sendable {
             }
             let source = try openRegular(history.directory, entry.name, document: name)
             let pageCount = try pdf(name, source).pageCount
-            let sha256 = try save(name, history, as: currentRevision + 1) { (out, hasher) throws(DocumentError) in
+            return try save(name, history, as: currentRevision + 1, pageCount: pageCount, madeBy: madeBy) { (out, hasher) throws(DocumentError) in
                 try copy(source, from: 0, to: out, &hasher)
                 return true
             }
-            return DocumentSummary(name: name, revision: currentRevision + 1, pageCount: pageCount, sha256: sha256)
         }
     }
 
     /// Runs `body` as the document's only writer: the current file open and locked, what a
     /// killed save left behind repaired, the current revision checked against `expectedRevision`.
-    func writing(_ name: String, expectedRevision: Int?,
+    /// A save `madeBy` a request that already made a revision still kept answers that one, before
+    /// `expectedRevision` is checked: it is what the request's first run would have answered.
+    func writing(_ name: String, expectedRevision: Int?, madeBy: String? = nil,
                          _ body: (OpenFile, RevisionHistory, Int) throws(DocumentError) -> DocumentSummary) throws(DocumentError) -> DocumentSummary {
         let current = try lockCurrent(name)
         guard let history = try history(name, create: true) else { throw .io(operation: "open the revisions of \(name)", message: "missing") }
         let revision = try repair(name, current, history)
+        if let madeBy {
+            let marks: [RevisionHistory.Mark]
+            do {
+                marks = try history.marks()
+            } catch {
+                throw .system("list the revisions of \(name)", error)
+            }
+            if let made = marks.last(where: { $0.key == madeBy && $0.revision <= revision }) {
+                return DocumentSummary(name: name, revision: made.revision, pageCount: made.pageCount, sha256: made.sha256)
+            }
+        }
         if let expectedRevision, expectedRevision != revision {
             throw .conflict(name: name, expected: expectedRevision, current: revision)
         }
@@ -416,6 +434,9 @@ public final class DocumentStore: Sendable {
             try history.removeAbandonedTemporaries()
             let kept = try history.entries()
             let revision = RevisionHistory.revision(of: current.stat.identity, in: kept)
+            for orphan in try history.marks() where orphan.revision > revision {
+                try history.directory.remove(orphan.name)
+            }
             if RevisionHistory.isKept(current.stat.identity, in: kept) {
                 for orphan in kept where orphan.revision > revision {
                     try history.directory.remove(orphan.name)
@@ -447,10 +468,11 @@ public final class DocumentStore: Sendable {
     /// locked, kept as `revision` (a link), and only then renamed over the document, so the
     /// current file always has its entry and a reader always finds its number; older revisions
     /// are pruned last. Killed at any point, the document is its old version or its new one, an
-    /// acknowledged save is on disk, and the next writer's repair clears what was left. Returns
-    /// the new file's SHA-256.
-    func save(_ name: String, _ history: RevisionHistory, as revision: Int,
-                      _ body: (FileDescriptor, inout SHA256Hasher) throws(DocumentError) -> Bool) throws(DocumentError) -> String {
+    /// acknowledged save is on disk, and the next writer's repair clears what was left. With
+    /// `madeBy`, its mark is kept with the entry, in the same flush. Returns the new revision's
+    /// summary.
+    func save(_ name: String, _ history: RevisionHistory, as revision: Int, pageCount: Int, madeBy: String?,
+              _ body: (FileDescriptor, inout SHA256Hasher) throws(DocumentError) -> Bool) throws(DocumentError) -> DocumentSummary {
         let temporary = RevisionHistory.temporaryPrefix + "\(getpid()).\(UInt32.random(in: 0...UInt32.max))"
         let entry = history.entryName(revision)
         let out: FileDescriptor
@@ -462,6 +484,7 @@ public final class DocumentStore: Sendable {
         // Closing releases the lock taken below, once the file is in place and kept.
         defer { try? out.close() }
         var renamed = false, linked = false
+        var mark: RevisionHistory.Mark?
         do {
             // Locked before it becomes the document, so the next writer waits for this one.
             try FileLock.lock(out)
@@ -477,6 +500,10 @@ public final class DocumentStore: Sendable {
             do {
                 try history.directory.link(temporary, to: history.directory, as: entry)
                 linked = true
+                if let madeBy {
+                    mark = RevisionHistory.Mark(revision: revision, key: madeBy, pageCount: pageCount, sha256: sha256)
+                    try history.leave(mark!)
+                }
                 try history.directory.sync()
             } catch {
                 throw DocumentError.system("keep revision \(revision) of \(name)", error)
@@ -489,11 +516,12 @@ public final class DocumentStore: Sendable {
                 throw DocumentError.system("replace \(name)", error)
             }
             prune(history)
-            return sha256
+            return DocumentSummary(name: name, revision: revision, pageCount: pageCount, sha256: sha256)
         } catch {
             if !renamed {
                 try? history.directory.remove(temporary)
                 if linked { try? history.directory.remove(entry) }
+                if let mark { try? history.directory.remove(mark.name) }
             }
             switch error {
             case let error as DocumentError: throw error
@@ -507,8 +535,14 @@ public final class DocumentStore: Sendable {
     /// failure here is mended by the next save's pruning, so it is not reported.
     private func prune(_ history: RevisionHistory) {
         guard let kept = try? history.entries() else { return }
-        for victim in RevisionHistory.prunable(kept, keep: keepRevisions) {
+        let victims = RevisionHistory.prunable(kept, keep: keepRevisions)
+        for victim in victims {
             try? history.directory.remove(victim.name)
+        }
+        // A mark outlives no entry: its request can only be answered from a kept revision.
+        let pruned = Set(victims.map(\.revision))
+        for mark in (try? history.marks()) ?? [] where pruned.contains(mark.revision) {
+            try? history.directory.remove(mark.name)
         }
     }
 

@@ -16,6 +16,14 @@ import SystemPackage
 ///   it, nor revision 1 (the original).
 /// Files whose names start with `.tmp.` are saves being written; outside the document's write
 /// lock, they belong to a writer that is still alive.
+///
+/// A save made for a request that may be sent again elsewhere (a session's, with several
+/// instances) also leaves a mark: an empty file `<N>.madeby.<key>.<pages>.<sha256>`, created
+/// beside its entry before the rename, so that the request, run again on another instance after
+/// the first died or lost the session before it could record the save, finds revision N made
+/// instead of saving the same ink twice. Everything is in the name, so the directory's flush
+/// that keeps the entry keeps the mark; a mark numbered past the current file (its save killed
+/// before the rename) goes with that entry, and a mark goes when its revision is pruned.
 struct RevisionHistory {
     let directory: Directory
     /// The document's extension, given to every entry (`pdf` or `yianazip`).
@@ -30,6 +38,42 @@ struct RevisionHistory {
     }
 
     func entryName(_ revision: Int) -> String { "\(revision).\(kind)" }
+
+    /// What a save left for the request that made it, to be found if that request runs again.
+    struct Mark: Equatable {
+        let revision: Int
+        /// Who made it: an opaque key of hex digits, from the request.
+        let key: String
+        let pageCount: Int
+        let sha256: String
+
+        static let infix = ".madeby."
+
+        var name: String { "\(revision)\(Self.infix)\(key).\(pageCount).\(sha256)" }
+
+        init(revision: Int, key: String, pageCount: Int, sha256: String) {
+            (self.revision, self.key, self.pageCount, self.sha256) = (revision, key, pageCount, sha256)
+        }
+
+        init?(name: String) {
+            guard let infix = name.range(of: Self.infix), let revision = Int(name[..<infix.lowerBound]), revision > 0 else { return nil }
+            let parts = name[infix.upperBound...].split(separator: ".", omittingEmptySubsequences: false)
+            guard parts.count == 3, let pageCount = Int(parts[1]) else { return nil }
+            self.init(revision: revision, key: String(parts[0]), pageCount: pageCount, sha256: String(parts[2]))
+            guard self.name == name else { return nil }
+        }
+    }
+
+    /// The marks left beside the entries, oldest first.
+    func marks() throws(Errno) -> [Mark] {
+        try directory.names().compactMap(Mark.init(name:)).sorted { $0.revision < $1.revision }
+    }
+
+    /// Leaves `mark` beside its entry; made durable by the directory's next flush.
+    func leave(_ mark: Mark) throws(Errno) {
+        let file = try directory.create(mark.name)
+        try Errno.rethrowing { try file.close() }
+    }
 
     /// The kept revisions, oldest first.
     func entries() throws(Errno) -> [Entry] {

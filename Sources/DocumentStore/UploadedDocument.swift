@@ -73,12 +73,14 @@ extension DocumentStore {
         try Self.check(name)
         if let expectedRevision {
             return try writing(name, expectedRevision: expectedRevision) { (_, history, revision) throws(DocumentError) in
-                let sha256 = try save(name, history, as: revision + 1) { (out, hasher) throws(DocumentError) in
+                // Its pages are counted once it is the document (the caller's check counted them
+                // in a copy); no mark is left, so the count the save is given is not kept.
+                let saved = try save(name, history, as: revision + 1, pageCount: 0, madeBy: nil) { (out, hasher) throws(DocumentError) in
                     try write(out, bytes, &hasher)
                     return true
                 }
                 let pages = try pdf(name, try openDocument(name)).pageCount
-                return DocumentSummary(name: name, revision: revision + 1, pageCount: pages, sha256: sha256)
+                return DocumentSummary(name: name, revision: saved.revision, pageCount: pages, sha256: saved.sha256)
             }
         }
         if (try? root.stat(name)) != nil {

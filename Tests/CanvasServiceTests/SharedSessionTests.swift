@@ -1,7 +1,9 @@
 import CanvasClient
 import CanvasProtocol
+import DocumentStore
 import Foundation
 import SessionStore
+import Synchronization
 import Testing
 import TestSupport
 
@@ -176,6 +178,57 @@ struct SharedSessionEdgeTests {
         #expect(event.body["seq"]?.integerValue == seq + 1)
         #expect(event.body["data"]?["to"] == "open" && event.body["data"]?["cause"] == "timer")
         #expect(try SharedSessionTests.send(toB, id: 4, "canvas.state", session: session)["result"]?["state"] == "open")
+    }
+
+    @Test("a submit whose instance lost the session during its save, sent again to the instance that took it over, saves the ink once")
+    func retriedSubmitSavesOnce() throws {
+        let redis = try RedisProcess()
+        let folder = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("canvasd-shared-\(UInt32.random(in: 0...UInt32.max))")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let document = folder.appendingPathComponent("doc.pdf")
+        try Data(PDFFixtures.pdf([.init(mediaBox: [0, 0, 300, 200], content: "")])).write(to: document)
+        // Two instances on one document folder, as behind HAProxy.
+        let a = try LiveServer(arguments: ["--session-store", redis.url, "--instance", "a"], folder: folder)
+        let b = try LiveServer(arguments: ["--session-store", redis.url, "--instance", "b", "--events", "ipc://\(folder.path)/events-b"],
+                               endpoint: "ipc://\(folder.path)/requests-b", folder: folder)
+        defer { a.stop(); b.stop() }
+        let toA = try a.client(), toB = try b.client()
+        let opened = try SharedSessionTests.send(toA, id: 1, "session.open", ["transitions": "instant"], session: nil)
+        let session = try #require(opened["result"]?["session"]?.stringValue)
+        _ = try SharedSessionTests.send(toA, id: 2, "canvas.open", ["document": "doc.pdf"], session: session)
+        _ = try SharedSessionTests.send(toA, id: 3, "drawing.addStroke", SharedSessionTests.stroke, session: session)
+
+        // a's save waits for the document's lock, held here, while b takes the session over.
+        let held = open(document.path, O_RDONLY)
+        #expect(held >= 0 && flock(held, LOCK_EX) == 0)
+        let first = Mutex<JSONValue?>(nil)
+        let endpointA = a.endpoint
+        let submitting = Thread {
+            // A client of its own: one socket is never shared between threads.
+            let client = try? CanvasClient(endpoint: endpointA, timeoutMilliseconds: 10_000)
+            let reply = client.flatMap { try? SharedSessionTests.send($0, id: 4, "canvas.submit", session: session) }
+            first.withLock { $0 = reply }
+        }
+        submitting.start()
+        usleep(300_000)
+        #expect(try SharedSessionTests.send(toB, id: 5, "canvas.state", session: session)["result"]?["state"] == "open")
+        flock(held, LOCK_UN)
+        close(held)
+        var waited = 0
+        while first.withLock({ $0 == nil }) && waited < 500 { usleep(10_000); waited += 1 }
+        // a saved revision 2, but could not record it in the session it no longer held.
+        let lost = try #require(first.withLock { $0 })
+        #expect(lost["error"]?["code"] == "UNAVAILABLE" && lost["error"]?["data"]?["reason"] == "sessionMoved")
+
+        // The same request on b, which has the session as it was before the submit.
+        let retried = try SharedSessionTests.send(toB, id: 4, "canvas.submit", session: session)
+        let bytes = Array(try Data(contentsOf: document))
+        #expect(retried["result"]?["document"]?["revision"] == 2)
+        #expect(retried["result"]?["document"]?["sha256"]?.stringValue == DocumentStore.sha256(bytes))
+        let revisions = try SharedSessionTests.send(toB, id: 6, "document.revisions", ["name": "doc.pdf"], session: session)
+        #expect(revisions["result"]?["revisions"]?.arrayValue?.count == 2, "one save, not two")
+        #expect(try SharedSessionTests.send(toB, id: 7, "canvas.state", session: session)["result"]?["state"] == "closed")
     }
 
     @Test("with Redis gone, a change is not acknowledged: UNAVAILABLE sessionStore, and nothing published")
