@@ -386,6 +386,9 @@ public final class DocumentStore: Sendable {
         guard let history = try history(name, create: true) else { throw .io(operation: "open the revisions of \(name)", message: "missing") }
         let revision = try repair(name, current, history)
         if let madeBy {
+            // It becomes part of a file name, read back by splitting at dots.
+            precondition(!madeBy.isEmpty && madeBy.utf8.count <= 64 && madeBy.utf8.allSatisfy { $0.isASCIILetterOrDigit },
+                         "a save's key is 1 to 64 ASCII letters and digits")
             let marks: [RevisionHistory.Mark]
             do {
                 marks = try history.marks()

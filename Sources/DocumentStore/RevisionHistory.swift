@@ -113,3 +113,10 @@ struct RevisionHistory {
         }
     }
 }
+
+extension UInt8 {
+    var isASCIILetterOrDigit: Bool {
+        (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(self) || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(self)
+            || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(self)
+    }
+}
