@@ -51,7 +51,13 @@ public struct Params: Sendable {
 
     public func integer(_ field: String, in range: ClosedRange<Int64>) throws(ProtocolError) -> Int64 {
         guard let value = values[field] else { throw invalid(field, "required") }
-        guard let i = value.integerValue else { throw invalid(field, "must be a whole number, not \(value.typeName)") }
+        guard let i = value.integerValue else {
+            // Say which number, and why: past a double's range, past 64 bits, or with a fraction.
+            guard case .number(let d) = value else { throw invalid(field, "must be a whole number, not \(value.typeName)") }
+            guard d.isFinite else { throw invalid(field, "number out of range") }
+            guard d.rounded() != d else { throw invalid(field, "\(d) is outside \(range.lowerBound)...\(range.upperBound)") }
+            throw invalid(field, "must be a whole number, not \(d)")
+        }
         guard range.contains(i) else { throw invalid(field, "\(i) is outside \(range.lowerBound)...\(range.upperBound)") }
         return i
     }
