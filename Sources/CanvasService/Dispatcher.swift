@@ -375,7 +375,7 @@ public final class Dispatcher {
         switch method {
         case _ where method.scope == .documentRead || method.scope == .documentWrite:
             try startDocumentJob(method, params, request, envelope: envelope, client: call.client, holding: (session, fingerprint()),
-                                 madeBy: madeBy(session.id, request, fingerprint()))
+                                 madeBy: method.scope == .documentWrite ? madeBy(session.id, request, fingerprint()) : nil)
         case .canvasOpen:
             guard let documents, let target = try? documents.targetParams(params) else { return false }
             try jobs.read(for: job) { .page(Result { () throws(DocumentError) in try documents.store.page(target.name, target.page) }) }

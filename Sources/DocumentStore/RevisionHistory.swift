@@ -42,7 +42,7 @@ struct RevisionHistory {
     /// What a save left for the request that made it, to be found if that request runs again.
     struct Mark: Equatable {
         let revision: Int
-        /// Who made it: an opaque key of hex digits, from the request.
+        /// Who made it: an opaque key of ASCII letters and digits, from the request.
         let key: String
         let pageCount: Int
         let sha256: String

@@ -122,7 +122,8 @@ extension DocumentStore {
 
     /// Removes what uploads killed before their link left in the folder: hidden files, never
     /// documents, that would otherwise take their space for good.
-    func removeAbandonedUploads(now: time_t = time(nil)) {
+    func removeAbandonedUploads() {
+        let now = time(nil)
         for name in (try? root.names()) ?? [] where name.hasPrefix(Self.uploadPrefix) {
             guard let stat = try? root.stat(name), stat.rawValue.st_mode & S_IFMT == S_IFREG,
                   now - stat.rawValue.st_mtim.tv_sec > Self.abandonedUploadAge else { continue }
