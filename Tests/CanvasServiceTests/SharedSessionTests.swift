@@ -211,7 +211,9 @@ struct SharedSessionEdgeTests {
             first.withLock { $0 = reply }
         }
         submitting.start()
-        usleep(300_000)
+        // Time for a to receive the submit and start its save, which then waits for the lock
+        // (sub-millisecond on an idle machine; the margin is for a loaded one).
+        usleep(500_000)
         #expect(try SharedSessionTests.send(toB, id: 5, "canvas.state", session: session)["result"]?["state"] == "open")
         flock(held, LOCK_UN)
         close(held)
