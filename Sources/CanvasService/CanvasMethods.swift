@@ -28,7 +28,20 @@ struct CanvasMethods {
     /// submit's save, or the page a `canvas.open` names.
     func run(_ method: Method, _ params: Params, _ session: inout ServiceSession, found: JobOutcome?,
              _ call: inout Call) throws(ProtocolError) -> MethodResult {
+        // Another method that acts drops a stroke's waiting parts; a refused request changes
+        // nothing, so it leaves them waiting, as does a refused part.
+        let waiting = session.strokeParts
         if method != .drawingAddStroke && !method.changesNothing { session.strokeParts = nil }
+        do throws(ProtocolError) {
+            return try dispatch(method, params, &session, found: found, &call)
+        } catch {
+            session.strokeParts = waiting
+            throw error
+        }
+    }
+
+    private func dispatch(_ method: Method, _ params: Params, _ session: inout ServiceSession, found: JobOutcome?,
+                          _ call: inout Call) throws(ProtocolError) -> MethodResult {
         switch method {
         case .drawingAddStroke:
             guard let whole = try self.params.assembleStroke(params, &session) else {

@@ -108,15 +108,22 @@ extension DocumentMethods {
             throw ProtocolError(.invalidParams, "sha256: 64 hexadecimal digits", data: ["field": "sha256"])
         }
         let expected = try params.optionalInteger("expectedRevision", in: 1...Int64(Int32.max)).map { Int($0) }
+        if expected == nil {
+            // Asked now so a client does not send megabytes to learn it at the commit, which
+            // asks again (the name may be taken meanwhile).
+            do { try store.requireFree(name) } catch { throw Self.protocolError(error) }
+        }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(size)
         let upload = Uploads.Upload(name: name, size: size, sha256: sha256, expectedRevision: expected, bytes: bytes, touched: .now)
         let id = try uploads.begin(upload, maxUploads: limits.maxUploads)
         var result = Self.status(id, upload)
-        // What one part may carry: the request limit less room for its JSON frame and overheads.
-        result["partBytes"] = .integer(Int64(max(1024, limits.maxMessageBytes - 16 * Limits.frameOverheadBytes - 4096)))
+        result["partBytes"] = .integer(Int64(partBytes))
         return result
     }
+
+    /// What one part may carry: the request limit less room for its JSON frame and overheads.
+    private var partBytes: Int { max(1024, limits.maxMessageBytes - 16 * Limits.frameOverheadBytes - 4096) }
 
     /// Bytes at `offset`, in the binary frames after the JSON one. A part the server already
     /// has (a retry after a reconnect) is answered without being added again; a gap is refused
@@ -127,6 +134,12 @@ extension DocumentMethods {
         let count = attachments.reduce(0) { $0 + $1.count }
         guard count > 0 else {
             throw ProtocolError(.invalidParams, "a part carries its bytes in binary frames after the request", data: ["field": "offset"])
+        }
+        // Checked even where the request fits the message limit, so a client that ignores
+        // `partBytes` learns it on the first part, not when a larger limit is configured away.
+        guard count <= partBytes else {
+            throw ProtocolError(.payloadTooLarge, "a part carries at most \(partBytes) bytes (partBytes); this one carries \(count)",
+                                data: ["field": "part", "size": .integer(Int64(count)), "limit": .integer(Int64(partBytes))])
         }
         return try uploads.with(id) { (upload) throws(ProtocolError) in
             let received = upload.bytes.count
@@ -159,11 +172,7 @@ extension DocumentMethods {
             guard hash == upload.sha256 else {
                 throw .refused(name: upload.name, reason: "sha256Mismatch", message: "the bytes hash to \(hash), not the \(upload.sha256) announced")
             }
-            do throws(UploadRefusal) {
-                _ = try store.check(upload: upload.bytes, as: upload.name)
-            } catch {
-                throw .refused(name: upload.name, reason: error.reason, message: error.message)
-            }
+            _ = try store.check(upload: upload.bytes, as: upload.name)
             return try store.store(upload: upload.bytes, as: upload.name, expectedRevision: upload.expectedRevision)
         }, saves: true)
     }

@@ -2,67 +2,65 @@ import Glibc
 import PDFSurgery
 import SystemPackage
 
-/// Why an uploaded file was refused. Nothing of it was stored.
-public struct UploadRefusal: Error, Sendable, CustomStringConvertible {
-    /// `notPDF`, `damaged`, `encrypted`, `container` (a `.yianazip` without its header) or `empty`.
-    public let reason: String
-    public let message: String
-    public var description: String { message }
-}
-
 extension DocumentStore {
     /// Checks an uploaded file as the store would read it, before anything is written: a
     /// `.yianazip` needs its metadata header, the PDF must open without repair (qpdf repairing
     /// it means it is damaged) and unencrypted, and every page must have a geometry. Returns
     /// the page count. The bytes are checked in an anonymous temporary file (never in the document folder), so a refused upload
-    /// never touches the folder.
-    public func check(upload bytes: [UInt8], as name: String) throws(UploadRefusal) -> Int {
-        guard !bytes.isEmpty else { throw UploadRefusal(reason: "empty", message: "the upload is empty") }
+    /// never touches the folder. A refusal is `.refused` with its reason (`empty`, `container`,
+    /// `notPDF`, `encrypted`, `damaged`, `damagedOrEncrypted`); a check the machine could not
+    /// make (no temporary file, a full disk) is `.io`, the server's fault and not the upload's.
+    public func check(upload bytes: [UInt8], as name: String) throws(DocumentError) -> Int {
+        func refuse(_ reason: String, _ message: String) -> DocumentError { .refused(name: name, reason: reason, message: message) }
+        guard !bytes.isEmpty else { throw refuse("empty", "the upload is empty") }
         // A temporary file unlinked at once: it has no name anyone could open or see.
         var template = Array("/tmp/canvasd-upload-XXXXXX".utf8CString)
         let raw = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
         if raw >= 0 { template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) } }
-        guard raw >= 0 else {
-            throw UploadRefusal(reason: "io", message: "no memory file to check the upload in: \(String(cString: strerror(errno)))")
-        }
+        guard raw >= 0 else { throw .system("create a temporary file to check the upload in", Errno(rawValue: errno)) }
         let file = FileDescriptor(rawValue: raw)
         defer { try? file.close() }
-        do {
+        do throws(Errno) {
             _ = try Errno.rethrowing { try file.writeAll(bytes) }
         } catch {
-            throw UploadRefusal(reason: "io", message: "the upload could not be checked: \(error)")
+            throw .system("write the upload to a temporary file to check it", error)
         }
         var offset: Int64 = 0
         if Self.kind(name) == "yianazip" {
             do {
                 offset = try YianaContainer.readHeader(file).pdfOffset
             } catch {
-                throw UploadRefusal(reason: "container", message: "not a .yianazip container: \(error)")
+                throw refuse("container", "not a .yianazip container: \(error)")
             }
         }
         let start = Int(offset)
         guard bytes.count >= start + 5, Array(bytes[start..<start + 5]) == Array("%PDF-".utf8) else {
-            throw UploadRefusal(reason: "notPDF", message: "the upload is not a PDF (it does not start with %PDF-)")
+            throw refuse("notPDF", "the upload is not a PDF (it does not start with %PDF-)")
         }
         let pdf: PDFFile
         do throws(PDFError) {
             pdf = try PDFFile(file: file, name: name, offset: offset, budget: readBudget)
         } catch {
-            throw UploadRefusal(reason: error.kind == .encrypted ? "encrypted" : "damaged", message: "the PDF cannot be read: \(error.message)")
+            throw refuse(error.kind == .encrypted ? "encrypted" : "damaged", "the PDF cannot be read: \(error.message)")
         }
         guard !pdf.needsRewrite else {
-            throw UploadRefusal(reason: "damagedOrEncrypted",
-                                message: "the PDF is encrypted, or damaged so that it opens only after repair; upload an intact, unencrypted file")
+            throw refuse("damagedOrEncrypted", "the PDF is encrypted, or damaged so that it opens only after repair; upload an intact, unencrypted file")
         }
-        guard pdf.pageCount > 0 else { throw UploadRefusal(reason: "damaged", message: "the PDF has no pages") }
+        guard pdf.pageCount > 0 else { throw refuse("damaged", "the PDF has no pages") }
         for index in 0..<pdf.pageCount {
             do throws(PDFError) {
                 _ = try pdf.page(index)
             } catch {
-                throw UploadRefusal(reason: "damaged", message: "page \(index) cannot be read: \(error.message)")
+                throw refuse("damaged", "page \(index) cannot be read: \(error.message)")
             }
         }
         return pdf.pageCount
+    }
+
+    /// Throws `alreadyExists` when anything (a document, a link, a directory) has `name`: an
+    /// upload of a new document asks before its bytes are sent, and again when it is linked in.
+    public func requireFree(_ name: String) throws(DocumentError) {
+        if (try? root.stat(name)) != nil { throw .alreadyExists(name: name) }
     }
 
     /// Stores checked bytes: as the next revision of `name` when `expectedRevision` is given
@@ -83,9 +81,7 @@ extension DocumentStore {
                 return DocumentSummary(name: name, revision: saved.revision, pageCount: pages, sha256: saved.sha256)
             }
         }
-        if (try? root.stat(name)) != nil {
-            throw .alreadyExists(name: name)
-        }
+        try requireFree(name)
         let temporary = Self.uploadPrefix + "\(getpid()).\(UInt32.random(in: 0...UInt32.max))"
         let out: FileDescriptor
         do {

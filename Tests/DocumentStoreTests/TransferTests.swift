@@ -40,9 +40,20 @@ struct TransferTests {
             ([], "x.pdf", "empty"),
         ]
         for (bytes, name, reason) in cases {
-            #expect { _ = try store.check(upload: bytes, as: name) } throws: { ($0 as? UploadRefusal)?.reason == reason || ($0 as? UploadRefusal)?.reason == "damaged" && reason == "damagedOrEncrypted" }
+            #expect { _ = try store.check(upload: bytes, as: name) } throws: { Self.refusal($0) == reason || Self.refusal($0) == "damaged" && reason == "damagedOrEncrypted" }
         }
+        // A password-protected PDF is refused as `encrypted`, a reason of its own in the spec.
+        let aside = try freshFolder("refused-aside")
+        let plain = aside.appendingPathComponent("plain.pdf"), locked = aside.appendingPathComponent("locked.pdf")
+        try Data(Self.pdf).write(to: plain)
+        #expect(try run("/usr/bin/qpdf", ["--encrypt", "user-secret", "owner-secret", "256", "--", plain.path, locked.path]).status == 0)
+        #expect { _ = try store.check(upload: Array(try Data(contentsOf: locked)), as: "x.pdf") } throws: { Self.refusal($0) == "encrypted" }
         #expect(try names(folder) == [".canvas-revisions"])
+    }
+
+    static func refusal(_ error: any Error) -> String? {
+        guard case .refused(_, let reason, _)? = error as? DocumentError else { return nil }
+        return reason
     }
 
     @Test("a new document is linked in without replacing one; a revision goes through the atomic save")

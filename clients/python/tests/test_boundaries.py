@@ -93,3 +93,14 @@ def test_boundary_values_get_clear_answers(tmp_path):
     finally:
         dealer.close(0)
         server.stop()
+
+
+def test_ids_at_the_ends_of_64_bits_are_echoed_and_past_them_refused(server, client):
+    # The conformance layer checks each reply against envelope.schema.json, whose id range must
+    # be the server's: both ends of a signed 64-bit integer.
+    for id in (-(2**63), 2**63 - 1, "x" * 100):
+        reply = client.exchange([json.dumps({"id": id, "method": "hello"}).encode()])
+        assert reply["id"] == id and "result" in reply
+    for id in (-(2**63) - 1, 2**63):
+        reply = client.exchange([json.dumps({"id": id, "method": "hello"}).encode()])
+        assert reply["id"] is None and reply["error"]["code"] == "INVALID_REQUEST", reply

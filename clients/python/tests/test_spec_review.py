@@ -85,6 +85,34 @@ def test_an_open_of_an_open_canvas_keeps_its_size(server, client):
     assert session.call("canvas.state")["size"] == {"width": 5, "height": 5}
 
 
+def test_the_image_size_is_the_last_one_an_opening_open_set(server, client):
+    """§3.1: size from session.open, then from an open that opens (its size, or its page's),
+    kept after the drawing ends; the extent, at least 1 x 1, when no size was ever set."""
+    import base64
+    from images import decode_png
+
+    def image(session, method="canvas.minimize"):
+        width, height, _ = decode_png(base64.b64decode(session.call(method, {"imageData": True})["imageData"]))
+        return width, height
+
+    put(server, "d.pdf")
+    bare = client.open_session()
+    bare.call("canvas.open")
+    assert image(bare, "canvas.submit") == (1, 1)   # an empty drawing: one transparent pixel
+    bare.call("canvas.open")
+    bare.call("drawing.addStroke", {**STROKE, "width": 10})
+    assert image(bare) == (49, 39)   # 40 + 0.85 * 10 and 30 + 0.85 * 10, rounded up
+    session = client.open_session(size=(300, 200))
+    session.call("canvas.open", {"document": "d.pdf", "page": 1})
+    assert image(session, "canvas.cancel") == (612, 792)
+    session.call("canvas.open")   # no size, no page: the page's size stays
+    assert image(session, "canvas.cancel") == (612, 792)
+    session.call("canvas.open", {"size": {"width": 20, "height": 30}})
+    assert image(session, "canvas.cancel") == (20, 30)
+    session.call("canvas.open", {"document": "d.pdf", "size": {"width": 40, "height": 50}})   # the size param wins
+    assert image(session, "canvas.cancel") == (40, 50)
+
+
 def test_restoring_the_current_revision_publishes_nothing(server, client):
     put(server, "d.pdf")
     client.call("document.flatten", {"name": "d.pdf", "page": 0, "drawing": {"strokes": [STROKE]}})
@@ -130,3 +158,16 @@ def test_integral_ids_are_integers_and_nulls_are_absent(server, client):
     session = opened["session"]
     assert client.call("canvas.open", {"document": None, "page": None, "size": None}, session=session) == {"state": "open"}
     assert client.call("canvas.minimize", {"imageData": None}, session=session)["action"] == "minimized"
+
+
+def test_a_key_written_twice_takes_its_last_value_and_a_bom_is_not_json(server, client):
+    reply = client.exchange([b'{"id": 1, "method": "canvas.open", "method": "hello", "id": 2}'])
+    assert reply["id"] == 2 and reply["result"]["protocol"] == "canvas/1.4"
+    session = client.open_session()
+    reply = client.exchange([('{"id": 3, "method": "session.open", "params": {"size": {"width": 5, "height": 6, '
+                              '"width": 7}}}').encode()])
+    other = reply["result"]["session"]
+    assert client.call("canvas.state", session=other)["size"] == {"width": 7, "height": 6}
+    reply = client.exchange([b'\xef\xbb\xbf{"id": 4, "method": "hello"}'])
+    assert reply["id"] is None and reply["error"]["code"] == "PARSE_ERROR"
+    assert session.call("canvas.state")["state"] == "closed"

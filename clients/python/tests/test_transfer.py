@@ -6,11 +6,12 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from canvasbridge import CanvasError
+from canvasbridge import CanvasError, EventSubscriber
 from conftest import CORPUS, ROOT
 from pdfs import large_pdf, tiny_pdf
 
@@ -76,9 +77,18 @@ def test_a_several_megabyte_upload_becomes_a_document(client, server):
 
 def test_an_upload_as_a_new_revision_keeps_the_original(client, server, notes):
     replacement = tiny_pdf(2)
+    sha = hashlib.sha256(replacement).hexdigest()
+    with pytest.raises(CanvasError) as error:   # no expectedRevision: the name is taken, said before any bytes
+        client.call("document.upload.begin", {"name": notes, "size": len(replacement), "sha256": sha})
+    assert error.value.code == "CONFLICT" and error.value.data == {"name": notes, "reason": "exists"}
+    # Taken between begin and commit: refused at the commit, and the file put there stays.
+    begun = client.call("document.upload.begin", {"name": "late.pdf", "size": len(replacement), "sha256": sha})
+    client.call("document.upload.part", {"upload": begun["upload"], "offset": 0}, frames=[replacement])
+    (server.documents / "late.pdf").write_bytes(b"%PDF-1.4 put here by hand")
     with pytest.raises(CanvasError) as error:
-        client.upload_document(notes, replacement)   # no expectedRevision: the name is taken
-    assert error.value.code == "CONFLICT"
+        client.call("document.upload.commit", {"upload": begun["upload"]})
+    assert error.value.code == "CONFLICT" and error.value.data == {"name": "late.pdf", "reason": "exists"}
+    assert (server.documents / "late.pdf").read_bytes() == b"%PDF-1.4 put here by hand"
     before = (server.documents / notes).read_bytes()
     with pytest.raises(CanvasError) as error:
         client.upload_document(notes, replacement, expected_revision=5)
@@ -93,16 +103,22 @@ def test_an_upload_as_a_new_revision_keeps_the_original(client, server, notes):
 @pytest.mark.parametrize("name, data, reason", [
     ("text.pdf", b"hello, this is not a PDF at all\n" * 100, "notPDF"),
     ("cut.pdf", large_pdf(50_000)[:30_000], None),
-    ("locked.pdf", (CORPUS / "empty_protected.pdf").read_bytes(), None),
+    ("locked.pdf", (CORPUS / "empty_protected.pdf").read_bytes(), "damagedOrEncrypted"),
+    ("secret.pdf", "password", "encrypted"),
     ("bare.yianazip", tiny_pdf(1), "container"),
 ])
-def test_a_bad_upload_is_refused_and_stores_nothing(client, server, notes, name, data, reason):
+def test_a_bad_upload_is_refused_and_stores_nothing(client, server, notes, name, data, reason, tmp_path):
+    if data == "password":   # a PDF only its password opens: encrypted, with a reason of its own
+        (tmp_path / "plain.pdf").write_bytes(tiny_pdf(1))
+        subprocess.run(["qpdf", "--encrypt", "user-secret", "owner-secret", "256", "--",
+                        str(tmp_path / "plain.pdf"), str(tmp_path / "secret.pdf")], check=True)
+        data = (tmp_path / "secret.pdf").read_bytes()
     before = folder_state(server.documents)
     with pytest.raises(CanvasError) as error:
         client.upload_document(name, data)
     assert error.value.code == "INVALID_PARAMS", error.value
     if reason:
-        assert error.value.data["reason"] == reason
+        assert error.value.data["reason"] == reason, error.value
     assert error.value.data["name"] == name
     assert folder_state(server.documents) == before
     assert not list(Path("/tmp").glob("canvasd-upload-*"))
@@ -123,6 +139,41 @@ def test_an_upload_checks_its_hash_size_and_name(client, server):
     with pytest.raises(CanvasError) as error:
         client.call("document.upload.begin", {"name": "huge.pdf", "size": 1 << 30, "sha256": "0" * 64})
     assert error.value.code == "PAYLOAD_TOO_LARGE"
+
+
+def test_a_part_over_part_bytes_is_refused_and_adds_nothing(client, server):
+    data = large_pdf(3 << 20)
+    begun = client.call("document.upload.begin",
+                        {"name": "p.pdf", "size": len(data), "sha256": hashlib.sha256(data).hexdigest()})
+    upload, limit = begun["upload"], begun["partBytes"]
+    assert client.call("hello")["limits"]["maxMessageBytes"] > limit + 1   # the request itself fits
+    with pytest.raises(CanvasError) as error:
+        client.call("document.upload.part", {"upload": upload, "offset": 0}, frames=[data[:limit + 1]])
+    assert error.value.code == "PAYLOAD_TOO_LARGE" and error.value.data == {
+        "field": "part", "size": limit + 1, "limit": limit}
+    assert client.call("document.upload.status", {"upload": upload})["received"] == 0
+    # Exactly partBytes is a part, in one frame or several.
+    assert client.call("document.upload.part", {"upload": upload, "offset": 0},
+                       frames=[data[:limit // 2], data[limit // 2:limit]])["received"] == limit
+    offset = limit
+    while offset < len(data):
+        client.call("document.upload.part", {"upload": upload, "offset": offset}, frames=[data[offset:offset + limit]])
+        offset += limit
+    assert client.call("document.upload.commit", {"upload": upload})["revision"] == 1
+    assert (server.documents / "p.pdf").read_bytes() == data
+
+
+def test_an_upload_publishes_document_saved(client, server):
+    data = tiny_pdf(2)
+    with EventSubscriber(server.events, prefix="documents.") as events:
+        events.ready()
+        summary = client.upload_document("u.pdf", data)
+        event = events.next(timeout=5)
+    assert event is not None
+    assert (event.topic, event.data) == ("documents.document.saved", {
+        "name": "u.pdf", "revision": 1, "pageCount": 2, "sha256": hashlib.sha256(data).hexdigest(),
+        "cause": "document.upload.commit"})
+    assert summary["sha256"] == event.data["sha256"]
 
 
 def test_an_upload_resumes_from_what_the_server_has(client, server):
@@ -184,12 +235,25 @@ def test_a_stroke_sent_in_parts_is_one_stroke(client):
     assert stroke["points"] == points
     session.undo()
     assert session.get_drawing()["strokes"] == []
-    # Parts must agree on their style, and are dropped by anything else.
+    # Parts must agree on their style, and are dropped by anything else that acts; a refused
+    # request, a refused part included, adds nothing and leaves the parts waiting.
     session.call("drawing.addStroke", {**style, "points": points[:10], "continued": True})
     with pytest.raises(CanvasError) as error:
         session.call("drawing.addStroke", {**style, "color": "red", "points": points[:10]})
-    assert error.value.code == "INVALID_PARAMS"
-    session.call("drawing.addStroke", {**style, "points": points[:10], "continued": True})
+    assert error.value.code == "INVALID_PARAMS" and error.value.data["field"] == "continued"
+    bad = [{"x": 1, "y": 1}, {"x": "far", "y": 1}]
+    with pytest.raises(CanvasError) as error:   # checked on arrival, named within this part
+        session.call("drawing.addStroke", {**style, "points": bad, "continued": True})
+    assert error.value.code == "INVALID_PARAMS" and error.value.data["field"] == "points[1].x"
+    with pytest.raises(CanvasError) as error:
+        session.call("drawing.addStroke", {**style, "points": (points * 2)[:9991], "continued": True})
+    assert error.value.code == "PAYLOAD_TOO_LARGE" and error.value.data["field"] == "points"
+    with pytest.raises(CanvasError) as error:
+        session.move_text(7, 1, 1)
+    assert error.value.code == "NOT_FOUND"
+    # Unknown params are ignored here too: a part that differs only in one is the same style.
+    waiting = session.call("drawing.addStroke", {**style, "points": points[10:20], "continued": True, "hint": 1})
+    assert waiting["pendingPoints"] == 20
     session.add_text("x", 1, 1)
     assert session.call("drawing.addStroke", {**style, "points": points[:5]})["strokes"] == 1
     assert len(session.get_drawing()["strokes"][0]["points"]) == 5
@@ -216,3 +280,23 @@ def test_canvasctl_uploads_and_gets(server, tmp_path, notes):
     (tmp_path / "junk.pdf").write_bytes(b"not a pdf")
     code, out, err = run("upload", str(tmp_path / "junk.pdf"))
     assert code == 2 and json.loads(err)["code"] == "INVALID_PARAMS" and not (server.documents / "junk.pdf").exists()
+
+
+def test_null_is_a_param_left_out(client, notes):
+    """§2.1: an optional param given as null is the same as one left out, in every method; the
+    conformance layer checks each request the server takes against its schema as well."""
+    session = client.open_session()
+    session.open()
+    session.add_text("Hello", 100, 100)
+    nulls = {"x": None, "y": None, "dx": None, "dy": None, "fontSize": None, "color": None, "text": None}
+    session.call("drawing.editText", {"index": 0, **nulls, "dx": 5})
+    assert session.get_drawing()["texts"][0] == {"text": "Hello", "x": 105, "y": 100, "fontSize": 14, "color": "black"}
+    stroke = {"tool": "pen", "color": "blue", "width": 3, "points": [{"x": 1, "y": 2}, {"x": 3, "y": 4}]}
+    assert session.call("drawing.addStroke", {**stroke, "continued": None})["strokes"] == 1
+    whole = client.call("document.get", {"name": notes})
+    assert client.call("document.get", {"name": notes, "revision": None, "offset": None, "length": None}) == whole
+    data = tiny_pdf(1)
+    begun = client.call("document.upload.begin", {"name": "n.pdf", "size": len(data), "sha256": hashlib.sha256(data).hexdigest(),
+                                                  "expectedRevision": None})
+    client.call("document.upload.part", {"upload": begun["upload"], "offset": 0}, frames=[data])
+    assert client.call("document.upload.commit", {"upload": begun["upload"]})["revision"] == 1
