@@ -164,7 +164,8 @@ extension DocumentMethods {
         let upload = try uploads.with(id) { (upload) throws(ProtocolError) in upload }
         guard upload.bytes.count == upload.size else {
             throw ProtocolError(.invalidState, "the upload has \(upload.bytes.count) of its \(upload.size) bytes",
-                                data: ["upload": .string(id), "received": .integer(Int64(upload.bytes.count)), "size": .integer(Int64(upload.size))])
+                                data: ["reason": "incomplete", "upload": .string(id), "received": .integer(Int64(upload.bytes.count)),
+                                       "size": .integer(Int64(upload.size))])
         }
         _ = try uploads.take(id)
         return Write(document: upload.name, save: { [store] () throws(DocumentError) in

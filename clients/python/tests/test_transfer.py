@@ -190,7 +190,7 @@ def test_an_upload_resumes_from_what_the_server_has(client, server):
     assert error.value.code == "CONFLICT" and error.value.data["received"] == 100_000
     with pytest.raises(CanvasError) as error:   # not complete yet
         client.call("document.upload.commit", {"upload": upload})
-    assert error.value.code == "INVALID_STATE"
+    assert error.value.code == "INVALID_STATE" and error.value.data["reason"] == "incomplete" and error.value.data["received"] == 100_000
     assert client.call("document.upload.status", {"upload": upload})["received"] == 100_000
     client.call("document.upload.part", {"upload": upload, "offset": 100_000}, frames=[data[100_000:200_000], data[200_000:]])
     assert client.call("document.upload.commit", {"upload": upload})["revision"] == 1
