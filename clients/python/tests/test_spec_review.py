@@ -171,3 +171,32 @@ def test_a_key_written_twice_takes_its_last_value_and_a_bom_is_not_json(server, 
     reply = client.exchange([b'\xef\xbb\xbf{"id": 4, "method": "hello"}'])
     assert reply["id"] is None and reply["error"]["code"] == "PARSE_ERROR"
     assert session.call("canvas.state")["state"] == "closed"
+
+
+def test_a_reply_too_large_to_keep_is_not_run_twice(server, client):
+    """§2.4: a reply over maxCachedReplyBytes is sent but not kept; a repeat of drawing.get
+    runs again, a repeat of anything else answers UNAVAILABLE replyNotKept and runs nothing."""
+    import json
+    import random
+    limit = client.hello()["limits"]["maxCachedReplyBytes"]
+    session = client.open_session(size=(700, 700))
+    session.call("canvas.open")
+    chance = random.Random(7)   # ink of random colours everywhere: a PNG that does not compress
+    for _ in range(20):
+        points = [{"x": chance.uniform(0, 700), "y": chance.uniform(0, 700)} for _ in range(20)]
+        session.call("drawing.addStroke", {"tool": "pen", "color": "#%06x" % chance.randrange(1 << 24),
+                                           "width": 3, "points": points})
+    minimize = {"id": 9001, "method": "canvas.minimize", "session": session.id, "params": {"imageData": True}}
+    first = client.request(minimize)
+    assert len(json.dumps(first)) > limit and first["result"]["action"] == "minimized"
+    again = client.request(minimize)
+    assert again["error"]["code"] == "UNAVAILABLE" and again["error"]["data"] == {"limit": limit, "reason": "replyNotKept"}
+    assert session.state()["state"] == "minimized"   # not run twice, nor anything else
+    session.call("canvas.open")
+    for _ in range(6):   # a drawing whose JSON is over the limit too
+        session.call("drawing.addStroke", {"tool": "pen", "color": "red", "width": 3,
+                                           "points": [{"x": chance.uniform(0, 700), "y": 5} for _ in range(2000)]})
+    get = {"id": 9002, "method": "drawing.get", "session": session.id}
+    drawing = client.request(get)
+    assert len(json.dumps(drawing)) > limit
+    assert client.request(get) == drawing   # a read simply runs again
