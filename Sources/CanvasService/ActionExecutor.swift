@@ -11,9 +11,11 @@ struct ActionExecutor {
     let maxImageSide: Int
 
     /// Carries out `actions` for `session`. Returns the CanvasResult emitted, if any, with the
-    /// image when the caller asked for it.
+    /// image when the caller asked for it. `rendered` is that image when a job made it off the
+    /// loop first, from the drawing the result reports (the job held the session meanwhile).
     @discardableResult
-    func run(_ actions: [CanvasAction], _ session: inout ServiceSession, imageData: Bool, _ call: inout Call) -> [String: JSONValue]? {
+    func run(_ actions: [CanvasAction], _ session: inout ServiceSession, imageData: Bool,
+             rendered: Result<String, RenderError>? = nil, _ call: inout Call) -> [String: JSONValue]? {
         var canvasResult: [String: JSONValue]?
         for action in actions {
             switch action {
@@ -23,7 +25,7 @@ struct ActionExecutor {
                          "cause": .string(cause.rawValue)], &call)
             case .emitResult(let result, let drawing, let cause):
                 var json: [String: JSONValue] = ["action": .string(result.action.rawValue), "hasContent": .bool(result.hasContent)]
-                let image = imageData || session.resultImages ? png(drawing, session) : nil
+                let image = imageData || session.resultImages ? png(rendered ?? Self.png(drawing, size: session.size, maxImageSide: maxImageSide), session) : nil
                 if imageData, let image { json["imageData"] = .string(image) }
                 canvasResult = json
                 var eventData = json
@@ -46,15 +48,30 @@ struct ActionExecutor {
         call.output.events.append(ReplyEncoder.event(session: session.id, name: name, seq: session.nextSeq(), data: data))
     }
 
-    private func png(_ drawing: Drawing, _ session: ServiceSession) -> String? {
-        let extent = InkRenderer.extent(of: drawing)
-        let width = min(session.size?.width ?? extent.width, maxImageSide)
-        let height = min(session.size?.height ?? extent.height, maxImageSide)
+    /// The image, or nil (logged) when Cairo could not make it.
+    private func png(_ rendered: Result<String, RenderError>, _ session: ServiceSession) -> String? {
         do {
-            return Data(try InkRenderer.png(drawing, width: width, height: height)).base64EncodedString()
+            return try rendered.get()
         } catch {
             logger.error("imageData not rendered", metadata: ["session": "\(session.id)", "error": "\(error)"])
             return nil
         }
+    }
+
+    /// The result image of `drawing` as base64 PNG: `size` when the session has one, else the
+    /// drawing's extent, each side capped. Pure, so a job may run it off the loop.
+    static func png(_ drawing: Drawing, size: (width: Int, height: Int)?, maxImageSide: Int) -> Result<String, RenderError> {
+        let extent = InkRenderer.extent(of: drawing)
+        let width = min(size?.width ?? extent.width, maxImageSide)
+        let height = min(size?.height ?? extent.height, maxImageSide)
+        return Result { () throws(RenderError) in Data(try InkRenderer.png(drawing, width: width, height: height)).base64EncodedString() }
+    }
+
+    /// Whether rendering `drawing` for `session` takes long enough (a millisecond or more) to
+    /// hold up every other client if done on the loop: many points, or many pixels to encode.
+    static func rendersOffLoop(_ drawing: Drawing, _ session: ServiceSession, maxImageSide: Int) -> Bool {
+        if drawing.pointCount > Dispatcher.inlineDrawingPoints { return true }
+        let extent = session.size ?? InkRenderer.extent(of: drawing)
+        return min(extent.width, maxImageSide) * min(extent.height, maxImageSide) > 250_000
     }
 }

@@ -1,6 +1,7 @@
 import CanvasCore
 import CanvasProtocol
 import DocumentStore
+import InkRendering
 
 /// A method's result: an object, or JSON text already written (a drawing, which is large
 /// enough that building it as values first would cost more than the request).
@@ -63,7 +64,7 @@ struct CanvasMethods {
         case .canvasFinishTransition:
             try perform(&session, imageData: false, &call) { canvas throws(CanvasRejection) in try canvas.finishTransition() }
         case .pencilDoubleTap:
-            return .object(doubleTap(&session, &call))
+            return .object(doubleTap(&session, rendered: found?.image, &call))
         case .pencilConfigure:
             let pencil = session.canvas.pencil
             let change = try self.params.pencilChange(params, current: pencil.configuration, initialized: pencil.initialized)
@@ -136,7 +137,7 @@ struct CanvasMethods {
             let documents = try DocumentMethods.available(documents)
             saved = DocumentMethods.json(try documents.run { () throws(DocumentError) in try outcome.get() })
         }
-        let result = try perform(&session, imageData: wantsImage, &call) { canvas throws(CanvasRejection) in
+        let result = try perform(&session, imageData: wantsImage, rendered: found?.image, &call) { canvas throws(CanvasRejection) in
             switch method {
             case .canvasMinimize: return try canvas.minimize()
             case .canvasSubmit: return try canvas.submit()
@@ -166,9 +167,9 @@ struct CanvasMethods {
         session.target != nil && (session.canvas.phase == .open || session.canvas.phase == .minimized)
     }
 
-    private func doubleTap(_ session: inout ServiceSession, _ call: inout Call) -> [String: JSONValue] {
+    private func doubleTap(_ session: inout ServiceSession, rendered: Result<String, RenderError>?, _ call: inout Call) -> [String: JSONValue] {
         let report = session.canvas.doubleTap()
-        let canvasResult = executor.run(report.actions, &session, imageData: false, &call)
+        let canvasResult = executor.run(report.actions, &session, imageData: false, rendered: rendered, &call)
         var result: [String: JSONValue] = [
             "outcome": .string(report.outcome.name),
             "state": .string(session.canvas.phase.rawValue),
@@ -215,7 +216,7 @@ struct CanvasMethods {
 
     /// Runs a canvas command and its actions; returns the CanvasResult it produced, as JSON.
     @discardableResult
-    private func perform(_ session: inout ServiceSession, imageData: Bool, _ call: inout Call,
+    private func perform(_ session: inout ServiceSession, imageData: Bool, rendered: Result<String, RenderError>? = nil, _ call: inout Call,
                          _ command: (inout CanvasSession) throws(CanvasRejection) -> [CanvasAction]) throws(ProtocolError) -> [String: JSONValue]? {
         let actions: [CanvasAction]
         do {
@@ -223,7 +224,7 @@ struct CanvasMethods {
         } catch {
             throw Self.invalidState(error, session)
         }
-        return executor.run(actions, &session, imageData: imageData, &call)
+        return executor.run(actions, &session, imageData: imageData, rendered: rendered, &call)
     }
 
     static func requireOpen(_ session: ServiceSession) throws(ProtocolError) {

@@ -31,7 +31,8 @@ public final class Dispatcher {
     public typealias SaveExecutor = @Sendable (_ document: String, _ save: @escaping @Sendable () -> Void) -> Void
 
     public static let serverName = ServerMethods.serverName
-    /// Drawings up to this many points are encoded in the loop; larger ones on a worker.
+    /// Drawings up to this many points are encoded in the loop, and their result images rendered
+    /// there when small too (ActionExecutor.rendersOffLoop); larger ones on a worker.
     static let inlineDrawingPoints = 2_000
 
     private var table = SessionTable()
@@ -397,11 +398,42 @@ public final class Dispatcher {
                 session.replies.store(ReplyEncoder.failure(id: request.id, error: error), for: request.id, request: fingerprint())
                 throw error
             }
+        case .canvasMinimize, .canvasSubmit, .canvasCancel, .pencilDoubleTap:
+            // A result image of a large drawing or canvas takes tens of milliseconds: rendered
+            // off the loop, from a copy, it holds up only this session, not every client.
+            guard let drawing = imageToRender(method, params, session) else { return false }
+            let size = session.size, maxImageSide = limits.maxImageSide
+            do {
+                try jobs.read(for: job) { .image(ActionExecutor.png(drawing, size: size, maxImageSide: maxImageSide)) }
+            } catch {
+                return false   // the readers are busy: rendered here, as before, rather than refused
+            }
         default:
             return false
         }
         table.startJob(session.id)
         return true
+    }
+
+    /// The drawing whose result image `method` will render, when rendering it here would take
+    /// long: found by running the method on a copy of the canvas, so only a request that will
+    /// emit a result with an image (and not one refused, or a double-tap that does something
+    /// else) waits for one.
+    private func imageToRender(_ method: Method, _ params: Params, _ session: ServiceSession) -> Drawing? {
+        let asked = (try? params.bool("imageData", default: false)) ?? false
+        guard asked && method != .pencilDoubleTap || session.resultImages else { return nil }
+        var trial = session.canvas
+        let actions: [CanvasAction]?
+        switch method {
+        case .canvasMinimize: actions = try? trial.minimize()
+        case .canvasSubmit: actions = try? trial.submit()
+        case .canvasCancel: actions = try? trial.cancel()
+        default: actions = trial.doubleTap().actions
+        }
+        for case .emitResult(_, let drawing, _) in actions ?? [] {
+            return ActionExecutor.rendersOffLoop(drawing, session, maxImageSide: limits.maxImageSide) ? drawing : nil
+        }
+        return nil
     }
 
     /// What a session's save leaves in the document's history so that the same request, run

@@ -1,14 +1,21 @@
 import CanvasProtocol
 import DocumentStore
+import InkRendering
 import Synchronization
 
 /// What a job run off the loop gives back: a save's new summary, a document read's result, a
-/// reply already written, or a page's geometry.
+/// reply already written, a page's geometry, or a result image.
 enum JobOutcome: Sendable {
     case saved(Result<DocumentSummary, DocumentError>)
     case read(Result<[String: JSONValue], ProtocolError>)
     case reply([UInt8])
     case page(Result<PageSummary, DocumentError>)
+    case image(Result<String, RenderError>)
+
+    var image: Result<String, RenderError>? {
+        guard case .image(let image) = self else { return nil }
+        return image
+    }
 }
 
 /// A job started off the loop and not yet answered, and what its outcome is for.

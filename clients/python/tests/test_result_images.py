@@ -1,0 +1,95 @@
+"""Result images (imageData) against a real canvasd: where the ink lands in them, and that a
+large one is rendered beside the request loop, so other clients are answered meanwhile."""
+
+from __future__ import annotations
+
+import base64
+import math
+import threading
+import time
+
+from canvasbridge import EventSubscriber
+from images import decode_png
+
+WIDTH, HEIGHT = 800, 1000
+
+
+def handwriting(session) -> int:
+    """A dense page of black handwriting above y = 940 (19,200 points) and one red line at
+    y = 970 from x = 100 to 300; returns the points drawn."""
+    points = 0
+    for line in range(30):
+        for word in range(8):
+            x0, y0 = 40 + word * 90, 40 + line * 30
+            stroke = [{"x": x0 + i * 0.8, "y": y0 + 8 * math.sin(i / 3), "pressure": 0.5} for i in range(80)]
+            session.call("drawing.addStroke", {"tool": "pen", "color": "black", "width": 2, "points": stroke})
+            points += len(stroke)
+    session.call("drawing.addStroke", {"tool": "pen", "color": "red", "width": 6,
+                                       "points": [{"x": 100, "y": 970}, {"x": 300, "y": 970}]})
+    return points + 2
+
+
+def red(image, x: int, y: int) -> bool:
+    r, g, b = image[y][x]
+    return r > 200 and g < 60 and b < 60
+
+
+def check_image(data: str) -> None:
+    width, height, rows = decode_png(base64.b64decode(data))
+    assert (width, height) == (WIDTH, HEIGHT)
+    assert red(rows, 200, 970) and red(rows, 110, 968) and red(rows, 290, 972)
+    assert not red(rows, 200, 960) and not red(rows, 200, 980) and not red(rows, 320, 970)
+
+
+def test_a_large_image_is_rendered_while_other_clients_are_answered(server):
+    with server.client(timeout=60) as drawer, server.client(timeout=60) as other:
+        session = drawer.open_session(size=(WIDTH, HEIGHT))
+        session.call("canvas.open")
+        assert handwriting(session) > 2000
+        bystander = other.open_session()
+        done = {}
+
+        def minimize():
+            done["reply"] = session.call("canvas.minimize", {"imageData": True})
+            done["at"] = time.perf_counter()
+
+        worker = threading.Thread(target=minimize)
+        worker.start()
+        time.sleep(0.05)   # the minimize is in; its image takes far longer than this to render
+        answered = []
+        while worker.is_alive():
+            assert bystander.state()["state"] == "closed"
+            answered.append(time.perf_counter())
+        worker.join()
+        # On the loop, the render held every other client until the image was sent: none of
+        # the bystander's requests was answered before it.
+        assert len([at for at in answered if at < done["at"]]) >= 3, (len(answered), done)
+        reply = done["reply"]
+        assert reply["action"] == "minimized" and reply["hasContent"] and reply["state"] == "minimized"
+        check_image(reply["imageData"])
+        # The session waited for its image: what it was sent next ran after it, in order.
+        assert session.state()["state"] == "minimized"
+        submitted = session.call("canvas.submit", {"imageData": True})
+        assert submitted["action"] == "submitted"
+        check_image(submitted["imageData"])
+
+
+def test_a_double_tap_publishes_the_image_of_what_it_minimized(server):
+    with server.client(timeout=60) as client:
+        session = client.open_session(size=(WIDTH, HEIGHT), result_images=True)
+        session.call("canvas.open")
+        handwriting(session)
+        with EventSubscriber(server.events, prefix=session.id + ".") as events:
+            events.ready()
+            tap = session.double_tap()
+            assert tap["outcome"] == "minimized" and tap["canvasResult"] == {"action": "minimized", "hasContent": True}
+            # Requests sent behind it are answered after it, and its events come first.
+            assert session.call("canvas.cancel")["action"] == "cancelled"
+            received = events.drain()
+        assert [(e.event, e.data.get("action")) for e in received] == [
+            ("canvas.stateChanged", None), ("canvas.result", "minimized"), ("pencil.doubleTap", None),
+            ("canvas.stateChanged", None), ("canvas.result", "cancelled")]
+        assert [e.seq for e in received] == sorted(e.seq for e in received)
+        for event in received:
+            if event.event == "canvas.result":
+                check_image(event.data["imageData"])
