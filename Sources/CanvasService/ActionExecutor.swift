@@ -25,7 +25,10 @@ struct ActionExecutor {
                          "cause": .string(cause.rawValue)], &call)
             case .emitResult(let result, let drawing, let cause):
                 var json: [String: JSONValue] = ["action": .string(result.action.rawValue), "hasContent": .bool(result.hasContent)]
-                let image = imageData || session.resultImages ? png(rendered ?? Self.png(drawing, size: session.size, maxImageSide: maxImageSide), session) : nil
+                var image: String?
+                if imageData || session.resultImages {
+                    image = png(rendered ?? Self.png(drawing, size: session.size, maxImageSide: maxImageSide), session)
+                }
                 if imageData, let image { json["imageData"] = .string(image) }
                 canvasResult = json
                 var eventData = json

@@ -421,7 +421,7 @@ public final class Dispatcher {
     /// else) waits for one.
     private func imageToRender(_ method: Method, _ params: Params, _ session: ServiceSession) -> Drawing? {
         let asked = (try? params.bool("imageData", default: false)) ?? false
-        guard asked && method != .pencilDoubleTap || session.resultImages else { return nil }
+        guard (asked && method != .pencilDoubleTap) || session.resultImages else { return nil }
         var trial = session.canvas
         let actions: [CanvasAction]?
         switch method {
