@@ -570,7 +570,9 @@ public final class Dispatcher {
                 let summary = try DocumentMethods.available(documents).run { () throws(DocumentError) in try outcome.get() }
                 let result = DocumentMethods.json(summary)
                 if publishes && summary.revision != unchangedAt {
-                    call.saves.append((result, method.rawValue, nil))
+                    // A write naming a session is that session's save, as a submit is (5.1).
+                    let saver = job.holding.flatMap { $0.session.owner == nil ? $0.session.id : nil }
+                    call.saves.append((result, method.rawValue, saver))
                     announceSaves(&call)
                 }
                 return ReplyEncoder.success(id: job.request.id, result: result)

@@ -176,13 +176,20 @@ def test_submit_into_a_document_publishes_document_saved(server, client):
                                                      "drawing": {"strokes": [], "texts": [{"text": "ok", "x": 9, "y": 9,
                                                                                            "fontSize": 10, "color": "black"}]}})
         assert flattened["revision"] == 3
+        restored = client.call("document.restore", {"name": "rotation.pdf", "revision": 1}, session=session.id)
+        assert restored["revision"] == 4
         received = events.drain()
-    saved = [(e.topic, e.data["revision"], e.data["cause"]) for e in received if e.event == "document.saved"]
-    assert saved == [(f"{session.id}.document.saved", 2, "canvas.submit"), ("documents.document.saved", 2, "canvas.submit"),
-                     ("documents.document.saved", 3, "document.flatten")]
+    # §5.1: on the documents topic, `session` names the session whose request saved (a submit,
+    # or a document request naming one) and is absent for a save no session asked for; on the
+    # session's own topic it is never there, the topic says it.
+    saved = [(e.topic, e.data["revision"], e.data["cause"], e.data.get("session")) for e in received if e.event == "document.saved"]
+    assert saved == [(f"{session.id}.document.saved", 2, "canvas.submit", None),
+                     ("documents.document.saved", 2, "canvas.submit", session.id),
+                     ("documents.document.saved", 3, "document.flatten", None),
+                     ("documents.document.saved", 4, "document.restore", session.id)]
     for event in received:
         schemas.check_event({"session": event.session, "event": event.event, "seq": event.seq, "data": event.data})
-    assert [e.seq for e in received if e.session == "documents"] == [1, 2]
+    assert [e.seq for e in received if e.session == "documents"] == [1, 2, 3]
 
 
 def test_an_empty_flatten_makes_no_revision_and_publishes_nothing(server, client):
