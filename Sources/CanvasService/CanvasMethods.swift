@@ -133,7 +133,7 @@ struct CanvasMethods {
         let wantsImage = try params.bool("imageData", default: false)
         var saved: [String: JSONValue]?
         if method == .canvasSubmit, Self.savesFirst(session) {
-            guard case .saved(let outcome)? = found else { preconditionFailure("a submit into a document runs after its save") }
+            guard case .saved(let outcome, _)? = found else { preconditionFailure("a submit into a document runs after its save") }
             let documents = try DocumentMethods.available(documents)
             saved = DocumentMethods.json(try documents.run { () throws(DocumentError) in try outcome.get() })
         }

@@ -392,7 +392,12 @@ public final class Dispatcher {
                 let target = session.target!
                 let save = try DocumentMethods.available(documents)
                     .targetSave(target, session.canvas.drawing, madeBy: madeBy(session.id, request, fingerprint()))
-                jobs.save(target.name, save, for: job)
+                // Its result image, when large, is rendered after the save, beside the loop too.
+                let size = session.size, maxImageSide = limits.maxImageSide
+                let render = imageToRender(method, params, session).map { drawing in
+                    { @Sendable in ActionExecutor.png(drawing, size: size, maxImageSide: maxImageSide) }
+                }
+                jobs.save(target.name, save, for: job, render: render)
             } catch {
                 // Remembered like any answer: a retry must not find the save untried.
                 session.replies.store(ReplyEncoder.failure(id: request.id, error: error), for: request.id, request: fingerprint())
@@ -565,7 +570,7 @@ public final class Dispatcher {
     /// The reply to a document method, and the `document.saved` of a write that made a revision.
     private func documentReply(_ job: PendingJob, _ outcome: JobOutcome, _ call: inout Call) -> [UInt8] {
         switch (job.kind, outcome) {
-        case (.documentWrite(let method, let publishes, let unchangedAt), .saved(let outcome)):
+        case (.documentWrite(let method, let publishes, let unchangedAt), .saved(let outcome, _)):
             do throws(ProtocolError) {
                 let summary = try DocumentMethods.available(documents).run { () throws(DocumentError) in try outcome.get() }
                 let result = DocumentMethods.json(summary)

@@ -3,18 +3,22 @@ import DocumentStore
 import InkRendering
 import Synchronization
 
-/// What a job run off the loop gives back: a save's new summary, a document read's result, a
-/// reply already written, a page's geometry, or a result image.
+/// What a job run off the loop gives back: a save's new summary (with a submit's result image,
+/// when it needs one), a document read's result, a reply already written, a page's geometry,
+/// or a result image.
 enum JobOutcome: Sendable {
-    case saved(Result<DocumentSummary, DocumentError>)
+    case saved(Result<DocumentSummary, DocumentError>, image: Result<String, RenderError>? = nil)
     case read(Result<[String: JSONValue], ProtocolError>)
     case reply([UInt8])
     case page(Result<PageSummary, DocumentError>)
     case image(Result<String, RenderError>)
 
     var image: Result<String, RenderError>? {
-        guard case .image(let image) = self else { return nil }
-        return image
+        switch self {
+        case .image(let image): return image
+        case .saved(_, let image): return image
+        default: return nil
+        }
     }
 }
 
@@ -59,9 +63,15 @@ struct Jobs {
         self.reads = reads
     }
 
-    mutating func save(_ document: String, _ save: @escaping PreparedSave, for job: PendingJob) {
+    /// Starts a save where saves of `document` run. `render`, for a submit whose result has an
+    /// image to render, runs after a save that worked, beside the loop like the save.
+    mutating func save(_ document: String, _ save: @escaping PreparedSave, for job: PendingJob,
+                       render: (@Sendable () -> Result<String, RenderError>)? = nil) {
         let id = add(job, isRead: false), inbox = self.inbox
-        let work: @Sendable () -> Void = { inbox.post(id, .saved(Result(catching: save))) }
+        let work: @Sendable () -> Void = {
+            let saved = Result(catching: save)
+            inbox.post(id, .saved(saved, image: (try? saved.get()) == nil ? nil : render?()))
+        }
         if let saves { saves(document, work) } else { work() }
     }
 

@@ -8,15 +8,18 @@ import math
 import threading
 import time
 
-from canvasbridge import EventSubscriber
+import pytest
+
+from canvasbridge import CanvasError, EventSubscriber
 from images import decode_png
+from pdfs import tiny_pdf
 
 WIDTH, HEIGHT = 800, 1000
 
 
-def handwriting(session) -> int:
+def handwriting(session, red_y: int = 970) -> int:
     """A dense page of black handwriting above y = 940 (19,200 points) and one red line at
-    y = 970 from x = 100 to 300; returns the points drawn."""
+    `red_y` from x = 100 to 300; returns the points drawn."""
     points = 0
     for line in range(30):
         for word in range(8):
@@ -25,7 +28,7 @@ def handwriting(session) -> int:
             session.call("drawing.addStroke", {"tool": "pen", "color": "black", "width": 2, "points": stroke})
             points += len(stroke)
     session.call("drawing.addStroke", {"tool": "pen", "color": "red", "width": 6,
-                                       "points": [{"x": 100, "y": 970}, {"x": 300, "y": 970}]})
+                                       "points": [{"x": 100, "y": red_y}, {"x": 300, "y": red_y}]})
     return points + 2
 
 
@@ -34,11 +37,34 @@ def red(image, x: int, y: int) -> bool:
     return r > 200 and g < 60 and b < 60
 
 
-def check_image(data: str) -> None:
+def check_image(data: str, size=(WIDTH, HEIGHT), red_y: int = 970) -> None:
     width, height, rows = decode_png(base64.b64decode(data))
-    assert (width, height) == (WIDTH, HEIGHT)
-    assert red(rows, 200, 970) and red(rows, 110, 968) and red(rows, 290, 972)
-    assert not red(rows, 200, 960) and not red(rows, 200, 980) and not red(rows, 320, 970)
+    assert (width, height) == size
+    assert red(rows, 200, red_y) and red(rows, 110, red_y - 2) and red(rows, 290, red_y + 2)
+    assert not red(rows, 200, red_y - 10) and not red(rows, 200, red_y + 10) and not red(rows, 320, red_y)
+
+
+def answered_meanwhile(request, bystander) -> dict:
+    """Sends `request` (a function making one call) on a thread and the bystander's
+    canvas.state meanwhile; returns the reply, having checked that the bystander was answered
+    before it. On the loop, the render held every other client until the image was sent: none
+    of the bystander's requests was answered before it."""
+    done = {}
+
+    def send():
+        done["reply"] = request()
+        done["at"] = time.perf_counter()
+
+    worker = threading.Thread(target=send)
+    worker.start()
+    time.sleep(0.05)   # the request is in; its image takes far longer than this to render
+    answered = []
+    while worker.is_alive():
+        assert bystander.state()["state"] == "closed"
+        answered.append(time.perf_counter())
+    worker.join()
+    assert len([at for at in answered if at < done["at"]]) >= 3, (len(answered), done)
+    return done["reply"]
 
 
 def test_a_large_image_is_rendered_while_other_clients_are_answered(server):
@@ -47,24 +73,7 @@ def test_a_large_image_is_rendered_while_other_clients_are_answered(server):
         session.call("canvas.open")
         assert handwriting(session) > 2000
         bystander = other.open_session()
-        done = {}
-
-        def minimize():
-            done["reply"] = session.call("canvas.minimize", {"imageData": True})
-            done["at"] = time.perf_counter()
-
-        worker = threading.Thread(target=minimize)
-        worker.start()
-        time.sleep(0.05)   # the minimize is in; its image takes far longer than this to render
-        answered = []
-        while worker.is_alive():
-            assert bystander.state()["state"] == "closed"
-            answered.append(time.perf_counter())
-        worker.join()
-        # On the loop, the render held every other client until the image was sent: none of
-        # the bystander's requests was answered before it.
-        assert len([at for at in answered if at < done["at"]]) >= 3, (len(answered), done)
-        reply = done["reply"]
+        reply = answered_meanwhile(lambda: session.call("canvas.minimize", {"imageData": True}), bystander)
         assert reply["action"] == "minimized" and reply["hasContent"] and reply["state"] == "minimized"
         check_image(reply["imageData"])
         # The session waited for its image: what it was sent next ran after it, in order.
@@ -93,3 +102,20 @@ def test_a_double_tap_publishes_the_image_of_what_it_minimized(server):
         for event in received:
             if event.event == "canvas.result":
                 check_image(event.data["imageData"])
+
+
+def test_a_submit_into_a_document_gives_the_image_of_what_it_saved(server):
+    # The image is rendered after the save, by the same job: a failed save renders nothing.
+    (server.documents / "letter.pdf").write_bytes(tiny_pdf(1))
+    with server.client(timeout=60) as client:
+        session = client.open_session()
+        session.call("canvas.open", {"document": "letter.pdf", "page": 0})
+        handwriting(session, red_y=700)
+        (server.documents / "letter.pdf").unlink()
+        with pytest.raises(CanvasError) as error:
+            session.call("canvas.submit", {"imageData": True})
+        assert error.value.code == "NOT_FOUND" and session.state()["state"] == "open"
+        (server.documents / "letter.pdf").write_bytes(tiny_pdf(1))
+        reply = session.call("canvas.submit", {"imageData": True})
+        assert reply["action"] == "submitted" and reply["document"]["revision"] == 2
+        check_image(reply["imageData"], size=(612, 792), red_y=700)   # the page's display size
