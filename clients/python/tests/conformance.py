@@ -87,13 +87,19 @@ def check_exchange(request: Any, reply: Dict[str, Any]) -> None:
         counts["params refused"] += 1
 
 
-def check_event(body: Dict[str, Any]) -> None:
+def check_event(body: Dict[str, Any], topic: Optional[str] = None) -> None:
+    """Checks one event: its schema, and what no schema can say (§2.5): the topic is
+    `<session>.<event>`, and a stateChanged's `state` is its `to`."""
     if _paused:
         return
     try:
         schemas.check_event(body)
     except ValidationError as error:
         raise AssertionError(f"event fails the schema: {error.message}\n  event: {json.dumps(body)[:600]}") from error
+    if topic is not None:
+        assert topic == f"{body['session']}.{body['event']}", f"event on topic {topic!r}: {json.dumps(body)[:300]}"
+    if body["event"] == "canvas.stateChanged":
+        assert body["data"]["state"] == body["data"]["to"], f"stateChanged with state other than to: {json.dumps(body)}"
     counts["events"] += 1
 
 
@@ -123,7 +129,7 @@ def install() -> None:
     def checked_next(self, timeout: float = 1.0):
         event = next_event(self, timeout)
         if event is not None:
-            check_event({"session": event.session, "event": event.event, "seq": event.seq, "data": event.data})
+            check_event({"session": event.session, "event": event.event, "seq": event.seq, "data": event.data}, event.topic)
         return event
 
     CanvasClient.request, CanvasClient.exchange, EventSubscriber.next = checked_request, checked_exchange, checked_next
