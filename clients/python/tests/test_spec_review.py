@@ -73,6 +73,16 @@ def test_canvas_open_blames_the_document_param(server, client):
         session.call("canvas.open", {"page": 0})
     assert (refused.value.code, refused.value.data["field"]) == ("INVALID_PARAMS", "document")
     assert session.call("canvas.state")["state"] == "closed"
+    # §5 canvas.open: the target is checked before anything else, on an open canvas too; only
+    # a target that is there, and is not the canvas's own, is CONFLICT.
+    put(server, "d.pdf")
+    session.call("canvas.open", {"document": "d.pdf", "page": 1})
+    for params, code in [({"document": "../x.pdf"}, "INVALID_PARAMS"), ({"document": "gone.pdf"}, "NOT_FOUND"),
+                         ({"document": "d.pdf", "page": 2}, "NOT_FOUND"), ({"document": "d.pdf", "page": 0}, "CONFLICT")]:
+        with pytest.raises(CanvasError) as refused:
+            session.call("canvas.open", params)
+        assert refused.value.code == code, (params, refused.value)
+    assert session.call("canvas.open", {"document": "d.pdf", "page": 1}) == {"state": "open"}
 
 
 def test_an_open_of_an_open_canvas_keeps_its_size(server, client):
@@ -200,3 +210,20 @@ def test_a_reply_too_large_to_keep_is_not_run_twice(server, client):
     drawing = client.request(get)
     assert len(json.dumps(drawing)) > limit
     assert client.request(get) == drawing   # a read simply runs again
+
+
+def test_document_get_past_the_end_and_of_unreadable_files_and_pdf_in_any_case(server, client, tmp_path):
+    import base64
+    import subprocess
+    data = put(server, "d.pdf")
+    past = client.call("document.get", {"name": "d.pdf", "offset": len(data) + 10})
+    assert (past["length"], past["data"], past["size"]) == (0, "", len(data))
+    (tmp_path / "plain.pdf").write_bytes(tiny_pdf(1))
+    subprocess.run(["qpdf", "--encrypt", "user-secret", "owner-secret", "256", "--",
+                    str(tmp_path / "plain.pdf"), str(server.documents / "locked.pdf")], check=True)
+    locked = (server.documents / "locked.pdf").read_bytes()
+    (server.documents / "Scan.PDF").write_bytes(tiny_pdf(3))
+    listed = {entry["name"]: entry for entry in client.call("document.list")["documents"]}
+    assert listed["locked.pdf"]["problem"]["reason"] == "encrypted" and listed["Scan.PDF"]["pageCount"] == 3
+    fetched = client.call("document.get", {"name": "locked.pdf"})
+    assert base64.b64decode(fetched["data"]) == locked and fetched["sha256"] == hashlib.sha256(locked).hexdigest()
