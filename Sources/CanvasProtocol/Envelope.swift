@@ -62,20 +62,18 @@ public enum RequestDecoder {
         guard let first = frames.first else {
             return .failure(UnreadableRequest(id: nil, error: ProtocolError(.invalidRequest, "the message has no request frame")))
         }
-        let members: [(key: String, value: JSONValue)]
+        let fields: JSONParser.RequestMembers
         do {
-            switch try JSONParser.parseTopLevel(first, keepingOverflow: true) {
-            case .object(let object): members = object
+            switch try JSONParser.parseRequest(first, keepingOverflow: true) {
+            case .object(let members): fields = members
             case .other(let json):
                 return .failure(UnreadableRequest(id: nil, error: ProtocolError(.invalidRequest, "a request is a JSON object, not \(json.typeName)")))
             }
         } catch {
             return .failure(UnreadableRequest(id: nil, error: ProtocolError(.parseError, "the request frame is not valid UTF-8 JSON")))
         }
-        // As a dictionary would hold them: the last of a repeated key counts.
-        func field(_ name: String) -> JSONValue? { members.last(where: { $0.key == name })?.value }
         let id: RequestID
-        switch field("id") {
+        switch fields.id {
         case .string(let s)?: id = .string(s)
         case .integer(let i)?: id = .integer(i)
         case .number(let d)? where d.rounded() == d && abs(d) < 0x1p63:
@@ -91,18 +89,18 @@ public enum RequestDecoder {
         func invalid(_ message: String) -> Result<Request, UnreadableRequest> {
             .failure(UnreadableRequest(id: id, error: ProtocolError(.invalidRequest, message)))
         }
-        let methodField = field("method")
+        let methodField = fields.method
         guard case .string(let method)? = methodField else {
             return invalid(methodField == nil ? "the request has no method" : "method must be a string")
         }
         var params: [String: JSONValue] = [:]
-        switch field("params") {
+        switch fields.params {
         case nil, .null?: break
         case .object(let p)?: params = p
         case let other?: return invalid("params must be an object, not \(other.typeName)")
         }
         var session: String?
-        switch field("session") {
+        switch fields.session {
         case nil, .null?: break
         case .string(let s)?: session = s
         case let other?: return invalid("session must be a string, not \(other.typeName)")

@@ -34,22 +34,32 @@ struct JSONParser {
         return value
     }
 
-    /// A document read as `parse` reads it, except that a top-level object comes back as its
-    /// members in order (a repeated key twice, the last one counting) instead of a dictionary.
+    /// The members of a top-level object a request is read for (nil: absent; a repeated key's
+    /// last value counts).
+    struct RequestMembers {
+        var id: JSONValue?
+        var method: JSONValue?
+        var params: JSONValue?
+        var session: JSONValue?
+    }
+
+    /// A document read as `parse` reads it, except that of a top-level object only the members
+    /// a request has come back. The others are read, so the whole document is still checked,
+    /// and dropped.
     enum TopLevel {
-        case object([(key: String, value: JSONValue)])
+        case object(RequestMembers)
         case other(JSONValue)
     }
 
     /// For request frames, whose top level is read once for four fields: building and hashing
-    /// a dictionary for it cost more than the rest of reading the frame.
-    static func parseTopLevel(_ bytes: [UInt8], keepingOverflow: Bool = false) throws(Failure) -> TopLevel {
+    /// a dictionary for it cost more than the rest of reading the frame, and making a string
+    /// of every key and searching the members for each name was a third of what was left.
+    static func parseRequest(_ bytes: [UInt8], keepingOverflow: Bool = false) throws(Failure) -> TopLevel {
         var parser = JSONParser(bytes: bytes, keepsOverflow: keepingOverflow)
         parser.skipWhitespace()
         let value: TopLevel
         if parser.index < bytes.count, bytes[parser.index] == UInt8(ascii: "{") {
-            try parser.parseMembers()
-            value = .object(parser.members)
+            value = .object(try parser.parseRequestMembers())
         } else {
             value = .other(try parser.parseValue())
         }
@@ -142,6 +152,78 @@ struct JSONParser {
             }
             throw failure("expected ',' or '}'")
         }
+    }
+
+    /// Reads an object, `{` to `}`, keeping the values of a request's keys.
+    private mutating func parseRequestMembers() throws(Failure) -> RequestMembers {
+        var found = RequestMembers()
+        try enter()
+        defer { depth -= 1 }
+        skipWhitespace()
+        if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
+            index += 1
+            return found
+        }
+        while true {
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw failure("expected a key") }
+            let key = try parseRequestKey()
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw failure("expected ':'") }
+            index += 1
+            skipWhitespace()
+            let value = try parseValue()
+            switch key {
+            case .id: found.id = value
+            case .method: found.method = value
+            case .params: found.params = value
+            case .session: found.session = value
+            case nil: break
+            }
+            skipWhitespace()
+            guard index < bytes.count else { throw failure("unexpected end") }
+            if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
+            if bytes[index] == UInt8(ascii: "}") {
+                index += 1
+                return found
+            }
+            throw failure("expected ',' or '}'")
+        }
+    }
+
+    private enum RequestKey: String {
+        case id, method, params, session
+    }
+
+    /// Reads a key and says which of a request's it is, if any. A plain ASCII key, as keys
+    /// almost always are, is compared in place; one with escapes or other characters is read
+    /// as a string first (so `"\u0069d"` is `id`, as JSON says).
+    private mutating func parseRequestKey() throws(Failure) -> RequestKey? {
+        let start = index + 1
+        var end = start
+        while end < bytes.count {
+            let byte = bytes[end]
+            if byte == UInt8(ascii: "\"") { break }
+            guard byte != UInt8(ascii: "\\"), byte >= 0x20, byte < 0x80 else { return RequestKey(rawValue: try parseString()) }
+            end += 1
+        }
+        guard end < bytes.count else { return RequestKey(rawValue: try parseString()) }
+        index = end + 1
+        func key(_ name: StaticString) -> Bool {
+            name.utf8CodeUnitCount == end - start && name.withUTF8Buffer { name in
+                var at = start
+                for byte in name {
+                    guard bytes[at] == byte else { return false }
+                    at += 1
+                }
+                return true
+            }
+        }
+        if key("id") { return .id }
+        if key("method") { return .method }
+        if key("params") { return .params }
+        if key("session") { return .session }
+        return nil
     }
 
     private mutating func parseArray() throws(Failure) -> JSONValue {

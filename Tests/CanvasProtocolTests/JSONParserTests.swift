@@ -68,6 +68,32 @@ struct JSONParserTests {
         #expect(array.error == ProtocolError(.invalidRequest, "a request is a JSON object, not array"))
     }
 
+    @Test("a request's keys are JSON strings: escapes spell the same key, near names are other keys, and a bad key is a PARSE_ERROR")
+    func requestKeys() throws {
+        // Keys compared in place must agree with keys read as strings (escapes, other scripts).
+        let frame = #"{"\u0069d": 5, "m\u0065thod": "hello", "ids": 1, "i": 2, "méthod": "x", "Session": "s", "params\u0000": 3, "sessio": 4}"#
+        guard case .success(let request) = RequestDecoder.decode([Array(frame.utf8)]) else {
+            Issue.record("not read")
+            return
+        }
+        #expect(request.id == .integer(5))
+        #expect(request.method == "hello")
+        #expect(request.params.isEmpty && request.session == nil)
+        for bad in [#"{"id":1,"method":"x","a\#u{01}b":1}"#, #"{"id":1,"method":"x","ab"#, #"{"id":1,"method":"x","\q":1}"#] {
+            guard case .failure(let unreadable) = RequestDecoder.decode([Array(bad.utf8)]) else {
+                Issue.record("\(bad) was read as a request")
+                continue
+            }
+            #expect(unreadable.error.code == .parseError, "\(bad)")
+        }
+        // A key that is not UTF-8 fails, as a value that is not would.
+        guard case .failure(let notUTF8) = RequestDecoder.decode([Array(#"{"id":1,"method":"x",""#.utf8) + [0xFF] + Array(#"":1}"#.utf8)]) else {
+            Issue.record("a key that is not UTF-8 was read")
+            return
+        }
+        #expect(notUTF8.error.code == .parseError)
+    }
+
     @Test("replies written member by member are the bytes of the whole reply serialized")
     func replyBytes() {
         let result: [String: JSONValue] = ["state": "open", "seq": 3, "pencil": ["supported": true, "policy": "alwaysToggle"], "é": "\u{01}"]
