@@ -55,11 +55,13 @@ enum WireShapes {
     /// `drawing.get`'s result as JSON text, straight from the drawing's own encoding: one
     /// encoding for every size, whether written in the loop or on a worker.
     static func drawing(_ drawing: Drawing, canUndo: Bool, canRedo: Bool) -> [UInt8] {
-        let empty = Array(#"{"strokes":[],"texts":[]"#.utf8)
-        var text = (try? JSONEncoder().encode(drawing)).map { Array($0) } ?? empty
-        if text.last == UInt8(ascii: "}") { text.removeLast() } else { text = empty }
-        text += Array(#","canUndo":\#(canUndo),"canRedo":\#(canRedo)}"#.utf8)
-        return text
+        // Keys sorted, as every other reply has them, so the same drawing is the same bytes on
+        // any instance (an encoder's dictionary order changes with each process's hash seed).
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        var members = (try? encoder.encode(drawing)).map { Array($0) } ?? []
+        if members.first == UInt8(ascii: "{") { members.removeFirst() } else { members = Array(#""strokes":[],"texts":[]}"#.utf8) }
+        return Array(#"{"canRedo":\#(canRedo),"canUndo":\#(canUndo),"#.utf8) + members
     }
 
     /// The data of a `document.saved` event: the new summary and what caused the save.

@@ -227,3 +227,30 @@ def test_document_get_past_the_end_and_of_unreadable_files_and_pdf_in_any_case(s
     assert listed["locked.pdf"]["problem"]["reason"] == "encrypted" and listed["Scan.PDF"]["pageCount"] == 3
     fetched = client.call("document.get", {"name": "locked.pdf"})
     assert base64.b64decode(fetched["data"]) == locked and fetched["sha256"] == hashlib.sha256(locked).hexdigest()
+
+
+def test_drawing_get_writes_its_keys_sorted_like_every_other_reply(server, client):
+    """A drawing's reply came in the encoder's dictionary order, which changes with each
+    process's hash seed: two instances answered the same drawing with different bytes."""
+    import json
+
+    import zmq
+
+    session = client.open_session()
+    session.open()
+    session.call("drawing.addStroke", dict(STROKE, points=[{"x": 1.5, "y": 2, "pressure": 0.25}, {"x": 3, "y": 4}]))
+    session.add_text("hé", 5, 6, color="#aBcDeF")
+    dealer = zmq.Context.instance().socket(zmq.DEALER)
+    dealer.setsockopt(zmq.LINGER, 0)
+    dealer.setsockopt(zmq.RCVTIMEO, 5000)
+    dealer.connect(server.endpoint)
+    try:
+        dealer.send_multipart([b"", json.dumps({"id": 1, "method": "drawing.get", "session": session.id}).encode()])
+        reply = dealer.recv_multipart()[-1]
+    finally:
+        dealer.close()
+    orders = []
+    json.loads(reply, object_pairs_hook=lambda pairs: orders.append([key for key, _ in pairs]) or dict(pairs))
+    assert ["canRedo", "canUndo", "strokes", "texts"] in orders
+    assert ["color", "points", "tool", "width"] in orders and ["pressure", "x", "y"] in orders
+    assert all(keys == sorted(keys) for keys in orders), orders
