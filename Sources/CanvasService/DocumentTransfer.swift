@@ -108,10 +108,12 @@ extension DocumentMethods {
             throw ProtocolError(.invalidParams, "sha256: 64 hexadecimal digits", data: ["field": "sha256"])
         }
         let expected = try params.optionalInteger("expectedRevision", in: 1...Int64(Int32.max)).map { Int($0) }
-        if expected == nil {
-            // Asked now so a client does not send megabytes to learn it at the commit, which
-            // asks again (the name may be taken meanwhile).
-            do { try store.requireFree(name) } catch { throw Self.protocolError(error) }
+        // Asked now so a client does not send megabytes to learn it at the commit, which asks
+        // again (the name may be taken, or the document saved, meanwhile).
+        do {
+            if let expected { try store.require(name, at: expected) } else { try store.requireFree(name) }
+        } catch {
+            throw Self.protocolError(error)
         }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(size)

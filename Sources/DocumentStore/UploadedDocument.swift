@@ -63,6 +63,16 @@ extension DocumentStore {
         if (try? root.stat(name)) != nil { throw .alreadyExists(name: name) }
     }
 
+    /// Throws `notFound` when `name` is not a document, and `conflict` when it is not at
+    /// `expectedRevision`: an upload of a next revision asks before its bytes are sent, and
+    /// again, under the document's lock, when it is stored. Reads no content, so it is cheap
+    /// enough to ask in the request loop, as `requireFree` is.
+    public func require(_ name: String, at expectedRevision: Int) throws(DocumentError) {
+        let file = try openDocument(name)
+        let revision = RevisionHistory.revision(of: file.stat.identity, in: try entries(try history(name, create: false), name))
+        if revision != expectedRevision { throw .conflict(name: name, expected: expectedRevision, current: revision) }
+    }
+
     /// Stores checked bytes: as the next revision of `name` when `expectedRevision` is given
     /// (the same atomic save as a flatten, under the document's lock), or as a new document,
     /// which must not exist yet (written to a hidden file, flushed, then linked under its name

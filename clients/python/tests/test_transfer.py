@@ -100,6 +100,36 @@ def test_an_upload_as_a_new_revision_keeps_the_original(client, server, notes):
     assert client.get_document(notes, revision=1)[0] == NOTES.read_bytes()
 
 
+def test_an_upload_of_a_next_revision_is_checked_at_begin_and_again_at_commit(client, server, notes):
+    """A missing document or a stale expectedRevision was only said at the commit, after every
+    byte had been sent; a taken name was already said at begin."""
+    replacement = tiny_pdf(2)
+    sha = hashlib.sha256(replacement).hexdigest()
+    before = (server.documents / notes).read_bytes()
+    begin = {"size": len(replacement), "sha256": sha}
+    with pytest.raises(CanvasError) as error:
+        client.call("document.upload.begin", dict(begin, name="missing.pdf", expectedRevision=1))
+    assert (error.value.code, error.value.data) == ("NOT_FOUND", {"name": "missing.pdf"})
+    with pytest.raises(CanvasError) as error:
+        client.call("document.upload.begin", dict(begin, name=notes, expectedRevision=2))
+    assert (error.value.code, error.value.data) == ("CONFLICT", {"name": notes, "expectedRevision": 2, "revision": 1})
+    (server.documents / "folder.pdf").mkdir()
+    with pytest.raises(CanvasError) as error:
+        client.call("document.upload.begin", dict(begin, name="folder.pdf", expectedRevision=1))
+    assert (error.value.code, error.value.data.get("reason")) == ("UNAVAILABLE", "notRegularFile")
+    # Begun at revision 1, and saved over before the commit: the commit says so.
+    begun = client.call("document.upload.begin", dict(begin, name=notes, expectedRevision=1))
+    client.call("document.upload.part", {"upload": begun["upload"], "offset": 0}, frames=[replacement])
+    client.call("document.flatten", {"name": notes, "page": 0, "drawing": {"strokes": [
+        {"tool": "pen", "color": "red", "width": 2, "points": [{"x": 5, "y": 5}]}]}})
+    saved = (server.documents / notes).read_bytes()
+    with pytest.raises(CanvasError) as error:
+        client.call("document.upload.commit", {"upload": begun["upload"]})
+    assert (error.value.code, error.value.data) == ("CONFLICT", {"name": notes, "expectedRevision": 1, "revision": 2})
+    assert (server.documents / notes).read_bytes() == saved != before
+    assert client.call("document.list")["documents"][0]["name"] == "folder.pdf"
+
+
 @pytest.mark.parametrize("name, data, reason", [
     ("text.pdf", b"hello, this is not a PDF at all\n" * 100, "notPDF"),
     ("cut.pdf", large_pdf(50_000)[:30_000], None),
