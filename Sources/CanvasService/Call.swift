@@ -15,6 +15,9 @@ struct Call {
     var timers: [TransitionTimer] = []
     /// Saves to announce on the server-wide `documents.` topic, which has its own sequence.
     var saves: [(summary: [String: JSONValue], cause: String, session: String?)] = []
+    /// Whether the request is being answered again because its session turned out to have
+    /// moved to another instance while it ran: once, not over and over.
+    var retaking = false
 
     /// Where a reply may go out before the call ends (see `Dispatcher.handle`); nil: replies
     /// wait in `output`.

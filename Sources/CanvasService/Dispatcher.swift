@@ -53,8 +53,6 @@ public final class Dispatcher {
     /// With `--session-store`: sessions written there before each acknowledgement, and taken
     /// over from there when another instance held them. nil costs nothing.
     private let shared: SharedSessions?
-    /// Whether a request is being answered again after its session turned out to have moved.
-    private var retaking = false
 
     public convenience init(configuration: ServiceConfiguration, logger: Logger, saves: SaveExecutor? = nil, reads: SaveExecutor? = nil) {
         self.init(configuration: configuration, logger: logger, saves: saves, reads: reads, shared: nil)
@@ -292,9 +290,9 @@ public final class Dispatcher {
                 break
             case .failed(let error):
                 return ReplyEncoder.failure(id: request.id, error: error)
-            case .lost where !retaking:
-                retaking = true
-                defer { retaking = false }
+            case .lost where !call.retaking:
+                call.retaking = true
+                defer { call.retaking = false }
                 return answer(request, frames: frames, envelope: envelope, &call)
             case .lost:
                 return ReplyEncoder.failure(id: request.id, error: Self.moved(session.id))
