@@ -3,20 +3,23 @@ import DocumentStore
 import Foundation
 import Synchronization
 
-/// Uploads under way: the bytes received so far, by upload id. A part arrives on a worker, so
-/// the table sits behind a lock. Ids are random and unguessable: whoever began an upload is
-/// the only one who can add to it or commit it.
+/// Uploads under way, by upload id: what each announced and how far it is, its bytes in a
+/// temporary file of its own. A part arrives on a worker, so the table sits behind a lock. Ids
+/// are random and unguessable: whoever began an upload is the only one who can add to it or
+/// commit it.
 final class Uploads: Sendable {
     struct Upload {
         let name: String
         let size: Int
         let sha256: String
         let expectedRevision: Int?
-        var bytes: [UInt8]
+        let spool: UploadSpool
+        /// Bytes written to `spool` so far.
+        var received = 0
         var touched: ContinuousClock.Instant
     }
 
-    /// An upload nobody has touched for this long is dropped, so a vanished client frees its memory.
+    /// An upload nobody has touched for this long is dropped, so a vanished client frees its file.
     static let idleLimit: Duration = .seconds(600)
 
     private let table = Mutex<[String: Upload]>([:])
@@ -115,9 +118,9 @@ extension DocumentMethods {
         } catch {
             throw Self.protocolError(error)
         }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(size)
-        let upload = Uploads.Upload(name: name, size: size, sha256: sha256, expectedRevision: expected, bytes: bytes, touched: .now)
+        let spool: UploadSpool
+        do { spool = try UploadSpool() } catch { throw Self.protocolError(error) }
+        let upload = Uploads.Upload(name: name, size: size, sha256: sha256, expectedRevision: expected, spool: spool, touched: .now)
         let id = try uploads.begin(upload, maxUploads: limits.maxUploads)
         var result = Self.status(id, upload)
         result["partBytes"] = .integer(Int64(partBytes))
@@ -144,7 +147,7 @@ extension DocumentMethods {
                                 data: ["field": "part", "size": .integer(Int64(count)), "limit": .integer(Int64(partBytes))])
         }
         return try uploads.with(id) { (upload) throws(ProtocolError) in
-            let received = upload.bytes.count
+            let received = upload.received
             if offset + count <= received { return Self.status(id, upload) }   // a retry: already here
             guard offset == received else {
                 throw ProtocolError(.conflict, "the upload has \(received) bytes; a part at \(offset) leaves a gap",
@@ -154,7 +157,8 @@ extension DocumentMethods {
                 throw ProtocolError(.payloadTooLarge, "the part goes past the announced size of \(upload.size) bytes",
                                     data: ["field": "size", "limit": .integer(Int64(upload.size))])
             }
-            for frame in attachments { upload.bytes += frame }
+            do throws(DocumentError) { try upload.spool.write(attachments, at: received) } catch { throw Self.protocolError(error) }
+            upload.received += count
             return Self.status(id, upload)
         }
     }
@@ -164,24 +168,24 @@ extension DocumentMethods {
     func prepareCommit(_ params: Params) throws(ProtocolError) -> Write {
         let id = try params.string("upload")
         let upload = try uploads.with(id) { (upload) throws(ProtocolError) in upload }
-        guard upload.bytes.count == upload.size else {
-            throw ProtocolError(.invalidState, "the upload has \(upload.bytes.count) of its \(upload.size) bytes",
-                                data: ["reason": "incomplete", "upload": .string(id), "received": .integer(Int64(upload.bytes.count)),
+        guard upload.received == upload.size else {
+            throw ProtocolError(.invalidState, "the upload has \(upload.received) of its \(upload.size) bytes",
+                                data: ["reason": "incomplete", "upload": .string(id), "received": .integer(Int64(upload.received)),
                                        "size": .integer(Int64(upload.size))])
         }
         _ = try uploads.take(id)
         return Write(document: upload.name, save: { [store] () throws(DocumentError) in
-            let hash = DocumentStore.sha256(upload.bytes)
+            let hash = try upload.spool.sha256()
             guard hash == upload.sha256 else {
                 throw .refused(name: upload.name, reason: "sha256Mismatch", message: "the bytes hash to \(hash), not the \(upload.sha256) announced")
             }
-            _ = try store.check(upload: upload.bytes, as: upload.name)
-            return try store.store(upload: upload.bytes, as: upload.name, expectedRevision: upload.expectedRevision)
+            _ = try store.check(upload: upload.spool, as: upload.name)
+            return try store.store(upload: upload.spool, as: upload.name, expectedRevision: upload.expectedRevision)
         }, saves: true)
     }
 
     private static func status(_ id: String, _ upload: Uploads.Upload) -> [String: JSONValue] {
-        ["upload": .string(id), "name": .string(upload.name), "received": .integer(Int64(upload.bytes.count)),
+        ["upload": .string(id), "name": .string(upload.name), "received": .integer(Int64(upload.received)),
          "size": .integer(Int64(upload.size))]
     }
 }

@@ -30,7 +30,7 @@ public struct Limits: Sendable {
     /// The largest side of an `imageData` PNG, in pixels.
     public var maxImageSide = 8_192
     /// The largest document `document.upload.*` takes, and how many uploads may be under way
-    /// at once (their bytes wait in memory until the commit).
+    /// at once (their bytes wait in a temporary file each until the commit: disk, not memory).
     public var maxUploadBytes = 32 << 20
     public var maxUploads = 4
     /// The most bytes one `document.get` reply carries (base64 in JSON); larger documents are

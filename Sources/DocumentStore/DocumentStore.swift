@@ -339,7 +339,7 @@ public final class DocumentStore: Sendable {
             return try save(name, history, as: revision + 1, pageCount: prepared.pageCount, madeBy: madeBy) { (out, hasher) throws(DocumentError) in
                 try write(out, head, &hasher)
                 if let increment {
-                    try copy(current, from: place.offset, to: out, &hasher)
+                    try copy(current.descriptor, from: place.offset, to: out, &hasher)
                     try write(out, increment, &hasher)
                 } else {
                     do throws(FlattenError) {
@@ -370,7 +370,7 @@ public final class DocumentStore: Sendable {
             let source = try openRegular(history.directory, entry.name, document: name)
             let pageCount = try pdf(name, source).pageCount
             return try save(name, history, as: currentRevision + 1, pageCount: pageCount, madeBy: madeBy) { (out, hasher) throws(DocumentError) in
-                try copy(source, from: 0, to: out, &hasher)
+                try copy(source.descriptor, from: 0, to: out, &hasher)
                 return true
             }
         }
@@ -559,13 +559,13 @@ public final class DocumentStore: Sendable {
     }
 
     /// Copies the file from `offset` on to `out` in pieces, so memory stays flat however large.
-    private func copy(_ source: OpenFile, from offset: Int64, to out: FileDescriptor, _ hasher: inout SHA256Hasher) throws(DocumentError) {
+    func copy(_ source: FileDescriptor, from offset: Int64, to out: FileDescriptor, _ hasher: inout SHA256Hasher) throws(DocumentError) {
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
         var position = offset
         while true {
             let count: Int
             do {
-                count = try source.descriptor.read(at: position, into: &buffer)
+                count = try source.read(at: position, into: &buffer)
             } catch {
                 throw .system("read", error)
             }

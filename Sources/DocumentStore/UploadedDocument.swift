@@ -6,25 +6,15 @@ extension DocumentStore {
     /// Checks an uploaded file as the store would read it, before anything is written: a
     /// `.yianazip` needs its metadata header, the PDF must open without repair (qpdf repairing
     /// it means it is damaged) and unencrypted, and every page must have a geometry. Returns
-    /// the page count. The bytes are checked in an anonymous temporary file (never in the document folder), so a refused upload
-    /// never touches the folder. A refusal is `.refused` with its reason (`empty`, `container`,
-    /// `notPDF`, `encrypted`, `damaged`, `damagedOrEncrypted`); a check the machine could not
-    /// make (no temporary file, a full disk) is `.io`, the server's fault and not the upload's.
-    public func check(upload bytes: [UInt8], as name: String) throws(DocumentError) -> Int {
+    /// the page count. The bytes are read from the upload's own temporary file (never in the
+    /// document folder), so a refused upload never touches the folder. A refusal is `.refused`
+    /// with its reason (`empty`, `container`, `notPDF`, `encrypted`, `damaged`,
+    /// `damagedOrEncrypted`); a check the machine could not make (the file unreadable) is
+    /// `.io`, the server's fault and not the upload's.
+    public func check(upload spool: UploadSpool, as name: String) throws(DocumentError) -> Int {
         func refuse(_ reason: String, _ message: String) -> DocumentError { .refused(name: name, reason: reason, message: message) }
-        guard !bytes.isEmpty else { throw refuse("empty", "the upload is empty") }
-        // A temporary file unlinked at once: it has no name anyone could open or see.
-        var template = Array("/tmp/canvasd-upload-XXXXXX".utf8CString)
-        let raw = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-        if raw >= 0 { template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) } }
-        guard raw >= 0 else { throw .system("create a temporary file to check the upload in", Errno(rawValue: errno)) }
-        let file = FileDescriptor(rawValue: raw)
-        defer { try? file.close() }
-        do throws(Errno) {
-            _ = try Errno.rethrowing { try file.writeAll(bytes) }
-        } catch {
-            throw .system("write the upload to a temporary file to check it", error)
-        }
+        guard try spool.size() > 0 else { throw refuse("empty", "the upload is empty") }
+        let file = spool.file
         var offset: Int64 = 0
         if Self.kind(name) == "yianazip" {
             do {
@@ -33,8 +23,7 @@ extension DocumentStore {
                 throw refuse("container", "not a .yianazip container: \(error)")
             }
         }
-        let start = Int(offset)
-        guard bytes.count >= start + 5, Array(bytes[start..<start + 5]) == Array("%PDF-".utf8) else {
+        guard try spool.bytes(at: offset, count: 5) == Array("%PDF-".utf8) else {
             throw refuse("notPDF", "the upload is not a PDF (it does not start with %PDF-)")
         }
         let pdf: PDFFile
@@ -77,14 +66,14 @@ extension DocumentStore {
     /// (the same atomic save as a flatten, under the document's lock), or as a new document,
     /// which must not exist yet (written to a hidden file, flushed, then linked under its name
     /// in one step that fails if the name was taken meanwhile).
-    public func store(upload bytes: [UInt8], as name: String, expectedRevision: Int?) throws(DocumentError) -> DocumentSummary {
+    public func store(upload spool: UploadSpool, as name: String, expectedRevision: Int?) throws(DocumentError) -> DocumentSummary {
         try Self.check(name)
         if let expectedRevision {
             return try writing(name, expectedRevision: expectedRevision) { (_, history, revision) throws(DocumentError) in
                 // Its pages are counted once it is the document (the caller's check counted them
                 // in a copy); no mark is left, so the count the save is given is not kept.
                 let saved = try save(name, history, as: revision + 1, pageCount: 0, madeBy: nil) { (out, hasher) throws(DocumentError) in
-                    try write(out, bytes, &hasher)
+                    try copy(spool.file, from: 0, to: out, &hasher)
                     return true
                 }
                 let pages = try pdf(name, try openDocument(name)).pageCount
@@ -104,7 +93,7 @@ extension DocumentStore {
             try? root.remove(temporary)
         }
         var hasher = SHA256Hasher()
-        try write(out, bytes, &hasher)
+        try copy(spool.file, from: 0, to: out, &hasher)
         do {
             try Directory.check { fsync(out.rawValue) }
             try root.link(temporary, to: root, as: name)
@@ -121,7 +110,7 @@ extension DocumentStore {
 extension DocumentStore {
     /// New documents being uploaded are written under names starting with this, in the folder.
     static let uploadPrefix = ".upload."
-    /// An upload is written in one go from memory: a file of it untouched for this long was
+    /// An upload is written in one go from its spool: a file of it untouched for this long was
     /// left by a process killed while writing it, not one still at work (on this machine or
     /// another sharing the folder, where its process id would say nothing).
     static let abandonedUploadAge: Int = 3600

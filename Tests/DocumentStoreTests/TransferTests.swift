@@ -8,6 +8,27 @@ import Testing
 struct TransferTests {
     static let pdf = PDFFixtures.pdf([.init(mediaBox: [0, 0, 300, 200], content: "0 g 10 10 50 50 re f")])
 
+    /// An upload's spool holding `bytes`, as the parts of an upload leave it.
+    func spool(_ bytes: [UInt8]) throws -> UploadSpool {
+        let spool = try UploadSpool()
+        try spool.write([bytes], at: 0)
+        return spool
+    }
+
+    @Test("a spool takes parts of several frames at their offsets, hashes what it holds, and has no name in its folder")
+    func spools() throws {
+        let before = try FileManager.default.contentsOfDirectory(atPath: NSTemporaryDirectory()).filter { $0.hasPrefix("canvasd-upload-") }
+        let spool = try UploadSpool()
+        try spool.write([Array(Self.pdf[0..<10]), Array(Self.pdf[10..<25])], at: 0)
+        try spool.write([Array(Self.pdf[25...])], at: 25)
+        try spool.write([Array(Self.pdf[5..<30])], at: 5)   // a part sent again writes the same bytes
+        #expect(try spool.sha256() == DocumentStore.sha256(Self.pdf))
+        let after = try FileManager.default.contentsOfDirectory(atPath: NSTemporaryDirectory()).filter { $0.hasPrefix("canvasd-upload-") }
+        #expect(after == before, "the spool's file is unlinked at once")
+        let empty = try UploadSpool()
+        #expect(try empty.sha256() == DocumentStore.sha256([]))
+    }
+
     func names(_ folder: URL) throws -> [String] {
         try FileManager.default.subpathsOfDirectory(atPath: folder.path).sorted()
     }
@@ -32,7 +53,7 @@ struct TransferTests {
     func refusals() throws {
         let folder = try freshFolder("refused")
         let store = try DocumentStore(folder: folder)
-        #expect(try store.check(upload: Self.pdf, as: "ok.pdf") == 1)
+        #expect(try store.check(upload: spool(Self.pdf), as: "ok.pdf") == 1)
         let cases: [([UInt8], String, String)] = [
             (Array("hello".utf8), "x.pdf", "notPDF"),
             (Array(Self.pdf.prefix(Self.pdf.count / 2)), "x.pdf", "damagedOrEncrypted"),
@@ -40,14 +61,14 @@ struct TransferTests {
             ([], "x.pdf", "empty"),
         ]
         for (bytes, name, reason) in cases {
-            #expect { _ = try store.check(upload: bytes, as: name) } throws: { Self.refusal($0) == reason || Self.refusal($0) == "damaged" && reason == "damagedOrEncrypted" }
+            #expect { _ = try store.check(upload: spool(bytes), as: name) } throws: { Self.refusal($0) == reason || Self.refusal($0) == "damaged" && reason == "damagedOrEncrypted" }
         }
         // A password-protected PDF is refused as `encrypted`, a reason of its own in the spec.
         let aside = try freshFolder("refused-aside")
         let plain = aside.appendingPathComponent("plain.pdf"), locked = aside.appendingPathComponent("locked.pdf")
         try Data(Self.pdf).write(to: plain)
         #expect(try run("/usr/bin/qpdf", ["--encrypt", "user-secret", "owner-secret", "256", "--", plain.path, locked.path]).status == 0)
-        #expect { _ = try store.check(upload: Array(try Data(contentsOf: locked)), as: "x.pdf") } throws: { Self.refusal($0) == "encrypted" }
+        #expect { _ = try store.check(upload: spool(Array(try Data(contentsOf: locked))), as: "x.pdf") } throws: { Self.refusal($0) == "encrypted" }
         #expect(try names(folder) == [".canvas-revisions"])
     }
 
@@ -60,19 +81,19 @@ struct TransferTests {
     func store() throws {
         let folder = try freshFolder("upload")
         let store = try DocumentStore(folder: folder)
-        let summary = try store.store(upload: Self.pdf, as: "new.pdf", expectedRevision: nil)
+        let summary = try store.store(upload: spool(Self.pdf), as: "new.pdf", expectedRevision: nil)
         #expect(summary.revision == 1 && summary.sha256 == DocumentStore.sha256(Self.pdf))
-        #expect(throws: DocumentError.alreadyExists(name: "new.pdf")) { try store.store(upload: Self.pdf, as: "new.pdf", expectedRevision: nil) }
+        #expect(throws: DocumentError.alreadyExists(name: "new.pdf")) { try store.store(upload: spool(Self.pdf), as: "new.pdf", expectedRevision: nil) }
         let other = PDFFixtures.pdf([.init(mediaBox: [0, 0, 100, 100], content: ""), .init(mediaBox: [0, 0, 100, 100], content: "")])
         #expect(throws: DocumentError.conflict(name: "new.pdf", expected: 4, current: 1)) {
-            try store.store(upload: other, as: "new.pdf", expectedRevision: 4)
+            try store.store(upload: spool(other), as: "new.pdf", expectedRevision: 4)
         }
-        let next = try store.store(upload: other, as: "new.pdf", expectedRevision: 1)
+        let next = try store.store(upload: spool(other), as: "new.pdf", expectedRevision: 1)
         #expect(next.revision == 2 && next.pageCount == 2)
         #expect(Array(try Data(contentsOf: folder.appendingPathComponent("new.pdf"))) == other)
         #expect(try store.bytes("new.pdf", revision: 1, offset: 0, length: 1 << 20).bytes == Self.pdf)
         #expect(try names(folder).filter { !$0.hasPrefix(".canvas-revisions") } == ["new.pdf"], "no temporary file is left")
-        #expect(throws: DocumentError.self) { try store.store(upload: Self.pdf, as: "../out.pdf", expectedRevision: nil) }
+        #expect(throws: DocumentError.self) { try store.store(upload: spool(Self.pdf), as: "../out.pdf", expectedRevision: nil) }
     }
     @Test("what an upload killed before its link left is removed when the folder is opened again, once no writer can own it")
     func abandonedUploads() throws {

@@ -75,6 +75,36 @@ def test_a_several_megabyte_upload_becomes_a_document(client, server):
     assert [entry["name"] for entry in client.call("document.list")["documents"]] == ["big.pdf"]
 
 
+def peak_resident_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM")
+
+
+def test_uploads_under_way_are_kept_in_files_not_in_memory(client, server):
+    """Four uploads of 24 MB each, all under way at once and then committed, grew canvasd's
+    peak resident memory by over 96 MB when their bytes were held in memory."""
+    size = 24 << 20
+    datas = [large_pdf(size, seed=seed) for seed in range(4)]
+    client.hello()
+    before = peak_resident_bytes(server.process.pid)
+    uploads = [client.call("document.upload.begin", {"name": f"big{index}.pdf", "size": len(data),
+                                                      "sha256": hashlib.sha256(data).hexdigest()})
+               for index, data in enumerate(datas)]
+    part = uploads[0]["partBytes"]
+    for offset in range(0, size, part):
+        for upload, data in zip(uploads, datas):
+            client.call("document.upload.part", {"upload": upload["upload"], "offset": offset},
+                        frames=[data[offset:offset + part]])
+    for upload in uploads:
+        assert client.call("document.upload.commit", {"upload": upload["upload"]})["revision"] == 1
+    grown = peak_resident_bytes(server.process.pid) - before
+    assert grown < size, f"peak resident memory grew by {grown >> 20} MB"
+    for index, data in enumerate(datas):
+        assert hashlib.sha256((server.documents / f"big{index}.pdf").read_bytes()).digest() == hashlib.sha256(data).digest()
+
+
 def test_an_upload_as_a_new_revision_keeps_the_original(client, server, notes):
     replacement = tiny_pdf(2)
     sha = hashlib.sha256(replacement).hexdigest()
