@@ -99,6 +99,49 @@ def test_full_disk_answers_an_error_and_changes_nothing(small_disk: Path, tmp_pa
         server.stop()
 
 
+def test_an_upload_that_fills_its_temporary_disk_is_refused_part_by_part_and_carries_on(small_disk: Path, tmp_path: Path,
+                                                                                          monkeypatch):
+    """Uploads under way wait in $TMPDIR: a part that does not fit there is refused with
+    noSpace and adds nothing, and the same part goes through once there is room."""
+    from pdfs import large_pdf
+
+    monkeypatch.setenv("TMPDIR", str(small_disk))
+    server = Server(tmp_path / "server", ["--log-level", "warning"])
+    try:
+        with server.client() as client:
+            first, second = large_pdf(2_500_000, seed=1), large_pdf(2_500_000, seed=2)
+            begun = [client.call("document.upload.begin", {"name": name, "size": len(data),
+                                                            "sha256": hashlib.sha256(data).hexdigest()})
+                     for name, data in (("first.pdf", first), ("second.pdf", second))]
+            part = 500_000
+            for offset in range(0, len(first), part):
+                client.call("document.upload.part", {"upload": begun[0]["upload"], "offset": offset},
+                            frames=[first[offset:offset + part]])
+            refused_at = None
+            for offset in range(0, len(second), part):
+                try:
+                    client.call("document.upload.part", {"upload": begun[1]["upload"], "offset": offset},
+                                frames=[second[offset:offset + part]])
+                except CanvasError as full:
+                    assert full.code == "UNAVAILABLE" and full.data["reason"] == "noSpace", full
+                    refused_at = offset
+                    break
+            assert refused_at is not None, "4 MB held both 2.5 MB uploads"
+            status = client.call("document.upload.status", {"upload": begun[1]["upload"]})
+            assert status["received"] == refused_at
+            # The first upload committed, its file goes: room again for the second.
+            assert client.call("document.upload.commit", {"upload": begun[0]["upload"]})["revision"] == 1
+            for offset in range(refused_at, len(second), part):
+                client.call("document.upload.part", {"upload": begun[1]["upload"], "offset": offset},
+                            frames=[second[offset:offset + part]])
+            assert client.call("document.upload.commit", {"upload": begun[1]["upload"]})["revision"] == 1
+            assert (server.documents / "first.pdf").read_bytes() == first
+            assert (server.documents / "second.pdf").read_bytes() == second
+            assert list(small_disk.iterdir()) == [] and shutil.disk_usage(small_disk).used < 100_000
+    finally:
+        server.stop()
+
+
 def test_a_vanished_client_does_not_keep_its_session(tmp_path: Path):
     """A client that sends a request and disappears: its session expires after the idle
     timeout, freeing its place, and the expiry is announced."""
