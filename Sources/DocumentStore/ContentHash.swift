@@ -116,6 +116,25 @@ extension Errno {
 }
 
 extension FileDescriptor {
+    /// Hands the file from `offset` to its end to `body` in pieces of 1 MiB, so memory stays flat
+    /// however large it is. A failed read is `.system(operation, errno)`.
+    func forEachPiece(from offset: Int64, reading operation: String,
+                      _ body: (ArraySlice<UInt8>) throws(DocumentError) -> Void) throws(DocumentError) {
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        var position = offset
+        while true {
+            let count: Int
+            do {
+                count = try read(at: position, into: &buffer)
+            } catch {
+                throw .system(operation, error)
+            }
+            if count == 0 { return }
+            try body(buffer[0..<count])
+            position += Int64(count)
+        }
+    }
+
     /// Reads up to `buffer.count` bytes at `offset` (without moving the file position).
     func read(at offset: Int64, into buffer: inout [UInt8]) throws(Errno) -> Int {
         let result = buffer.withUnsafeMutableBytes { raw in

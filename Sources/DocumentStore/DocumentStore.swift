@@ -560,24 +560,13 @@ public final class DocumentStore: Sendable {
 
     /// Copies the file from `offset` on to `out` in pieces, so memory stays flat however large.
     func copy(_ source: FileDescriptor, from offset: Int64, to out: FileDescriptor, _ hasher: inout SHA256Hasher) throws(DocumentError) {
-        var buffer = [UInt8](repeating: 0, count: 1 << 20)
-        var position = offset
-        while true {
-            let count: Int
-            do {
-                count = try source.read(at: position, into: &buffer)
-            } catch {
-                throw .system("read", error)
-            }
-            if count == 0 { break }
-            let piece = buffer[0..<count]
-            do {
+        try source.forEachPiece(from: offset, reading: "read") { (piece) throws(DocumentError) in
+            do throws(Errno) {
                 _ = try Errno.rethrowing { try out.writeAll(piece) }
             } catch {
                 throw .system("write", error)
             }
             piece.withUnsafeBytes { hasher.update($0) }
-            position += Int64(count)
         }
     }
 

@@ -37,19 +37,10 @@ public final class UploadSpool: Sendable {
     /// The hex SHA-256 of what was written, read back in pieces so memory stays flat.
     public func sha256() throws(DocumentError) -> String {
         var hasher = SHA256Hasher()
-        var buffer = [UInt8](repeating: 0, count: 1 << 20)
-        var position: Int64 = 0
-        while true {
-            let count: Int
-            do {
-                count = try file.read(at: position, into: &buffer)
-            } catch {
-                throw .system("read an upload back from its temporary file", error)
-            }
-            if count == 0 { return hasher.finish() }
-            buffer[0..<count].withUnsafeBytes { hasher.update($0) }
-            position += Int64(count)
+        try file.forEachPiece(from: 0, reading: "read an upload back from its temporary file") { piece in
+            piece.withUnsafeBytes { hasher.update($0) }
         }
+        return hasher.finish()
     }
 
     /// The bytes at `offset`, at most `count` of them (fewer at the end).
