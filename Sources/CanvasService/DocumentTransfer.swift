@@ -175,6 +175,7 @@ extension DocumentMethods {
         }
         _ = try uploads.take(id)
         return Write(document: upload.name, save: { [store] () throws(DocumentError) in
+            defer { upload.spool.discard() }
             let hash = try upload.spool.sha256()
             guard hash == upload.sha256 else {
                 throw .refused(name: upload.name, reason: "sha256Mismatch", message: "the bytes hash to \(hash), not the \(upload.sha256) announced")

@@ -21,6 +21,12 @@ public final class UploadSpool: Sendable {
 
     deinit { try? file.close() }
 
+    /// Gives the file's space back now, not when the last reference goes: a commit calls it
+    /// before its reply, so a client told the upload is done finds the room free again.
+    public func discard() {
+        _ = ftruncate(file.rawValue, 0)
+    }
+
     /// Writes `frames`, one after the other, from `offset` on.
     public func write(_ frames: [[UInt8]], at offset: Int) throws(DocumentError) {
         var position = Int64(offset)
