@@ -66,7 +66,7 @@ let package = Package(
         .target(
             name: "CanvasService",
             dependencies: [
-                "CanvasCore", "CanvasProtocol", "DocumentStore", "InkRendering", "SessionStore", "ZeroMQ",
+                "CanvasCore", "CanvasProtocol", "CCrypto", "DocumentStore", "InkRendering", "SessionStore", "ZeroMQ",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings

@@ -32,14 +32,18 @@ public struct Request: Sendable {
     public var params: [String: JSONValue]
     public var session: String?
     public var attachments: [[UInt8]]
+    /// The access token a web peer sent (`"token"`, a string), or nil. Only web requests of a
+    /// server with `--web-tokens` look at it.
+    public var token: String?
 
     public init(id: RequestID, method: String, params: [String: JSONValue] = [:], session: String? = nil,
-                attachments: [[UInt8]] = []) {
+                attachments: [[UInt8]] = [], token: String? = nil) {
         self.id = id
         self.method = method
         self.params = params
         self.session = session
         self.attachments = attachments
+        self.token = token
     }
 
     /// The request as a JSON frame, for clients.
@@ -105,8 +109,10 @@ public enum RequestDecoder {
         case .string(let s)?: session = s
         case let other?: return invalid("session must be a string, not \(other.typeName)")
         }
+        var token: String?
+        if case .string(let t)? = fields.token { token = t }
         return .success(Request(id: id, method: method, params: params, session: session,
-                                attachments: Array(frames.dropFirst())))
+                                attachments: Array(frames.dropFirst()), token: token))
     }
 }
 

@@ -41,6 +41,9 @@ struct JSONParser {
         var method: JSONValue?
         var params: JSONValue?
         var session: JSONValue?
+        /// A web peer's access token (`--web-tokens`), read in the same pass as the rest, so
+        /// the request that is authenticated is the request that runs.
+        var token: JSONValue?
     }
 
     /// A document read as `parse` reads it, except that of a top-level object only the members
@@ -178,6 +181,7 @@ struct JSONParser {
             case .method: found.method = value
             case .params: found.params = value
             case .session: found.session = value
+            case .token: found.token = value
             case nil: break
             }
             skipWhitespace()
@@ -192,7 +196,7 @@ struct JSONParser {
     }
 
     private enum RequestKey: String {
-        case id, method, params, session
+        case id, method, params, session, token
     }
 
     /// Reads a key and says which of a request's it is, if any. A plain ASCII key, as keys
@@ -223,6 +227,7 @@ struct JSONParser {
         if key("method") { return .method }
         if key("params") { return .params }
         if key("session") { return .session }
+        if key("token") { return .token }
         return nil
     }
 

@@ -162,7 +162,7 @@ public final class CanvasServer {
         try requests.setRouterHandover(true)
         try requests.bind(configuration.endpoint)
         // A subscriber that stops reading loses events past this queue; the server never waits for it.
-        try eventSocket.setSendHighWaterMark(10_000)
+        try eventSocket.setSendHighWaterMark(Limits.eventQueueMessages)
         try eventSocket.bind(configuration.eventsEndpoint)
     }
 
@@ -200,8 +200,9 @@ public final class CanvasServer {
             let reload = reloadKeys()
             if reload, let tokens = web?.tokens {
                 do {
-                    let count = try tokens.reload()
-                    logger.info("web tokens reloaded", metadata: ["tokens": "\(count)"])
+                    let reloaded = try tokens.reload()
+                    logger.info("web tokens reloaded", metadata: ["tokens": "\(reloaded.count)", "revoked": "\(reloaded.revoked.count)"])
+                    if !reloaded.revoked.isEmpty { disconnectWebPeers() }
                 } catch {
                     logger.error("web tokens not reloaded; the previous ones stay", metadata: ["error": "\(error)"])
                 }
@@ -260,8 +261,10 @@ public final class CanvasServer {
                     // Subscriptions wait to be vetted here, so both sockets are watched (and the
                     // web ones, when there are).
                     var watched = [requests, eventSocket]
-                    if let web { watched += [web.requests, web.events] }
+                    if let web { watched += [web.requests, web.events, web.requestGuard.events, web.eventGuard.events] }
                     let ready = try ZMQSocket.poll(watched, timeoutMilliseconds: Int(milliseconds))
+                    // Connections first: one past the bounds is cut off before its requests count.
+                    if let web, ready[4] || ready[5] { web.guardConnections(now: clock.now) }
                     if ready[1] && zap != nil { try vetSubscriptions() }
                     if let web, ready[3] {
                         try web.vetSubscriptions { [dispatcher] owner, topic in dispatcher.maySubscribe(owner, to: topic, always: true) }
@@ -290,6 +293,8 @@ public final class CanvasServer {
             let now = clock.now
             if let deadline = dispatcher.nextDeadline, deadline <= now { publish(dispatcher.fireTimers(at: now)) }
             if now >= nextSweep {
+                // Upgrades that never finish are found by time, not by an event.
+                web?.guardConnections(now: now)
                 publish(dispatcher.expireIdle(at: now))
                 nextSweep = now + .seconds(1)
             }
@@ -300,6 +305,16 @@ public final class CanvasServer {
         deliver(dispatcher.collectSaves(at: clock.now))
         logger.info("canvasd stopping", metadata: ["sessions": "\(dispatcher.sessionCount)"])
         zap?.stop()
+    }
+
+    /// Ends every web connection, so that a revoked token's end with them.
+    private func disconnectWebPeers() {
+        do {
+            try web?.disconnectAll()
+        } catch {
+            // Loud: until it is bound again no page reaches this instance.
+            logger.critical("web endpoints not bound again after cutting off web peers", metadata: ["error": "\(error)"])
+        }
     }
 
     /// Reads the subscriptions that subscribers sent (XPUB in manual mode) and applies those
@@ -383,17 +398,15 @@ public final class CanvasServer {
 
     /// A request from a web peer: its token decides its owner, and the reply goes back on the
     /// web socket (the marker at the end of its envelope says so).
+    ///
+    /// A web peer's message is its routing id and then the request itself: no delimiter frame
+    /// is taken off (no browser sends one), so an empty frame first is the request, and is
+    /// refused as unreadable. The token is read from the request the dispatcher decodes, in
+    /// the same parse: there is no second reading of the frames that could see another request.
     private func serveWeb(_ frames: [[UInt8]], web: WebEndpoints, dropped: Int) -> Dispatcher.Output {
         guard frames.count >= 1 else { return Dispatcher.Output() }
-        switch web.owner(of: Array(frames.dropFirst())) {
-        case .success(let owner):
-            return serve(frames, owner: owner, dropped: dropped, marker: web.marker)
-        case .failure(let refused):
-            var output = Dispatcher.Output()
-            output.replies.append(.init(envelope: [frames[0], web.marker],
-                                        bytes: ReplyEncoder.failure(id: refused.id, error: refused.error)))
-            return output
-        }
+        return dispatcher.handle(Array(frames.dropFirst()), envelope: [frames[0], web.marker], droppedFrames: dropped,
+                                 at: clock.now, authenticate: web.authenticator)
     }
 
     private func deliver(_ output: Dispatcher.Output) {

@@ -1,5 +1,5 @@
 import CanvasCore
-import CanvasProtocol
+public import CanvasProtocol
 import DocumentStore
 import Foundation
 public import Logging
@@ -106,10 +106,14 @@ public final class Dispatcher {
     /// rest of the turn (remembering it for retries, putting the session back): a read whose
     /// reply is ready. Such a reply is not in the output. The server passes it when it was
     /// idle, so the client waits for less; in a burst it lets the replies gather instead.
+    ///
+    /// `authenticate`, for web peers of a server with access tokens, decides the client from the
+    /// request as decoded here (its `token`), before anything runs: what is checked is what runs.
     public func handle(_ frames: [[UInt8]], envelope: [[UInt8]] = [], from client: String? = nil, droppedFrames: Int = 0,
-                       at now: ContinuousClock.Instant, sendingAtOnce send: ((Output.Reply) -> Void)? = nil) -> Output {
+                       at now: ContinuousClock.Instant, sendingAtOnce send: ((Output.Reply) -> Void)? = nil,
+                       authenticate: Authenticator? = nil) -> Output {
         var call = Call(client: client, connection: envelope.first, now: now, sendingAtOnce: send)
-        receive(frames, envelope: envelope, droppedFrames: droppedFrames, &call)
+        receive(frames, envelope: envelope, droppedFrames: droppedFrames, authenticate: authenticate, &call)
         finishJobs(&call)
         return end(call)
     }
@@ -158,7 +162,11 @@ public final class Dispatcher {
 
     // MARK: Routing
 
-    private func receive(_ frames: [[UInt8]], envelope: [[UInt8]], droppedFrames: Int = 0, _ call: inout Call) {
+    /// Who sent a decoded request (nil: no one in particular), or why it is refused.
+    public typealias Authenticator = (Request) -> Result<String?, ProtocolError>
+
+    private func receive(_ frames: [[UInt8]], envelope: [[UInt8]], droppedFrames: Int = 0, authenticate: Authenticator? = nil,
+                         _ call: inout Call) {
         let size = frames.reduce(0) { $0 + $1.count } + (frames.count + droppedFrames) * Limits.frameOverheadBytes
         guard size <= limits.maxMessageBytes else {
             let error = ProtocolError(.payloadTooLarge, "the request is \(size) bytes; the limit is \(limits.maxMessageBytes)",
@@ -170,6 +178,14 @@ public final class Dispatcher {
         case .failure(let unreadable):
             call.reply(ReplyEncoder.failure(id: unreadable.id, error: unreadable.error), to: envelope)
         case .success(let request):
+            if let authenticate {
+                switch authenticate(request) {
+                case .success(let client): call.client = client
+                case .failure(let refused):
+                    call.reply(ReplyEncoder.failure(id: request.id, error: refused), to: envelope)
+                    return
+                }
+            }
             if let reply = answer(request, frames: frames, envelope: envelope, &call) { call.reply(reply, to: envelope) }
         }
     }

@@ -7,6 +7,14 @@ public struct Limits: Sendable {
     /// millions of empty frames are not a small request).
     public var maxMessageBytes = 1 << 20
     public static let frameOverheadBytes = 64
+    /// Events queued for one subscriber that does not read, before the newest are dropped (it
+    /// sees the gap in `seq`). libzmq counts messages, not bytes: an event's size is bounded
+    /// instead (`maxEventImageBytes`), and the queue holds at most the two multiplied, shared
+    /// by every subscriber (libzmq sends one copy of a large message to all).
+    public static let eventQueueMessages: Int32 = 1_000
+    /// The largest `imageData` a `canvas.result` event carries; a larger image is left out of
+    /// the event (`imageOmitted: true`), the reply that asked for it still has it.
+    public static let maxEventImageBytes = 128 << 10
     public var maxPointsPerStroke = 10_000
     /// Points in all strokes of one drawing: what bounds rendering, `drawing.get` and a save.
     /// A page of handwriting is about 5,000.

@@ -1,6 +1,7 @@
 import CanvasProtocol
+import Glibc
 import Logging
-import ZeroMQ
+public import ZeroMQ
 
 /// Where web pages reach canvasd: libzmq's ws:// transport (ZWS 2.0), a ROUTER for requests
 /// and an XPUB for events, beside the tcp:// ones.
@@ -9,18 +10,27 @@ public struct WebConfiguration: Sendable {
     public var eventsEndpoint: String
     /// Without tokens both endpoints must be loopback (a proxy in front serves the world).
     public var tokens: WebTokens?
+    /// Bounds on each ws:// endpoint's connections (libzmq has none).
+    public var connections: ConnectionGuard.Limits
 
-    public init(endpoint: String, eventsEndpoint: String, tokens: WebTokens? = nil) {
+    public init(endpoint: String, eventsEndpoint: String, tokens: WebTokens? = nil,
+                connections: ConnectionGuard.Limits = WebConfiguration.defaultConnections()) {
         self.endpoint = endpoint
         self.eventsEndpoint = eventsEndpoint
         self.tokens = tokens
+        self.connections = connections
     }
-}
 
-/// A web request refused before it reaches the dispatcher, with the id to answer it by.
-struct WebRefusal: Error {
-    let id: RequestID?
-    let error: ProtocolError
+    /// Descriptors kept for everything but web peers: documents, uploads' spools, the
+    /// workers' and libdispatch's own, Redis, the tcp:// clients.
+    public static let reservedDescriptors = 256
+
+    /// Per endpoint: half of what the descriptor limit leaves after the reserve (requests and
+    /// events each), at most 4,096; at most 64 connections in their upgrade, for 5 s each.
+    public static func defaultConnections(descriptorLimit: Int = ProcessLimits.descriptors) -> ConnectionGuard.Limits {
+        let open = max(8, min(4_096, (descriptorLimit - reservedDescriptors) / 2))
+        return ConnectionGuard.Limits(maxConnections: open, maxHandshaking: min(64, open), handshakeTimeout: .seconds(5))
+    }
 }
 
 /// The web sockets and what is particular to web peers: their token, and their subscriptions.
@@ -28,15 +38,24 @@ struct WebRefusal: Error {
 /// Never set `ZMQ_HEARTBEAT_*` on these sockets: libzmq 4.3.4 aborts the whole process
 /// (`_mechanism != NULL`) when a ZWS2.0 peer reaches a socket with heartbeats on.
 final class WebEndpoints {
-    let requests: ZMQSocket
-    let events: ZMQSocket
+    private(set) var requests: ZMQSocket
+    private(set) var events: ZMQSocket
+    /// Each endpoint's connection bounds, read from the socket's monitor.
+    private(set) var requestGuard: ConnectionGuard
+    private(set) var eventGuard: ConnectionGuard
     let tokens: WebTokens?
+    /// Decides each request's owner from its token, when the server wants tokens.
+    let authenticator: Dispatcher.Authenticator?
     /// Appended to the routing envelope of a web request, so that its reply, which may come
     /// later (after a save), goes out on the web socket. Random, so no peer can forge it.
     let marker: [UInt8] = (0..<16).map { _ in UInt8.random(in: 0...255) }
     let endpoint: String
     let eventsEndpoint: String
     private let logger: Logger
+
+    private let context: ZMQContext
+    private let configuration: WebConfiguration
+    private let maxMessageBytes: Int
 
     init(context: ZMQContext, configuration: WebConfiguration, maxMessageBytes: Int, logger: Logger) throws(ServerStartError) {
         if configuration.tokens == nil {
@@ -48,48 +67,101 @@ final class WebEndpoints {
             throw ServerStartError.notWebSocket(endpoint: endpoint)
         }
         tokens = configuration.tokens
+        authenticator = configuration.tokens.map { tokens in { [logger] request in Self.owner(of: request, tokens: tokens, logger: logger) } }
         self.logger = logger
+        self.context = context
+        self.configuration = configuration
+        self.maxMessageBytes = maxMessageBytes
         do {
-            requests = try context.socket(.router)
-            try requests.setMaximumMessageSize(Int64(max(maxMessageBytes * 4, 16 << 20)))
-            // No ROUTER_HANDOVER here: a web peer chooses its own routing id, and must not be
-            // able to take over another peer's connection (and its replies) by naming it.
-            try requests.bind(configuration.endpoint)
+            (requests, requestGuard) = try Self.requestSocket(context, at: configuration.endpoint, configuration, maxMessageBytes: maxMessageBytes)
             endpoint = requests.lastEndpoint
-            // XPUB with manual subscriptions: each one is vetted before it is applied, so a
-            // page receives only its own sessions' events.
-            events = try context.socket(.xpub)
-            try events.setManualSubscriptions(true)
-            try events.setSendHighWaterMark(10_000)
-            try events.bind(configuration.eventsEndpoint)
+            (events, eventGuard) = try Self.eventSocket(context, at: configuration.eventsEndpoint, configuration)
             eventsEndpoint = events.lastEndpoint
         } catch {
             throw .transport(error)
         }
     }
 
-    /// Who sent a web request: the owner its `token` stands for (nil without tokens). `hello`
-    /// needs no token; anything else without a valid one is refused with UNAUTHORIZED.
-    func owner(of body: [[UInt8]]) -> Result<String?, WebRefusal> {
-        guard let tokens else { return .success(nil) }
-        guard let first = body.first, let request = try? JSONCodec.parseRequest(first), request.objectValue != nil else {
-            return .success(nil)   // unreadable: the dispatcher answers it, touching nothing
+    private static func requestSocket(_ context: ZMQContext, at endpoint: String, _ configuration: WebConfiguration,
+                                      maxMessageBytes: Int) throws(ZMQError) -> (ZMQSocket, ConnectionGuard) {
+        let socket = try context.socket(.router)
+        try socket.setMaximumMessageSize(Int64(max(maxMessageBytes * 4, 16 << 20)))
+        // No ROUTER_HANDOVER here: a web peer chooses its own routing id, and must not be
+        // able to take over another peer's connection (and its replies) by naming it.
+        try bind(socket, endpoint)
+        return (socket, try ConnectionGuard(watching: socket, context: context, limits: configuration.connections))
+    }
+
+    private static func eventSocket(_ context: ZMQContext, at endpoint: String,
+                                    _ configuration: WebConfiguration) throws(ZMQError) -> (ZMQSocket, ConnectionGuard) {
+        // XPUB with manual subscriptions: each one is vetted before it is applied, so a
+        // page receives only its own sessions' events.
+        let socket = try context.socket(.xpub)
+        try socket.setManualSubscriptions(true)
+        try socket.setSendHighWaterMark(Limits.eventQueueMessages)
+        try bind(socket, endpoint)
+        return (socket, try ConnectionGuard(watching: socket, context: context, limits: configuration.connections))
+    }
+
+    /// Binds, waiting a moment for an address that a socket of ours is still giving up:
+    /// libzmq unbinds in its I/O thread, after `unbind` returns.
+    private static func bind(_ socket: ZMQSocket, _ endpoint: String) throws(ZMQError) {
+        var tries = 0
+        while true {
+            do {
+                try socket.bind(endpoint)
+                return
+            } catch where error.errno == EADDRINUSE && tries < 100 {
+                tries += 1
+                usleep(10_000)
+            }
         }
-        var id: RequestID?
-        switch request["id"] {
-        case .string(let s)?: id = .string(s)
-        case .integer(let i)?: id = .integer(i)
-        default: id = nil
+    }
+
+    /// Cuts off every web peer, by closing both sockets and binding new ones at the same
+    /// addresses: after a token is revoked its connections (and the subscriptions they hold,
+    /// which libzmq applies per connection and cannot be taken back from outside) must end.
+    /// Pages with a valid token reconnect and subscribe again, as after a restart.
+    func disconnectAll() throws(ZMQError) {
+        try requests.unbind(endpoint)
+        try events.unbind(eventsEndpoint)
+        // The old sockets close (linger 0) when these assignments drop the last references.
+        (requests, requestGuard) = try Self.requestSocket(context, at: endpoint, configuration, maxMessageBytes: maxMessageBytes)
+        (events, eventGuard) = try Self.eventSocket(context, at: eventsEndpoint, configuration)
+        logger.notice("every web peer disconnected: a token was revoked", metadata: ["requests": "\(endpoint)", "events": "\(eventsEndpoint)"])
+    }
+
+    /// Reads both endpoints' connection events, cutting off what is past the bounds.
+    func guardConnections(now: ContinuousClock.Instant) {
+        for (name, watch) in [("requests", requestGuard), ("events", eventGuard)] {
+            let before = watch.tally
+            do {
+                try watch.service(now: now)
+            } catch {
+                logger.error("web connections not watched", metadata: ["endpoint": "\(name)", "error": "\(error)"])
+            }
+            let after = watch.tally
+            if after.refused > before.refused || after.timedOut > before.timedOut {
+                logger.warning("web connections cut off", metadata: [
+                    "endpoint": "\(name)", "pastCap": "\(after.refused - before.refused)",
+                    "upgradeTimedOut": "\(after.timedOut - before.timedOut)", "open": "\(after.open)",
+                    "maxConnections": "\(watch.limits.maxConnections)",
+                ])
+            }
         }
-        if request["method"]?.stringValue == "hello" { return .success(nil) }
-        guard let token = request["token"]?.stringValue else {
-            return .failure(WebRefusal(id: id, error: ProtocolError(
-                .unauthorized, "this server wants an access token in every web request (\"token\")", data: ["reason": "missingToken"])))
+    }
+
+    /// Who sent a web request: the owner its `token` stands for. `hello` needs no token;
+    /// anything else without a valid one is refused with UNAUTHORIZED.
+    private static func owner(of request: Request, tokens: WebTokens, logger: Logger) -> Result<String?, ProtocolError> {
+        if request.method == "hello" { return .success(nil) }
+        guard let token = request.token else {
+            return .failure(ProtocolError(.unauthorized, "this server wants an access token in every web request (\"token\")",
+                                          data: ["reason": "missingToken"]))
         }
         guard let owner = tokens.owner(of: token) else {
             logger.warning("web request with an unknown token refused")
-            return .failure(WebRefusal(id: id, error: ProtocolError(
-                .unauthorized, "the access token is not known to this server", data: ["reason": "unknownToken"])))
+            return .failure(ProtocolError(.unauthorized, "the access token is not known to this server", data: ["reason": "unknownToken"]))
         }
         return .success(owner)
     }

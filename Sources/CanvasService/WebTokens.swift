@@ -1,3 +1,4 @@
+import CCrypto
 import Foundation
 import Synchronization
 
@@ -8,9 +9,11 @@ import Synchronization
 /// and every event subscription carries a token, and what a token opens belongs to it, as what
 /// a CurveZMQ key opens belongs to that key.
 ///
-/// The file has one token per line, `NAME TOKEN` or a bare `TOKEN` (then named after its first
-/// eight characters); blank lines and lines starting with `#` are skipped. It is read again on
-/// SIGHUP, like the allowed keys.
+/// The file has one token per line, `NAME TOKEN` or a bare `TOKEN`; blank lines and lines
+/// starting with `#` are skipped. A bare token's owner is named after the SHA-256 of the whole
+/// token: two tokens are always two owners, however alike they start (JWTs all begin
+/// `eyJhbGci`), and the owner's name, which logs and the session store see, gives nothing of
+/// the token away. It is read again on SIGHUP, like the allowed keys.
 public final class WebTokens: Sendable {
     public struct LoadError: Error, CustomStringConvertible {
         public let path: String
@@ -18,52 +21,87 @@ public final class WebTokens: Sendable {
         public var description: String { "web tokens \(path): \(reason)" }
     }
 
+    /// What a reload changed.
+    public struct Reload: Sendable {
+        public let count: Int
+        /// Owners that held a token before and hold none now: their peers must be cut off.
+        public let revoked: Set<String>
+    }
+
     /// Shorter tokens could be guessed by trying.
     public static let minimumLength = 16
 
     public let path: String
-    /// token → owner ("web:NAME").
-    private let owners: Mutex<[String: String]>
+    /// Each token's SHA-256 and its owner ("web:NAME").
+    private let entries: Mutex<[(digest: [UInt8], owner: String)]>
 
     public init(path: String) throws(LoadError) {
         self.path = path
-        owners = Mutex(try Self.read(path))
+        entries = Mutex(try Self.read(path))
     }
 
-    public var count: Int { owners.withLock { $0.count } }
+    public var count: Int { entries.withLock { $0.count } }
 
-    /// The owner a token stands for, or nil for a token not in the file.
-    public func owner(of token: String) -> String? { owners.withLock { $0[token] } }
+    /// The owner a token stands for, or nil for a token not in the file. Every known token's
+    /// digest is compared in full, with no early exit, so the time taken says nothing about
+    /// how much of a guess was right.
+    public func owner(of token: String) -> String? {
+        let candidate = Self.digest(token)
+        return entries.withLock { entries in
+            var found: String?
+            for entry in entries {
+                var difference: UInt8 = 0
+                for index in 0..<candidate.count { difference |= candidate[index] ^ entry.digest[index] }
+                if difference == 0 { found = entry.owner }
+            }
+            return found
+        }
+    }
 
     /// Reads the file again; on failure the tokens already loaded stay in force.
     @discardableResult
-    public func reload() throws(LoadError) -> Int {
+    public func reload() throws(LoadError) -> Reload {
         let fresh = try Self.read(path)
-        owners.withLock { $0 = fresh }
-        return fresh.count
+        let before = entries.withLock { entries in
+            defer { entries = fresh }
+            return Set(entries.map(\.owner))
+        }
+        return Reload(count: fresh.count, revoked: before.subtracting(fresh.map(\.owner)))
     }
 
-    private static func read(_ path: String) throws(LoadError) -> [String: String] {
+    private static func read(_ path: String) throws(LoadError) -> [(digest: [UInt8], owner: String)] {
         let text: String
         do {
             text = try String(contentsOfFile: path, encoding: .utf8)
         } catch {
             throw LoadError(path: path, reason: "unreadable: \(error.localizedDescription)")
         }
-        var owners: [String: String] = [:]
+        var entries: [(digest: [UInt8], owner: String)] = []
+        var seen: Set<[UInt8]> = []
         for (number, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\r" })
             guard let first = fields.first, !first.hasPrefix("#") else { continue }
             guard fields.count <= 2 else { throw LoadError(path: path, reason: "line \(number + 1): expected NAME TOKEN or TOKEN") }
             let token = String(fields.last!)
-            let name = fields.count == 2 ? String(first) : String(token.prefix(8))
             guard token.utf8.count >= minimumLength else {
                 throw LoadError(path: path, reason: "line \(number + 1): a token needs at least \(minimumLength) characters")
             }
-            guard owners[token] == nil else { throw LoadError(path: path, reason: "line \(number + 1): the token appears twice") }
-            owners[token] = "web:\(name)"
+            let digest = Self.digest(token)
+            guard seen.insert(digest).inserted else { throw LoadError(path: path, reason: "line \(number + 1): the token appears twice") }
+            let name = fields.count == 2 ? String(first) : "sha256:" + digest.map { String(format: "%02x", $0) }.joined()
+            entries.append((digest, "web:\(name)"))
         }
-        guard !owners.isEmpty else { throw LoadError(path: path, reason: "no tokens") }
-        return owners
+        guard !entries.isEmpty else { throw LoadError(path: path, reason: "no tokens") }
+        return entries
+    }
+
+    private static func digest(_ token: String) -> [UInt8] {
+        var digest = [UInt8](repeating: 0, count: 32)
+        var length: UInt32 = 0
+        let bytes = Array(token.utf8)
+        guard EVP_Digest(bytes, bytes.count, &digest, &length, EVP_sha256(), nil) == 1, length == 32 else {
+            fatalError("OpenSSL could not compute SHA-256")
+        }
+        return digest
     }
 }

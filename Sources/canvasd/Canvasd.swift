@@ -65,6 +65,10 @@ struct Canvasd: ParsableCommand {
             help: "A file of access tokens (NAME TOKEN per line); web peers must then present one. Read again on SIGHUP.")
     var webTokens: String?
 
+    @Option(name: .customLong("max-web-connections"),
+            help: "Connections each ws:// endpoint takes at once (default: half of the descriptor limit left after 256 reserved, at most 4096).")
+    var maxWebConnections: Int?
+
     @Option(name: .customLong("log-level"), help: "The least severe messages logged.")
     var logLevel = Logger.Level.info
 
@@ -82,6 +86,7 @@ struct Canvasd: ParsableCommand {
         guard keepRevisions >= 2 else { throw ValidationError("--keep-revisions must be at least 2: the original and the latest") }
         guard maxSessions > 0 else { throw ValidationError("--max-sessions must be positive") }
         guard maxSessionsPerClient > 0 else { throw ValidationError("--max-sessions-per-client must be positive") }
+        if let maxWebConnections, maxWebConnections < 1 { throw ValidationError("--max-web-connections must be positive") }
         guard (curveSecretKey == nil) == (allowedKeys == nil) else {
             throw ValidationError("--curve-secret-key and --allowed-keys go together")
         }
@@ -121,10 +126,17 @@ struct Canvasd: ParsableCommand {
             }
         }
 
+        // Before any socket: the web endpoints' bounds are worked out from the limit.
+        ProcessLimits.raiseDescriptorLimit()
         if let webEndpoint, let webEvents {
             do {
+                var connections = WebConfiguration.defaultConnections()
+                if let maxWebConnections {
+                    connections.maxConnections = maxWebConnections
+                    connections.maxHandshaking = min(connections.maxHandshaking, maxWebConnections)
+                }
                 configuration.web = WebConfiguration(endpoint: webEndpoint, eventsEndpoint: webEvents,
-                                                     tokens: try webTokens.map { try WebTokens(path: $0) })
+                                                     tokens: try webTokens.map { try WebTokens(path: $0) }, connections: connections)
             } catch {
                 throw ValidationError("\(error)")
             }

@@ -15,8 +15,30 @@ struct WebTokensTests {
         let tokens = try WebTokens(path: file("# who may use the web endpoints\nalice 0123456789abcdef0123\n\nfedcba9876543210fedc\n"))
         #expect(tokens.count == 2)
         #expect(tokens.owner(of: "0123456789abcdef0123") == "web:alice")
-        #expect(tokens.owner(of: "fedcba9876543210fedc") == "web:fedcba98")
+        // A bare token's owner is named after the SHA-256 of the whole token.
+        #expect(tokens.owner(of: "fedcba9876543210fedc") == "web:sha256:66ebc374d4ade67915932d22ecab4e69974a050df3ee028181601c5b44c45c81")
         #expect(tokens.owner(of: "0123456789abcdef012") == nil)
+    }
+
+    @Test("bare tokens that start alike (every JWT starts eyJhbGci) are two owners")
+    func alike() throws {
+        let alice = "eyJhbGciOiJIUzI1NiJ9.alice", bob = "eyJhbGciOiJIUzI1NiJ9.bob.1"
+        let tokens = try WebTokens(path: file("\(alice)\n\(bob)\n"))
+        let owners = [tokens.owner(of: alice), tokens.owner(of: bob)]
+        #expect(owners[0] != nil && owners[1] != nil && owners[0] != owners[1])
+        #expect(tokens.owner(of: "eyJhbGciOiJIUzI1NiJ9.carol") == nil)
+    }
+
+    @Test("a reload names the owners whose tokens were removed")
+    func revoked() throws {
+        let path = try file("alice 0123456789abcdef0123\nbob fedcba9876543210fedc\n")
+        let tokens = try WebTokens(path: path)
+        try "alice 0123456789abcdef0123\ncarol 00001111222233334444\n".write(toFile: path, atomically: true, encoding: .utf8)
+        let reloaded = try tokens.reload()
+        #expect(reloaded.count == 2)
+        #expect(reloaded.revoked == ["web:bob"])
+        #expect(tokens.owner(of: "fedcba9876543210fedc") == nil)
+        #expect(tokens.owner(of: "00001111222233334444") == "web:carol")
     }
 
     @Test("short, repeated or malformed tokens and empty files are refused with the line")

@@ -1,0 +1,189 @@
+"""Hostile web peers: a real canvasd with ws:// endpoints and access tokens, reached by a bare
+ZWS 2.0 peer (zws.py) that sends what the browser client never would.
+
+What must hold: a request runs only under the token it carries (no second reading of the
+frames), two tokens are two owners however alike they start, a revoked token loses its
+connections, and half-finished WebSocket upgrades cannot take the process's descriptors."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import stat
+import threading
+import time
+from pathlib import Path
+from typing import List
+
+import pytest
+
+from conftest import CORPUS, Server, canvasd_path
+from web import free_port
+from zws import ZWSPeer
+
+ALICE = "eyJhbGciOiJIUzI1NiJ9.alice-token-0123456789"
+BOB = "eyJhbGciOiJIUzI1NiJ9.bob-token-9876543210"
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+class WebCanvasd:
+    """canvasd with ws:// endpoints on free ports, tokens from a file, and a document."""
+
+    def __init__(self, folder: Path, tokens: List[str], extra: List[str] = ()) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self.tokens_file = folder / "tokens"
+        self.write_tokens(tokens)
+        self.port, self.events_port = free_port(), free_port()
+        documents = folder / "documents"
+        documents.mkdir(parents=True)
+        shutil.copy(CORPUS / "basicapi.pdf", documents / "notes.pdf")
+        self.document = documents / "notes.pdf"
+        self.server = Server(folder, ["--web-endpoint", f"ws://127.0.0.1:{self.port}",
+                                      "--web-events", f"ws://127.0.0.1:{self.events_port}",
+                                      "--web-tokens", str(self.tokens_file), "--log-level", "warning", *extra])
+
+    def write_tokens(self, tokens: List[str]) -> None:
+        self.tokens_file.write_text("".join(f"{token}\n" for token in tokens))
+
+    def peer(self) -> ZWSPeer:
+        return ZWSPeer(self.port).handshake()
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
+@pytest.fixture
+def web(tmp_path: Path):
+    running = WebCanvasd(tmp_path, [ALICE, BOB])
+    yield running
+    running.stop()
+
+
+def test_an_empty_frame_before_the_request_does_not_skip_the_token(web: WebCanvasd):
+    before = digest(web.document)
+    peer = web.peer()
+    attempts = [
+        {"id": 1, "method": "document.list", "params": {}},
+        {"id": 2, "method": "document.get", "params": {"name": "notes.pdf"}},
+        {"id": 3, "method": "document.flatten", "params": {"name": "notes.pdf", "page": 0,
+                                                           "drawing": {"strokes": [], "texts": []}}},
+        {"id": 4, "method": "session.open", "params": {}},
+    ]
+    for extra in ([b""], [b"", b""], [b"x"], [b"{}"]):
+        for attempt in attempts:
+            reply = peer.request(attempt, extra_first=extra)
+            assert "result" not in reply, f"{attempt['method']} after {extra!r} ran without a token: {reply}"
+            assert reply["error"]["code"] in ("PARSE_ERROR", "INVALID_REQUEST", "UNAUTHORIZED"), reply
+    # Without the extra frame, and without a token, the same request is refused by the token check.
+    reply = peer.request(attempts[0])
+    assert reply["error"]["code"] == "UNAUTHORIZED" and reply["id"] == 1
+    # A duplicated key cannot split the reading either: the last token counts, as for every key.
+    raw = b'{"id": 5, "method": "document.list", "token": "' + ALICE.encode() + b'", "token": "not-a-token-at-all!"}'
+    peer.send_frames([raw])
+    assert json.loads(peer.receive_frames()[-1])["error"]["code"] == "UNAUTHORIZED"
+    # With a token the peer is served, so the refusals above were the token check's.
+    reply = peer.request({"id": 6, "method": "document.list", "params": {}, "token": ALICE})
+    assert [d["name"] for d in reply["result"]["documents"]] == ["notes.pdf"]
+    assert digest(web.document) == before
+    with web.server.client() as local:
+        assert local.call("document.info", {"name": "notes.pdf"})["revision"] == 1
+
+
+def test_tokens_that_start_alike_are_two_owners(web: WebCanvasd):
+    assert ALICE[:8] == BOB[:8]
+    alice, bob = web.peer(), web.peer()
+    opened = alice.request({"id": 1, "method": "session.open", "params": {}, "token": ALICE})
+    session = opened["result"]["session"]
+    alice.request({"id": 2, "method": "canvas.open", "session": session, "params": {}, "token": ALICE})
+    for method in ("canvas.state", "drawing.get", "canvas.cancel"):
+        reply = bob.request({"id": 3, "method": method, "session": session, "params": {}, "token": BOB})
+        assert reply["error"]["code"] == "UNKNOWN_SESSION", (method, reply)
+    state = alice.request({"id": 4, "method": "canvas.state", "session": session, "params": {}, "token": ALICE})
+    assert state["result"]["state"] == "open"
+
+
+def test_a_revoked_token_loses_its_connections_on_sighup(web: WebCanvasd):
+    alice, bob = web.peer(), web.peer()
+    assert "result" in bob.request({"id": 1, "method": "document.list", "params": {}, "token": BOB})
+    subscriber = ZWSPeer(web.events_port).handshake()
+    subscriber.send_message(b"\x01" + f"{BOB}\ndocuments.".encode())
+    web.write_tokens([ALICE])
+    web.server.process.send_signal(signal.SIGHUP)
+    assert subscriber.closed_within(5.0), "the revoked token's event connection stayed open"
+    assert bob.closed_within(5.0), "the revoked token's request connection stayed open"
+    # Alice reconnects, as a page does, and is served; Bob's token is refused.
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            alice = web.peer()
+            reply = alice.request({"id": 2, "method": "document.list", "params": {}, "token": ALICE})
+            break
+        except (ConnectionError, OSError):
+            assert time.monotonic() < deadline, "the web endpoint did not come back"
+            time.sleep(0.1)
+    assert "result" in reply
+    assert alice.request({"id": 3, "method": "document.list", "params": {}, "token": BOB})["error"]["code"] == "UNAUTHORIZED"
+
+
+def test_half_open_upgrades_do_not_take_the_descriptors(tmp_path: Path, monkeypatch):
+    """1,100 connections that send half an upgrade, against a process limited to 1,024
+    descriptors: canvasd stays up, lists its folder, saves, and serves a page that connects
+    properly, and cuts the half-open ones off once their upgrade time runs out."""
+    wrapper = tmp_path / "canvasd-1024"
+    wrapper.write_text(f"#!/bin/sh\nulimit -n 1024\nexec {canvasd_path()} \"$@\"\n")
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("CANVASD", str(wrapper))
+    web = WebCanvasd(tmp_path / "server", [ALICE])
+    half_open: List[socket.socket] = []
+    try:
+        request = ZWSPeer.upgrade_request(None)   # type: ignore[arg-type]
+        for _ in range(1_100):
+            try:
+                connection = socket.create_connection(("127.0.0.1", web.port), timeout=2)
+                connection.sendall(request[:35])
+                half_open.append(connection)
+            except OSError:
+                pass
+        time.sleep(0.5)
+        assert web.server.process.poll() is None, "canvasd died"
+        with web.server.client(timeout=10, retries=0) as local:
+            listed = local.call("document.list")
+            assert [d["name"] for d in listed["documents"]] == ["notes.pdf"], listed
+            saved = local.call("document.flatten", {"name": "notes.pdf", "page": 0, "drawing": {
+                "strokes": [{"tool": "pen", "color": "blue", "width": 2, "points": [{"x": 10, "y": 10}, {"x": 60, "y": 40}]}],
+                "texts": []}})
+            assert saved["revision"] == 2
+        # Past the upgrade time (5 s) the half-open ones are cut off, and a page gets in.
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                page = web.peer()
+                reply = page.request({"id": 1, "method": "document.list", "params": {}, "token": ALICE})
+                break
+            except (ConnectionError, OSError):
+                assert time.monotonic() < deadline, "no page could connect"
+                time.sleep(0.2)
+        assert [d["name"] for d in reply["result"]["documents"]] == ["notes.pdf"]
+        closed = 0
+        for connection in half_open:
+            connection.settimeout(0.01)
+            try:
+                if connection.recv(1) == b"":
+                    closed += 1
+            except socket.timeout:   # an OSError too: caught first
+                pass
+            except OSError:
+                closed += 1
+        assert closed >= len(half_open) * 0.9, f"only {closed} of {len(half_open)} half-open upgrades were cut off"
+        assert web.server.process.poll() is None
+    finally:
+        for connection in half_open:
+            connection.close()
+        web.stop()
