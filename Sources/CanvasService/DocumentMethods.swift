@@ -27,7 +27,16 @@ struct DocumentMethods {
         case .documentGet, .documentUploadBegin, .documentUploadPart, .documentUploadStatus, .documentUploadAbort:
             return try transfer(method, params, attachments: attachments)
         case .documentList:
-            return ["documents": .array(store.list().map { entry in
+            let entries = try run { () throws(DocumentError) in
+                let entries = try store.list()
+                // A document unreadable for want of descriptors is not a problem of that
+                // document: the whole listing is unavailable for the moment.
+                for entry in entries {
+                    if case .failure(let error) = entry.summary, error.isOutOfDescriptors { throw error }
+                }
+                return entries
+            }
+            return ["documents": .array(entries.map { entry in
                 switch entry.summary {
                 case .success(let summary): return .object(Self.json(summary))
                 case .failure(let error):
@@ -196,6 +205,8 @@ struct DocumentMethods {
             return ProtocolError(.unavailable, message, data: ["name": .string(name), "reason": .string(reason)])
         case .io(let operation, _, _) where error.isOutOfSpace:
             return ProtocolError(.unavailable, message, data: ["operation": .string(operation), "reason": "noSpace"])
+        case .io(let operation, _, _) where error.isOutOfDescriptors:
+            return ProtocolError(.unavailable, message, data: ["operation": .string(operation), "reason": "tooManyOpenFiles"])
         case .io(let operation, _, _):
             return ProtocolError(.internal, message, data: ["operation": .string(operation)])
         }

@@ -51,6 +51,13 @@ public enum DocumentError: Error, Sendable, Equatable, CustomStringConvertible {
         }
     }
 
+    /// The process or the system ran out of open files: a passing state (another client's
+    /// connections, a burst of work), not a fault of the document or of canvasd's code.
+    public var isOutOfDescriptors: Bool {
+        guard case .io(_, _, let code?) = self else { return false }
+        return code == .tooManyOpenFiles || code == .tooManyOpenFilesInSystem
+    }
+
     /// A write that failed for want of room (a full disk, a quota, a file-size limit): the
     /// client can try again once space is made, so it is not an internal fault.
     public var isOutOfSpace: Bool {

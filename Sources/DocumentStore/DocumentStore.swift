@@ -228,8 +228,16 @@ public final class DocumentStore: Sendable {
 
     /// Every document in the folder; one that cannot be read (or is not a regular file) is
     /// listed with the reason.
-    public func list() -> [(name: String, summary: Result<DocumentSummary, DocumentError>)] {
-        let names = (try? root.names()) ?? []
+    ///
+    /// A folder that cannot be read throws: an empty list would tell a client the documents
+    /// are gone, when the process has only run out of descriptors for a moment.
+    public func list() throws(DocumentError) -> [(name: String, summary: Result<DocumentSummary, DocumentError>)] {
+        let names: [String]
+        do {
+            names = try root.names()
+        } catch {
+            throw .system("list the document folder", error)
+        }
         // In code point order (UTF-8 byte order), not Swift's, which sorts by canonical
         // equivalence and would put two differently spelled "é" files side by side as one.
         return names.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }.compactMap { name in

@@ -176,7 +176,7 @@ struct DocumentStoreTests {
             #expect(throws: DocumentError.self, "\(name) was accepted") { try store.summary(name) }
         }
         // The link is listed, so a client sees why it is not served, and never read.
-        let listed = store.list()
+        let listed = try store.list()
         #expect(listed.map(\.name) == ["link.pdf"])
         guard case .failure(.unreadable(_, "notRegularFile", _))? = listed.first?.summary else {
             Issue.record("link.pdf listed as \(listed)")

@@ -187,3 +187,47 @@ def test_half_open_upgrades_do_not_take_the_descriptors(tmp_path: Path, monkeypa
         for connection in half_open:
             connection.close()
         web.stop()
+
+
+def test_out_of_descriptors_is_unavailable_never_an_empty_folder(tmp_path: Path, monkeypatch):
+    """With every descriptor taken (here by raw connections to the tcp:// event endpoint, which
+    no guard bounds: it is loopback or CurveZMQ only), a listing answers UNAVAILABLE
+    tooManyOpenFiles, not an empty folder, and lists the document again once they are let go.
+    (Not ipc://: libzmq 4.3.4's ipc listener aborts the process on EMFILE, an assertion of its
+    own, ipc_listener.cpp:325.)"""
+    wrapper = tmp_path / "canvasd-48"
+    wrapper.write_text(f"#!/bin/sh\nulimit -n 48\nexec {canvasd_path()} \"$@\"\n")
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("CANVASD", str(wrapper))
+    folder = tmp_path / "server"
+    (folder / "documents").mkdir(parents=True)
+    shutil.copy(CORPUS / "basicapi.pdf", folder / "documents" / "notes.pdf")
+    events_port = free_port()
+    server = Server(folder, ["--log-level", "critical", "--events", f"tcp://127.0.0.1:{events_port}"])
+    hogs: List[socket.socket] = []
+    try:
+        with server.client(timeout=10, retries=0) as local:
+            assert [d["name"] for d in local.call("document.list")["documents"]] == ["notes.pdf"]
+            for _ in range(60):
+                hogs.append(socket.create_connection(("127.0.0.1", events_port)))
+            time.sleep(0.5)
+            from canvasbridge import CanvasError
+            with pytest.raises(CanvasError) as refused:
+                local.call("document.list")
+            assert refused.value.code == "UNAVAILABLE" and refused.value.data.get("reason") == "tooManyOpenFiles", refused.value
+            for hog in hogs:
+                hog.close()
+            hogs.clear()
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    assert [d["name"] for d in local.call("document.list")["documents"]] == ["notes.pdf"]
+                    break
+                except CanvasError:
+                    assert time.monotonic() < deadline, "the listing did not come back"
+                    time.sleep(0.2)
+        assert server.process.poll() is None
+    finally:
+        for hog in hogs:
+            hog.close()
+        server.stop()
