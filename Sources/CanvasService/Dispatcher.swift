@@ -43,6 +43,8 @@ public final class Dispatcher {
     /// nil when the document folder could not be used: document methods then answer UNAVAILABLE.
     private let documents: DocumentMethods?
     private let limits: Limits
+    /// Sheds large replies when the process is over its memory budget.
+    private var memory: MemoryPressure
     private let idleTimeout: Duration
     private let logger: Logger
     /// Whether clients are authenticated: sessions are then private to their owner, and
@@ -61,6 +63,7 @@ public final class Dispatcher {
     init(configuration: ServiceConfiguration, logger: Logger, saves: SaveExecutor?, reads: SaveExecutor?, shared: SharedSessions?) {
         self.shared = shared
         limits = configuration.limits
+        memory = MemoryPressure(budget: configuration.limits.memoryBudgetBytes)
         idleTimeout = configuration.idleTimeout
         self.logger = logger
         if case .curve = configuration.security { authenticated = true } else { authenticated = false }
@@ -204,7 +207,7 @@ public final class Dispatcher {
                 // Document work is file and PDF work: off the loop. With a session, it goes
                 // through the session instead (below), in order with its other requests and
                 // remembered for retries.
-                try startDocumentJob(method!, params, request, envelope: envelope, client: call.client)
+                try startDocumentJob(method!, params, request, envelope: envelope, client: call.client, now: call.now)
                 return nil
             case .documentWrite?, .documentRead?, .session?, nil:
                 break
@@ -389,7 +392,8 @@ public final class Dispatcher {
         }
         switch method {
         case _ where method.scope == .documentRead || method.scope == .documentWrite:
-            try startDocumentJob(method, params, request, envelope: envelope, client: call.client, holding: (session, fingerprint()),
+            try startDocumentJob(method, params, request, envelope: envelope, client: call.client, now: call.now,
+                                 holding: (session, fingerprint()),
                                  madeBy: method.scope == .documentWrite ? madeBy(session.id, request, fingerprint()) : nil)
         case .canvasOpen:
             guard let documents, let target = try? documents.targetParams(params) else { return false }
@@ -397,9 +401,19 @@ public final class Dispatcher {
         case .drawingGet where session.canvas.phase == .open && session.canvas.drawing.pointCount > Self.inlineDrawingPoints:
             // Encoding a large drawing takes long enough to hold up everyone: off the loop, from
             // a copy (the drawing is a value).
+            var encoding = job
+            encoding.reservedBytes = try memory.admitLargeReply("drawing.get of a large drawing", bytes: session.canvas.drawing.pointCount * 64,
+                                                            now: call.now)
             let id = request.id, drawing = session.canvas.drawing, editable = session.canvas.canvas.editableDrawing
             let undo = editable?.canUndo ?? false, redo = editable?.canRedo ?? false
-            try jobs.read(for: job) { .reply(ReplyEncoder.success(id: id, rawResult: WireShapes.drawing(drawing, canUndo: undo, canRedo: redo))) }
+            do throws(ProtocolError) {
+                try jobs.read(for: encoding) {
+                    .reply(ReplyEncoder.success(id: id, rawResult: WireShapes.drawing(drawing, canUndo: undo, canRedo: redo)))
+                }
+            } catch {
+                memory.release(encoding.reservedBytes)
+                throw error
+            }
         case .canvasSubmit where CanvasMethods.savesFirst(session):
             do throws(ProtocolError) {
                 _ = try params.bool("imageData", default: false)
@@ -470,6 +484,7 @@ public final class Dispatcher {
 
     /// Starts a document method's job: a read on the read runner, a write where saves run.
     private func startDocumentJob(_ method: Method, _ params: Params, _ request: Request, envelope: [[UInt8]], client: String?,
+                                  now: ContinuousClock.Instant,
                                   holding: (session: ServiceSession, fingerprint: [UInt8])? = nil,
                                   madeBy: String? = nil) throws(ProtocolError) {
         let documents = try DocumentMethods.available(documents)
@@ -480,9 +495,28 @@ public final class Dispatcher {
             let write = try documents.prepareSave(method, params, madeBy: madeBy)
             jobs.save(write.document, write.save, for: job(.documentWrite(method, publishes: write.saves, unchangedAt: write.unchangedAt)))
         } else {
+            var read = job(.documentRead)
+            if method == .documentGet {
+                // The file's piece, its base64 text and the reply holding that text.
+                let asked = (try? params.optionalInteger("length", in: 0...Int64.max)) ?? nil
+                let length = min(asked.map { Int(clamping: $0) } ?? limits.maxGetBytes, limits.maxGetBytes)
+                read.reservedBytes = try memory.admitLargeReply("document.get", bytes: length * 3, now: now)
+            }
             let attachments = request.attachments
-            try jobs.read(for: job(.documentRead)) {
-                .read(Result { () throws(ProtocolError) in try documents.read(method, params, attachments: attachments) })
+            do throws(ProtocolError) {
+                // The reply is written where the read ran: a document.get's is megabytes of
+                // base64 to escape, which on the loop would hold up every other client.
+                let id = request.id
+                try jobs.read(for: read) {
+                    do throws(ProtocolError) {
+                        return .reply(ReplyEncoder.success(id: id, result: try documents.read(method, params, attachments: attachments)))
+                    } catch {
+                        return .reply(ReplyEncoder.failure(id: id, error: error))
+                    }
+                }
+            } catch {
+                memory.release(read.reservedBytes)
+                throw error
             }
         }
     }
@@ -534,6 +568,7 @@ public final class Dispatcher {
     private func finishJobs(_ call: inout Call) {
         while case let finished = jobs.finished(), !finished.isEmpty {
             for (job, outcome) in finished {
+                memory.release(job.reservedBytes)
                 call.client = job.client
                 call.connection = job.envelope.first
                 guard case (var session, let fingerprint)? = job.holding else {
@@ -598,10 +633,8 @@ public final class Dispatcher {
             } catch {
                 return ReplyEncoder.failure(id: job.request.id, error: error)
             }
-        case (.documentRead, .read(.success(let result))):
-            return ReplyEncoder.success(id: job.request.id, result: result)
-        case (.documentRead, .read(.failure(let error))):
-            return ReplyEncoder.failure(id: job.request.id, error: error)
+        case (.documentRead, .reply(let bytes)):
+            return bytes
         default:
             preconditionFailure("a job's outcome does not match its kind")
         }

@@ -4,11 +4,10 @@ import InkRendering
 import Synchronization
 
 /// What a job run off the loop gives back: a save's new summary (with a submit's result image,
-/// when it needs one), a document read's result, a reply already written, a page's geometry,
-/// or a result image.
+/// when it needs one), a reply already written (a document read's, a large drawing's), a
+/// page's geometry, or a result image.
 enum JobOutcome: Sendable {
     case saved(Result<DocumentSummary, DocumentError>, image: Result<String, RenderError>? = nil)
-    case read(Result<[String: JSONValue], ProtocolError>)
     case reply([UInt8])
     case page(Result<PageSummary, DocumentError>)
     case image(Result<String, RenderError>)
@@ -42,6 +41,8 @@ struct PendingJob {
     /// The session the job holds, when the request named one: what comes for the session
     /// meanwhile waits in its slot, and the reply is remembered in it for retries.
     var holding: (session: ServiceSession, fingerprint: [UInt8])? = nil
+    /// Memory reserved for its reply (`MemoryPressure`), given back when it finishes.
+    var reservedBytes = 0
 }
 
 /// The jobs running off the loop: saves on the save runner, reads on the read runner, their

@@ -44,6 +44,11 @@ public struct Limits: Sendable {
     /// The most bytes one `document.get` reply carries (base64 in JSON); larger documents are
     /// fetched in pieces with `offset` and `length`.
     public var maxGetBytes = 8 << 20
+    /// Resident memory past which large replies (`document.get`, a large `drawing.get`) are
+    /// refused for the moment (`UNAVAILABLE`, reason `memory`). libzmq queues a reply until
+    /// its client reads it and counts the queue in messages, not bytes: a client that asks and
+    /// never reads would otherwise grow the process by a reply per request.
+    public var memoryBudgetBytes = 256 << 20
     public var maxTransitionMilliseconds: Int64 = 60_000
 
     public init() {}

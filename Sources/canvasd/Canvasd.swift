@@ -65,6 +65,10 @@ struct Canvasd: ParsableCommand {
             help: "A file of access tokens (NAME TOKEN per line); web peers must then present one. Read again on SIGHUP.")
     var webTokens: String?
 
+    @Option(name: .customLong("memory-budget"),
+            help: "Resident megabytes past which large replies (document.get, a large drawing.get) are refused for the moment.")
+    var memoryBudget = defaults.limits.memoryBudgetBytes >> 20
+
     @Option(name: .customLong("max-web-connections"),
             help: "Connections each ws:// endpoint takes at once (default: half of the descriptor limit left after 256 reserved, at most 4096).")
     var maxWebConnections: Int?
@@ -86,6 +90,7 @@ struct Canvasd: ParsableCommand {
         guard keepRevisions >= 2 else { throw ValidationError("--keep-revisions must be at least 2: the original and the latest") }
         guard maxSessions > 0 else { throw ValidationError("--max-sessions must be positive") }
         guard maxSessionsPerClient > 0 else { throw ValidationError("--max-sessions-per-client must be positive") }
+        guard memoryBudget >= 64 else { throw ValidationError("--memory-budget must be at least 64 (megabytes)") }
         if let maxWebConnections, maxWebConnections < 1 { throw ValidationError("--max-web-connections must be positive") }
         guard (curveSecretKey == nil) == (allowedKeys == nil) else {
             throw ValidationError("--curve-secret-key and --allowed-keys go together")
@@ -115,6 +120,7 @@ struct Canvasd: ParsableCommand {
         configuration.limits.maxSessions = maxSessions
         configuration.limits.maxUploadBytes = maxUploadBytes
         configuration.limits.maxSessionsPerClient = maxSessionsPerClient
+        configuration.limits.memoryBudgetBytes = memoryBudget << 20
         configuration.sessionStore = sessionStore
         if let instance { configuration.instanceName = instance }
         if let curveSecretKey, let allowedKeys {

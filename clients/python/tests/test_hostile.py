@@ -244,3 +244,41 @@ def test_damaged_pdfs_are_unavailable_never_internal(server: Server, tmp_path: P
     assert not internal, internal
     print("\n" + ", ".join(f"{code}: {list(codes.values()).count(code)}" for code in sorted(set(codes.values()))))
     assert server.process.poll() is None
+
+
+def test_a_client_that_never_reads_its_replies_cannot_swell_the_server(tmp_path: Path):
+    """200 `document.get` requests of 8 MiB each (11 MB of reply), from a client that reads
+    nothing: libzmq would keep every reply until read. canvasd stays under its memory ceiling by
+    refusing large replies past its budget (UNAVAILABLE memory), and a bystander is served."""
+    from pdfs import large_pdf
+    server = Server(tmp_path, ["--log-level", "error"])
+    try:
+        (server.documents / "big.pdf").write_bytes(large_pdf(8 << 20))
+        context = zmq.Context.instance()
+        greedy = context.socket(zmq.DEALER)
+        # Its own libzmq must not read ahead either: one message, and a small kernel buffer.
+        greedy.setsockopt(zmq.RCVHWM, 1)
+        greedy.setsockopt(zmq.RCVBUF, 4096)
+        greedy.setsockopt(zmq.LINGER, 0)
+        greedy.connect(server.endpoint)
+        with Watch(server) as watch:
+            for n in range(200):
+                greedy.send(json.dumps({"id": n, "method": "document.get",
+                                        "params": {"name": "big.pdf", "length": 8 << 20}}).encode())
+                time.sleep(0.01)
+            time.sleep(2)
+        watch.check("200 unread 8 MiB document.get replies")
+        # What the greedy client finally reads: replies, and refusals that say why.
+        greedy.setsockopt(zmq.RCVTIMEO, 5000)
+        codes = []
+        for _ in range(200):
+            try:
+                reply = json.loads(greedy.recv())
+            except zmq.Again:
+                break
+            codes.append(reply.get("error", {}).get("data", {}).get("reason", "ok"))
+        assert "memory" in codes, codes[:20]
+        assert set(codes) <= {"ok", "memory", "busy"}, set(codes)
+        greedy.close()
+    finally:
+        server.stop()
