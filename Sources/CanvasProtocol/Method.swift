@@ -71,7 +71,14 @@ public enum Method: String, CaseIterable, Sendable {
         }
     }
 
-    /// Session methods that change nothing, so a retry whose reply was too large to keep may
-    /// simply run again.
-    public var changesNothing: Bool { self == .canvasState || self == .drawingGet }
+    /// Methods that change nothing, so a retry whose reply was too large to keep may simply
+    /// run again (a read answered again is the same answer, or a newer one).
+    public var changesNothing: Bool {
+        switch self {
+        case .canvasState, .drawingGet, .documentList, .documentInfo, .documentRevisions, .documentGet, .documentUploadStatus:
+            return true
+        default:
+            return false
+        }
+    }
 }

@@ -33,7 +33,15 @@ struct ActionExecutor {
                 canvasResult = json
                 var eventData = json
                 eventData["cause"] = .string(cause.rawValue)
-                if session.resultImages, let image { eventData["imageData"] = .string(image) } else { eventData["imageData"] = nil }
+                eventData["imageData"] = nil
+                if session.resultImages, let image {
+                    // Every subscriber that does not read holds its events: their size is bounded.
+                    if image.utf8.count <= Limits.maxEventImageBytes {
+                        eventData["imageData"] = .string(image)
+                    } else {
+                        eventData["imageOmitted"] = true
+                    }
+                }
                 publish(&session, "canvas.result", eventData, &call)
             case .startTransitionTimer(let ticket, let milliseconds):
                 call.timers.append(TransitionTimer(deadline: call.now + .milliseconds(milliseconds), session: session.id, ticket: ticket))

@@ -282,3 +282,45 @@ def test_a_client_that_never_reads_its_replies_cannot_swell_the_server(tmp_path:
         greedy.close()
     finally:
         server.stop()
+
+
+def test_events_carry_no_image_too_large_for_a_queue(server: Server):
+    """A result image over `maxEventImageBytes` (128 KiB) is left out of `canvas.result`
+    (`imageOmitted: true`), so a subscriber that never reads holds at most its queue of
+    1,000 events of bounded size; the reply that asked for the image still has it whole; a
+    small image still travels in the event."""
+    import random
+    from canvasbridge import EventSubscriber
+    with server.client(timeout=30) as client:
+        session = client.open_session(result_images=True, size=(1600, 1600))
+        with EventSubscriber(server.events, f"{session.id}.canvas.result") as events:
+            events.ready()
+            session.open()
+            session.add_stroke([(10, 10), (40, 30)], color="red", width=3)
+            session.minimize()
+            small = events.next(timeout=10)
+            assert small is not None and len(small.data["imageData"]) > 0 and "imageOmitted" not in small.data
+            session.open()
+            rng = random.Random(7)
+            for _ in range(150):   # scribbles in many colours: a PNG that compresses badly
+                points = [(rng.uniform(0, 1600), rng.uniform(0, 1600)) for _ in range(40)]
+                session.add_stroke(points, color="#%06X" % rng.randrange(1 << 24), width=rng.uniform(1, 6))
+            reply = session.minimize(image_data=True)
+            assert len(reply["imageData"]) > 128 << 10
+            large = events.next(timeout=20)
+            assert large is not None and large.data.get("imageOmitted") is True and "imageData" not in large.data, \
+                {key: (value if key != "imageData" else len(value)) for key, value in large.data.items()}
+
+
+def test_a_large_document_read_naming_a_session_is_answered_again(server: Server):
+    """§2.4: a `document.get` naming a session whose reply was too large to keep changes
+    nothing, so its repeat with the same id runs again (it answered replyNotKept before)."""
+    from pdfs import large_pdf
+    (server.documents / "big.pdf").write_bytes(large_pdf(600 << 10))
+    with server.client(timeout=30, retries=0) as client:
+        limit = client.hello()["limits"]["maxCachedReplyBytes"]
+        session = client.open_session()
+        get = {"id": 77, "method": "document.get", "session": session.id, "params": {"name": "big.pdf"}}
+        first = client.request(get)
+        assert len(json.dumps(first)) > limit and first["result"]["size"] == (server.documents / "big.pdf").stat().st_size
+        assert client.request(get) == first
