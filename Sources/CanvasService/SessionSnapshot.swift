@@ -18,6 +18,12 @@ struct SessionSnapshot: Codable {
     /// Bumped when the encoding changes incompatibly; a snapshot of another format is refused.
     static let currentFormat = 1
     static let magic = Array("CBS1".utf8)
+    /// The largest snapshot written or read: a session within every drawing limit, its history
+    /// and its reply cache fit several times over.
+    static let maxBytes = 64 << 20
+    /// The largest event sequence number a snapshot may carry: JSON's exact integers, far
+    /// beyond any session's events, and far from the overflow of the counter.
+    static let maxSeq: UInt64 = 1 << 53
 
     struct Size: Codable { var width: Int, height: Int }
     struct Target: Codable { var name: String, page: Int }
@@ -117,9 +123,34 @@ struct SessionSnapshot: Codable {
         }
     }
 
+    /// Checks what a request would have checked: anyone who can write to the store can write
+    /// a snapshot, and this instance will do arithmetic and allocate by what it says.
+    private func check(_ limits: Limits) throws(DecodeError) {
+        guard seq <= Self.maxSeq else { throw .unreadable("seq \(seq) is past \(Self.maxSeq)") }
+        if let size {
+            let side = 1...limits.maxImageSide
+            guard side.contains(size.width), side.contains(size.height) else {
+                throw .unreadable("size \(size.width) × \(size.height) is outside 1...\(limits.maxImageSide)")
+            }
+        }
+        if let target {
+            guard target.page >= 0, !target.name.isEmpty, !target.name.contains("/"), target.name.utf8.count <= 255 else {
+                throw .unreadable("the document target \(target.name.debugDescription) page \(target.page) is not one a request could name")
+            }
+        }
+        let drawing = canvas.drawing
+        guard drawing.strokes.count <= limits.maxStrokesPerDrawing, drawing.texts.count <= limits.maxTextsPerDrawing,
+              drawing.pointCount <= limits.maxPointsPerDrawing,
+              drawing.strokes.allSatisfy({ $0.points.count <= limits.maxPointsPerStroke }),
+              drawing.texts.allSatisfy({ $0.text.unicodeScalars.count <= limits.maxTextLength }) else {
+            throw .unreadable("the drawing is past the drawing limits")
+        }
+    }
+
     /// The session a snapshot holds, as this instance will run it from `now`.
     static func decode(_ bytes: [UInt8], session id: String, connection: [UInt8]?, now: ContinuousClock.Instant,
                        limits: Limits) throws(DecodeError) -> ServiceSession {
+        guard bytes.count <= maxBytes else { throw .unreadable("the snapshot is \(bytes.count) bytes; at most \(maxBytes) are read") }
         guard bytes.starts(with: magic) else { throw .unreadable("not a session snapshot") }
         var reader = Reader(bytes: bytes, offset: magic.count)
         let json = try reader.block()
@@ -131,6 +162,7 @@ struct SessionSnapshot: Codable {
         }
         guard snapshot.format == currentFormat else { throw .format(snapshot.format) }
         guard snapshot.id == id else { throw .otherSession(snapshot.id) }
+        try snapshot.check(limits)
         var replies = ReplyCache(limits: limits)
         while !reader.atEnd {
             let requestID: RequestID

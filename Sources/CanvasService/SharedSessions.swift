@@ -33,12 +33,21 @@ final class SharedSessions {
     }
 
     private func encode(_ session: ServiceSession) throws(ProtocolError) -> [UInt8] {
+        let bytes: [UInt8]
         do {
-            return try SessionSnapshot.encode(session)
+            bytes = try SessionSnapshot.encode(session)
         } catch {
             logger.critical("session not encoded", metadata: ["session": "\(session.id)", "error": "\(error)"])
             throw ProtocolError(.internal, "the session could not be written out")
         }
+        // Within the drawing limits a session is a few megabytes; this bounds what one session
+        // can put into the store (and what another instance must read back).
+        guard bytes.count <= SessionSnapshot.maxBytes else {
+            logger.error("session too large to store", metadata: ["session": "\(session.id)", "bytes": "\(bytes.count)"])
+            throw ProtocolError(.payloadTooLarge, "the session would take \(bytes.count) bytes in the session store; the limit is \(SessionSnapshot.maxBytes)",
+                                data: ["limit": .integer(Int64(SessionSnapshot.maxBytes)), "size": .integer(Int64(bytes.count))])
+        }
+        return bytes
     }
 
     /// Stores a new session at version 1. False when another instance has a session of that id.

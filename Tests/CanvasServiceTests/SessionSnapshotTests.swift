@@ -1,6 +1,7 @@
 @testable import CanvasService
 import CanvasCore
 import CanvasProtocol
+import Foundation
 import Testing
 
 @Suite("session snapshot codec")
@@ -79,6 +80,44 @@ struct SessionSnapshotTests {
         }
         #expect(throws: SessionSnapshot.DecodeError.self) {
             try SessionSnapshot.decode(Array("{}".utf8), session: "5eed", connection: nil, now: .now, limits: Limits())
+        }
+    }
+
+    @Test("a snapshot that says what no request could (seq at the counter's end, a size past the limit, a bad target, a history past its limit) is refused")
+    func validatedLikeRequests() throws {
+        func refusedWith(_ change: (inout ServiceSession) -> Void) throws -> Bool {
+            var session = try Self.session()
+            change(&session)
+            let bytes = try SessionSnapshot.encode(session)
+            do {
+                _ = try SessionSnapshot.decode(bytes, session: "5eed", connection: nil, now: .now, limits: Limits())
+                return false
+            } catch {
+                return true
+            }
+        }
+        #expect(try refusedWith { $0.seq = .max })
+        #expect(try refusedWith { $0.seq = (1 << 53) + 1 })
+        #expect(try !refusedWith { $0.seq = 1 << 53 })
+        #expect(try refusedWith { $0.size = (9_000, 10) })
+        #expect(try refusedWith { $0.size = (0, 10) })
+        #expect(try refusedWith { $0.target = DocumentTarget(name: "../x.pdf", page: 0) })
+        #expect(try refusedWith { $0.target = DocumentTarget(name: "x.pdf", page: -1) })
+        // A history limit written past what this code keeps, in the JSON part only (the binary
+        // reply cache after it is kept byte for byte).
+        let bytes = try SessionSnapshot.encode(try Self.session())
+        let length = Int(UInt32(bytes[4]) << 24 | UInt32(bytes[5]) << 16 | UInt32(bytes[6]) << 8 | UInt32(bytes[7]))
+        let json = String(decoding: bytes[8..<(8 + length)], as: UTF8.self)
+        func snapshot(historyLimit: Int) -> [UInt8] {
+            let edited = Array(json.replacingOccurrences(of: "\"historyLimit\":256", with: "\"historyLimit\":\(historyLimit)").utf8)
+            let size = UInt32(edited.count)
+            return Array(bytes[..<4]) + [UInt8(size >> 24), UInt8(size >> 16 & 0xFF), UInt8(size >> 8 & 0xFF), UInt8(size & 0xFF)]
+                + edited + Array(bytes[(8 + length)...])
+        }
+        #expect(json.contains("\"historyLimit\":256"))
+        _ = try SessionSnapshot.decode(snapshot(historyLimit: 200), session: "5eed", connection: nil, now: .now, limits: Limits())
+        #expect(throws: SessionSnapshot.DecodeError.self) {
+            try SessionSnapshot.decode(snapshot(historyLimit: 99_999_999), session: "5eed", connection: nil, now: .now, limits: Limits())
         }
     }
 }

@@ -200,12 +200,19 @@ extension EditableDrawing: Codable {
             return Drawing(strokes: s.map { strokes[$0] }, texts: t.map { texts[$0] })
         }
         let limit = try container.decode(Int.self, forKey: .historyLimit)
-        guard limit >= 0 else {
-            throw DecodingError.dataCorruptedError(forKey: .historyLimit, in: container, debugDescription: "negative history limit")
+        // A stored session is read back from wherever it was kept: a history longer than any
+        // this code keeps is refused, not allocated.
+        guard (0...Self.defaultHistoryLimit).contains(limit) else {
+            throw DecodingError.dataCorruptedError(forKey: .historyLimit, in: container, debugDescription: "history limit \(limit) outside 0...\(Self.defaultHistoryLimit)")
         }
-        let undo = try container.decode([VersionDelta].self, forKey: .undo).map(drawing)
+        let undoDeltas = try container.decode([VersionDelta].self, forKey: .undo)
+        let redoDeltas = try container.decode([VersionDelta].self, forKey: .redo)
+        guard undoDeltas.count <= limit, redoDeltas.count <= limit else {
+            throw DecodingError.dataCorruptedError(forKey: .undo, in: container, debugDescription: "more history than its limit of \(limit)")
+        }
+        let undo = try undoDeltas.map(drawing)
         let current = try drawing(container.decode(VersionDelta.self, forKey: .drawing))
-        let redo = try container.decode([VersionDelta].self, forKey: .redo).map(drawing)
+        let redo = try redoDeltas.map(drawing)
         self.init(current, historyLimit: limit)
         undoStack = undo
         redoStack = redo.reversed()

@@ -1,0 +1,77 @@
+"""A session store written by someone else: Redis holds a session snapshot that no request
+could have made (its `seq` at the end of the counter). The instance that takes it over must
+refuse it with an error, stay up, and go on serving everything else."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+from conftest import Server
+
+pytestmark = pytest.mark.skipif(not shutil.which("redis-server"), reason="needs redis-server (make system-deps installs it)")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def store(tmp_path: Path):
+    port = free_port()
+    process = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                                "--appendonly", "no", "--dir", str(tmp_path)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    client = redis.Redis(port=port)
+    for _ in range(100):
+        try:
+            client.ping()
+            break
+        except redis.ConnectionError:
+            time.sleep(0.05)
+    yield f"redis://127.0.0.1:{port}", client
+    process.terminate()
+    process.wait(timeout=5)
+
+
+def test_a_stored_session_with_an_impossible_seq_is_refused_not_run(tmp_path: Path, store):
+    url, redis_client = store
+    first = Server(tmp_path / "a", ["--session-store", url, "--instance", "a", "--log-level", "critical"],
+                   documents=tmp_path / "documents")
+    second = Server(tmp_path / "b", ["--session-store", url, "--instance", "b", "--log-level", "critical"],
+                    documents=tmp_path / "documents")
+    try:
+        with first.client(timeout=10, retries=0) as client:
+            session = client.open_session()
+            session.open()
+            session.add_stroke([(10, 10), (20, 20)])
+        key = f"canvas:session:{session.id}"
+        snapshot = redis_client.hget(key, "snapshot")
+        length = int.from_bytes(snapshot[4:8], "big")
+        head = snapshot[8:8 + length]
+        assert b'"seq":' in head
+        import json
+        fields = json.loads(head)
+        fields["seq"] = 2 ** 64 - 1
+        forged = json.dumps(fields, separators=(",", ":")).encode()
+        redis_client.hset(key, "snapshot", snapshot[:4] + len(forged).to_bytes(4, "big") + forged + snapshot[8 + length:])
+        with second.client(timeout=10, retries=0) as client:
+            reply = client.request({"id": 1, "method": "canvas.minimize", "session": session.id, "params": {}})
+            assert "error" in reply, reply
+            assert second.process.poll() is None, "the instance that read the forged session died"
+            assert "result" in client.request({"id": 2, "method": "hello"})
+            other = client.open_session()
+            other.open()
+            assert other.minimize()["action"] == "minimized"
+        assert second.process.poll() is None
+    finally:
+        first.stop()
+        second.stop()
