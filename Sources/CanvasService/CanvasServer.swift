@@ -136,7 +136,10 @@ public final class CanvasServer {
         var shared: SharedSessions?
         if let url = configuration.sessionStore {
             do {
-                let store = try SessionSnapshotStore(url: url, instance: configuration.instanceName, ttl: configuration.idleTimeout)
+                // Redis answers in well under a millisecond here; the loop waits this long at most
+                // for one that does not, and then lets it rest (SharedSessions).
+                let store = try SessionSnapshotStore(url: url, instance: configuration.instanceName, ttl: configuration.idleTimeout,
+                                                     timeout: .milliseconds(500))
                 shared = SharedSessions(store: store, limits: configuration.limits, logger: logger)
                 logger.info("sessions shared through the session store",
                             metadata: ["store": "\(store.address)", "instance": "\(configuration.instanceName)"])

@@ -22,13 +22,33 @@ final class SharedSessions {
 
     var instance: String { store.instance }
 
-    /// One call to the store about `session`; a store that fails is `UNAVAILABLE` to the client.
+    /// After a failure the store is not asked again until this time: each call to a store that
+    /// does not answer holds the loop for the connection's timeout, so a stopped Redis would
+    /// otherwise hold every client, `hello` included, for that long per session request.
+    private var resting: (until: ContinuousClock.Instant, backoff: Duration)?
+    private static let firstBackoff: Duration = .milliseconds(250)
+    private static let longestBackoff: Duration = .seconds(5)
+
+    /// One call to the store about `session`; a store that fails is `UNAVAILABLE` to the client,
+    /// and so is every call while it rests (one call after each rest tries it again).
     private func asking<Answer>(about session: String, _ call: () throws -> Answer) throws(ProtocolError) -> Answer {
+        let unavailable = ProtocolError(.unavailable, "the session store did not answer; try again", data: ["reason": "sessionStore"])
+        let now = ContinuousClock.now
+        if let resting, now < resting.until { throw unavailable }
         do {
-            return try call()
+            let answer = try call()
+            if resting != nil {
+                logger.notice("session store answering again")
+                resting = nil
+            }
+            return answer
         } catch {
-            logger.error("session store failed", metadata: ["session": "\(session)", "error": "\(error)"])
-            throw ProtocolError(.unavailable, "the session store did not answer; try again", data: ["reason": "sessionStore"])
+            let backoff = resting.map { min($0.backoff * 2, Self.longestBackoff) } ?? Self.firstBackoff
+            resting = (ContinuousClock.now + backoff, backoff)
+            logger.error("session store failed; not asked again for a while", metadata: [
+                "session": "\(session)", "error": "\(error)", "restMs": "\(backoff.components.seconds * 1000 + backoff.components.attoseconds / 1_000_000_000_000_000)",
+            ])
+            throw unavailable
         }
     }
 
@@ -110,10 +130,9 @@ final class SharedSessions {
     /// The owner a session was opened by ("" without authentication), nil if there is none.
     func owner(of id: String) -> String? {
         do {
-            return try store.owner(of: id)
+            return try asking(about: id) { try store.owner(of: id) }
         } catch {
-            logger.warning("session owner not read", metadata: ["session": "\(id)", "error": "\(error)"])
-            return nil
+            return nil   // logged by `asking`; a subscription not applied is the safe answer
         }
     }
 }

@@ -4,6 +4,7 @@ refuse it with an error, stay up, and go on serving everything else."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -75,3 +76,58 @@ def test_a_stored_session_with_an_impossible_seq_is_refused_not_run(tmp_path: Pa
     finally:
         first.stop()
         second.stop()
+
+
+def test_a_stopped_store_holds_up_no_one_for_long(tmp_path: Path, store):
+    """Redis paused (SIGSTOP): session requests answer UNAVAILABLE sessionStore, and a
+    bystander's `hello` is not held behind each of them for the store's timeout (it waited
+    15.9 s behind 15 of them with a 2 s timeout per request)."""
+    import signal
+    import threading
+    url, redis_client = store
+    server = Server(tmp_path / "a", ["--session-store", url, "--instance", "a", "--log-level", "critical"])
+    redis_pid = int(redis_client.info("server")["process_id"])
+    try:
+        with server.client(timeout=30, retries=0) as client:
+            sessions = [client.open_session() for _ in range(15)]
+        latencies = []
+        stop = threading.Event()
+
+        def bystander() -> None:
+            with server.client(timeout=30, retries=0) as other:
+                while not stop.is_set():
+                    started = time.monotonic()
+                    other.hello()
+                    latencies.append(time.monotonic() - started)
+                    time.sleep(0.02)
+
+        os.kill(redis_pid, signal.SIGSTOP)
+        watcher = threading.Thread(target=bystander)
+        watcher.start()
+        try:
+            codes = []
+            with server.client(timeout=30, retries=0) as client:
+                for round in range(3):
+                    for session in sessions:
+                        reply = client.request({"id": 100 + round, "method": "canvas.open", "session": session.id, "params": {}})
+                        codes.append(reply.get("error", {}).get("data", {}).get("reason", "ok"))
+        finally:
+            stop.set()
+            watcher.join(timeout=60)
+            os.kill(redis_pid, signal.SIGCONT)
+        assert set(codes) == {"sessionStore"}, codes
+        worst = max(latencies)
+        print(f"\nRedis stopped, 45 session requests: a bystander's hello worst {worst * 1000:.0f} ms over {len(latencies)} calls")
+        assert worst < 1.5, f"a bystander waited {worst:.2f} s"
+        # Back, the store is asked again and the sessions are there.
+        deadline = time.monotonic() + 15
+        with server.client(timeout=10, retries=0) as client:
+            while True:
+                reply = client.request({"id": 500, "method": "canvas.state", "session": sessions[0].id, "params": {}})
+                if "result" in reply:
+                    break
+                assert time.monotonic() < deadline, reply
+                time.sleep(0.3)
+        assert server.process.poll() is None
+    finally:
+        server.stop()
