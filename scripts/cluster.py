@@ -52,8 +52,10 @@ def wait_for_port(port: int, process: subprocess.Popen, what: str, timeout: floa
 
 
 class Instance:
-    def __init__(self, number: int, requests: int, events: int, ws_requests: int, ws_events: int):
+    def __init__(self, number: int, requests: int, events: int, ws_requests: int, ws_events: int, health: int):
         self.number = number
+        # Its --health-endpoint port: /livez, /readyz (HAProxy's check) and /metrics.
+        self.health = health
         self.name = f"canvasd{number}"
         self.requests = requests
         self.events = events
@@ -85,7 +87,8 @@ class Cluster:
         self.requests_port = free_port()
         self.events_port = free_port()
         self.ws_port = free_port()
-        self.instances = [Instance(n, free_port(), free_port(), free_port(), free_port())
+        self.stats_port = free_port()
+        self.instances = [Instance(n, free_port(), free_port(), free_port(), free_port(), free_port())
                           for n in range(1, instances + 1)]
         self.redis: Optional[subprocess.Popen] = None
         self.haproxy: Optional[subprocess.Popen] = None
@@ -134,16 +137,12 @@ class Cluster:
         self.folder.mkdir(parents=True, exist_ok=True)
         self.documents.mkdir(parents=True, exist_ok=True)
         if self.session_store:
-            redis = shutil.which("redis-server") or "/usr/bin/redis-server"
-            self.redis = subprocess.Popen(
-                [redis, "--port", str(self.redis_port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                 "--dir", str(self.folder), "--logfile", str(self.folder / "redis.log")],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            wait_for_port(self.redis_port, self.redis, "redis-server")
+            self.start_redis()
         for instance in self.instances:
             self.start_instance(instance)
         environment = dict(os.environ, CANVAS_BIND="127.0.0.1", CANVAS_REQUESTS_PORT=str(self.requests_port),
-                           CANVAS_EVENTS_PORT=str(self.events_port), CANVAS_WS_PORT=str(self.ws_port))
+                           CANVAS_EVENTS_PORT=str(self.events_port), CANVAS_WS_PORT=str(self.ws_port),
+                           CANVAS_STATS_PORT=str(self.stats_port))
         for number in range(1, CONFIG_INSTANCES + 1):
             instance = self.instances[number - 1] if number <= len(self.instances) else None
             environment[f"CANVAS{number}_HOST"] = "127.0.0.1"
@@ -151,6 +150,7 @@ class Cluster:
             environment[f"CANVAS{number}_EVENTS"] = str(instance.events if instance else free_port())
             environment[f"CANVAS{number}_WS_REQUESTS"] = str(instance.ws_requests if instance else free_port())
             environment[f"CANVAS{number}_WS_EVENTS"] = str(instance.ws_events if instance else free_port())
+            environment[f"CANVAS{number}_HEALTH"] = str(instance.health if instance else free_port())
         haproxy = shutil.which("haproxy") or "/usr/sbin/haproxy"
         with open(self.folder / "haproxy.log", "wb") as log:
             self.haproxy = subprocess.Popen([haproxy, "-db", "-f", str(HAPROXY_CONFIG), "-f", str(HAPROXY_WS_CONFIG)], env=environment,
@@ -161,11 +161,34 @@ class Cluster:
         # The first health checks pass before anyone is sent to an instance.
         time.sleep(0.8)
 
+    def start_redis(self) -> None:
+        """Redis as a store, not a cache: every write appended to its log (AOF) and the log
+        flushed to disk once a second (`appendfsync everysec`), so a restart of Redis keeps every
+        session, and a crash of the machine loses at most the last second of session changes
+        (their documents are on disk anyway). `always` would flush on every write and cost a
+        disk flush per acknowledged change; `no` leaves it to the kernel (up to 30 s). The
+        compare-and-set of the session store needs one primary: never point instances at
+        replicas, or at two primaries."""
+        redis = shutil.which("redis-server") or "/usr/bin/redis-server"
+        self.redis = subprocess.Popen(
+            [redis, "--port", str(self.redis_port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes",
+             "--appendfsync", "everysec", "--dir", str(self.folder), "--logfile", str(self.folder / "redis.log")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for_port(self.redis_port, self.redis, "redis-server")
+
+    def restart_redis(self) -> None:
+        """SIGTERM and start again on the same port and folder: it reads its append-only log back."""
+        if self.redis is not None and self.redis.poll() is None:
+            self.redis.send_signal(signal.SIGTERM)
+            self.redis.wait(timeout=10)
+        self.start_redis()
+
     def start_instance(self, instance: Instance) -> None:
         arguments = [str(self.canvasd), "--endpoint", f"tcp://127.0.0.1:{instance.requests}",
                      "--events", f"tcp://127.0.0.1:{instance.events}", "--documents", str(self.documents),
                      "--web-endpoint", f"ws://127.0.0.1:{instance.ws_requests}",
                      "--web-events", f"ws://127.0.0.1:{instance.ws_events}",
+                     "--health-endpoint", f"127.0.0.1:{instance.health}",
                      "--idle-timeout", str(self.idle_timeout), "--log-level", self.log_level, *self.extra]
         if self.session_store:
             arguments += ["--session-store", self.redis_url, "--instance", instance.name]
@@ -204,7 +227,9 @@ class Cluster:
         for instance in self.instances:
             lines.append(f"{instance.name:9} tcp://127.0.0.1:{instance.requests} (requests), "
                          f"tcp://127.0.0.1:{instance.events} (events), ws://127.0.0.1:{instance.ws_requests} "
-                         f"and ws://127.0.0.1:{instance.ws_events} (web), pid {instance.process.pid}")
+                         f"and ws://127.0.0.1:{instance.ws_events} (web), http://127.0.0.1:{instance.health}/metrics "
+                         f"(/livez, /readyz), pid {instance.process.pid}")
+        lines.append(f"haproxy   http://127.0.0.1:{self.stats_port}/stats (statistics)")
         lines.append(f"documents {self.documents}")
         lines.append(f"logs      {self.folder}")
         return "\n".join(lines)

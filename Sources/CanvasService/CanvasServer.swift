@@ -16,6 +16,8 @@ public enum ServerStartError: Error, CustomStringConvertible {
     case notWebSocket(endpoint: String)
     /// `--session-store` was given and could not be reached: what was done, and why.
     case sessionStore(String)
+    /// `--health-endpoint` could not be served.
+    case health(String)
 
     public var description: String {
         switch self {
@@ -28,7 +30,7 @@ public enum ServerStartError: Error, CustomStringConvertible {
             return "refusing to serve \(endpoint) to web peers without access tokens: bind it to 127.0.0.1 (behind a proxy), or give --web-tokens"
         case .notWebSocket(let endpoint):
             return "\(endpoint) is not a ws:// endpoint"
-        case .sessionStore(let reason): return reason
+        case .sessionStore(let reason), .health(let reason): return reason
         }
     }
 }
@@ -65,6 +67,12 @@ public final class CanvasServer {
     private let allowedKeys: AllowedKeys?
     /// Only with ws:// endpoints: the web sockets.
     private let web: WebEndpoints?
+    /// What this instance counts, and how its loop is doing, for the health endpoint.
+    public let metrics = ServiceMetrics()
+    public let pulse = ServerPulse()
+    private let health: HealthEndpoint?
+    /// The health endpoint's address, with the port it was given.
+    public var healthEndpoint: String? { health?.address }
 
     /// The endpoints actually bound (a `*` port resolved).
     public let endpoint: String
@@ -147,6 +155,13 @@ public final class CanvasServer {
                 throw .sessionStore(error.description)
             }
         }
+        if let address = configuration.healthEndpoint {
+            health = try HealthEndpoint(address: address, pulse: pulse, metrics: metrics, instance: configuration.instanceName,
+                                        sessionStore: configuration.sessionStore, logger: logger)
+        } else {
+            health = nil
+        }
+        shared?.metrics = metrics
         let waker = self.waker
         let saves = SaveRunner(width: ProcessInfo.processInfo.activeProcessorCount) { waker.wake() }
         let reads = SaveRunner(width: ProcessInfo.processInfo.activeProcessorCount) { waker.wake() }
@@ -154,7 +169,7 @@ public final class CanvasServer {
         self.reads = reads
         dispatcher = Dispatcher(configuration: configuration, logger: logger,
                                 saves: { document, save in saves.submit(document, save) },
-                                reads: { key, read in reads.submit(key, read) }, shared: shared)
+                                reads: { key, read in reads.submit(key, read) }, shared: shared, metrics: metrics)
     }
 
     private static func bind(requests: ZMQSocket, events eventSocket: ZMQSocket,
@@ -193,6 +208,10 @@ public final class CanvasServer {
                           metadata: ["requests": "\(web.endpoint)", "events": "\(web.eventsEndpoint)",
                                      "tokens": "\(web.tokens?.count ?? 0)"])
         }
+        if let health {
+            health.start()
+            logger.notice("health and metrics served", metadata: ["address": "http://\(health.address)", "paths": "/livez /readyz /metrics"])
+        }
         var nextSweep = clock.now + .seconds(1)
         var timeout: Int32 = -2
         // Whether requests may be queued already, so the loop looks for a burst before it
@@ -200,6 +219,7 @@ public final class CanvasServer {
         // right after the reply went out, beside the I/O thread that is sending it.
         var mayBeQueued = true
         while !shouldStop() {
+            pulse.turned()
             let reload = reloadKeys()
             if reload, let tokens = web?.tokens {
                 do {
@@ -298,6 +318,10 @@ public final class CanvasServer {
             if now >= nextSweep {
                 // Upgrades that never finish are found by time, not by an event.
                 web?.guardConnections(now: now)
+                let tallies = [web?.requestGuard.tally, web?.eventGuard.tally].compactMap { $0 }
+                metrics.gauges(sessions: dispatcher.sessionCount, jobsInFlight: dispatcher.jobsInFlight,
+                               webConnections: tallies.reduce(0) { $0 + $1.open },
+                               webCutOff: tallies.reduce(0) { $0 + $1.refused + $1.timedOut })
                 publish(dispatcher.expireIdle(at: now))
                 nextSweep = now + .seconds(1)
             }
@@ -382,6 +406,8 @@ public final class CanvasServer {
             body = body.dropFirst()
         }
         if let marker { envelope.append(marker) }
+        let started = clock.now
+        defer { metrics.handled(seconds: Self.seconds(clock.now - started)) }
         let sendNow: ((Dispatcher.Output.Reply) -> Void)? = sendingAtOnce ? { [self] reply in
             send(reply)
             handOver()
@@ -418,7 +444,12 @@ public final class CanvasServer {
         for reply in output.replies { send(reply) }
     }
 
+    private static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+
     private func send(_ reply: Dispatcher.Output.Reply) {
+        metrics.replied(reply.bytes)
         do {
             if let web, reply.envelope.last == web.marker {
                 try web.requests.send(envelope: Array(reply.envelope.dropLast()), body: reply.bytes, wait: false)

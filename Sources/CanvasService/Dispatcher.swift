@@ -55,13 +55,16 @@ public final class Dispatcher {
     /// With `--session-store`: sessions written there before each acknowledgement, and taken
     /// over from there when another instance held them. nil costs nothing.
     private let shared: SharedSessions?
+    private let metrics: ServiceMetrics?
 
     public convenience init(configuration: ServiceConfiguration, logger: Logger, saves: SaveExecutor? = nil, reads: SaveExecutor? = nil) {
         self.init(configuration: configuration, logger: logger, saves: saves, reads: reads, shared: nil)
     }
 
-    init(configuration: ServiceConfiguration, logger: Logger, saves: SaveExecutor?, reads: SaveExecutor?, shared: SharedSessions?) {
+    init(configuration: ServiceConfiguration, logger: Logger, saves: SaveExecutor?, reads: SaveExecutor?, shared: SharedSessions?,
+         metrics: ServiceMetrics? = nil) {
         self.shared = shared
+        self.metrics = metrics
         limits = configuration.limits
         memory = MemoryPressure(budget: configuration.limits.memoryBudgetBytes)
         idleTimeout = configuration.idleTimeout
@@ -85,6 +88,8 @@ public final class Dispatcher {
     }
 
     public var sessionCount: Int { table.count }
+    /// Jobs started beside the loop and not yet answered.
+    public var jobsInFlight: Int { jobs.inFlight }
 
     /// Whether `client` may receive events under `topic`. Without authentication every local
     /// client may; with it, only its own sessions' topics and the shared `documents.` topic.
@@ -181,6 +186,7 @@ public final class Dispatcher {
         case .failure(let unreadable):
             call.reply(ReplyEncoder.failure(id: unreadable.id, error: unreadable.error), to: envelope)
         case .success(let request):
+            metrics?.request(method: Method(named: request.method)?.rawValue ?? "other")
             if let authenticate {
                 switch authenticate(request) {
                 case .success(let client): call.client = client
@@ -661,6 +667,7 @@ public final class Dispatcher {
     /// `document.saved` on the server-wide `documents.` topic, which has its own sequence, for
     /// each save the call made.
     private func announceSaves(_ call: inout Call) {
+        if !call.saves.isEmpty { metrics?.saved(call.saves.count) }
         for save in call.saves {
             var data = WireShapes.saved(save.summary, cause: save.cause)
             if let session = save.session, !authenticated { data["session"] = .string(session) }

@@ -90,6 +90,8 @@ struct Jobs {
         if let reads { reads("read \(id)", work) } else { work() }
     }
 
+    var inFlight: Int { pending.count }
+
     /// The jobs finished since the last call, in the order they finished.
     mutating func finished() -> [(job: PendingJob, outcome: JobOutcome)] {
         // Asked after every request: with no job out, the workers' inbox (a lock, memory an

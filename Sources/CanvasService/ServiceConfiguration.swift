@@ -92,6 +92,8 @@ public struct ServiceConfiguration: Sendable {
     /// `redis://host:port/db`: sessions shared with other instances through Redis (nil: kept
     /// in this process only).
     public var sessionStore: String? = nil
+    /// `HOST:PORT` (or `PORT`, on loopback) of the HTTP health and metrics endpoint; nil: none.
+    public var healthEndpoint: String? = nil
     /// This instance's name in the session store; unique among the instances sharing it.
     public var instanceName = ServiceConfiguration.defaultInstanceName
 

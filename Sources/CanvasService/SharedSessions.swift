@@ -13,6 +13,8 @@ final class SharedSessions {
     private let store: SessionSnapshotStore
     private let limits: Limits
     private let logger: Logger
+    /// Where store calls and takeovers are counted, once the server has set it.
+    var metrics: ServiceMetrics?
 
     init(store: SessionSnapshotStore, limits: Limits, logger: Logger) {
         self.store = store
@@ -34,15 +36,20 @@ final class SharedSessions {
     private func asking<Answer>(about session: String, _ call: () throws -> Answer) throws(ProtocolError) -> Answer {
         let unavailable = ProtocolError(.unavailable, "the session store did not answer; try again", data: ["reason": "sessionStore"])
         let now = ContinuousClock.now
-        if let resting, now < resting.until { throw unavailable }
+        if let resting, now < resting.until {
+            metrics?.askedStore(seconds: 0, failed: true)
+            throw unavailable
+        }
         do {
             let answer = try call()
+            metrics?.askedStore(seconds: Self.seconds(ContinuousClock.now - now), failed: false)
             if resting != nil {
                 logger.notice("session store answering again")
                 resting = nil
             }
             return answer
         } catch {
+            metrics?.askedStore(seconds: Self.seconds(ContinuousClock.now - now), failed: true)
             let backoff = resting.map { min($0.backoff * 2, Self.longestBackoff) } ?? Self.firstBackoff
             resting = (ContinuousClock.now + backoff, backoff)
             logger.error("session store failed; not asked again for a while", metadata: [
@@ -50,6 +57,10 @@ final class SharedSessions {
             ])
             throw unavailable
         }
+    }
+
+    private static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 
     private func encode(_ session: ServiceSession) throws(ProtocolError) -> [UInt8] {
@@ -114,6 +125,7 @@ final class SharedSessions {
             var session = try SessionSnapshot.decode(snapshot.bytes, session: id, connection: connection, now: now, limits: limits)
             session.storedVersion = snapshot.version
             session.storedAt = now
+            metrics?.tookOver()
             logger.info("session taken over", metadata: ["session": "\(id)", "version": "\(snapshot.version)", "seq": "\(session.seq)"])
             return session
         } catch {

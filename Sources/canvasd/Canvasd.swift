@@ -65,6 +65,10 @@ struct Canvasd: ParsableCommand {
             help: "A file of access tokens (NAME TOKEN per line); web peers must then present one. Read again on SIGHUP.")
     var webTokens: String?
 
+    @Option(name: .customLong("health-endpoint"),
+            help: "HOST:PORT (or PORT, on 127.0.0.1) of an HTTP endpoint with /livez, /readyz and /metrics (Prometheus); none if not given.")
+    var healthEndpoint: String?
+
     @Option(name: .customLong("memory-budget"),
             help: "Resident megabytes past which large replies (document.get, a large drawing.get) are refused for the moment.")
     var memoryBudget = defaults.limits.memoryBudgetBytes >> 20
@@ -122,6 +126,7 @@ struct Canvasd: ParsableCommand {
         configuration.limits.maxSessionsPerClient = maxSessionsPerClient
         configuration.limits.memoryBudgetBytes = memoryBudget << 20
         configuration.sessionStore = sessionStore
+        configuration.healthEndpoint = healthEndpoint
         if let instance { configuration.instanceName = instance }
         if let curveSecretKey, let allowedKeys {
             do {

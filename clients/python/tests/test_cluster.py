@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -218,12 +219,70 @@ def test_haproxy_configs_are_valid() -> None:
     """Both configs as HAProxy itself reads them, with every address set (the ws:// one carries
     a browser's traffic in test_web_cluster.py)."""
     environment = dict(os.environ, CANVAS_BIND="127.0.0.1", CANVAS_REQUESTS_PORT="1", CANVAS_EVENTS_PORT="2",
-                       CANVAS_WS_PORT="3")
+                       CANVAS_WS_PORT="3", CANVAS_STATS_PORT="4")
     for number in (1, 2, 3):
         environment.update({f"CANVAS{number}_HOST": "127.0.0.1", f"CANVAS{number}_REQUESTS": f"1{number}",
                             f"CANVAS{number}_EVENTS": f"2{number}", f"CANVAS{number}_WS_REQUESTS": f"3{number}",
-                            f"CANVAS{number}_WS_EVENTS": f"4{number}"})
+                            f"CANVAS{number}_WS_EVENTS": f"4{number}", f"CANVAS{number}_HEALTH": f"5{number}"})
     haproxy = shutil.which("haproxy") or "/usr/sbin/haproxy"
     check = subprocess.run([haproxy, "-c", "-f", str(ROOT / "deploy" / "haproxy.cfg"), "-f", str(ROOT / "deploy" / "haproxy-ws.cfg")],
                            env=environment, capture_output=True, text=True, timeout=30)
     assert check.returncode == 0 and "Configuration file is valid" in check.stdout + check.stderr, check.stdout + check.stderr
+
+
+def test_a_redis_restart_keeps_every_session_and_haproxy_reads_readiness(tmp_path: Path) -> None:
+    """Redis runs as a store (AOF, appendfsync everysec): restarted, it still has every session,
+    and clients go on with their drawings as acknowledged. Each instance's /readyz, which
+    HAProxy checks, says not ready while Redis is down and ready once it is back."""
+    import urllib.error
+    import urllib.request
+
+    def ready(instance) -> int:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{instance.health}/readyz", timeout=2) as response:
+                return response.status
+        except urllib.error.HTTPError as error:
+            return error.code
+
+    documents = tmp_path / "documents"
+    documents.mkdir()
+    context = zmq.Context()
+    with Cluster(canvasd_path(), documents, tmp_path / "cluster", instances=2) as cluster:
+        clients, sessions = [], []
+        try:
+            for index in range(4):
+                client = RawClient(context, Cluster.from_source(cluster.endpoint, f"127.0.0.{40 + index}"))
+                _, opened = client.call("session.open", {"transitions": "instant"})
+                client.call("canvas.open", {}, opened["session"])
+                for stroke in range(index + 1):
+                    client.call("drawing.addStroke", dict(STROKE, points=[{"x": 10 + stroke, "y": 10}, {"x": 50, "y": 60}]),
+                                opened["session"])
+                clients.append(client)
+                sessions.append(opened["session"])
+            assert all(ready(instance) == 200 for instance in cluster.instances)
+            cluster.redis.send_signal(signal.SIGTERM)
+            cluster.redis.wait(timeout=10)
+            deadline = time.monotonic() + 3
+            while any(ready(instance) == 200 for instance in cluster.instances):
+                assert time.monotonic() < deadline, "an instance stayed ready 3 s without its session store"
+                time.sleep(0.1)
+            cluster.start_redis()
+            deadline = time.monotonic() + 5
+            while not all(ready(instance) == 200 for instance in cluster.instances):
+                assert time.monotonic() < deadline, "not ready again after Redis came back"
+                time.sleep(0.1)
+            for index, (client, session) in enumerate(zip(clients, sessions)):
+                # An instance lets a store that failed rest for a moment (up to 5 s) before it
+                # asks again; UNAVAILABLE sessionStore says to retry with the same id.
+                deadline = time.monotonic() + 10
+                while True:
+                    reply = json.loads(client.send(9000 + index, "drawing.get", {}, session))
+                    if "result" in reply or time.monotonic() > deadline:
+                        break
+                    assert reply["error"]["data"]["reason"] == "sessionStore", reply
+                    time.sleep(0.2)
+                assert len(reply["result"]["strokes"]) == index + 1, (index, reply)
+        finally:
+            for client in clients:
+                client.socket.close(0)
+            context.term()

@@ -1,0 +1,133 @@
+import Foundation
+import Synchronization
+
+/// What canvasd counts about itself, for Prometheus to scrape (`/metrics` on the health
+/// endpoint). The loop and the store record; the health endpoint's thread reads.
+///
+/// Labels are kept to small fixed sets (method names this server has, error codes), so a client
+/// cannot grow the set of series by sending made-up names.
+public final class ServiceMetrics: Sendable {
+    /// A histogram with fixed upper bounds, in seconds.
+    struct Histogram {
+        static let bounds: [Double] = [0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5]
+        var counts = [UInt64](repeating: 0, count: bounds.count + 1)
+        var sum = 0.0
+
+        mutating func observe(_ seconds: Double) {
+            counts[Self.bounds.firstIndex { seconds <= $0 } ?? Self.bounds.count] += 1
+            sum += seconds
+        }
+    }
+
+    struct State {
+        var requests: [String: UInt64] = [:]
+        var replies: [String: UInt64] = [:]
+        var handling = Histogram()
+        var store = Histogram()
+        var storeFailures: UInt64 = 0
+        var takeovers: UInt64 = 0
+        var saves: UInt64 = 0
+        var sessions = 0
+        var jobsInFlight = 0
+        var webConnections = 0
+        var webCutOff: UInt64 = 0
+    }
+
+    private let state = Mutex(State())
+
+    public init() {}
+
+    func request(method: String) { state.withLock { $0.requests[method, default: 0] += 1 } }
+
+    /// A reply sent: counted by its error code, or `ok`. Read from the reply's first bytes,
+    /// which `ReplyEncoder` writes as `{"error":{"code":"…"` for every failure.
+    func replied(_ bytes: [UInt8]) {
+        let code = Self.errorCode(bytes) ?? "ok"
+        state.withLock { $0.replies[code, default: 0] += 1 }
+    }
+
+    func handled(seconds: Double) { state.withLock { $0.handling.observe(seconds) } }
+    func askedStore(seconds: Double, failed: Bool) {
+        state.withLock {
+            $0.store.observe(seconds)
+            if failed { $0.storeFailures += 1 }
+        }
+    }
+    func tookOver() { state.withLock { $0.takeovers += 1 } }
+    func saved(_ count: Int) { state.withLock { $0.saves += UInt64(count) } }
+    func gauges(sessions: Int, jobsInFlight: Int, webConnections: Int, webCutOff: Int) {
+        state.withLock {
+            $0.sessions = sessions
+            $0.jobsInFlight = jobsInFlight
+            $0.webConnections = webConnections
+            $0.webCutOff = UInt64(webCutOff)
+        }
+    }
+
+    static func errorCode(_ bytes: [UInt8]) -> String? {
+        let prefix = Array(#"{"error":{"code":""#.utf8)
+        guard bytes.count > prefix.count, bytes.starts(with: prefix) else { return nil }
+        let rest = bytes[prefix.count...]
+        guard let end = rest.firstIndex(of: UInt8(ascii: "\"")), end - prefix.count <= 32 else { return nil }
+        return String(decoding: rest[..<end], as: UTF8.self)
+    }
+
+    /// The Prometheus text exposition (version 0.0.4) of everything counted, and `extra`
+    /// gauges read at the time of the scrape.
+    public func exposition(instance: String, extra: [(name: String, help: String, value: Double)] = []) -> String {
+        let now = state.withLock { $0 }
+        var out = ""
+        func family(_ name: String, _ type: String, _ help: String) {
+            out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
+        }
+        func sample(_ name: String, _ labels: [(String, String)] = [], _ value: Double) {
+            let text = value == value.rounded() && abs(value) < 1e15 ? String(Int64(value)) : String(value)
+            let rendered = labels.isEmpty ? "" : "{" + labels.map { "\($0.0)=\"\(Self.escape($0.1))\"" }.joined(separator: ",") + "}"
+            out += "\(name)\(rendered) \(text)\n"
+        }
+        func histogram(_ name: String, _ help: String, _ h: Histogram) {
+            family(name, "histogram", help)
+            var cumulative: UInt64 = 0
+            for (index, bound) in Histogram.bounds.enumerated() {
+                cumulative += h.counts[index]
+                sample("\(name)_bucket", [("le", String(bound))], Double(cumulative))
+            }
+            cumulative += h.counts[Histogram.bounds.count]
+            sample("\(name)_bucket", [("le", "+Inf")], Double(cumulative))
+            sample("\(name)_sum", [], h.sum)
+            sample("\(name)_count", [], Double(cumulative))
+        }
+        family("canvasd_info", "gauge", "This instance: its name in the session store.")
+        sample("canvasd_info", [("instance", instance)], 1)
+        family("canvasd_requests_total", "counter", "Requests received, by method (unknown methods as \"other\").")
+        for (method, count) in now.requests.sorted(by: { $0.key < $1.key }) { sample("canvasd_requests_total", [("method", method)], Double(count)) }
+        family("canvasd_replies_total", "counter", "Replies sent, by error code (\"ok\" for results).")
+        for (code, count) in now.replies.sorted(by: { $0.key < $1.key }) { sample("canvasd_replies_total", [("code", code)], Double(count)) }
+        histogram("canvasd_request_handling_seconds", "Time the request loop spent on one request (work off the loop not included).", now.handling)
+        histogram("canvasd_session_store_seconds", "Time one call to the session store took.", now.store)
+        family("canvasd_session_store_failures_total", "counter", "Calls to the session store that failed or were not made while it rested.")
+        sample("canvasd_session_store_failures_total", [], Double(now.storeFailures))
+        family("canvasd_session_takeovers_total", "counter", "Sessions taken over from the session store.")
+        sample("canvasd_session_takeovers_total", [], Double(now.takeovers))
+        family("canvasd_saves_total", "counter", "Revisions saved into documents.")
+        sample("canvasd_saves_total", [], Double(now.saves))
+        family("canvasd_sessions", "gauge", "Sessions held by this instance.")
+        sample("canvasd_sessions", [], Double(now.sessions))
+        family("canvasd_jobs_in_flight", "gauge", "Saves and reads running or waiting beside the loop.")
+        sample("canvasd_jobs_in_flight", [], Double(now.jobsInFlight))
+        family("canvasd_web_connections", "gauge", "Open ws:// connections, both endpoints.")
+        sample("canvasd_web_connections", [], Double(now.webConnections))
+        family("canvasd_web_connections_cut_off_total", "counter", "ws:// connections closed for passing a cap or not finishing their upgrade.")
+        sample("canvasd_web_connections_cut_off_total", [], Double(now.webCutOff))
+        for gauge in extra {
+            family(gauge.name, "gauge", gauge.help)
+            sample(gauge.name, [], gauge.value)
+        }
+        return out
+    }
+
+    private static func escape(_ value: String) -> String {
+        value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+            .replacingOccurrences(of: "\n", with: "\\n")
+    }
+}

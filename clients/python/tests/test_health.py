@@ -1,0 +1,142 @@
+"""The health endpoint (`--health-endpoint`): liveness from the request loop, readiness with
+the session store, and metrics in Prometheus's text format, read over real HTTP from a real
+canvasd."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+import redis
+
+from conftest import Server
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def get(port: int, path: str):
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+            return response.status, response.read().decode(), response.headers.get("Content-Type")
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode(), error.headers.get("Content-Type")
+
+
+SAMPLE = re.compile(r'^[a-zA-Z_:][a-zA-Z0-9_:]*(\{[a-zA-Z_][a-zA-Z0-9_]*="(\\.|[^"\\])*"(,[a-zA-Z_][a-zA-Z0-9_]*="(\\.|[^"\\])*")*\})? -?[0-9.e+]+$|^[a-zA-Z_:][a-zA-Z0-9_:]*(\{.*\})? \+Inf$')
+
+
+def parse(text: str) -> dict:
+    """Samples by name and labels, checking every line is a HELP, TYPE or sample line and
+    every sample's family was declared with a TYPE before it."""
+    samples, types = {}, {}
+    for line in text.splitlines():
+        if line.startswith("# HELP "):
+            continue
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split(" ", 3)
+            assert kind in ("counter", "gauge", "histogram"), line
+            types[name] = kind
+            continue
+        assert SAMPLE.match(line), f"not a sample line: {line!r}"
+        name_labels, value = line.rsplit(" ", 1)
+        name = name_labels.split("{", 1)[0]
+        family = re.sub(r"_(bucket|sum|count)$", "", name) if name not in types else name
+        assert family in types, f"{name} has no # TYPE"
+        if types[family] == "counter":
+            assert name.endswith("_total"), name
+        samples[name_labels] = float(value)
+    return samples
+
+
+def test_liveness_readiness_and_metrics(tmp_path: Path):
+    port = free_port()
+    server = Server(tmp_path, ["--health-endpoint", f"127.0.0.1:{port}", "--instance", "probe-1"])
+    try:
+        assert get(port, "/livez")[0] == 200
+        assert get(port, "/readyz")[:2] == (200, "ready\n")
+        assert get(port, "/nowhere")[0] == 404
+        before = parse(get(port, "/metrics")[1])
+        with server.client() as client:
+            session = client.open_session()
+            session.open()
+            for _ in range(3):
+                session.state()
+            client.request({"id": 9, "method": "no.such"})
+        status, text, kind = get(port, "/metrics")
+        assert status == 200 and kind.startswith("text/plain; version=0.0.4")
+        after = parse(text)
+        assert after['canvasd_requests_total{method="canvas.state"}'] - before.get('canvasd_requests_total{method="canvas.state"}', 0) == 3
+        assert after['canvasd_requests_total{method="other"}'] >= 1
+        assert after['canvasd_replies_total{code="METHOD_NOT_FOUND"}'] >= 1
+        assert after['canvasd_info{instance="probe-1"}'] == 1
+        assert after['canvasd_request_handling_seconds_bucket{le="+Inf"}'] == after["canvasd_request_handling_seconds_count"]
+        assert after["canvasd_resident_memory_bytes"] > 1e6
+        time.sleep(1.2)   # gauges are sampled once a second
+        assert parse(get(port, "/metrics")[1])["canvasd_sessions"] == 1
+    finally:
+        server.stop()
+
+
+def test_a_taken_health_port_is_named(tmp_path: Path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        from conftest import canvasd_path
+        run = subprocess.run([str(canvasd_path()), "--endpoint", f"ipc://{tmp_path}/r", "--events", f"ipc://{tmp_path}/e",
+                              "--documents", str(tmp_path), "--health-endpoint", f"127.0.0.1:{port}"],
+                             capture_output=True, text=True, timeout=20)
+        assert run.returncode != 0
+        assert f"127.0.0.1:{port}" in run.stderr and "another port" in run.stderr, run.stderr
+
+
+@pytest.mark.skipif(not shutil.which("redis-server"), reason="needs redis-server (make system-deps installs it)")
+def test_readiness_follows_the_session_store(tmp_path: Path):
+    redis_port, port = free_port(), free_port()
+    store = subprocess.Popen(["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "", "--dir", str(tmp_path)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        connection = redis.Redis(port=redis_port)
+        for _ in range(100):
+            try:
+                connection.ping()
+                break
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        server = Server(tmp_path / "a", ["--session-store", f"redis://127.0.0.1:{redis_port}", "--instance", "a",
+                                         "--health-endpoint", str(port)])
+        try:
+            assert get(port, "/readyz")[0] == 200
+            os.kill(store.pid, signal.SIGSTOP)
+            try:
+                deadline = time.monotonic() + 3
+                while get(port, "/readyz")[0] == 200:
+                    assert time.monotonic() < deadline, "still ready 3 s after the store stopped"
+                    time.sleep(0.1)
+                status, body, _ = get(port, "/readyz")
+                assert status == 503 and "session store" in body
+                assert get(port, "/livez")[0] == 200   # alive: it is the store that is gone
+            finally:
+                os.kill(store.pid, signal.SIGCONT)
+            deadline = time.monotonic() + 5
+            while get(port, "/readyz")[0] != 200:
+                assert time.monotonic() < deadline, "not ready again after the store came back"
+                time.sleep(0.1)
+        finally:
+            server.stop()
+    finally:
+        store.terminate()
+        store.wait(timeout=5)
