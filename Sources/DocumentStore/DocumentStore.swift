@@ -33,6 +33,14 @@ public final class DocumentStore: Sendable {
     public let saveBudget: Duration
     /// The most points of ink one page may hold, counting every save's.
     public let maxInkPointsPerPage: Int
+    /// The largest document file read at all: a larger one is refused (`tooLarge`) before a
+    /// byte of it is read. A sparse file can claim 40 GiB while it takes 8 KiB of disk, and
+    /// hashing it took 75 s, holding a worker that other clients' reads waited for.
+    public let maxDocumentBytes: Int64
+    /// How long hashing one file may take (cached, it is paid once per file): a slow disk
+    /// still reads `maxDocumentBytes` in it.
+    public let hashBudget: Duration
+    public static let defaultMaxDocumentBytes: Int64 = 1 << 30
     let root: Directory
     private let revisionsRoot: Directory
     private let hashes = ContentHashes()
@@ -43,8 +51,11 @@ public final class DocumentStore: Sendable {
     static let readAttempts = 20
 
     public init(folder: URL, keepRevisions: Int = 20, readBudget: Duration = .seconds(2),
-                saveBudget: Duration = .seconds(120), maxInkPointsPerPage: Int = 400_000) throws(DocumentError) {
+                saveBudget: Duration = .seconds(120), maxInkPointsPerPage: Int = 400_000,
+                maxDocumentBytes: Int64 = DocumentStore.defaultMaxDocumentBytes, hashBudget: Duration = .seconds(10)) throws(DocumentError) {
         self.maxInkPointsPerPage = maxInkPointsPerPage
+        self.maxDocumentBytes = max(1, maxDocumentBytes)
+        self.hashBudget = hashBudget
         self.folder = folder.standardizedFileURL.resolvingSymlinksInPath()
         self.keepRevisions = max(2, keepRevisions)
         self.readBudget = readBudget
@@ -130,10 +141,15 @@ public final class DocumentStore: Sendable {
         }
     }
 
-    /// The current file of a document, open.
+    /// The current file of a document, open; refused when it is larger than `maxDocumentBytes`.
     func openDocument(_ name: String) throws(DocumentError) -> OpenFile {
         try Self.check(name)
-        return try openRegular(root, name, document: name)
+        let file = try openRegular(root, name, document: name)
+        guard file.stat.size <= maxDocumentBytes else {
+            throw .unreadable(name: name, reason: "tooLarge",
+                              message: "it is \(file.stat.size) bytes (\(Int64(file.stat.rawValue.st_blocks) * 512) on disk); documents over \(maxDocumentBytes) bytes are not read")
+        }
+        return file
     }
 
     /// The document's revision history; nil when it has never been saved (nothing kept yet).
@@ -183,7 +199,9 @@ public final class DocumentStore: Sendable {
 
     func hash(_ file: OpenFile, _ name: String) throws(DocumentError) -> String {
         do {
-            return try hashes.hash(file.descriptor, file.stat)
+            return try hashes.hash(file.descriptor, file.stat, budget: hashBudget)
+        } catch .timedOut {
+            throw .unreadable(name: name, reason: "timeout", message: "hashing its \(file.stat.size) bytes took longer than \(hashBudget)")
         } catch {
             throw .system("read \(name)", error)
         }

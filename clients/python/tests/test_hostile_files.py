@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 import re
 import shutil
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import List, Tuple
@@ -111,6 +113,84 @@ def test_canvasctl_flatten_refuses_a_deep_page_tree(tmp_path: Path):
 def json_of(value) -> str:
     import json
     return json.dumps(value)
+
+
+# 2. Files with a budget.
+
+def sparse_pdf(path: Path, size: int) -> None:
+    """A valid one-page PDF of `size` bytes, nearly all of them a hole (a stream of zeros that
+    takes no room on disk): cheap to make, costly to read in full."""
+    objects = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+               b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R >>",
+               b"<< /Length 23 >>\nstream\n0.5 g 50 600 80 80 re f\nendstream"]
+    head = bytearray(b"%PDF-1.7\n")
+    offsets = []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(head))
+        head += b"%d 0 obj\n%s\nendobj\n" % (number, body)
+    offsets.append(len(head))
+    hole = size - len(head)
+    head += b"5 0 obj\n<< /Length %d >>\nstream\n" % hole
+    tail_at = len(head) + hole
+    tail = bytearray(b"\nendstream\nendobj\n")
+    xref = tail_at + len(tail)
+    tail += b"xref\n0 6\n0000000000 65535 f\r\n" + b"".join(b"%010d 00000 n\r\n" % offset for offset in offsets)
+    tail += b"trailer\n<< /Size 6 /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % xref
+    with open(path, "wb") as out:
+        out.write(head)
+        out.seek(tail_at)
+        out.write(tail)
+
+
+def test_a_huge_sparse_pdf_is_refused_before_it_is_read(server: Server):
+    huge = server.documents / "huge.pdf"
+    sparse_pdf(huge, 40 << 30)
+    size = os.stat(huge).st_size
+    assert size > 40 << 30 and os.stat(huge).st_blocks * 512 < 1 << 20   # 40 GiB that take a few KiB of disk
+    (server.documents / "fine.pdf").write_bytes(tiny_pdf(1))
+    opened: List[float] = []
+
+    def bystander() -> None:
+        # Another client opens a canvas on a good document while the attacker lists.
+        with server.client(timeout=300, retries=0) as other:
+            session = other.open_session()
+            started = time.monotonic()
+            session.open(document="fine.pdf", page=0)
+            opened.append(time.monotonic() - started)
+
+    with Watch(server) as watch, server.client(timeout=30, retries=0) as client, \
+            server.client(timeout=30, retries=0) as second:
+        attack = threading.Thread(target=lambda: second.call("document.list"))
+        attack.start()
+        beside = threading.Thread(target=bystander)
+        beside.start()
+        listed = {d["name"]: d for d in client.call("document.list")["documents"]}
+        attack.join()
+        beside.join()
+        assert listed["huge.pdf"]["problem"]["reason"] == "tooLarge", listed
+        assert str(size) in listed["huge.pdf"]["problem"]["message"]
+        assert listed["fine.pdf"]["revision"] == 1   # the others are listed as ever
+        for method, params in [("document.info", {"name": "huge.pdf"}),
+                               ("document.get", {"name": "huge.pdf", "length": 16}),
+                               ("document.flatten", {"name": "huge.pdf", "page": 0, "drawing": STROKE})]:
+            error = refused(client.call, method, params)
+            assert (error.code, error.data["reason"]) == ("UNAVAILABLE", "tooLarge"), (method, error)
+        error = refused(client.open_session().open, document="huge.pdf", page=0)
+        assert (error.code, error.data["reason"]) == ("UNAVAILABLE", "tooLarge"), error
+    watch.check("document.list beside a 40 GiB sparse PDF")
+    print(f"another client's canvas.open beside two listings: {opened[0] * 1000:.1f} ms")
+    assert os.stat(huge).st_size == size and os.stat(huge).st_blocks * 512 < 1 << 20   # not written
+
+
+def test_canvasctl_flatten_refuses_a_huge_sparse_pdf_without_copying_it(tmp_path: Path):
+    source = tmp_path / "huge.pdf"
+    sparse_pdf(source, 40 << 30)
+    (tmp_path / "drawing.json").write_text(json_of(STROKE))
+    done = subprocess.run([str(ROOT / ".build" / "debug" / "canvasctl"), "flatten", "--document", str(source), "--page", "0",
+                           "--drawing", str(tmp_path / "drawing.json"), "--out", str(tmp_path / "out.pdf")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "documents over 1073741824 bytes are not read" in done.stderr, (done.returncode, done.stderr)
+    assert not (tmp_path / "out.pdf").exists()
 
 
 # 4. Every real PDF flattened or refused clearly.
