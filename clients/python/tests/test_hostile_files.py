@@ -193,6 +193,93 @@ def test_canvasctl_flatten_refuses_a_huge_sparse_pdf_without_copying_it(tmp_path
     assert not (tmp_path / "out.pdf").exists()
 
 
+# 3. A name's history ends with its document.
+
+def fetch(client, name: str, revision: int) -> bytes:
+    got = client.call("document.get", {"name": name, "revision": revision})
+    data = base64.b64decode(got["data"])
+    assert got["size"] == len(data) and hashlib.sha256(data).hexdigest() == got["sha256"]
+    return data
+
+
+def test_a_new_document_under_a_deleted_ones_name_starts_a_new_history(tmp_path: Path):
+    folder = tmp_path / "documents"
+    first = Server(tmp_path / "a", ["--log-level", "error"], documents=folder)
+    second = Server(tmp_path / "b", ["--log-level", "error"], documents=folder)
+    third = None
+    try:
+        deleted = tiny_pdf(1)
+        (folder / "doc.pdf").write_bytes(deleted)
+        with first.client(timeout=30, retries=0) as a, second.client(timeout=30, retries=0) as b:
+            for revision in (2, 3):
+                assert a.call("document.flatten", {"name": "doc.pdf", "page": 0, "drawing": STROKE})["revision"] == revision
+            assert fetch(b, "doc.pdf", 1) == deleted
+            (folder / "doc.pdf").unlink()
+
+            # Uploaded through one server, under the deleted document's name.
+            uploaded = tiny_pdf(2)
+            assert b.upload_document("doc.pdf", uploaded)["revision"] == 1
+            for client in (a, b):
+                assert [r["revision"] for r in client.call("document.revisions", {"name": "doc.pdf"})["revisions"]] == [1]
+                assert fetch(client, "doc.pdf", 1) == uploaded
+                for old in (2, 3):
+                    error = refused(client.call, "document.get", {"name": "doc.pdf", "revision": old})
+                    assert error.code == "NOT_FOUND", error
+            error = refused(a.call, "document.restore", {"name": "doc.pdf", "revision": 3})
+            assert error.code == "NOT_FOUND", error
+            assert a.call("document.restore", {"name": "doc.pdf", "revision": 1})["revision"] == 1   # the current one
+            assert (folder / "doc.pdf").read_bytes() == uploaded
+            # Its history goes on from there, on either server.
+            assert b.call("document.flatten", {"name": "doc.pdf", "page": 1, "drawing": STROKE})["revision"] == 2
+            assert fetch(a, "doc.pdf", 1) == uploaded
+            assert [r["revision"] for r in a.call("document.revisions", {"name": "doc.pdf"})["revisions"]] == [1, 2]
+
+            # Deleted again, and another file copied in by hand: revision 1 again, its own bytes.
+            (folder / "doc.pdf").unlink()
+            copied = tiny_pdf(3)
+            (folder / "doc.pdf").write_bytes(copied)
+            listed = {d["name"]: d for d in a.call("document.list")["documents"]}
+            assert listed["doc.pdf"]["revision"] == 1, listed
+            assert fetch(b, "doc.pdf", 1) == copied
+            error = refused(b.call, "document.get", {"name": "doc.pdf", "revision": 2})
+            assert error.code == "NOT_FOUND", error
+
+        # A server started now (its start-up repair sees the file first) agrees.
+        third = Server(tmp_path / "c", ["--log-level", "error"], documents=folder)
+        with third.client(timeout=30, retries=0) as c:
+            assert [r["revision"] for r in c.call("document.revisions", {"name": "doc.pdf"})["revisions"]] == [1]
+            assert c.call("document.flatten", {"name": "doc.pdf", "page": 2, "drawing": STROKE})["revision"] == 2
+            assert fetch(c, "doc.pdf", 1) == copied
+            error = refused(c.call, "document.restore", {"name": "doc.pdf", "revision": 3})
+            assert error.code == "NOT_FOUND", error
+        # The ended histories are out of reach, not lost.
+        assert len(list((folder / ".canvas-revisions" / ".ended").iterdir())) == 2
+    finally:
+        for server in (first, second, third):
+            if server:
+                server.stop()
+
+
+def test_a_folder_copied_without_its_links_keeps_its_history(tmp_path: Path):
+    server = Server(tmp_path / "a", ["--log-level", "error"])
+    try:
+        original = tiny_pdf(1)
+        (server.documents / "doc.pdf").write_bytes(original)
+        with server.client(timeout=30, retries=0) as client:
+            assert client.call("document.flatten", {"name": "doc.pdf", "page": 0, "drawing": STROKE})["revision"] == 2
+            # The current file replaced by a copy of itself (a backup restored; cp without -a).
+            current = (server.documents / "doc.pdf").read_bytes()
+            (server.documents / "doc.pdf").unlink()
+            (server.documents / "doc.pdf").write_bytes(current)
+            revisions = [r["revision"] for r in client.call("document.revisions", {"name": "doc.pdf"})["revisions"]]
+            assert revisions[0] == 1 and fetch(client, "doc.pdf", 1) == original, revisions
+            saved = client.call("document.flatten", {"name": "doc.pdf", "page": 0, "drawing": STROKE})
+            assert saved["revision"] == revisions[-1] + 1
+            assert fetch(client, "doc.pdf", 1) == original
+    finally:
+        server.stop()
+
+
 # 4. Every real PDF flattened or refused clearly.
 
 def variants(name: str, data: bytes) -> List[Tuple[str, bytes]]:
