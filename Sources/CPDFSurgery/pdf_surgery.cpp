@@ -39,6 +39,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -53,6 +54,10 @@ const char *const kFormPrefix = "/CanvasInk";
 const char *const kDrawingKey = "/CanvasBridgeDrawing";
 // The graphics state the strokes use for a multiply blend.
 const char *const kMultiplyState = "/CanvasMultiply";
+// The deepest page tree read. qpdf walks the tree recursively, a stack frame per level, so a
+// tree thousands of levels deep (a few MB of file) overflows a worker's stack; real documents
+// are a few levels deep (PDFium stops at 1,024 as well).
+const int kMaxPageTreeDepth = 1024;
 
 struct Failure : std::runtime_error {
     ps_status status;
@@ -214,12 +219,50 @@ ps_status guarded(char *message, size_t size, ps_status fallback, Body body) {
     } catch (QPDFExc const &error) {
         report(message, size, error.what());
         return fallback;
+    } catch (std::bad_alloc const &) {
+        report(message, size, "out of memory");
+        return PS_INTERNAL;
     } catch (std::exception const &error) {
         report(message, size, error.what());
         return fallback;
     } catch (...) {
         report(message, size, "unknown C++ exception");
         return PS_INTERNAL;
+    }
+}
+
+// `guarded`, for work on `document`: once a read came after the deadline, the outcome is a
+// timeout, whatever qpdf made of the failed read (it turns an unreadable object into null, and
+// a page without its MediaBox would then look damaged).
+template <typename Body>
+ps_status guardedOn(ps_document *document, char *message, size_t size, ps_status fallback, Body body) {
+    ps_status status = guarded(message, size, fallback, body);
+    if (status != PS_TIMEOUT && document->region && document->region->expired()) {
+        status = guarded(message, size, fallback, [&] { document->region->checkDeadline(); });
+    }
+    return status;
+}
+
+// Refuses a page tree deeper than kMaxPageTreeDepth, walking it without recursion before qpdf
+// walks it with recursion. Each node is visited once, so a loop ends too (qpdf reports those).
+void checkPageTreeDepth(QPDF &pdf) {
+    std::vector<std::pair<QPDFObjectHandle, int>> pending;
+    QPDFObjectHandle root = pdf.getRoot();
+    if (root.isDictionary()) pending.push_back({root.getKey("/Pages"), 1});
+    std::set<QPDFObjGen> seen;
+    while (!pending.empty()) {
+        auto [node, depth] = pending.back();
+        pending.pop_back();
+        if (!node.isDictionary()) continue;
+        QPDFObjectHandle kids = node.getKey("/Kids");
+        if (!kids.isArray()) continue;
+        if (node.isIndirect() && !seen.insert(node.getObjGen()).second) continue;
+        if (depth >= kMaxPageTreeDepth) {
+            throw Failure(PS_DAMAGED, "the page tree is more than " + std::to_string(kMaxPageTreeDepth) +
+                                          " levels deep; a document's is a few levels deep");
+        }
+        int count = kids.getArrayNItems();
+        for (int i = 0; i < count; ++i) pending.push_back({kids.getArrayItem(i), depth + 1});
     }
 }
 
@@ -357,7 +400,7 @@ ps_status ps_open(int fd, const char *name, int64_t offset, int64_t budget_ms, p
                   size_t message_size) {
     *out = nullptr;
     auto document = std::make_unique<ps_document>();
-    ps_status status = guarded(message, message_size, PS_DAMAGED, [&] {
+    ps_status status = guardedOn(document.get(), message, message_size, PS_DAMAGED, [&] {
         // qpdf reads through a stdio stream of its own, on a duplicate of the caller's descriptor.
         int copy = fcntl(fd, F_DUPFD_CLOEXEC, 0);
         if (copy < 0) throw Failure(PS_IO, std::string("duplicate the descriptor: ") + std::strerror(errno), errno);
@@ -386,6 +429,7 @@ ps_status ps_open(int fd, const char *name, int64_t offset, int64_t budget_ms, p
             }
             throw Failure(PS_DAMAGED, std::string("the PDF cannot be read: ") + error.what());
         }
+        checkPageTreeDepth(*document->pdf);
         document->pages = QPDFPageDocumentHelper(*document->pdf).getAllPages();
         if (document->pages.empty()) throw Failure(PS_DAMAGED, "the PDF has no pages");
         // Offsets repaired by qpdf, or encryption, rule out appending an update: such a
@@ -401,13 +445,13 @@ void ps_close(ps_document *document) { delete document; }
 int ps_page_count(ps_document *document) { return static_cast<int>(document->pages.size()); }
 
 ps_status ps_page_info_at(ps_document *document, int page, ps_page_info *out, char *message, size_t message_size) {
-    return guarded(message, message_size, PS_DAMAGED, [&] { *out = inspect(pageAt(document, page)); });
+    return guardedOn(document, message, message_size, PS_DAMAGED, [&] { *out = inspect(pageAt(document, page)); });
 }
 
 ps_status ps_page_drawing(ps_document *document, int page, unsigned char **bytes, size_t *length, char *message, size_t message_size) {
     *bytes = nullptr;
     *length = 0;
-    return guarded(message, message_size, PS_DAMAGED, [&] {
+    return guardedOn(document, message, message_size, PS_DAMAGED, [&] {
         QPDFObjectHandle marker = pageAt(document, page).getObjectHandle().getKey(kMarker);
         if (!marker.isDictionary()) return;
         // An edit by an earlier version of this code stored all the page's ink as one drawing
@@ -514,7 +558,10 @@ Applied applyInk(ps_document *document, int page, const unsigned char *overlay, 
 
         // The page's own resources, copied if it shares or inherits them, get the form under a
         // name of its own.
-        QPDFObjectHandle pageResources = target.getAttribute("/Resources", true);
+        // Only a dictionary is asked for a copy: qpdf cannot copy anything else (a damaged file
+        // can have a stream there), and a page's resources are a dictionary or nothing.
+        QPDFObjectHandle pageResources = target.getAttribute("/Resources", false);
+        if (pageResources.isDictionary()) pageResources = target.getAttribute("/Resources", true);
         if (!pageResources.isDictionary()) {
             pageResources = QPDFObjectHandle::newDictionary();
             pageObject.replaceKey("/Resources", pageResources);
@@ -576,7 +623,9 @@ ps_status ps_flatten_increment(ps_document *document, int page, const unsigned c
                                char *message, size_t message_size) {
     *bytes = nullptr;
     *length = 0;
-    return guarded(message, message_size, PS_INTERNAL, [&] {
+    // What qpdf throws here comes from the input's structure (our own faults are Failures with
+    // PS_INTERNAL): the document is damaged, as far as a client can tell.
+    return guardedOn(document, message, message_size, PS_DAMAGED, [&] {
         if (document->needs_rewrite) throw Failure(PS_INTERNAL, "this document must be rewritten whole, not appended to");
         bool xrefIsStream = false;
         qpdf_offset_t previousXref = lastStartXref(document, xrefIsStream);
@@ -684,7 +733,9 @@ ps_status ps_flatten_increment(ps_document *document, int page, const unsigned c
 ps_status ps_flatten_rewrite(ps_document *document, int page, const unsigned char *overlay, size_t overlay_length,
                              const unsigned char *strokes, size_t strokes_length,
                              const unsigned char *drawing, size_t drawing_length, int fd, char *message, size_t message_size) {
-    return guarded(message, message_size, PS_INTERNAL, [&] {
+    // What qpdf throws here comes from the input's structure (our own faults are Failures with
+    // PS_INTERNAL): the document is damaged, as far as a client can tell.
+    return guardedOn(document, message, message_size, PS_DAMAGED, [&] {
         applyInk(document, page, overlay, overlay_length, strokes, strokes_length, drawing, drawing_length);
         DescriptorPipeline out(fd);
         QPDFWriter writer(*document->pdf);

@@ -45,7 +45,14 @@ struct SaveSchedule<Job> {
 }
 
 /// Runs saves on worker threads as `SaveSchedule` allows, and calls `done` after each.
+///
+/// Each job gets a thread of its own with a large stack, not one of libdispatch's: qpdf walks
+/// some structures recursively, and a PDF made deep enough overflowed a dispatch worker's stack
+/// (SIGSEGV). The stack is address space, not memory, until it is used; at most `width` jobs run.
 final class SaveRunner: Sendable {
+    /// Room for qpdf's deepest walks (its parser stops at 500 levels of nesting, the store at
+    /// 1,024 levels of page tree) many times over.
+    static let stackBytes = 64 << 20
     typealias Job = @Sendable () -> Void
     private let schedule: Mutex<SaveSchedule<Job>>
     private let group = DispatchGroup()
@@ -62,13 +69,15 @@ final class SaveRunner: Sendable {
     }
 
     private func run(_ document: String, _ job: @escaping Job) {
-        DispatchQueue.global().async { [self] in
+        let thread = Thread { [self] in
             job()
             let next = schedule.withLock { $0.finished(document) }
             done()
             group.leave()
             for (document, job) in next { run(document, job) }
         }
+        thread.stackSize = Self.stackBytes
+        thread.start()
     }
 
     /// Waits for every save submitted so far to finish.

@@ -64,14 +64,19 @@ final class ContentHashes: @unchecked Sendable {
         Key(identity: stat.identity, size: stat.size, changed: stat.rawValue.st_ctim.key, modified: stat.rawValue.st_mtim.key)
     }
 
-    /// The hash of the open file `file`, read from its start unless it is remembered.
-    func hash(_ file: FileDescriptor, _ stat: Stat) throws(Errno) -> String {
+    /// The hash of the open file `file`, read from its start unless it is remembered. With a
+    /// `budget`, reading stops once it has passed, with `.timedOut`: a file can be far larger
+    /// than the disk space it takes (a sparse file), and hashing it must not hold a worker for
+    /// minutes.
+    func hash(_ file: FileDescriptor, _ stat: Stat, budget: Duration? = nil) throws(Errno) -> String {
         let key = Self.key(stat)
         if let known = lock.withLock({ table[key] }) { return known }
+        let deadline = budget.map { ContinuousClock.now + $0 }
         var hasher = SHA256Hasher()
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
         var offset: Int64 = 0
         while true {
+            if let deadline, ContinuousClock.now >= deadline { throw .timedOut }
             let count = try file.read(at: offset, into: &buffer)
             if count == 0 { break }
             buffer.withUnsafeBytes { hasher.update(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }

@@ -33,8 +33,16 @@ public final class DocumentStore: Sendable {
     public let saveBudget: Duration
     /// The most points of ink one page may hold, counting every save's.
     public let maxInkPointsPerPage: Int
+    /// The largest document file read at all: a larger one is refused (`tooLarge`) before a
+    /// byte of it is read. A sparse file can claim 40 GiB while it takes 8 KiB of disk, and
+    /// hashing it took 75 s, holding a worker that other clients' reads waited for.
+    public let maxDocumentBytes: Int64
+    /// How long hashing one file may take (cached, it is paid once per file): a slow disk
+    /// still reads `maxDocumentBytes` in it.
+    public let hashBudget: Duration
+    public static let defaultMaxDocumentBytes: Int64 = 1 << 30
     let root: Directory
-    private let revisionsRoot: Directory
+    let revisionsRoot: Directory
     private let hashes = ContentHashes()
 
     public static let extensions = ["pdf", "yianazip"]
@@ -43,8 +51,11 @@ public final class DocumentStore: Sendable {
     static let readAttempts = 20
 
     public init(folder: URL, keepRevisions: Int = 20, readBudget: Duration = .seconds(2),
-                saveBudget: Duration = .seconds(120), maxInkPointsPerPage: Int = 400_000) throws(DocumentError) {
+                saveBudget: Duration = .seconds(120), maxInkPointsPerPage: Int = 400_000,
+                maxDocumentBytes: Int64 = DocumentStore.defaultMaxDocumentBytes, hashBudget: Duration = .seconds(10)) throws(DocumentError) {
         self.maxInkPointsPerPage = maxInkPointsPerPage
+        self.maxDocumentBytes = max(1, maxDocumentBytes)
+        self.hashBudget = hashBudget
         self.folder = folder.standardizedFileURL.resolvingSymlinksInPath()
         self.keepRevisions = max(2, keepRevisions)
         self.readBudget = readBudget
@@ -130,10 +141,15 @@ public final class DocumentStore: Sendable {
         }
     }
 
-    /// The current file of a document, open.
+    /// The current file of a document, open; refused when it is larger than `maxDocumentBytes`.
     func openDocument(_ name: String) throws(DocumentError) -> OpenFile {
         try Self.check(name)
-        return try openRegular(root, name, document: name)
+        let file = try openRegular(root, name, document: name)
+        guard file.stat.size <= maxDocumentBytes else {
+            throw .unreadable(name: name, reason: "tooLarge",
+                              message: "it is \(file.stat.size) bytes (\(Int64(file.stat.rawValue.st_blocks) * 512) on disk); documents over \(maxDocumentBytes) bytes are not read")
+        }
+        return file
     }
 
     /// The document's revision history; nil when it has never been saved (nothing kept yet).
@@ -168,14 +184,19 @@ public final class DocumentStore: Sendable {
         for _ in 0..<Self.readAttempts {
             let file = try openDocument(name)
             let value = try body(file)
-            let kept = try entries(try history(name, create: false), name)
-            let revision = RevisionHistory.revision(of: file.stat.identity, in: kept)
+            let history = try history(name, create: false)
+            let all = try entries(history, name)
             // A file with an entry of its own has its number for good; one without is the
             // current file only while the name still leads to it (else it was saved over, and
             // perhaps pruned, while this read: read the new one).
             let stillCurrent = (try? root.stat(name))?.identity == file.stat.identity
-            if RevisionHistory.isKept(file.stat.identity, in: kept) || stillCurrent {
-                return (value, revision, try hash(file, name), kept)
+            if RevisionHistory.isKept(file.stat.identity, in: all) {
+                return (value, RevisionHistory.revision(of: file.stat.identity, in: all), try hash(file, name), all)
+            }
+            if stillCurrent {
+                // Never saved, or a new document under an old name (see `lineage`).
+                let kept = try lineage(file, name, history)
+                return (value, RevisionHistory.revision(of: file.stat.identity, in: kept), try hash(file, name), kept)
             }
         }
         throw .unreadable(name: name, reason: "busy", message: "it was saved over \(Self.readAttempts) times while being read; try again")
@@ -183,7 +204,9 @@ public final class DocumentStore: Sendable {
 
     func hash(_ file: OpenFile, _ name: String) throws(DocumentError) -> String {
         do {
-            return try hashes.hash(file.descriptor, file.stat)
+            return try hashes.hash(file.descriptor, file.stat, budget: hashBudget)
+        } catch .timedOut {
+            throw .unreadable(name: name, reason: "timeout", message: "hashing its \(file.stat.size) bytes took longer than \(hashBudget)")
         } catch {
             throw .system("read \(name)", error)
         }
@@ -391,7 +414,8 @@ public final class DocumentStore: Sendable {
     func writing(_ name: String, expectedRevision: Int?, madeBy: String? = nil,
                          _ body: (OpenFile, RevisionHistory, Int) throws(DocumentError) -> DocumentSummary) throws(DocumentError) -> DocumentSummary {
         let current = try lockCurrent(name)
-        guard let history = try history(name, create: true) else { throw .io(operation: "open the revisions of \(name)", message: "missing") }
+        guard let opened = try history(name, create: true) else { throw .io(operation: "open the revisions of \(name)", message: "missing") }
+        let history = try endForeignHistory(name, current, opened)
         let revision = try repair(name, current, history)
         if let madeBy {
             // It becomes part of a file name, read back by splitting at dots.
@@ -437,8 +461,8 @@ public final class DocumentStore: Sendable {
     /// Puts right what a killed save of this document left, under its write lock (so no writer
     /// of it is alive but this one): abandoned temporary files go, entries numbered past the
     /// current file (kept by a save killed before its rename: never the document, never
-    /// reported) go, and a current file without an entry (never saved, or put there by hand) is
-    /// kept under its number. Returns the current revision. Killed itself, it leaves nothing
+    /// reported) go, and a current file without an entry (never saved, or a copy of the newest
+    /// entry: `endForeignHistory` has set any other history aside) is kept under its number. Returns the current revision. Killed itself, it leaves nothing
     /// the next repair cannot mend.
     private func repair(_ name: String, _ current: OpenFile, _ history: RevisionHistory) throws(DocumentError) -> Int {
         do {
@@ -597,7 +621,8 @@ public final class DocumentStore: Sendable {
         for name in (try? revisionsRoot.names()) ?? [] where (try? Self.check(name)) != nil {
             guard let file = try? openDocument(name), (try? FileLock.tryLock(file.descriptor)) == true,
                   (try? root.stat(name))?.identity == file.stat.identity,
-                  let history = try? history(name, create: false) else { continue }
+                  let opened = try? history(name, create: false),
+                  let history = try? endForeignHistory(name, file, opened) else { continue }
             _ = try? repair(name, file, history)
         }
     }

@@ -9,7 +9,9 @@ import SystemPackage
 /// counter that could disagree with the files:
 /// - the revision of a file is the number of the entry that is the same file, which any reader
 ///   can find without a lock;
-/// - a current file with no entry (never saved, or put there by hand) is one past the newest;
+/// - a current file with no entry is revision 1 of a new history when it was never saved or
+///   has other bytes than the newest entry (a new document under a deleted one's name: see
+///   `lineage`), and one past the newest when it has its bytes (a folder copied without links);
 /// - an entry numbered past the current file's was linked by a save killed before its rename:
 ///   it was never the document nor reported, and the next writer removes it;
 /// - numbers only grow, because the current file is the newest entry and pruning never removes

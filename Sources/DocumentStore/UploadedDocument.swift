@@ -55,10 +55,12 @@ extension DocumentStore {
     /// Throws `notFound` when `name` is not a document, and `conflict` when it is not at
     /// `expectedRevision`: an upload of a next revision asks before its bytes are sent, and
     /// again, under the document's lock, when it is stored. Reads no content (an open, a stat and
-    /// the revisions folder's names), so asking it costs about what `requireFree` does.
+    /// the revisions folder's names; but for a file without an entry the size of the newest, two
+    /// hashes, see `lineage`), so asking it costs about what `requireFree` does.
     public func require(_ name: String, at expectedRevision: Int) throws(DocumentError) {
         let file = try openDocument(name)
-        let revision = RevisionHistory.revision(of: file.stat.identity, in: try entries(try history(name, create: false), name))
+        let history = try history(name, create: false)
+        let revision = RevisionHistory.revision(of: file.stat.identity, in: try lineage(file, name, history))
         if revision != expectedRevision { throw .conflict(name: name, expected: expectedRevision, current: revision) }
     }
 

@@ -71,6 +71,12 @@ struct Flatten: ParsableCommand {
         defer { try? FileManager.default.removeItem(at: scratch) }
         let name = (out as NSString).lastPathComponent.hasPrefix(".") ? "document." + (document as NSString).pathExtension
                                                                          : (out as NSString).lastPathComponent
+        // Refused before the copy, which would write out a sparse file's every byte.
+        let size = ((try? FileManager.default.attributesOfItem(atPath: document))?[.size] as? NSNumber)?.int64Value ?? 0
+        guard size <= DocumentStore.defaultMaxDocumentBytes else {
+            FileHandle.standardError.write(Data("canvasctl flatten: \(document) is \(size) bytes; documents over \(DocumentStore.defaultMaxDocumentBytes) bytes are not read\n".utf8))
+            throw ExitCode(2)
+        }
         try FileManager.default.copyItem(at: URL(fileURLWithPath: document), to: scratch.appendingPathComponent(name))
         do {
             let store = try DocumentStore(folder: scratch)

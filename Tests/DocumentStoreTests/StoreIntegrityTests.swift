@@ -243,27 +243,52 @@ struct StoreIntegrityTests {
         #expect(try sha256(orphan) == third.sha256, "the killed save's entry was not replaced")
     }
 
-    @Test("a file put in place by hand is the next revision, and the next save keeps it")
-    func killedAfterRename() throws {
+    @Test("another file put in place by hand starts a new history at revision 1; the old one is set aside, not served")
+    func replacedByHand() throws {
         let folder = try freshFolder("killed")
         let url = folder.appendingPathComponent("d.pdf")
         try onePagePDF().write(to: url)
         let store = try DocumentStore(folder: folder)
         _ = try store.flatten("d.pdf", page: 0, drawing: Drawing(strokes: [try dot(5, 5)]))
-        // A current file with no entry of its own.
+        // A current file with no entry of its own, and other bytes than the newest: from the
+        // folder, the same as a document deleted and another made under its name.
         let replacement = folder.appendingPathComponent("new")
         try onePagePDF("0 g 100 100 20 20 re f").write(to: replacement)
         #expect(rename(replacement.path, url.path) == 0)
         let expected = try sha256(url)
         let before = try FileManager.default.contentsOfDirectory(atPath: revisionsFolder(folder, "d.pdf").path).sorted()
-        #expect(try store.summary("d.pdf").revision == 3)
+        #expect(try store.summary("d.pdf").revision == 1)
         #expect(try store.info("d.pdf").summary.sha256 == expected)
+        #expect(try store.revisions("d.pdf").map(\.revision) == [1])
+        #expect(try store.bytes("d.pdf", revision: 1, offset: 0, length: 1 << 20).sha256 == expected)
         // Reading repaired nothing.
         #expect(try FileManager.default.contentsOfDirectory(atPath: revisionsFolder(folder, "d.pdf").path).sorted() == before)
-        #expect(try store.flatten("d.pdf", page: 0, drawing: Drawing(strokes: [try dot(9, 9)])).revision == 4)
+        #expect(throws: DocumentError.revisionNotFound(name: "d.pdf", revision: 2)) { try store.restore("d.pdf", revision: 2) }
+        #expect(try store.flatten("d.pdf", page: 0, drawing: Drawing(strokes: [try dot(9, 9)])).revision == 2)
         let kept = try store.revisions("d.pdf")
-        #expect(kept.map(\.revision) == [1, 2, 3, 4])
-        #expect(kept[2].sha256 == expected)
+        #expect(kept.map(\.revision) == [1, 2])
+        #expect(kept[0].sha256 == expected)
+        // The old history is out of reach, with both its revisions.
+        let ended = folder.appendingPathComponent(".canvas-revisions/.ended")
+        let set = try FileManager.default.contentsOfDirectory(atPath: ended.path)
+        #expect(set.count == 1 && set[0].hasPrefix("d.pdf."))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: ended.appendingPathComponent(set[0]).path).sorted() == before)
+    }
+
+    @Test("a copy of the current file put in place by hand (links lost) keeps the history, as the next revision")
+    func copiedByHand() throws {
+        let folder = try freshFolder("copied")
+        let url = folder.appendingPathComponent("d.pdf")
+        try onePagePDF().write(to: url)
+        let store = try DocumentStore(folder: folder)
+        _ = try store.flatten("d.pdf", page: 0, drawing: Drawing(strokes: [try dot(5, 5)]))
+        let bytes = try Data(contentsOf: url)
+        let copy = folder.appendingPathComponent("copy")
+        try bytes.write(to: copy)
+        #expect(rename(copy.path, url.path) == 0)
+        #expect(try store.summary("d.pdf").revision == 3)
+        #expect(try store.flatten("d.pdf", page: 0, drawing: Drawing(strokes: [try dot(9, 9)])).revision == 4)
+        #expect(try store.revisions("d.pdf").map(\.revision) == [1, 2, 3, 4])
     }
 
     @Test(".yianazip metadata: bytes of unknown fields kept, big integers too, a count at its limit saturates")
