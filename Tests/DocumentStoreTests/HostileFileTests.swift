@@ -48,7 +48,7 @@ struct FileBudgetTests {
         try Data(small).write(to: folder.appendingPathComponent("small.pdf"))
         try Data(big).write(to: folder.appendingPathComponent("big.pdf"))
         let store = try DocumentStore(folder: folder, maxDocumentBytes: Int64(small.count + 100))
-        let listed = Dictionary(uniqueKeysWithValues: store.list().map { ($0.name, $0.summary) })
+        let listed = Dictionary(uniqueKeysWithValues: try store.list().map { ($0.name, $0.summary) })
         #expect((try? listed["small.pdf"]?.get())?.revision == 1)
         guard case .failure(.unreadable(_, let reason, let message))? = listed["big.pdf"] else {
             Issue.record("big.pdf listed as \(String(describing: listed["big.pdf"]))")
