@@ -167,7 +167,7 @@ struct CanvasMethods {
         session.target != nil && (session.canvas.phase == .open || session.canvas.phase == .minimized)
     }
 
-    private func doubleTap(_ session: inout ServiceSession, rendered: Result<String, RenderError>?, _ call: inout Call) -> [String: JSONValue] {
+    private func doubleTap(_ session: inout ServiceSession, rendered: ResultImage?, _ call: inout Call) -> [String: JSONValue] {
         let report = session.canvas.doubleTap()
         let canvasResult = executor.run(report.actions, &session, imageData: false, rendered: rendered, &call)
         var result: [String: JSONValue] = [
@@ -221,7 +221,7 @@ struct CanvasMethods {
 
     /// Runs a canvas command and its actions; returns the CanvasResult it produced, as JSON.
     @discardableResult
-    private func perform(_ session: inout ServiceSession, imageData: Bool, rendered: Result<String, RenderError>? = nil, _ call: inout Call,
+    private func perform(_ session: inout ServiceSession, imageData: Bool, rendered: ResultImage? = nil, _ call: inout Call,
                          _ command: (inout CanvasSession) throws(CanvasRejection) -> [CanvasAction]) throws(ProtocolError) -> [String: JSONValue]? {
         let actions: [CanvasAction]
         do {

@@ -54,6 +54,13 @@ struct Canvasd: ParsableCommand {
     @Option(name: .customLong("max-sessions-per-client"), help: "Sessions one client may hold at once: per key with CurveZMQ, per connection on loopback.")
     var maxSessionsPerClient = defaults.limits.maxSessionsPerClient
 
+    @Option(name: .customLong("max-sessions-per-owner"),
+            help: "Sessions one owner may hold over all its connections: a key, a web token, or every local client together.")
+    var maxSessionsPerOwner = defaults.limits.maxSessionsPerOwner
+
+    @Option(name: .customLong("max-uploads-per-owner"), help: "Uploads one owner may have under way at once.")
+    var maxUploadsPerOwner = defaults.limits.maxUploadsPerOwner
+
     @Option(name: .customLong("web-endpoint"),
             help: "Where web pages send requests (ws://, ZWS 2.0), e.g. ws://127.0.0.1:5580. Loopback unless --web-tokens.")
     var webEndpoint: String?
@@ -82,6 +89,8 @@ struct Canvasd: ParsableCommand {
         guard keepRevisions >= 2 else { throw ValidationError("--keep-revisions must be at least 2: the original and the latest") }
         guard maxSessions > 0 else { throw ValidationError("--max-sessions must be positive") }
         guard maxSessionsPerClient > 0 else { throw ValidationError("--max-sessions-per-client must be positive") }
+        guard maxSessionsPerOwner > 0 else { throw ValidationError("--max-sessions-per-owner must be positive") }
+        guard maxUploadsPerOwner > 0 else { throw ValidationError("--max-uploads-per-owner must be positive") }
         guard (curveSecretKey == nil) == (allowedKeys == nil) else {
             throw ValidationError("--curve-secret-key and --allowed-keys go together")
         }
@@ -110,6 +119,8 @@ struct Canvasd: ParsableCommand {
         configuration.limits.maxSessions = maxSessions
         configuration.limits.maxUploadBytes = maxUploadBytes
         configuration.limits.maxSessionsPerClient = maxSessionsPerClient
+        configuration.limits.maxSessionsPerOwner = maxSessionsPerOwner
+        configuration.limits.maxUploadsPerOwner = maxUploadsPerOwner
         configuration.sessionStore = sessionStore
         if let instance { configuration.instanceName = instance }
         if let curveSecretKey, let allowedKeys {
