@@ -25,15 +25,23 @@ final class Uploads: Sendable {
     /// An upload no part has come for in this long is dropped, so a vanished client frees its
     /// file, and one that only asks its status cannot hold its slot for ever.
     let idleLimit: Duration
+    /// The time, for idle expiry: the clock's, or a test's.
+    private let now: @Sendable () -> ContinuousClock.Instant
 
     private let table = Mutex<[String: Upload]>([:])
 
-    init(idleLimit: Duration = .seconds(600)) {
+    init(idleLimit: Duration = .seconds(600), now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }) {
         self.idleLimit = idleLimit
+        self.now = now
     }
 
-    func begin(_ upload: Upload, maxUploads: Int, perOwner: Int, now: ContinuousClock.Instant = .now) throws(ProtocolError) -> String {
-        try table.withLock { (table) throws(ProtocolError) -> String in
+    /// Enters `upload` (its `touched` is set now) under a new id, unless its owner, or everyone
+    /// together, has as many under way as allowed.
+    func begin(_ upload: Upload, maxUploads: Int, perOwner: Int) throws(ProtocolError) -> String {
+        let now = self.now()
+        var upload = upload
+        upload.touched = now
+        return try table.withLock { (table) throws(ProtocolError) -> String in
             table = table.filter { now - $0.value.touched < idleLimit }
             guard table.count < maxUploads else {
                 throw ProtocolError(.unavailable, "\(table.count) uploads are under way; the limit is \(maxUploads)",
@@ -54,9 +62,9 @@ final class Uploads: Sendable {
     /// Runs `body` on upload `id`. `touching`: whether this keeps the upload alive (a part does;
     /// a status call does not). One past its idle time is gone, whether or not a `begin` has
     /// swept it out yet.
-    func with<T>(_ id: String, touching: Bool, now: ContinuousClock.Instant = .now,
-                 _ body: (inout Upload) throws(ProtocolError) -> T) throws(ProtocolError) -> T {
-        try table.withLock { (table) throws(ProtocolError) -> T in
+    func with<T>(_ id: String, touching: Bool, _ body: (inout Upload) throws(ProtocolError) -> T) throws(ProtocolError) -> T {
+        let now = self.now()
+        return try table.withLock { (table) throws(ProtocolError) -> T in
             guard var upload = table[id] else { throw Self.unknown(id) }
             guard now - upload.touched < idleLimit else {
                 table[id] = nil

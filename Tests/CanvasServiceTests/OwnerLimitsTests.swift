@@ -3,6 +3,7 @@ import CanvasProtocol
 import DocumentStore
 import Foundation
 import Logging
+import Synchronization
 import Testing
 import TestSupport
 
@@ -121,42 +122,64 @@ struct OwnerLimitsTests {
         // (The held renders are not run: an 8192-pixel square takes seconds in a debug build.)
     }
 
-    func upload(_ uploads: Uploads, owner: String?, at now: ContinuousClock.Instant, maxUploads: Int = 4) throws(ProtocolError) -> String {
-        let spool: UploadSpool
-        do { spool = try UploadSpool() } catch { throw ProtocolError(.internal, "\(error)") }
-        let upload = Uploads.Upload(name: "a.pdf", size: 100, sha256: String(repeating: "0", count: 64), expectedRevision: nil,
-                                    spool: spool, owner: owner, touched: now)
-        return try uploads.begin(upload, maxUploads: maxUploads, perOwner: 2, now: now)
+    /// A clock the test moves.
+    final class TestClock: Sendable {
+        let start = ContinuousClock.now
+        private let offset = Mutex<Duration>(.zero)
+        var now: ContinuousClock.Instant { start + offset.withLock { $0 } }
+        func set(_ elapsed: Duration) { offset.withLock { $0 = elapsed } }
+    }
+
+    /// Document methods on an empty folder whose uploads expire by `clock`.
+    func documents(_ clock: TestClock) throws -> DocumentMethods {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("uploads-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        return DocumentMethods(store: try DocumentStore(folder: folder), limits: Limits(),
+                               uploads: Uploads(idleLimit: .seconds(600), now: { clock.now }))
+    }
+
+    func begin(_ documents: DocumentMethods, _ name: String, owner: String?) throws(ProtocolError) -> String {
+        let params: [String: JSONValue] = ["name": .string(name), "size": 100, "sha256": .string(String(repeating: "0", count: 64))]
+        return try documents.read(.documentUploadBegin, Params(params), owner: owner)["upload"]!.stringValue!
     }
 
     @Test("one owner has at most maxUploadsPerOwner uploads under way; another owner still begins one")
     func uploadsPerOwner() throws {
-        let uploads = Uploads(), now = ContinuousClock.now
-        _ = try upload(uploads, owner: "web:alice", at: now)
-        _ = try upload(uploads, owner: "web:alice", at: now)
+        let documents = try documents(TestClock())
+        _ = try begin(documents, "a.pdf", owner: "web:alice")
+        _ = try begin(documents, "b.pdf", owner: "web:alice")
         #expect(throws: ProtocolError(.unavailable, "this owner (key or web token) has 2 uploads under way; the limit is 2",
                                       data: ["reason": "ownerUploads", "limit": 2])) {
-            try upload(uploads, owner: "web:alice", at: now)
+            try begin(documents, "c.pdf", owner: "web:alice")
         }
-        _ = try upload(uploads, owner: "web:bob", at: now)
-        _ = try upload(uploads, owner: nil, at: now)
-        #expect(throws: ProtocolError.self) { try upload(uploads, owner: "web:carol", at: now) }   // all four slots
+        _ = try begin(documents, "d.pdf", owner: "web:bob")
+        _ = try begin(documents, "e.pdf", owner: nil)
+        #expect(throws: ProtocolError(.unavailable, "4 uploads are under way; the limit is 4", data: ["reason": "busy", "limit": 4])) {
+            try begin(documents, "f.pdf", owner: "web:carol")
+        }
     }
 
     @Test("an upload expires after its idle time however often its status is asked; a part renews it")
     func statusDoesNotRenew() throws {
-        let uploads = Uploads(idleLimit: .seconds(600)), t0 = ContinuousClock.now
-        let asked = try upload(uploads, owner: nil, at: t0), fed = try upload(uploads, owner: nil, at: t0)
-        for minute in 1...9 {
-            _ = try uploads.with(asked, touching: false, now: t0 + .seconds(60 * minute)) { $0.received }
+        let clock = TestClock(), documents = try documents(clock)
+        let asked = try begin(documents, "asked.pdf", owner: nil), fed = try begin(documents, "fed.pdf", owner: nil)
+        func status(_ id: String) throws(ProtocolError) -> [String: JSONValue] {
+            try documents.read(.documentUploadStatus, Params(["upload": .string(id)]))
         }
-        _ = try uploads.with(fed, touching: true, now: t0 + .seconds(540)) { $0.received }
+        for minute in 1...9 {
+            clock.set(.seconds(60 * minute))
+            #expect(try status(asked)["received"] == 0)
+        }
+        _ = try documents.read(.documentUploadPart, Params(["upload": .string(fed), "offset": 0]), attachments: [Array("%PDF-".utf8)])
+        clock.set(.seconds(600))
         #expect(throws: ProtocolError(.notFound, "no upload \"\(asked)\": never begun, committed, aborted or expired",
                                       data: ["upload": .string(asked)])) {
-            try uploads.with(asked, touching: false, now: t0 + .seconds(600)) { $0.received }
+            try status(asked)
         }
-        _ = try uploads.with(fed, touching: false, now: t0 + .seconds(600)) { $0.received }
-        // Its slot is free again for its owner.
-        _ = try upload(uploads, owner: nil, at: t0 + .seconds(600))
+        #expect(try status(fed)["received"] == 5, "fed by a part at 540 s, alive until 1,140 s")
+        // The expired upload's slot is free again for its owner.
+        _ = try begin(documents, "next.pdf", owner: nil)
+        clock.set(.seconds(1_140))
+        #expect(throws: ProtocolError.self) { try status(fed) }
     }
 }
