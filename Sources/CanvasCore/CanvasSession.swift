@@ -43,9 +43,10 @@ public struct CanvasSession: Hashable, Sendable, Codable {
     }
 
     /// Applies a drawing edit. Drawing or erasing also puts that tool in hand, which is what
-    /// `switchPrevious` and `switchEraser` later go back from.
-    public mutating func edit(_ edit: DrawingEdit) throws(CanvasEditError) -> EditReport {
-        let changed = try canvas.edit(edit)
+    /// `switchPrevious` and `switchEraser` later go back from. An edit refused (`bounds`
+    /// included) changes nothing, the tool in hand neither.
+    public mutating func edit(_ edit: DrawingEdit, within bounds: DrawingBounds = .unbounded) throws(CanvasEditError) -> EditReport {
+        let changed = try canvas.edit(edit, within: bounds)
         var actions: [CanvasAction] = []
         let tool: CanvasTool?
         switch edit {

@@ -4,6 +4,13 @@ import Foundation
 import InkRendering
 import Logging
 
+/// A result's image as made before the result ran: rendered off the loop, or left out because
+/// it could not be (the result then says `imageOmitted` with the reason).
+enum ResultImage {
+    case rendered(Result<String, RenderError>)
+    case omitted(reason: String)
+}
+
 /// The one place where what the canvas machine asks for happens: events published, timers
 /// started, warnings logged, result images rendered. The machine decides; this carries out.
 struct ActionExecutor {
@@ -12,10 +19,11 @@ struct ActionExecutor {
 
     /// Carries out `actions` for `session`. Returns the CanvasResult emitted, if any, with the
     /// image when the caller asked for it. `rendered` is that image when a job made it off the
-    /// loop first, from the drawing the result reports (the job held the session meanwhile).
+    /// loop first, from the drawing the result reports (the job held the session meanwhile), or
+    /// its omission; nil renders it here (a small one: `rendersOffLoop`).
     @discardableResult
     func run(_ actions: [CanvasAction], _ session: inout ServiceSession, imageData: Bool,
-             rendered: Result<String, RenderError>? = nil, _ call: inout Call) -> [String: JSONValue]? {
+             rendered: ResultImage? = nil, _ call: inout Call) -> [String: JSONValue]? {
         var canvasResult: [String: JSONValue]?
         for action in actions {
             switch action {
@@ -25,21 +33,26 @@ struct ActionExecutor {
                          "cause": .string(cause.rawValue)], &call)
             case .emitResult(let result, let drawing, let cause):
                 var json: [String: JSONValue] = ["action": .string(result.action.rawValue), "hasContent": .bool(result.hasContent)]
-                var image: String?
+                var image: String?, omitted: JSONValue?
                 if imageData || session.resultImages {
-                    image = png(rendered ?? Self.png(drawing, size: session.size, maxImageSide: maxImageSide), session)
+                    switch rendered {
+                    case .omitted(let reason)?: omitted = .string(reason)
+                    case .rendered(let result)?: image = png(result, session)
+                    case nil: image = png(Self.png(drawing, size: session.size, maxImageSide: maxImageSide), session)
+                    }
                 }
-                if imageData, let image { json["imageData"] = .string(image) }
+                if imageData { json["imageData"] = image.map { .string($0) }; json["imageOmitted"] = omitted }
                 canvasResult = json
                 var eventData = json
                 eventData["cause"] = .string(cause.rawValue)
                 eventData["imageData"] = nil
+                eventData["imageOmitted"] = session.resultImages ? omitted : nil
                 if session.resultImages, let image {
                     // Every subscriber that does not read holds its events: their size is bounded.
                     if image.utf8.count <= Limits.maxEventImageBytes {
                         eventData["imageData"] = .string(image)
                     } else {
-                        eventData["imageOmitted"] = true
+                        eventData["imageOmitted"] = "tooLarge"
                     }
                 }
                 publish(&session, "canvas.result", eventData, &call)

@@ -167,7 +167,7 @@ struct CanvasMethods {
         session.target != nil && (session.canvas.phase == .open || session.canvas.phase == .minimized)
     }
 
-    private func doubleTap(_ session: inout ServiceSession, rendered: Result<String, RenderError>?, _ call: inout Call) -> [String: JSONValue] {
+    private func doubleTap(_ session: inout ServiceSession, rendered: ResultImage?, _ call: inout Call) -> [String: JSONValue] {
         let report = session.canvas.doubleTap()
         let canvasResult = executor.run(report.actions, &session, imageData: false, rendered: rendered, &call)
         var result: [String: JSONValue] = [
@@ -194,13 +194,18 @@ struct CanvasMethods {
         let edit = try self.params.edit(method, params, on: session.canvas.drawing)
         let report: EditReport
         do {
-            report = try session.canvas.edit(edit)
+            report = try session.canvas.edit(edit, within: self.params.drawingBounds)
         } catch {
             switch error {
             case .rejected(let rejection): throw Self.invalidState(rejection, session)
             case .invalid(.noSuchText(let index, let count)):
                 throw ProtocolError(.notFound, "there is no text \(index); the drawing has \(count)",
                                     data: ["index": .integer(Int64(index)), "count": .integer(Int64(count))])
+            case .invalid(.overLimit(let field, let size, let limit)):
+                // The same refusal as a stroke or text too many, though the request itself was
+                // small: what it would have made is what is too large.
+                throw ProtocolError(.payloadTooLarge, "\(method.rawValue) would leave the drawing with \(size) \(field), over the limit of \(limit); nothing was changed",
+                                    data: ["field": .string(field), "size": .integer(Int64(size)), "limit": .integer(Int64(limit))])
             case .invalid(.invalid(let validation)):
                 throw ProtocolError(.invalidParams, "\(validation.field): \(validation.description)",
                                     data: ["field": .string(validation.field)])
@@ -216,7 +221,7 @@ struct CanvasMethods {
 
     /// Runs a canvas command and its actions; returns the CanvasResult it produced, as JSON.
     @discardableResult
-    private func perform(_ session: inout ServiceSession, imageData: Bool, rendered: Result<String, RenderError>? = nil, _ call: inout Call,
+    private func perform(_ session: inout ServiceSession, imageData: Bool, rendered: ResultImage? = nil, _ call: inout Call,
                          _ command: (inout CanvasSession) throws(CanvasRejection) -> [CanvasAction]) throws(ProtocolError) -> [String: JSONValue]? {
         let actions: [CanvasAction]
         do {

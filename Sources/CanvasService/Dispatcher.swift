@@ -265,6 +265,8 @@ public final class Dispatcher {
         // tell a retry from a reused id.
         lazy var fingerprint = ReplyCache.fingerprint(request)
         let mark = call.output.events.count
+        // What the method finds before it runs when no job ran for it: a result image left out.
+        var found: JobOutcome?
         do throws(ProtocolError) {
             // A retry of a request already answered gets the same reply, and nothing runs twice.
             switch session.replies.lookup(request.id, request: fingerprint) {
@@ -282,7 +284,7 @@ public final class Dispatcher {
                 throw ProtocolError(.conflict, "id \(request.id) was already used for a different request in this session",
                                     data: ["id": request.id.json])
             }
-            if try startJob(method, request, params, &session, fingerprint, envelope: envelope, call) { return nil }
+            if try startJob(method, request, params, &session, fingerprint, envelope: envelope, call, found: &found) { return nil }
         } catch {
             table.finish(session)
             return ReplyEncoder.failure(id: request.id, error: error)
@@ -290,13 +292,13 @@ public final class Dispatcher {
         if shared == nil, method.changesNothing {
             // A read: its reply is final here, so it goes first when it may, and is remembered
             // and the session put back while the client already has it.
-            let reply = run(method, request, params, &session, found: nil, &call)
+            let reply = run(method, request, params, &session, found: found, &call)
             let sent = call.sendAtOnce(reply, to: envelope)
             session.replies.store(reply, for: request.id, request: fingerprint)
             table.finish(session)
             return sent ? nil : reply
         }
-        let reply = runAndRemember(method, request, params, fingerprint, &session, found: nil, &call)
+        let reply = runAndRemember(method, request, params, fingerprint, &session, found: found, &call)
         if let shared {
             // Written before the reply goes out; a copy found stale is dropped and the request
             // answered again on the session as the store has it.
@@ -389,9 +391,11 @@ public final class Dispatcher {
 
     /// Sends the request off the loop first when it needs file or heavy work, the job taking the
     /// session with it: a document method, the page a `canvas.open` names, a large drawing's
-    /// encoding, a submit's save. Returns whether it did.
+    /// encoding, a submit's save. Returns whether it did. `found`: set when the method is to run
+    /// here without its result image (`imageOmitted`), which could not be rendered off the loop.
     private func startJob(_ method: Method, _ request: Request, _ params: Params, _ session: inout ServiceSession,
-                          _ fingerprint: @autoclosure () -> [UInt8], envelope: [[UInt8]], _ call: Call) throws(ProtocolError) -> Bool {
+                          _ fingerprint: @autoclosure () -> [UInt8], envelope: [[UInt8]], _ call: Call,
+                          found: inout JobOutcome?) throws(ProtocolError) -> Bool {
         var job: PendingJob {
             PendingJob(kind: .canvas(method), request: request, envelope: envelope, client: call.client,
                        holding: (session, fingerprint()))
@@ -438,14 +442,17 @@ public final class Dispatcher {
                 throw error
             }
         case .canvasMinimize, .canvasSubmit, .canvasCancel, .pencilDoubleTap:
-            // A result image of a large drawing or canvas takes tens of milliseconds: rendered
-            // off the loop, from a copy, it holds up only this session, not every client.
+            // A result image of a large drawing or canvas takes tens of milliseconds (an
+            // 8192-pixel square over a second): rendered off the loop, from a copy, it holds up
+            // only this session. Never on the loop: with the runner full, or this owner's
+            // renders at their bound, the method runs now and its result goes without the image.
             guard let drawing = imageToRender(method, params, session) else { return false }
             let size = session.size, maxImageSide = limits.maxImageSide
             do {
-                try jobs.read(for: job) { .image(ActionExecutor.png(drawing, size: size, maxImageSide: maxImageSide)) }
+                try jobs.read(for: job, kind: .render) { .image(ActionExecutor.png(drawing, size: size, maxImageSide: maxImageSide)) }
             } catch {
-                return false   // the readers are busy: rendered here, as before, rather than refused
+                found = .imageOmitted(reason: error.data["reason"]?.stringValue ?? "busy")
+                return false
             }
         default:
             return false
@@ -515,7 +522,7 @@ public final class Dispatcher {
                 let id = request.id
                 try jobs.read(for: read) {
                     do throws(ProtocolError) {
-                        return .reply(ReplyEncoder.success(id: id, result: try documents.read(method, params, attachments: attachments)))
+                        return .reply(ReplyEncoder.success(id: id, result: try documents.read(method, params, attachments: attachments, owner: client)))
                     } catch {
                         return .reply(ReplyEncoder.failure(id: id, error: error))
                     }

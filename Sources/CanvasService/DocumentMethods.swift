@@ -22,10 +22,11 @@ struct DocumentMethods {
     }
 
     /// The methods that only read; the saving ones go through `prepareSave`.
-    func read(_ method: Method, _ params: Params, attachments: [[UInt8]] = []) throws(ProtocolError) -> [String: JSONValue] {
+    /// `owner`: who asks (nil: the local owner), which an upload counts against.
+    func read(_ method: Method, _ params: Params, attachments: [[UInt8]] = [], owner: String? = nil) throws(ProtocolError) -> [String: JSONValue] {
         switch method {
         case .documentGet, .documentUploadBegin, .documentUploadPart, .documentUploadStatus, .documentUploadAbort:
-            return try transfer(method, params, attachments: attachments)
+            return try transfer(method, params, attachments: attachments, owner: owner)
         case .documentList:
             let entries = try run { () throws(DocumentError) in
                 let entries = try store.list()

@@ -14,23 +14,43 @@ final class Uploads: Sendable {
         let sha256: String
         let expectedRevision: Int?
         let spool: UploadSpool
+        /// Who began it (nil: the local owner), for the per-owner limit.
+        let owner: String?
         /// Bytes written to `spool` so far.
         var received = 0
+        /// When a part last came: only parts keep an upload alive, not `status` calls.
         var touched: ContinuousClock.Instant
     }
 
-    /// An upload nobody has touched for this long is dropped, so a vanished client frees its file.
-    static let idleLimit: Duration = .seconds(600)
+    /// An upload no part has come for in this long is dropped, so a vanished client frees its
+    /// file, and one that only asks its status cannot hold its slot for ever.
+    let idleLimit: Duration
+    /// The time, for idle expiry: the clock's, or a test's.
+    private let now: @Sendable () -> ContinuousClock.Instant
 
     private let table = Mutex<[String: Upload]>([:])
 
-    func begin(_ upload: Upload, maxUploads: Int) throws(ProtocolError) -> String {
-        let now = ContinuousClock.now
+    init(idleLimit: Duration = .seconds(600), now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }) {
+        self.idleLimit = idleLimit
+        self.now = now
+    }
+
+    /// Enters `upload` (its `touched` is set now) under a new id, unless its owner, or everyone
+    /// together, has as many under way as allowed.
+    func begin(_ upload: Upload, maxUploads: Int, perOwner: Int) throws(ProtocolError) -> String {
+        let now = self.now()
+        var upload = upload
+        upload.touched = now
         return try table.withLock { (table) throws(ProtocolError) -> String in
-            table = table.filter { now - $0.value.touched < Self.idleLimit }
+            table = table.filter { now - $0.value.touched < idleLimit }
             guard table.count < maxUploads else {
                 throw ProtocolError(.unavailable, "\(table.count) uploads are under way; the limit is \(maxUploads)",
                                     data: ["reason": "busy", "limit": .integer(Int64(maxUploads))])
+            }
+            let owned = table.values.count { $0.owner == upload.owner }
+            guard owned < perOwner else {
+                throw ProtocolError(.unavailable, "\(ServerMethods.describe(upload.owner)) has \(owned) uploads under way; the limit is \(perOwner)",
+                                    data: ["reason": "ownerUploads", "limit": .integer(Int64(perOwner))])
             }
             var id: String
             repeat { id = (0..<4).map { _ in String(UInt32.random(in: 0...UInt32.max), radix: 16) }.joined() } while table[id] != nil
@@ -39,10 +59,18 @@ final class Uploads: Sendable {
         }
     }
 
-    func with<T>(_ id: String, _ body: (inout Upload) throws(ProtocolError) -> T) throws(ProtocolError) -> T {
-        try table.withLock { (table) throws(ProtocolError) -> T in
+    /// Runs `body` on upload `id`. `touching`: whether this keeps the upload alive (a part does;
+    /// a status call does not). One past its idle time is gone, whether or not a `begin` has
+    /// swept it out yet.
+    func with<T>(_ id: String, touching: Bool, _ body: (inout Upload) throws(ProtocolError) -> T) throws(ProtocolError) -> T {
+        let now = self.now()
+        return try table.withLock { (table) throws(ProtocolError) -> T in
             guard var upload = table[id] else { throw Self.unknown(id) }
-            upload.touched = .now
+            guard now - upload.touched < idleLimit else {
+                table[id] = nil
+                throw Self.unknown(id)
+            }
+            if touching { upload.touched = now }
             let result = try body(&upload)
             table[id] = upload
             return result
@@ -62,14 +90,14 @@ final class Uploads: Sendable {
 
 /// `document.get` and the chunked upload: documents in and out over the wire.
 extension DocumentMethods {
-    func transfer(_ method: Method, _ params: Params, attachments: [[UInt8]]) throws(ProtocolError) -> [String: JSONValue] {
+    func transfer(_ method: Method, _ params: Params, attachments: [[UInt8]], owner: String?) throws(ProtocolError) -> [String: JSONValue] {
         switch method {
         case .documentGet: return try get(params)
-        case .documentUploadBegin: return try begin(params)
+        case .documentUploadBegin: return try begin(params, owner: owner)
         case .documentUploadPart: return try part(params, attachments)
         case .documentUploadStatus:
             let id = try params.string("upload")
-            return try uploads.with(id) { (upload) throws(ProtocolError) in Self.status(id, upload) }
+            return try uploads.with(id, touching: false) { (upload) throws(ProtocolError) in Self.status(id, upload) }
         case .documentUploadAbort:
             let id = try params.string("upload")
             _ = try uploads.take(id)
@@ -94,7 +122,7 @@ extension DocumentMethods {
         ]
     }
 
-    private func begin(_ params: Params) throws(ProtocolError) -> [String: JSONValue] {
+    private func begin(_ params: Params, owner: String?) throws(ProtocolError) -> [String: JSONValue] {
         let name = try params.string("name")
         do {
             try DocumentStore.checkName(name)
@@ -120,8 +148,9 @@ extension DocumentMethods {
         }
         let spool: UploadSpool
         do { spool = try UploadSpool() } catch { throw Self.protocolError(error) }
-        let upload = Uploads.Upload(name: name, size: size, sha256: sha256, expectedRevision: expected, spool: spool, touched: .now)
-        let id = try uploads.begin(upload, maxUploads: limits.maxUploads)
+        let upload = Uploads.Upload(name: name, size: size, sha256: sha256, expectedRevision: expected, spool: spool,
+                                     owner: owner, touched: .now)
+        let id = try uploads.begin(upload, maxUploads: limits.maxUploads, perOwner: limits.maxUploadsPerOwner)
         var result = Self.status(id, upload)
         result["partBytes"] = .integer(Int64(partBytes))
         return result
@@ -146,7 +175,7 @@ extension DocumentMethods {
             throw ProtocolError(.payloadTooLarge, "a part carries at most \(partBytes) bytes (partBytes); this one carries \(count)",
                                 data: ["field": "part", "size": .integer(Int64(count)), "limit": .integer(Int64(partBytes))])
         }
-        return try uploads.with(id) { (upload) throws(ProtocolError) in
+        return try uploads.with(id, touching: true) { (upload) throws(ProtocolError) in
             let received = upload.received
             if offset + count <= received { return Self.status(id, upload) }   // a retry: already here
             guard offset == received else {
@@ -167,7 +196,7 @@ extension DocumentMethods {
     /// its check and save run where saves run. Refused, nothing is stored.
     func prepareCommit(_ params: Params) throws(ProtocolError) -> Write {
         let id = try params.string("upload")
-        let upload = try uploads.with(id) { (upload) throws(ProtocolError) in upload }
+        let upload = try uploads.with(id, touching: false) { (upload) throws(ProtocolError) in upload }
         guard upload.received == upload.size else {
             throw ProtocolError(.invalidState, "the upload has \(upload.received) of its \(upload.size) bytes",
                                 data: ["reason": "incomplete", "upload": .string(id), "received": .integer(Int64(upload.received)),

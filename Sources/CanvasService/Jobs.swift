@@ -11,11 +11,15 @@ enum JobOutcome: Sendable {
     case reply([UInt8])
     case page(Result<PageSummary, DocumentError>)
     case image(Result<String, RenderError>)
+    /// No job: the result image could not be rendered off the loop now (`reason`, "busy" or
+    /// "ownerBusy"), so the method runs without it rather than render it on the loop.
+    case imageOmitted(reason: String)
 
-    var image: Result<String, RenderError>? {
+    var image: ResultImage? {
         switch self {
-        case .image(let image): return image
-        case .saved(_, let image): return image
+        case .image(let image): return .rendered(image)
+        case .saved(_, let image?): return .rendered(image)
+        case .imageOmitted(let reason): return .omitted(reason: reason)
         default: return nil
         }
     }
@@ -48,16 +52,32 @@ struct PendingJob {
 /// The jobs running off the loop: saves on the save runner, reads on the read runner, their
 /// outcomes posted back by whichever thread ran them.
 struct Jobs {
+    /// What a job on the read runner is, for its owner's bound: a read of a document (or a
+    /// large drawing's encoding, a page's geometry) or a result image.
+    enum ReadKind {
+        case read
+        case render
+    }
+
     /// Where saves run, given the document each writes; nil runs each in place.
     private let saves: Dispatcher.SaveExecutor?
     /// Where reads run; nil runs each in place.
     private let reads: Dispatcher.SaveExecutor?
     private let inbox = Inbox()
-    private var pending: [UInt64: (job: PendingJob, isRead: Bool)] = [:]
+    /// Each job, and for one on the read runner, its kind and owner (nil: the local owner).
+    private var pending: [UInt64: (job: PendingJob, read: (kind: ReadKind, owner: String?)?)] = [:]
     private var lastJob: UInt64 = 0
     private var reading = 0
+    /// Reads and renders in flight per owner: connections cost nothing, so an owner, not a
+    /// connection, is what may not fill the runner.
+    private var readingBy: [String?: (reads: Int, renders: Int)] = [:]
     /// Reads are bounded in time by the store; this bounds how many may wait.
     static let maxPendingReads = 64
+    /// How many of those one owner may have: a quarter, so four owners always find room.
+    static let maxPendingReadsPerOwner = 16
+    /// Result images one owner may have rendering: each of the largest takes about a second
+    /// of a core, so a few are all one owner gets; past that a result goes without its image.
+    static let maxRendersPerOwner = 4
 
     init(saves: Dispatcher.SaveExecutor?, reads: Dispatcher.SaveExecutor?) {
         self.saves = saves
@@ -68,7 +88,7 @@ struct Jobs {
     /// image to render, runs after a save that worked, beside the loop like the save.
     mutating func save(_ document: String, _ save: @escaping PreparedSave, for job: PendingJob,
                        render: (@Sendable () -> Result<String, RenderError>)? = nil) {
-        let id = add(job, isRead: false), inbox = self.inbox
+        let id = add(job, read: nil), inbox = self.inbox
         let work: @Sendable () -> Void = {
             let saved = Result(catching: save)
             inbox.post(id, .saved(saved, image: (try? saved.get()) == nil ? nil : render?()))
@@ -76,15 +96,28 @@ struct Jobs {
         if let saves { saves(document, work) } else { work() }
     }
 
-    /// Starts a read, or refuses at once when too many wait (each is bounded in time, but a
-    /// flood of them must not grow without end).
-    mutating func read(for job: PendingJob, _ read: @escaping @Sendable () -> JobOutcome) throws(ProtocolError) {
+    /// Starts a read, or refuses at once when too many wait, in all or for the job's owner
+    /// (each is bounded in time, but a flood of them must not grow without end).
+    mutating func read(for job: PendingJob, kind: ReadKind = .read, _ read: @escaping @Sendable () -> JobOutcome) throws(ProtocolError) {
         guard reading < Self.maxPendingReads else {
             throw ProtocolError(.unavailable, "\(reading) document reads are waiting; try again",
                                 data: ["reason": "busy", "limit": .integer(Int64(Self.maxPendingReads))])
         }
+        let owner = job.client
+        let mine = readingBy[owner] ?? (0, 0)
+        switch kind {
+        case .read where mine.reads >= Self.maxPendingReadsPerOwner:
+            throw ProtocolError(.unavailable, "\(ServerMethods.describe(owner)) has \(mine.reads) reads waiting; try again",
+                                data: ["reason": "ownerBusy", "limit": .integer(Int64(Self.maxPendingReadsPerOwner))])
+        case .render where mine.renders >= Self.maxRendersPerOwner:
+            throw ProtocolError(.unavailable, "\(ServerMethods.describe(owner)) has \(mine.renders) images rendering",
+                                data: ["reason": "ownerBusy", "limit": .integer(Int64(Self.maxRendersPerOwner))])
+        case .read, .render:
+            break
+        }
         reading += 1
-        let id = add(job, isRead: true), inbox = self.inbox
+        count(owner, kind, +1)
+        let id = add(job, read: (kind, owner)), inbox = self.inbox
         let work: @Sendable () -> Void = { inbox.post(id, read()) }
         // Reads of one document need not wait for each other: each job is its own key.
         if let reads { reads("read \(id)", work) } else { work() }
@@ -99,14 +132,27 @@ struct Jobs {
         guard !pending.isEmpty else { return [] }
         return inbox.take().compactMap { id, outcome in
             guard let entry = pending.removeValue(forKey: id) else { return nil }
-            if entry.isRead { reading -= 1 }
+            if let read = entry.read {
+                reading -= 1
+                count(read.owner, read.kind, -1)
+            }
             return (entry.job, outcome)
         }
     }
 
-    private mutating func add(_ job: PendingJob, isRead: Bool) -> UInt64 {
+    private mutating func count(_ owner: String?, _ kind: ReadKind, _ change: Int) {
+        var counts = readingBy[owner] ?? (0, 0)
+        switch kind {
+        case .read: counts.reads += change
+        case .render: counts.renders += change
+        }
+        // Forgotten at zero, so owners that come and go leave nothing behind.
+        readingBy[owner] = counts == (0, 0) ? nil : counts
+    }
+
+    private mutating func add(_ job: PendingJob, read: (kind: ReadKind, owner: String?)?) -> UInt64 {
         lastJob += 1
-        pending[lastJob] = (job, isRead)
+        pending[lastJob] = (job, read)
         return lastJob
     }
 

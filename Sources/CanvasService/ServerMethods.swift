@@ -27,6 +27,11 @@ struct ServerMethods {
         ]
     }
 
+    /// Who an owner is, for a refusal: never the key or token itself.
+    static func describe(_ owner: String?) -> String {
+        owner == nil ? "the local owner (every client without a key or token)" : "this owner (key or web token)"
+    }
+
     func openSession(_ params: Params, _ table: inout SessionTable, _ call: Call) throws(ProtocolError) -> [String: JSONValue] {
         let pencil = params.has("pencil") ? try params.decode(PencilConfiguration.self, field: "pencil") : PencilConfiguration()
         let transitions = try self.params.transitions(params)
@@ -35,11 +40,16 @@ struct ServerMethods {
         let size = try self.params.size(params)
         guard table.count < limits.maxSessions else {
             throw ProtocolError(.unavailable, "the server has its maximum of \(limits.maxSessions) sessions",
-                                data: ["limit": .integer(Int64(limits.maxSessions))])
+                                data: ["reason": "serverSessions", "limit": .integer(Int64(limits.maxSessions))])
         }
         if table.held(by: call.client, connection: call.connection, authenticated: authenticated) >= limits.maxSessionsPerClient {
             throw ProtocolError(.unavailable, "this client has its maximum of \(limits.maxSessionsPerClient) sessions",
-                                data: ["limit": .integer(Int64(limits.maxSessionsPerClient))])
+                                data: ["reason": "clientSessions", "limit": .integer(Int64(limits.maxSessionsPerClient))])
+        }
+        // Counted over every connection of the owner: connections cost nothing to make.
+        if table.held(byOwner: call.client) >= limits.maxSessionsPerOwner {
+            throw ProtocolError(.unavailable, "\(Self.describe(call.client)) has its maximum of \(limits.maxSessionsPerOwner) sessions, over all its connections",
+                                data: ["reason": "ownerSessions", "limit": .integer(Int64(limits.maxSessionsPerOwner))])
         }
         func make(_ id: String) -> ServiceSession {
             ServiceSession(

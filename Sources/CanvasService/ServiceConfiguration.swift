@@ -28,6 +28,11 @@ public struct Limits: Sendable {
     /// Sessions one client may hold at once, so one client cannot take them all: one key with
     /// CurveZMQ, one connection on loopback.
     public var maxSessionsPerClient = 100
+    /// Sessions one owner may hold at once over all its connections: a web token's owner, a
+    /// CurveZMQ key, or on loopback every local client together (one user of the machine). A
+    /// quarter of `maxSessions`, so no one owner keeps the others out however many
+    /// connections it makes.
+    public var maxSessionsPerOwner = 250
     /// Replies remembered per session, so a retried request is answered without running twice.
     public var replyCacheSize = 64
     /// A reply larger than this is sent but not remembered (a retry of a request that changed
@@ -41,6 +46,8 @@ public struct Limits: Sendable {
     /// at once (their bytes wait in a temporary file each until the commit: disk, not memory).
     public var maxUploadBytes = 32 << 20
     public var maxUploads = 4
+    /// Uploads one owner may have under way at once, so one owner cannot hold every slot.
+    public var maxUploadsPerOwner = 2
     /// The most bytes one `document.get` reply carries (base64 in JSON); larger documents are
     /// fetched in pieces with `offset` and `length`.
     public var maxGetBytes = 8 << 20
@@ -65,11 +72,13 @@ public struct Limits: Sendable {
             "maxTextLength": .integer(Int64(maxTextLength)),
             "maxSessions": .integer(Int64(maxSessions)),
             "maxSessionsPerClient": .integer(Int64(maxSessionsPerClient)),
+            "maxSessionsPerOwner": .integer(Int64(maxSessionsPerOwner)),
             "replyCacheSize": .integer(Int64(replyCacheSize)),
             "maxCachedReplyBytes": .integer(Int64(maxCachedReplyBytes)),
             "maxImageSide": .integer(Int64(maxImageSide)),
             "maxUploadBytes": .integer(Int64(maxUploadBytes)),
             "maxUploads": .integer(Int64(maxUploads)),
+            "maxUploadsPerOwner": .integer(Int64(maxUploadsPerOwner)),
             "maxGetBytes": .integer(Int64(maxGetBytes)),
             "maxTransitionMs": .integer(maxTransitionMilliseconds),
         ]

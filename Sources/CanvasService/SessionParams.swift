@@ -45,6 +45,11 @@ struct SessionParams {
         return (configuration, initialize)
     }
 
+    /// What every edit's resulting drawing is held to.
+    var drawingBounds: DrawingBounds {
+        DrawingBounds(maxStrokes: limits.maxStrokesPerDrawing, maxPoints: limits.maxPointsPerDrawing, maxTexts: limits.maxTextsPerDrawing)
+    }
+
     /// A drawing method's edit, refused when it would take `drawing` past a limit.
     func edit(_ method: Method, _ params: Params, on drawing: Drawing) throws(ProtocolError) -> DrawingEdit {
         switch method {

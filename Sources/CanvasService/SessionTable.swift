@@ -48,6 +48,12 @@ struct SessionTable {
         entries[session.id] = Entry(owner: session.owner, connection: session.connection, slot: .ready(session))
     }
 
+    /// Sessions one owner holds over all its connections: a web token's owner, a key, or (nil)
+    /// the local owner, every unauthenticated client together.
+    func held(byOwner owner: String?) -> Int {
+        entries.values.count { $0.owner == owner }
+    }
+
     /// Sessions one client holds: by key when clients are authenticated, by connection when not.
     func held(by client: String?, connection: [UInt8]?, authenticated: Bool) -> Int {
         if authenticated { return entries.values.count { $0.owner == client } }

@@ -65,7 +65,9 @@ struct LoadBench: ParsableCommand {
         let context = try ZMQContext()
         let endpoint = connect ?? "ipc://\(folder.path)/requests", events = connectEvents ?? "ipc://\(folder.path)/events"
         var arguments = ["--endpoint", endpoint, "--events", events, "--documents", documents.path, "--log-level", "error",
-                         "--keep-revisions", "3", "--max-sessions", "\(max(1_000, clients * 2))"]
+                         "--keep-revisions", "3", "--max-sessions", "\(max(1_000, clients * 2))",
+                         // On loopback every client is the one local owner: the bench's clients are one user's.
+                         "--max-sessions-per-owner", "\(max(1_000, clients * 2))"]
         // With --curve: the server's pair, one pair per client (index `clients` is the subscribers'), all allowed.
         var keys: [CurveCredentials?] = Array(repeating: nil, count: clients + 1)
         if curve {

@@ -54,6 +54,13 @@ struct Canvasd: ParsableCommand {
     @Option(name: .customLong("max-sessions-per-client"), help: "Sessions one client may hold at once: per key with CurveZMQ, per connection on loopback.")
     var maxSessionsPerClient = defaults.limits.maxSessionsPerClient
 
+    @Option(name: .customLong("max-sessions-per-owner"),
+            help: "Sessions one owner may hold over all its connections: a key, a web token, or every local client together.")
+    var maxSessionsPerOwner = defaults.limits.maxSessionsPerOwner
+
+    @Option(name: .customLong("max-uploads-per-owner"), help: "Uploads one owner may have under way at once.")
+    var maxUploadsPerOwner = defaults.limits.maxUploadsPerOwner
+
     @Option(name: .customLong("web-endpoint"),
             help: "Where web pages send requests (ws://, ZWS 2.0), e.g. ws://127.0.0.1:5580. Loopback unless --web-tokens.")
     var webEndpoint: String?
@@ -96,6 +103,8 @@ struct Canvasd: ParsableCommand {
         guard maxSessionsPerClient > 0 else { throw ValidationError("--max-sessions-per-client must be positive") }
         guard memoryBudget >= 64 else { throw ValidationError("--memory-budget must be at least 64 (megabytes)") }
         if let maxWebConnections, maxWebConnections < 1 { throw ValidationError("--max-web-connections must be positive") }
+        guard maxSessionsPerOwner > 0 else { throw ValidationError("--max-sessions-per-owner must be positive") }
+        guard maxUploadsPerOwner > 0 else { throw ValidationError("--max-uploads-per-owner must be positive") }
         guard (curveSecretKey == nil) == (allowedKeys == nil) else {
             throw ValidationError("--curve-secret-key and --allowed-keys go together")
         }
@@ -125,6 +134,8 @@ struct Canvasd: ParsableCommand {
         configuration.limits.maxUploadBytes = maxUploadBytes
         configuration.limits.maxSessionsPerClient = maxSessionsPerClient
         configuration.limits.memoryBudgetBytes = memoryBudget << 20
+        configuration.limits.maxSessionsPerOwner = maxSessionsPerOwner
+        configuration.limits.maxUploadsPerOwner = maxUploadsPerOwner
         configuration.sessionStore = sessionStore
         configuration.healthEndpoint = healthEndpoint
         if let instance { configuration.instanceName = instance }

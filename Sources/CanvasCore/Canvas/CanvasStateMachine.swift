@@ -132,12 +132,12 @@ public struct CanvasStateMachine: Hashable, Sendable, Codable {
     }
 
     /// Applies a drawing edit; only an open canvas takes them. Returns whether it changed anything.
-    public mutating func edit(_ edit: DrawingEdit) throws(CanvasEditError) -> Bool {
+    public mutating func edit(_ edit: DrawingEdit, within bounds: DrawingBounds = .unbounded) throws(CanvasEditError) -> Bool {
         switch state {
         case .open(var drawing):
             let changed: Bool
             do {
-                changed = try drawing.apply(edit)
+                changed = try drawing.apply(edit, within: bounds)
             } catch {
                 throw .invalid(error)
             }

@@ -16,11 +16,16 @@ public enum DrawingEdit: Hashable, Sendable {
 public enum DrawingEditError: Error, Hashable, Sendable, CustomStringConvertible {
     case noSuchText(index: Int, count: Int)
     case invalid(DrawingValidationError)
+    /// The drawing the edit would make has `size` strokes, points or texts (`field`), more
+    /// than `limit` (`DrawingBounds`).
+    case overLimit(field: String, size: Int, limit: Int)
 
     public var description: String {
         switch self {
         case .noSuchText(let index, let count): return "there is no text \(index); the drawing has \(count)"
         case .invalid(let error): return error.description
+        case .overLimit(let field, let size, let limit):
+            return "the edit would leave the drawing with \(size) \(field), over the limit of \(limit); nothing was changed"
         }
     }
 }
@@ -49,9 +54,10 @@ public struct EditableDrawing: Hashable, Sendable {
 
     /// Applies an edit. Returns whether the drawing changed; an edit that changes nothing
     /// (undo with no history, erase over empty paper, clear on a blank page) leaves the
-    /// history as it was.
+    /// history as it was. An edit whose drawing would pass `bounds` is refused and changes
+    /// nothing (undo and redo only go back to drawings that were once accepted).
     @discardableResult
-    public mutating func apply(_ edit: DrawingEdit) throws(DrawingEditError) -> Bool {
+    public mutating func apply(_ edit: DrawingEdit, within bounds: DrawingBounds = .unbounded) throws(DrawingEditError) -> Bool {
         switch edit {
         case .undo:
             guard let previous = undoStack.popLast() else { return false }
@@ -66,11 +72,11 @@ public struct EditableDrawing: Hashable, Sendable {
         case .addStroke(let stroke):
             var next = drawing
             next.strokes.append(stroke)
-            record(next)
+            try record(next, within: bounds)
         case .addText(let text):
             var next = drawing
             next.texts.append(text)
-            record(next)
+            try record(next, within: bounds)
         case .moveText(let index, let x, let y):
             guard drawing.texts.indices.contains(index) else {
                 throw .noSuchText(index: index, count: drawing.texts.count)
@@ -98,12 +104,17 @@ public struct EditableDrawing: Hashable, Sendable {
         case .erase(let request):
             let (next, touched) = drawing.erasing(request)
             guard touched > 0 else { return false }
-            record(next)
+            try record(next, within: bounds)
         case .clear:
             guard drawing.hasContent else { return false }
             record(.empty)
         }
         return true
+    }
+
+    private mutating func record(_ next: Drawing, within bounds: DrawingBounds) throws(DrawingEditError) {
+        if let refusal = bounds.refusal(next, after: drawing) { throw refusal }
+        record(next)
     }
 
     private mutating func record(_ next: Drawing) {

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from canvasbridge import CanvasError, EventSubscriber
-from conftest import CORPUS, ROOT
+from conftest import CORPUS, ROOT, Server
 from pdfs import large_pdf, tiny_pdf
 
 NOTES = ROOT / "samples" / "notes.pdf"
@@ -82,12 +82,22 @@ def peak_resident_bytes(pid: int) -> int:
     raise AssertionError("no VmHWM")
 
 
-def test_uploads_under_way_are_kept_in_files_not_in_memory(client, server):
+@pytest.fixture
+def four_uploads(tmp_path):
+    """A canvasd whose one (local) owner may have all four uploads under way."""
+    running = Server(tmp_path / "four", ["--max-uploads-per-owner", "4"])
+    with running.client() as client:
+        yield client, running
+    running.stop()
+
+
+def test_uploads_under_way_are_kept_in_files_not_in_memory(four_uploads):
     """Four uploads of 24 MB each, all under way at once and then committed, grew canvasd's
     peak resident memory by over 96 MB when their bytes were held in memory."""
+    client, server = four_uploads
     size = 24 << 20
     datas = [large_pdf(size, seed=seed) for seed in range(4)]
-    client.hello()
+    assert client.hello()["limits"]["maxUploadsPerOwner"] == 4
     before = peak_resident_bytes(server.process.pid)
     uploads = [client.call("document.upload.begin", {"name": f"big{index}.pdf", "size": len(data),
                                                       "sha256": hashlib.sha256(data).hexdigest()})
