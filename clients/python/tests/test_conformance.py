@@ -180,3 +180,83 @@ def test_a_full_part_fits_in_the_frames_the_spec_reckons(client):
     assert client.call("document.upload.status", {"upload": begun["upload"]})["received"] == 0
     assert client.exchange(frames(fitting))["result"]["received"] == part
     client.call("document.upload.abort", {"upload": begun["upload"]})
+
+
+# Issue 28 item 3, issue 27 deliver 1, issue 22 item 7: strokes in parts are transactions.
+def part(points, continued=True, color="#FFD400", width=2, **extra):
+    params = {"tool": "pen", "color": color, "width": width,
+              "points": [{"x": float(x), "y": float(y)} for x, y in points], **extra}
+    if continued:
+        params["continued"] = True
+    return params
+
+
+def strokes_of(session):
+    return [(stroke["color"], len(stroke["points"])) for stroke in session.get_drawing()["strokes"]]
+
+
+def test_a_part_past_the_stroke_limit_is_refused_at_once_and_ends_the_stroke(client):
+    limit = client.hello()["limits"]["maxPointsPerStroke"]
+    session = client.open_session()
+    session.open()
+    half = [(i % 500, i // 500) for i in range(limit // 2 + 1)]
+    assert session.call("drawing.addStroke", part(half))["pendingPoints"] == len(half)
+    with pytest.raises(CanvasError) as refused:
+        session.call("drawing.addStroke", part(half))
+    assert refused.value.code == "PAYLOAD_TOO_LARGE" and refused.value.data == {
+        "field": "points", "limit": limit}
+    # Nothing waits: the next stroke is a stroke of its own, not the end of the refused one.
+    assert session.call("drawing.addStroke", part([(500, 700), (520, 720)], continued=False))["strokes"] == 1
+    assert strokes_of(session) == [("#FFD400", 2)]
+
+
+def test_a_part_past_the_drawing_limit_is_refused_at_once(client):
+    limits = client.hello()["limits"]
+    session = client.open_session()
+    session.open()
+    full = [(i % 1000, i // 1000) for i in range(limits["maxPointsPerStroke"])]
+    for _ in range(limits["maxPointsPerDrawing"] // len(full)):
+        session.call("drawing.addStroke", part(full, continued=False))
+    with pytest.raises(CanvasError) as refused:
+        session.call("drawing.addStroke", part([(1, 1)]))
+    assert refused.value.code == "PAYLOAD_TOO_LARGE" and refused.value.data == {
+        "field": "points", "limit": limits["maxPointsPerDrawing"]}
+    session.undo()
+    assert session.call("drawing.addStroke", part([(1, 1)]))["pendingPoints"] == 1
+
+
+def test_parts_agree_on_colour_as_a_colour_and_a_disagreeing_part_ends_the_stroke(client):
+    session = client.open_session()
+    session.open()
+    session.call("drawing.addStroke", part([(1, 1)], color="#FFD400", width=2))
+    session.call("drawing.addStroke", part([(2, 2)], color="#ffd400", width=2.0, unknown="x" * 1000))
+    assert session.call("drawing.addStroke", part([(3, 3)], continued=False, color="#FfD400"))["strokes"] == 1
+    assert strokes_of(session) == [("#FFD400", 3)]
+    session.call("drawing.addStroke", part([(1, 1)], color="yellow"))
+    session.call("drawing.addStroke", part([(2, 2)], color="#FFFF00"))
+    with pytest.raises(CanvasError) as refused:
+        session.call("drawing.addStroke", part([(3, 3)], color="red"))
+    assert (refused.value.code, refused.value.data["field"]) == ("INVALID_PARAMS", "continued")
+    assert session.call("drawing.addStroke", part([(4, 4)], continued=False, color="red"))["strokes"] == 2
+    assert strokes_of(session) == [("#FFD400", 3), ("red", 1)]
+
+
+KEEP = [("canvas.state", None), ("drawing.get", None), ("document.list", None),
+        ("drawing.moveText", {"index": 5, "x": 1, "y": 1})]   # refused: NOT_FOUND
+DROP = [("canvas.open", {}), ("canvas.initialize", None), ("pencil.configure", {}),
+        ("drawing.addText", {"text": "a", "x": 1, "y": 1, "fontSize": 14, "color": "black"}), ("drawing.undo", None), ("drawing.clear", None),
+        ("drawing.erase", {"x": 900, "y": 900, "radius": 1, "mode": "stroke"})]
+
+
+@pytest.mark.parametrize("method,params", KEEP + DROP, ids=[m for m, _ in KEEP + DROP])
+def test_spec_5_says_which_requests_drop_waiting_parts(client, method, params):
+    session = client.open_session()
+    session.open()
+    session.call("drawing.addStroke", part([(1, 1), (2, 2)]))
+    try:
+        session.call(method, params)
+    except CanvasError as error:
+        assert (method, error.code) == ("drawing.moveText", "NOT_FOUND")
+    session.call("drawing.addStroke", part([(3, 3)], continued=False))
+    kept = (method, params) in KEEP
+    assert strokes_of(session) == [("#FFD400", 3 if kept else 1)], method
