@@ -217,3 +217,15 @@ def test_python_example_runs(server, capsys):
     printed = capsys.readouterr().out
     assert printed.endswith("\n")
     assert "'outcome': 'minimized'" in printed and "'hasContent': True" in printed
+
+
+def test_the_first_screen_tells_how_to_move_every_port():
+    first_screen = README.read_text(encoding="utf-8").split("\n## ")[0]
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    (moved,) = [block for block in blocks(first_screen, "sh") if "make run CANVAS_ENDPOINT=" in block]
+    shown = dict(re.findall(r"([A-Z_]+)=(\S+)", moved))
+    assert set(shown) == {"CANVAS_ENDPOINT", "CANVAS_EVENTS", "WEB_ENDPOINT", "WEB_EVENTS", "DEMO_PORT"}
+    for variable, default in shown.items():
+        # Each is a make variable with the default the README shows, and `make run` passes it on.
+        assert re.search(rf"^{variable}\s*\?=\s*{re.escape(default)}$", makefile, flags=re.M), variable
+        assert f"$({variable})" in makefile.split("\nrun:")[1].split("\n\n")[0], variable
