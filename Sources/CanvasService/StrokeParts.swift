@@ -21,6 +21,39 @@ struct StrokeParts: Codable, Equatable {
     let width: Double
     var points: [InkPoint]
 
+    init(tool: InkTool, color: InkColor, width: Double, points: [InkPoint]) {
+        self.tool = tool
+        self.color = color
+        self.width = width
+        self.points = points
+    }
+
+    private enum CodingKeys: String, CodingKey { case tool, color, width, points }
+    /// How snapshots written before parts were kept as points hold them: the first part's
+    /// `style` and every part's `points`, as JSON.
+    private enum EarlierKeys: String, CodingKey { case style, points }
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        guard container.contains(.tool) else {
+            // A session stored by an instance of the earlier version, taken over by this one
+            // during an upgrade: its waiting parts are read as the stroke they make so far.
+            let earlier = try decoder.container(keyedBy: EarlierKeys.self)
+            var whole = try earlier.decode([String: JSONValue].self, forKey: .style)
+            whole["points"] = .array(try earlier.decode([JSONValue].self, forKey: .points))
+            let stroke: Stroke
+            do {
+                stroke = try Params(whole).decode(Stroke.self)
+            } catch {
+                throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: error.message))
+            }
+            self.init(tool: stroke.tool, color: stroke.color, width: stroke.width, points: stroke.points)
+            return
+        }
+        self.init(tool: try container.decode(InkTool.self, forKey: .tool), color: try container.decode(InkColor.self, forKey: .color),
+                  width: try container.decode(Double.self, forKey: .width), points: try container.decode([InkPoint].self, forKey: .points))
+    }
+
     func agrees(with part: Stroke) -> Bool {
         tool == part.tool && width == part.width
             && (color.red, color.green, color.blue) == (part.color.red, part.color.green, part.color.blue)

@@ -1,6 +1,7 @@
 @testable import CanvasService
 import CanvasCore
 import CanvasProtocol
+import Foundation
 import Testing
 
 @Suite("session snapshot codec")
@@ -66,6 +67,16 @@ struct SessionSnapshotTests {
         let plain = try SessionSnapshot.decode(try SessionSnapshot.encode(try Self.session()), session: "5eed", connection: nil,
                                                now: .now, limits: Limits())
         #expect(plain.strokeParts == nil)
+    }
+
+    @Test("waiting parts stored by the earlier version, as JSON style and points, are read as points")
+    func earlierStrokeParts() throws {
+        let earlier = ##"{"style":{"tool":"pen","color":"#FFD400","width":2},"points":[{"x":1,"y":2,"pressure":0.5},{"x":3.5,"y":4}]}"##
+        let parts = try JSONDecoder().decode(StrokeParts.self, from: Data(earlier.utf8))
+        #expect(parts == StrokeParts(tool: .pen, color: try InkColor("#FFD400"), width: 2,
+                                     points: [try InkPoint(x: 1, y: 2, pressure: 0.5), try InkPoint(x: 3.5, y: 4)]))
+        let broken = ##"{"style":{"tool":"pen","color":"#FFD400","width":2},"points":[{"x":"far","y":2}]}"##
+        #expect(throws: DecodingError.self) { try JSONDecoder().decode(StrokeParts.self, from: Data(broken.utf8)) }
     }
 
     @Test("a snapshot cut short, of another session or not a snapshot at all is refused")
