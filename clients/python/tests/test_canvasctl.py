@@ -48,6 +48,11 @@ def test_flatten_names_a_missing_file_and_the_system_reason(folder):
     run = flatten(folder, "--drawing=bad.json")
     assert run.returncode == 1 and "bad.json: not a drawing as drawing.get returns it: strokes[0]: color missing" in run.stderr
     assert not (folder / "o.pdf").exists()
+    # The same for the commands that read or write a file beside a server (none is asked here).
+    run = canvasctl("upload", "none.pdf", "--timeout", "100", cwd=folder)
+    assert run.returncode == 1 and "file none.pdf: cannot read it: No such file or directory (errno 2)" in run.stderr
+    run = canvasctl("get", "x.pdf", "--out", "nowhere/x.pdf", "--timeout", "100", cwd=folder)
+    assert run.returncode == 1 and "--out nowhere/x.pdf: cannot write into nowhere" in run.stderr, run.stderr
 
 
 def test_flatten_names_the_input_when_the_page_is_out_of_range(folder):
