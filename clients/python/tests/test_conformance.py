@@ -260,3 +260,16 @@ def test_spec_5_says_which_requests_drop_waiting_parts(client, method, params):
     session.call("drawing.addStroke", part([(3, 3)], continued=False))
     kept = (method, params) in KEEP
     assert strokes_of(session) == [("#FFD400", 3 if kept else 1)], method
+
+
+def test_a_request_too_large_to_read_is_no_part_and_ends_nothing(client):
+    limit = client.hello()["limits"]["maxMessageBytes"]
+    session = client.open_session()
+    session.open()
+    session.call("drawing.addStroke", part([(1, 1), (2, 2)]))
+    huge = {"id": "big", "method": "drawing.addStroke", "session": session.id,
+            "params": dict(part([(3, 3)]), padding="x" * limit)}
+    refused = client.exchange([json.dumps(huge).encode()])
+    assert refused["id"] is None and refused["error"]["code"] == "PAYLOAD_TOO_LARGE"
+    session.call("drawing.addStroke", part([(4, 4)], continued=False))
+    assert strokes_of(session) == [("#FFD400", 3)]
