@@ -13,7 +13,10 @@ DOCUMENTS    ?= documents
 VENV         := .venv
 PYTHON       := $(VENV)/bin/python
 CANVASD      := $(CURDIR)/.build/debug/canvasd
-# Where web pages reach canvasd (ws://, loopback) and where the demo page is served.
+# Where canvasd listens (the names canvasctl reads from the environment too), where web pages
+# reach it (ws://, loopback) and where the demo page is served: `make run DEMO_PORT=8680`.
+CANVAS_ENDPOINT ?= tcp://127.0.0.1:5555
+CANVAS_EVENTS   ?= tcp://127.0.0.1:5556
 WEB_ENDPOINT ?= ws://127.0.0.1:5580
 WEB_EVENTS   ?= ws://127.0.0.1:5581
 DEMO_PORT    ?= 8580
@@ -36,15 +39,25 @@ $(VENV)/.installed: clients/python/pyproject.toml
 	$(PYTHON) -m pip install -q -e 'clients/python[test]'
 	@touch $@
 
-build: system-deps
-	$(SWIFT) build
+# `swift build` only when a source is newer than the last build: with nothing changed, `make run`
+# goes straight to starting canvasd. Swift Package Manager's own check, even when it finds nothing
+# to do, takes seconds on a loaded machine (15.7 s was seen).
+SWIFT_SOURCES := Package.swift $(shell find Sources -type f)
+BUILD_STAMP  ?= .build/debug/.make-build-stamp
 
-# canvasd in the foreground, and beside it the demo page's static server on loopback (stopped
-# with canvasd); the address to open is printed first.
+build: $(BUILD_STAMP)
+
+$(BUILD_STAMP): $(SWIFT_SOURCES) | system-deps
+	$(SWIFT) build
+	@mkdir -p $(dir $@) && touch $@
+
+# canvasd in the foreground, and beside it the demo page's static server on loopback; the
+# address to open is printed first. The server script checks every port first (a clash names
+# the port and the variable that moves it) and lives exactly as long as canvasd.
 run: build sample-document
-	@$(PYTHON3) scripts/web-server.py --port $(DEMO_PORT) --web-endpoint $(WEB_ENDPOINT) --web-events $(WEB_EVENTS) & \
-	  server=$$!; trap 'kill $$server 2>/dev/null' EXIT INT TERM; sleep 0.3; \
-	  $(CANVASD) --documents $(DOCUMENTS) --web-endpoint $(WEB_ENDPOINT) --web-events $(WEB_EVENTS)
+	@$(PYTHON3) scripts/web-server.py --port $(DEMO_PORT) --web-endpoint $(WEB_ENDPOINT) --web-events $(WEB_EVENTS) -- \
+	  $(CANVASD) --documents $(DOCUMENTS) --endpoint $(CANVAS_ENDPOINT) --events $(CANVAS_EVENTS) \
+	  --web-endpoint $(WEB_ENDPOINT) --web-events $(WEB_EVENTS)
 
 # A first document to draw on: samples/notes.pdf, unless the folder already has a notes.pdf
 # (which is then the user's and is never replaced).

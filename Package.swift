@@ -18,11 +18,14 @@ let package = Package(
         // For the libFuzzer package in Fuzz/, which builds these with -sanitize=fuzzer.
         .library(name: "FuzzTargets", targets: ["FuzzTargets"]),
     ],
+    // Exact versions: the ones the package mirror has and the tests ran with. Package.resolved
+    // cannot be committed (the mirror's commit ids are not upstream's), so a range would let a
+    // fresh machine build versions nobody tested.
     dependencies: [
-        .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
-        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
-        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
-        .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
+        .package(url: "https://github.com/x-sheep/swift-property-based", exact: "2.0.1"),
+        .package(url: "https://github.com/apple/swift-argument-parser", exact: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", exact: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-system", exact: "1.8.1"),
     ],
     targets: [
         // Pure model: drawing, canvas and pencil state machines. No I/O, clocks, threads or C.

@@ -1,16 +1,29 @@
 #!/usr/bin/env python3
 """Serves the web client and its demo on loopback: clients/web at /, Debian's pdf.js (libjs-pdf)
 at /pdfjs/, and /config.json naming canvasd's ws:// endpoints, so the demo page knows where to
-connect. `make run` starts it beside canvasd; the browser tests start it too."""
+connect. The browser tests start it alone.
+
+`make run` gives it canvasd's command line after `--`: it then checks that every port is free,
+binds its own, starts canvasd, and lives exactly as long as canvasd does, so neither is left
+running behind the other's dead address. A port in use is named, with the make variable that
+moves it."""
 
 from __future__ import annotations
 
 import argparse
+import ctypes
+import errno
 import json
+import signal
+import socket
+import subprocess
 import sys
+import threading
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import List, NamedTuple, Optional
+from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 WEB = ROOT / "clients" / "web"
@@ -47,23 +60,118 @@ class Handler(SimpleHTTPRequestHandler):
         pass   # quiet: canvasd's log is the one to read
 
 
+# canvasd's options that listen, and the make variable that sets each (canvasctl reads
+# CANVAS_ENDPOINT and CANVAS_EVENTS from the environment too).
+VARIABLES = {"--endpoint": "CANVAS_ENDPOINT", "--events": "CANVAS_EVENTS", "--web-endpoint": "WEB_ENDPOINT",
+             "--web-events": "WEB_EVENTS"}
+
+
+class Port(NamedTuple):
+    what: str
+    host: str
+    port: int
+    variable: str
+    moved: str   # the variable's value with another port, for the message
+
+
+def in_use(port: Port, cause: str) -> str:
+    return (f"{port.what}: port {port.port} is in use ({cause}). Stop what holds it (`ss -ltnp 'sport = :{port.port}'` "
+            f"shows it), or move it: make run {port.variable}={port.moved}")
+
+
+def listening_ports(canvasd: List[str]) -> List[Port]:
+    """The tcp:// and ws:// ports canvasd's command line listens on."""
+    found = []
+    for option, value in zip(canvasd, canvasd[1:]):
+        address = urlsplit(value)
+        if option in VARIABLES and address.scheme in ("tcp", "ws") and address.port:
+            moved = value.replace(f":{address.port}", f":{address.port + 100}", 1)
+            found.append(Port(f"canvasd {option} {value}", address.hostname or "127.0.0.1", address.port,
+                              VARIABLES[option], moved))
+    return found
+
+
+def first_taken(ports) -> Optional[str]:
+    """A clash found before anything starts: each port bound as libzmq binds it (SO_REUSEADDR),
+    then let go. canvasd still names any clash that comes after this check."""
+    for port in ports:
+        probe = socket.socket(socket.AF_INET6 if ":" in port.host else socket.AF_INET)
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((port.host, port.port))
+        except OSError as error:
+            return in_use(port, f"{error.strerror}, errno {error.errno}")
+        finally:
+            probe.close()
+    return None
+
+
+def stop_with_parent() -> None:
+    """Run in canvasd's child before exec: if this script dies, even by SIGKILL, so does canvasd."""
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def supervise(server: ThreadingHTTPServer, canvasd: List[str]) -> int:
+    """Serves the demo page while canvasd runs; returns canvasd's exit status."""
+    child = subprocess.Popen(canvasd, preexec_fn=stop_with_parent)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+
+    def forward(signum, _frame) -> None:
+        if child.poll() is None:
+            child.send_signal(signum)
+
+    # Ctrl-C reaches canvasd from the terminal too; a TERM for this script is passed on.
+    signal.signal(signal.SIGINT, forward)
+    signal.signal(signal.SIGTERM, forward)
+    status = child.wait()
+    server.shutdown()
+    server.server_close()
+    if status < 0:
+        print(f"canvasd was stopped by signal {-status}; the demo page is stopped too", file=sys.stderr, flush=True)
+        return 128 - status   # as a shell reports a process a signal ended
+    if status != 0:
+        print(f"canvasd exited with status {status}; the demo page is stopped too", file=sys.stderr, flush=True)
+    return status
+
+
 def main() -> int:
+    arguments = sys.argv[1:]
+    canvasd = arguments[arguments.index("--") + 1:] if "--" in arguments else []
+    own = arguments[:arguments.index("--")] if "--" in arguments else arguments
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--port", type=int, default=8580)
     parser.add_argument("--web-endpoint", default="ws://127.0.0.1:5580")
     parser.add_argument("--web-events", default="ws://127.0.0.1:5581")
     parser.add_argument("--token", default=None, help="an access token for the demo page, when canvasd has --web-tokens")
-    args = parser.parse_args()
+    args = parser.parse_args(own)
     if not (PDFJS / "pdf.js").exists():
         print(f"no pdf.js at {PDFJS}: install libjs-pdf (make system-deps does)", file=sys.stderr)
         return 1
+    clash = first_taken(listening_ports(canvasd)) if canvasd else None
+    if clash:
+        print(clash, file=sys.stderr)
+        return 2
     config = {"url": args.web_endpoint, "events": args.web_events}
     if args.token:
         config["token"] = args.token
     Handler.config = json.dumps(config).encode()
     Handler.extensions_map = {**Handler.extensions_map, ".js": "text/javascript", ".mjs": "text/javascript"}
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), partial(Handler, directory=str(WEB)))
+    try:
+        server = ThreadingHTTPServer(("127.0.0.1", args.port), partial(Handler, directory=str(WEB)))
+    except OSError as error:
+        if error.errno != errno.EADDRINUSE:
+            raise
+        demo = Port("the demo page", "127.0.0.1", args.port, "DEMO_PORT", str(args.port + 100))
+        print(in_use(demo, f"{error.strerror}, errno {error.errno}"), file=sys.stderr)
+        return 2
     print(f"demo page: http://127.0.0.1:{server.server_address[1]}/demo/", flush=True)
+    if canvasd:
+        options = dict(zip(canvasd, canvasd[1:]))
+        if "--endpoint" in options:
+            print(f"canvasd: requests {options['--endpoint']}, events {options.get('--events', '-')} "
+                  f"(canvasctl reads CANVAS_ENDPOINT and CANVAS_EVENTS)", flush=True)
+        return supervise(server, canvasd)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -49,6 +49,12 @@ public struct Params: Sendable {
         return d
     }
 
+    public func number(_ field: String, in range: ClosedRange<Double>) throws(ProtocolError) -> Double {
+        let d = try number(field)
+        guard range.contains(d) else { throw invalid(field, "\(d) is outside \(range.lowerBound)...\(range.upperBound)") }
+        return d
+    }
+
     public func integer(_ field: String, in range: ClosedRange<Int64>) throws(ProtocolError) -> Int64 {
         guard let value = values[field] else { throw invalid(field, "required") }
         guard let i = value.integerValue else {

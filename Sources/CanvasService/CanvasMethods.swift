@@ -30,13 +30,14 @@ struct CanvasMethods {
     func run(_ method: Method, _ params: Params, _ session: inout ServiceSession, found: JobOutcome?,
              _ call: inout Call) throws(ProtocolError) -> MethodResult {
         // Another method that acts drops a stroke's waiting parts; a refused request changes
-        // nothing, so it leaves them waiting, as does a refused part.
+        // nothing, so it leaves them waiting, except a refused stroke or part: that ends the
+        // stroke, so nothing of it waits to be glued to the client's next stroke.
         let waiting = session.strokeParts
         if method != .drawingAddStroke && !method.changesNothing { session.strokeParts = nil }
         do throws(ProtocolError) {
             return try dispatch(method, params, &session, found: found, &call)
         } catch {
-            session.strokeParts = waiting
+            session.strokeParts = method == .drawingAddStroke ? nil : waiting
             throw error
         }
     }
@@ -50,7 +51,7 @@ struct CanvasMethods {
                                 "strokes": .integer(Int64(session.canvas.drawing.strokes.count)),
                                 "texts": .integer(Int64(session.canvas.drawing.texts.count))])
             }
-            return .object(try edit(method, whole, &session, &call))
+            return .object(try edit(try self.params.addStroke(whole, on: session.canvas.drawing), &session, &call))
         case .sessionClose:
             return .object(["closed": true])
         case .canvasInitialize:
@@ -77,7 +78,7 @@ struct CanvasMethods {
             return .raw(WireShapes.drawing(session.canvas.drawing, canUndo: editable?.canUndo ?? false,
                                            canRedo: editable?.canRedo ?? false))
         case .drawingAddText, .drawingMoveText, .drawingEditText, .drawingErase, .drawingUndo, .drawingRedo, .drawingClear:
-            return .object(try edit(method, params, &session, &call))
+            return .object(try edit(try self.params.edit(method, params, on: session.canvas.drawing), &session, &call))
         case .hello, .sessionOpen, .documentList, .documentInfo, .documentFlatten, .documentRevisions, .documentRestore,
              .documentGet, .documentUploadBegin, .documentUploadPart, .documentUploadStatus, .documentUploadAbort, .documentUploadCommit:
             preconditionFailure("\(method.rawValue) does not act on a session")
@@ -190,8 +191,7 @@ struct CanvasMethods {
         return result
     }
 
-    private func edit(_ method: Method, _ params: Params, _ session: inout ServiceSession, _ call: inout Call) throws(ProtocolError) -> [String: JSONValue] {
-        let edit = try self.params.edit(method, params, on: session.canvas.drawing)
+    private func edit(_ edit: DrawingEdit, _ session: inout ServiceSession, _ call: inout Call) throws(ProtocolError) -> [String: JSONValue] {
         let report: EditReport
         do {
             report = try session.canvas.edit(edit, within: self.params.drawingBounds)

@@ -54,16 +54,7 @@ struct SessionParams {
     func edit(_ method: Method, _ params: Params, on drawing: Drawing) throws(ProtocolError) -> DrawingEdit {
         switch method {
         case .drawingAddStroke:
-            if case .array(let points)? = params.values["points"], points.count > limits.maxPointsPerStroke {
-                throw Self.tooLarge("points", points.count, limits.maxPointsPerStroke)
-            }
-            let stroke = try params.decode(Stroke.self)
-            if drawing.strokes.count >= limits.maxStrokesPerDrawing {
-                throw Self.tooLarge("strokes", drawing.strokes.count + 1, limits.maxStrokesPerDrawing)
-            }
-            let points = drawing.pointCount + stroke.points.count
-            if points > limits.maxPointsPerDrawing { throw Self.tooLarge("points", points, limits.maxPointsPerDrawing) }
-            return .addStroke(stroke)
+            preconditionFailure("a stroke comes through assembleStroke and addStroke(_:on:)")
         case .drawingAddText:
             let text = try params.decode(TextAnnotation.self)
             // Counted in Unicode code points, as JSON Schema's maxLength counts a string.
@@ -83,6 +74,16 @@ struct SessionParams {
         case .drawingClear: return .clear
         default: preconditionFailure("\(method.rawValue) is not a drawing edit")
         }
+    }
+
+    /// A whole stroke's edit, refused when it would take `drawing` past a limit.
+    func addStroke(_ stroke: Stroke, on drawing: Drawing) throws(ProtocolError) -> DrawingEdit {
+        if drawing.strokes.count >= limits.maxStrokesPerDrawing {
+            throw Self.tooLarge("strokes", drawing.strokes.count + 1, limits.maxStrokesPerDrawing)
+        }
+        let points = drawing.pointCount + stroke.points.count
+        if points > limits.maxPointsPerDrawing { throw Self.tooLarge("points", points, limits.maxPointsPerDrawing) }
+        return .addStroke(stroke)
     }
 
     static func tooLarge(_ field: String, _ size: Int, _ limit: Int) -> ProtocolError {

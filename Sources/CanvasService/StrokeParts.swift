@@ -6,53 +6,109 @@ import CanvasProtocol
 /// one undo step. A browser cannot send a frame of 128 KiB or more, and a long stroke's points
 /// can be more than that.
 ///
-/// The parts wait in the session, outside the drawing; any other method that changes the
-/// session (an edit, a state change) drops them, so a half-sent stroke never lingers. A
-/// refused request, a refused part included, leaves them as they were. Each part
-/// was acknowledged, so the parts go into the session's snapshot too (SessionSnapshot): a
-/// stroke half sent when its instance dies is finished on the instance that takes it over.
-struct StrokeParts: Codable {
-    /// tool, color and width as the first part gave them; later parts must repeat them.
-    let style: [String: JSONValue]
-    var points: [JSONValue]
+/// The parts wait in the session, outside the drawing, as decoded points: whatever else a part
+/// carried (unknown fields, the way its numbers were written) is not kept, so what waits is at
+/// most `maxPointsPerStroke` points of 32 bytes each per session. Any other method that acts on
+/// the session drops them (CanvasMethods), and so does a refused part: a stroke that went wrong
+/// ends there, and the next `drawing.addStroke` starts a new one. Each part was acknowledged, so
+/// the parts go into the session's snapshot too (SessionSnapshot): a stroke half sent when its
+/// instance dies is finished on the instance that takes it over.
+struct StrokeParts: Codable, Equatable {
+    /// As the first part gave them; later parts must agree (the colour as a colour: `#FFD400`
+    /// and `#ffd400` are one), and the stroke keeps the first part's spelling.
+    let tool: InkTool
+    let color: InkColor
+    let width: Double
+    var points: [InkPoint]
+
+    init(tool: InkTool, color: InkColor, width: Double, points: [InkPoint]) {
+        self.tool = tool
+        self.color = color
+        self.width = width
+        self.points = points
+    }
+
+    private enum CodingKeys: String, CodingKey { case tool, color, width, points }
+    /// How snapshots written before parts were kept as points hold them: the first part's
+    /// `style` and every part's `points`, as JSON.
+    private enum EarlierKeys: String, CodingKey { case style, points }
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        guard container.contains(.tool) else {
+            // A session stored by an instance of the earlier version, taken over by this one
+            // during an upgrade: its waiting parts are read as the stroke they make so far.
+            let earlier = try decoder.container(keyedBy: EarlierKeys.self)
+            var whole = try earlier.decode([String: JSONValue].self, forKey: .style)
+            whole["points"] = .array(try earlier.decode([JSONValue].self, forKey: .points))
+            let stroke: Stroke
+            do {
+                stroke = try Params(whole).decode(Stroke.self)
+            } catch {
+                throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: error.message))
+            }
+            self.init(tool: stroke.tool, color: stroke.color, width: stroke.width, points: stroke.points)
+            return
+        }
+        self.init(tool: try container.decode(InkTool.self, forKey: .tool), color: try container.decode(InkColor.self, forKey: .color),
+                  width: try container.decode(Double.self, forKey: .width), points: try container.decode([InkPoint].self, forKey: .points))
+    }
+
+    func agrees(with part: Stroke) -> Bool {
+        tool == part.tool && width == part.width
+            && (color.red, color.green, color.blue) == (part.color.red, part.color.green, part.color.blue)
+    }
 }
 
 extension SessionParams {
-    /// The stroke's whole params once the last part is in, or nil while parts are waiting (the
-    /// reply then says how many points wait).
-    func assembleStroke(_ params: Params, _ session: inout ServiceSession) throws(ProtocolError) -> Params? {
+    /// The whole stroke once the last part is in (or when it came in one request), or nil
+    /// while parts are waiting (the reply then says how many points wait).
+    ///
+    /// A part that could never complete is refused at once, not when the last part comes: the
+    /// stroke's points so far past `maxPointsPerStroke`, the drawing's past
+    /// `maxPointsPerDrawing`, or a drawing that already has `maxStrokesPerDrawing` strokes.
+    func assembleStroke(_ params: Params, _ session: inout ServiceSession) throws(ProtocolError) -> Stroke? {
         let continued = try params.bool("continued", default: false)
-        guard continued || session.strokeParts != nil else { return params }
+        guard continued || session.strokeParts != nil else { return try stroke(params) }
         try CanvasMethods.requireOpen(session)
         guard case .array(let points)? = params.values["points"], !points.isEmpty else {
             throw ProtocolError(.invalidParams, "points: a part needs at least one point", data: ["field": "points"])
         }
         // Each part is checked as a stroke of its own as it arrives, so a bad point is refused
         // with the part that carries it (its path within this part's `points`), not later.
-        if points.count > limits.maxPointsPerStroke { throw Self.tooLarge("points", points.count, limits.maxPointsPerStroke) }
-        _ = try params.decode(Stroke.self)
-        // The style is what a stroke has besides its points; unknown params are ignored here
-        // as everywhere, so parts that differ only in them agree.
-        let style = params.values.filter { ["tool", "color", "width"].contains($0.key) }
-        var parts = session.strokeParts ?? StrokeParts(style: style, points: [])
-        // Compared as written, not case by case: `3` and `3.0` are one width, and parts that
-        // came back from a snapshot hold their numbers as JSON decoding gave them. A refused
-        // part adds nothing: the parts before it still wait for a right one.
-        guard JSONCodec.serialize(.object(parts.style)) == JSONCodec.serialize(.object(style)) else {
-            throw ProtocolError(.invalidParams, "a stroke's parts must all have the same tool, color and width; the parts so far still wait",
+        let part = try stroke(params)
+        var parts = session.strokeParts ?? StrokeParts(tool: part.tool, color: part.color, width: part.width, points: [])
+        guard parts.agrees(with: part) else {
+            throw ProtocolError(.invalidParams, "a stroke's parts must all have the same tool, color and width; the stroke's earlier parts are dropped",
                                 data: ["field": "continued"])
         }
-        if parts.points.count + points.count > limits.maxPointsPerStroke {
-            throw Self.tooLarge("points", parts.points.count + points.count, limits.maxPointsPerStroke)
+        let strokePoints = parts.points.count + part.points.count
+        if strokePoints > limits.maxPointsPerStroke { throw Self.tooLarge("points", strokePoints, limits.maxPointsPerStroke) }
+        let drawing = session.canvas.drawing
+        if drawing.strokes.count >= limits.maxStrokesPerDrawing {
+            throw Self.tooLarge("strokes", drawing.strokes.count + 1, limits.maxStrokesPerDrawing)
         }
-        parts.points += points
+        let drawingPoints = drawing.pointCount + strokePoints
+        if drawingPoints > limits.maxPointsPerDrawing { throw Self.tooLarge("points", drawingPoints, limits.maxPointsPerDrawing) }
+        parts.points += part.points
         guard !continued else {
             session.strokeParts = parts
             return nil
         }
         session.strokeParts = nil
-        var whole = parts.style
-        whole["points"] = .array(parts.points)
-        return Params(whole)
+        do {
+            return try Stroke(tool: parts.tool, color: parts.color, width: parts.width, points: parts.points)
+        } catch {
+            preconditionFailure("parts already checked make a valid stroke: \(error)")
+        }
+    }
+
+    /// One request's stroke (a whole stroke or a part), its point count checked before its
+    /// points are decoded.
+    private func stroke(_ params: Params) throws(ProtocolError) -> Stroke {
+        if case .array(let points)? = params.values["points"], points.count > limits.maxPointsPerStroke {
+            throw Self.tooLarge("points", points.count, limits.maxPointsPerStroke)
+        }
+        return try params.decode(Stroke.self)
     }
 }

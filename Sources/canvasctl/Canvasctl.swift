@@ -13,86 +13,11 @@ struct Canvasctl: ParsableCommand {
         subcommands: [
             Call.self, Hello.self, OpenSession.self, CloseSession.self, State.self, Open.self, Minimize.self,
             Submit.self, Cancel.self, DoubleTap.self, FinishTransition.self, Draw.self, GetDrawing.self,
+            Undo.self, Redo.self, Erase.self, Clear.self, MoveText.self, EditText.self,
             Events.self, Fuzz.self, Keygen.self, Documents.self, DocumentInfo.self, Revisions.self, Restore.self, Flatten.self,
             GetDocument.self, Upload.self,
         ]
     )
-}
-
-struct Connection: ParsableArguments {
-    // The environment can name another server once for a whole shell session, so the same
-    // commands reach a canvasd on other endpoints (the README's walkthrough runs this way in
-    // the tests).
-    @Option(help: "The server's request endpoint (default: $CANVAS_ENDPOINT, else tcp://127.0.0.1:5555).")
-    var endpoint = ProcessInfo.processInfo.environment["CANVAS_ENDPOINT"] ?? "tcp://127.0.0.1:5555"
-
-    @Option(help: "The server's event endpoint (default: $CANVAS_EVENTS, else tcp://127.0.0.1:5556).")
-    var events = ProcessInfo.processInfo.environment["CANVAS_EVENTS"] ?? "tcp://127.0.0.1:5556"
-
-    @Option(help: "Milliseconds to wait for a reply.")
-    var timeout: Int32 = 5_000
-
-    @Option(name: .customLong("server-key"), help: "The server's public key: a .pub file, or its 40 Z85 characters.")
-    var serverKey: String?
-
-    @Option(name: .customLong("client-key"), help: "This client's key pair file (canvasctl keygen), for a server with CurveZMQ.")
-    var clientKey: String?
-
-    func validate() throws {
-        guard (serverKey == nil) == (clientKey == nil) else { throw ValidationError("--server-key and --client-key go together") }
-    }
-
-    /// The CurveZMQ credentials, when both keys are given.
-    func credentials() throws -> CurveCredentials? {
-        guard let serverKey, let clientKey else { return nil }
-        do {
-            return CurveCredentials(serverKey: try CurveKeyFile.publicKey(serverKey), client: try CurveKeyFile.keyPair(at: clientKey))
-        } catch {
-            throw ValidationError(error.description)
-        }
-    }
-
-    func client() throws -> CanvasClient {
-        try CanvasClient(endpoint: endpoint, timeoutMilliseconds: timeout, curve: try credentials())
-    }
-
-    /// Calls a method and prints its result as JSON; an error reply exits non-zero.
-    func call(_ method: String, _ params: [String: JSONValue] = [:], session: String? = nil) throws {
-        printJSON(try resultOrFail(client().call(method, params, session: session)))
-    }
-}
-
-/// A reply's result; an error reply is written out and exits non-zero, as `fail` does.
-func resultOrFail(_ reply: Result<[String: JSONValue], ProtocolError>) throws -> [String: JSONValue] {
-    switch reply {
-    case .success(let result): return result
-    case .failure(let error): try fail(error)
-    }
-}
-
-/// One JSON object on one line of standard output.
-func printJSON(_ object: [String: JSONValue]) {
-    print(String(decoding: JSONCodec.serialize(.object(object)), as: UTF8.self))
-}
-
-/// An error reply as one JSON line on standard error, and exit status 2.
-func fail(_ error: ProtocolError) throws -> Never {
-    var body: [String: JSONValue] = ["code": .string(error.code.rawValue), "message": .string(error.message)]
-    if !error.data.isEmpty { body["data"] = .object(error.data) }
-    FileHandle.standardError.write(Data(JSONCodec.serialize(.object(body)) + [10]))
-    throw ExitCode(2)
-}
-
-struct SessionOption: ParsableArguments {
-    @Option(help: "The session id (from open-session).")
-    var session: String
-}
-
-func parseObject(_ text: String, _ what: String) throws -> [String: JSONValue] {
-    guard let value = try? JSONCodec.parse(Array(text.utf8)), let object = value.objectValue else {
-        throw ValidationError("\(what) must be a JSON object")
-    }
-    return object
 }
 
 struct Call: ParsableCommand {
@@ -150,11 +75,11 @@ struct Open: ParsableCommand {
     @OptionGroup var connection: Connection
     @OptionGroup var session: SessionOption
     @Option(help: "A document in the server's folder (canvasctl documents lists them).") var document: String?
-    @Option(help: "The page the ink goes to, numbered from 0 (default 0).") var page: Int?
+    @Option(parsing: .unconditional, help: "The page the ink goes to, numbered from 0 (default: 0).") var page: Int?
 
     func validate() throws {
         if page != nil, document == nil { throw ValidationError("--page needs --document") }
-        if let page, page < 0 { throw ValidationError("--page counts from 0") }
+        if let page, page < 0 { throw ValidationError("--page counts from 0; \(page) is no page") }
     }
 
     func run() throws {
@@ -234,8 +159,8 @@ struct Draw: ParsableCommand {
     @OptionGroup var session: SessionOption
     @Option(help: "A stroke's points as x,y or x,y,pressure, separated by spaces.") var points: String?
     @Option(help: "A text to place at --x, --y instead of a stroke.") var text: String?
-    @Option(help: "Where the text goes.") var x: Double?
-    @Option(help: "Where the text goes.") var y: Double?
+    @Option(parsing: .unconditional, help: "Where the text goes.") var x: Double?
+    @Option(parsing: .unconditional, help: "Where the text goes.") var y: Double?
     @Option(help: "The text's size in points, 8 to 48.") var fontSize = 16.0
     @Option(help: "pen or highlighter.") var tool = "pen"
     @Option(help: "A named colour or #RRGGBB.") var color = "black"
@@ -314,3 +239,4 @@ struct Fuzz: ParsableCommand {
 // Choices a shell user types, parsed (and listed in --help) from the model's own enums.
 extension TapPolicy: ExpressibleByArgument {}
 extension PreferredTapAction: ExpressibleByArgument {}
+extension EraseMode: ExpressibleByArgument {}

@@ -17,6 +17,7 @@ struct GetDocument: ParsableCommand {
     }
 
     func run() throws {
+        try requireWritableFolder(of: out, "--out")
         let client = try connection.client()
         var bytes: [UInt8] = []
         var first: [String: JSONValue]?
@@ -50,11 +51,12 @@ struct Upload: ParsableCommand {
     @Option(help: "Upload as the next revision of an existing document still at this revision.") var expectedRevision: Int?
 
     func run() throws {
+        try requireReadable(file, "file")
         let bytes: [UInt8]
         do {
             bytes = Array(try Data(contentsOf: URL(fileURLWithPath: file)))
         } catch {
-            throw ValidationError("\(file): \(error.localizedDescription)")
+            throw CommandFailure("file \(file): cannot read it: \(error.localizedDescription)")
         }
         let client = try connection.client()
         let target = name ?? (file as NSString).lastPathComponent

@@ -54,17 +54,29 @@ struct SessionSnapshotTests {
         let bytes = try SessionSnapshot.encode(original)
         var restored = try SessionSnapshot.decode(bytes, session: "5eed", connection: nil, now: .now, limits: Limits())
         let waiting = try #require(restored.strokeParts)
-        #expect(waiting.points == [["x": 10, "y": 20.125, "pressure": 0.5], ["x": .number(0.1), "y": .number(1e-7)]])
-        // The last part repeats the style, the width written as the first part wrote it.
-        let last: [String: JSONValue] = ["tool": "highlighter", "color": "#FF8800", "width": .number(3.0), "points": [["x": 99.5, "y": 7]]]
+        #expect(waiting == original.strokeParts)
+        #expect(waiting.points == [try InkPoint(x: 10, y: 20.125, pressure: 0.5), try InkPoint(x: 0.1, y: 1e-7)])
+        // The last part repeats the style: the width as another number spelling, the colour in
+        // another case; the stroke keeps the first part's spelling.
+        let last: [String: JSONValue] = ["tool": "highlighter", "color": "#ff8800", "width": 3, "points": [["x": 99.5, "y": 7]]]
         let whole = try #require(try params.assembleStroke(Params(last), &restored))
         #expect(restored.strokeParts == nil)
-        #expect(whole.values["points"] == [["x": 10, "y": 20.125, "pressure": 0.5], ["x": .number(0.1), "y": .number(1e-7)], ["x": 99.5, "y": 7]])
-        #expect(whole.values["tool"] == "highlighter" && whole.values["continued"] == nil)
+        #expect(whole.points == [try InkPoint(x: 10, y: 20.125, pressure: 0.5), try InkPoint(x: 0.1, y: 1e-7), try InkPoint(x: 99.5, y: 7)])
+        #expect(whole.tool == .highlighter && whole.color.rawValue == "#FF8800" && whole.width == 3)
         // A snapshot without parts (and one written before they were kept) has none.
         let plain = try SessionSnapshot.decode(try SessionSnapshot.encode(try Self.session()), session: "5eed", connection: nil,
                                                now: .now, limits: Limits())
         #expect(plain.strokeParts == nil)
+    }
+
+    @Test("waiting parts stored by the earlier version, as JSON style and points, are read as points")
+    func earlierStrokeParts() throws {
+        let earlier = ##"{"style":{"tool":"pen","color":"#FFD400","width":2},"points":[{"x":1,"y":2,"pressure":0.5},{"x":3.5,"y":4}]}"##
+        let parts = try JSONDecoder().decode(StrokeParts.self, from: Data(earlier.utf8))
+        #expect(parts == StrokeParts(tool: .pen, color: try InkColor("#FFD400"), width: 2,
+                                     points: [try InkPoint(x: 1, y: 2, pressure: 0.5), try InkPoint(x: 3.5, y: 4)]))
+        let broken = ##"{"style":{"tool":"pen","color":"#FFD400","width":2},"points":[{"x":"far","y":2}]}"##
+        #expect(throws: DecodingError.self) { try JSONDecoder().decode(StrokeParts.self, from: Data(broken.utf8)) }
     }
 
     @Test("a snapshot cut short, of another session or not a snapshot at all is refused")

@@ -6,7 +6,10 @@ test can forget it:
 - server to client: every reply that ``CanvasClient.request`` or ``exchange`` returns must be
   a valid reply, and its result the schema of the method asked; every event that
   ``EventSubscriber.next`` returns must be a valid event with the data of its kind;
-- client to server: params the server took must pass the method's params schema, and params
+- client to server: a request the server read (its reply has an id, and is no PARSE_ERROR)
+  must pass the envelope's request schema, and one refused INVALID_REQUEST must fail it,
+  unless what it lacks is a session its method needs, which the envelope cannot know;
+  params the server took must pass the method's params schema, and params
   the server refused with INVALID_PARAMS must fail it, unless the refusal depends on what the
   server holds (``STATEFUL``), which no schema can know.
 
@@ -36,9 +39,13 @@ STATEFUL = {
     ("document.upload.part", "offset"),  # a part without binary frames
     ("drawing.addStroke", "continued"),  # a part whose style differs from the parts before it
     ("drawing.editText", "x"), ("drawing.editText", "y"),  # a nudge that takes the text out of range
+    ("document.get", "length"),  # over this server's limits.maxGetBytes, which the schema cannot know
 }
 
-counts = {"replies": 0, "events": 0, "params accepted": 0, "params refused": 0}
+counts = {"replies": 0, "events": 0, "requests accepted": 0, "requests refused": 0,
+          "params accepted": 0, "params refused": 0}
+# The methods that need `session`: INVALID_REQUEST without one, though the envelope is valid.
+SESSION_METHODS = ("session.close", "canvas.", "pencil.", "drawing.")
 _paused = False
 
 
@@ -65,6 +72,7 @@ def check_exchange(request: Any, reply: Dict[str, Any]) -> None:
         raise AssertionError(f"reply to {json.dumps(request)[:300]} fails the schema: {error.message}\n"
                              f"  reply: {json.dumps(reply)[:600]}") from error
     counts["replies"] += 1
+    check_request(request, reply)
     params = request.get("params", {}) if isinstance(request, dict) else None
     if params is None:
         params = {}
@@ -87,6 +95,29 @@ def check_exchange(request: Any, reply: Dict[str, Any]) -> None:
         counts["params refused"] += 1
 
 
+def check_request(request: Any, reply: Dict[str, Any]) -> None:
+    """The request against the envelope's request schema, as far as the reply says the server
+    read it: PARSE_ERROR is for bytes that are not JSON, which no schema describes."""
+    code = reply.get("error", {}).get("code")
+    if code == "PARSE_ERROR" or request is None:
+        return
+    valid = schemas.validator("envelope.schema.json", "request").is_valid(request)
+    if code == "INVALID_REQUEST":
+        method = request.get("method") if isinstance(request, dict) else None
+        needs_session = isinstance(method, str) and method.startswith(SESSION_METHODS) \
+            and request.get("session") is None
+        if valid and not needs_session:
+            raise AssertionError(f"the server refused a request its schema takes: {json.dumps(request)[:300]}\n"
+                                 f"  reply: {json.dumps(reply)[:300]}")
+        counts["requests refused"] += 1
+    elif reply.get("id") is not None:
+        if not valid:
+            error = next(schemas.validator("envelope.schema.json", "request").iter_errors(request))
+            raise AssertionError(f"the server read a request its schema refuses: {json.dumps(request)[:300]}: "
+                                 f"{error.message}\n  reply: {json.dumps(reply)[:300]}")
+        counts["requests accepted"] += 1
+
+
 def check_event(body: Dict[str, Any], topic: Optional[str] = None) -> None:
     """Checks one event: its schema, and what no schema can say (§2.5): the topic is
     `<session>.<event>`, and a stateChanged's `state` is its `to`."""
@@ -103,9 +134,14 @@ def check_event(body: Dict[str, Any], topic: Optional[str] = None) -> None:
     counts["events"] += 1
 
 
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
 def _first_frame(frames: Sequence[bytes]) -> Optional[Any]:
     try:
-        return json.loads(frames[0].decode("utf-8")) if frames else None
+        # NaN and Infinity are not JSON, though Python's json reads them.
+        return json.loads(frames[0].decode("utf-8"), parse_constant=_not_json) if frames else None
     except (UnicodeDecodeError, ValueError):
         return None
 

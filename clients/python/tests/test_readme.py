@@ -109,8 +109,12 @@ def test_first_steps_run_as_printed(tmp_path):
     wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
     log = tmp_path / "log"
     log.mkdir()
+    # The block makes its scratch folder with mktemp -d: under TMPDIR, here one of our own.
+    scratch_root = tmp_path / "tmp"
+    scratch_root.mkdir()
     environment = dict(os.environ, PATH=f"{wrapper.parent}:{os.environ['PATH']}", CANVAS_ENDPOINT=server.endpoint,
-                       CANVAS_EVENTS=server.events, CANVASCTL_REAL=str(canvasctl), CANVASCTL_LOG=str(log))
+                       CANVAS_EVENTS=server.events, CANVASCTL_REAL=str(canvasctl), CANVASCTL_LOG=str(log),
+                       TMPDIR=str(scratch_root))
     events = subprocess.Popen([str(canvasctl), "events"], stdout=subprocess.PIPE, text=True, env=environment)
     try:
         lines = Lines(events)
@@ -150,8 +154,13 @@ def test_first_steps_run_as_printed(tmp_path):
                              "status": int((log / f"{n}.status").read_text()),
                              "out": (log / f"{n}.out").read_text()})
             commands = [run["args"][0] for run in runs]
-            assert commands == ["hello", "documents", "open-session", "open", "draw", "draw", "double-tap", "double-tap",
-                                "get-drawing", "submit", "revisions", "flatten", "fuzz"]
+            assert commands == ["hello", "documents", "open-session", "open", "draw", "draw", "edit-text", "undo", "redo",
+                                "double-tap", "double-tap", "get-drawing", "submit", "revisions", "get", "flatten",
+                                "fuzz"]
+            # Nothing was written where the walk started (the repository folder, for a reader).
+            assert sorted(path.name for path in work.iterdir()) == ["documents"]
+            (scratch,) = scratch_root.iterdir()
+            assert sorted(path.name for path in scratch.iterdir()) == ["drawing.json", "marked.pdf", "notes.pdf"]
             by_command: Dict[str, List[dict]] = {}
             for run in runs:
                 assert run["status"] == 0, run
@@ -167,16 +176,22 @@ def test_first_steps_run_as_printed(tmp_path):
             assert {k: submitted[k] for k in ("name", "revision", "pageCount")} == {"name": "notes.pdf", "revision": 2, "pageCount": 3}
             assert len(submitted["sha256"]) == 64
             assert [r["revision"] for r in by_command["revisions"][0]["revisions"]] == [1, 2]
-            drawing = json.loads((work / "drawing.json").read_text())
+            drawing = json.loads((scratch / "drawing.json").read_text())
             assert (len(drawing["strokes"]), [t["text"] for t in drawing["texts"]]) == (1, ["Hello from canvasctl"])
+            # The edit, undone and redone, is in the drawing: nudged up 20 points and larger.
+            assert [(t["y"], t["fontSize"]) for t in drawing["texts"]] == [(130, 24)]
+            assert [r["changed"] for r in by_command["edit-text"] + by_command["undo"] + by_command["redo"]] == [True] * 3
+            fetched = by_command["get"][0]
+            assert (fetched["revision"], fetched["sha256"]) == (2, submitted["sha256"])
             assert "no divergence" in runs[-1]["out"]
 
             # The server's document has the drawing; the offline flatten made a new, sound file.
             assert client.call("document.info", {"name": "notes.pdf"})["revision"] == 2
-            marked = work / "marked.pdf"
+            marked = scratch / "marked.pdf"
             assert subprocess.run(["qpdf", "--check", str(marked)], capture_output=True).returncode == 0
             assert subprocess.run(["qpdf", "--show-npages", str(marked)], capture_output=True,
                                   text=True).stdout.strip() == "3"
+            assert (scratch / "notes.pdf").read_bytes() == (documents / "notes.pdf").read_bytes()
             assert marked.read_bytes() != (documents / "notes.pdf").read_bytes()
 
             # The walk's events came through the pipe as they happened, the submit's save last.
@@ -202,3 +217,15 @@ def test_python_example_runs(server, capsys):
     printed = capsys.readouterr().out
     assert printed.endswith("\n")
     assert "'outcome': 'minimized'" in printed and "'hasContent': True" in printed
+
+
+def test_the_first_screen_tells_how_to_move_every_port():
+    first_screen = README.read_text(encoding="utf-8").split("\n## ")[0]
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    (moved,) = [block for block in blocks(first_screen, "sh") if "make run CANVAS_ENDPOINT=" in block]
+    shown = dict(re.findall(r"([A-Z_]+)=(\S+)", moved))
+    assert set(shown) == {"CANVAS_ENDPOINT", "CANVAS_EVENTS", "WEB_ENDPOINT", "WEB_EVENTS", "DEMO_PORT"}
+    for variable, default in shown.items():
+        # Each is a make variable with the default the README shows, and `make run` passes it on.
+        assert re.search(rf"^{variable}\s*\?=\s*{re.escape(default)}$", makefile, flags=re.M), variable
+        assert f"$({variable})" in makefile.split("\nrun:")[1].split("\n\n")[0], variable

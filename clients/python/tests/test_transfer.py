@@ -306,18 +306,20 @@ def test_a_stroke_sent_in_parts_is_one_stroke(client):
     session.undo()
     assert session.get_drawing()["strokes"] == []
     # Parts must agree on their style, and are dropped by anything else that acts; a refused
-    # request, a refused part included, adds nothing and leaves the parts waiting.
+    # part adds nothing and ends its stroke (spec §5), so each refusal below meets no parts.
+    for refused_part, code, field in (({**style, "color": "red", "points": points[:10]}, "INVALID_PARAMS", "continued"),
+                                      ({**style, "points": [{"x": 1, "y": 1}, {"x": "far", "y": 1}], "continued": True},
+                                       "INVALID_PARAMS", "points[1].x"),   # checked on arrival, named within this part
+                                      ({**style, "points": (points * 2)[:9991], "continued": True},
+                                       "PAYLOAD_TOO_LARGE", "points")):
+        assert session.call("drawing.addStroke", {**style, "points": points[:10], "continued": True})["pendingPoints"] == 10
+        with pytest.raises(CanvasError) as error:
+            session.call("drawing.addStroke", refused_part)
+        assert error.value.code == code and error.value.data["field"] == field
+        assert session.call("drawing.addStroke", {**style, "points": points[:1], "continued": True})["pendingPoints"] == 1
+        session.call("drawing.clear")
+    # Another refused request leaves them waiting.
     session.call("drawing.addStroke", {**style, "points": points[:10], "continued": True})
-    with pytest.raises(CanvasError) as error:
-        session.call("drawing.addStroke", {**style, "color": "red", "points": points[:10]})
-    assert error.value.code == "INVALID_PARAMS" and error.value.data["field"] == "continued"
-    bad = [{"x": 1, "y": 1}, {"x": "far", "y": 1}]
-    with pytest.raises(CanvasError) as error:   # checked on arrival, named within this part
-        session.call("drawing.addStroke", {**style, "points": bad, "continued": True})
-    assert error.value.code == "INVALID_PARAMS" and error.value.data["field"] == "points[1].x"
-    with pytest.raises(CanvasError) as error:
-        session.call("drawing.addStroke", {**style, "points": (points * 2)[:9991], "continued": True})
-    assert error.value.code == "PAYLOAD_TOO_LARGE" and error.value.data["field"] == "points"
     with pytest.raises(CanvasError) as error:
         session.move_text(7, 1, 1)
     assert error.value.code == "NOT_FOUND"
