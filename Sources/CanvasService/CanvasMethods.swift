@@ -51,7 +51,7 @@ struct CanvasMethods {
                                 "strokes": .integer(Int64(session.canvas.drawing.strokes.count)),
                                 "texts": .integer(Int64(session.canvas.drawing.texts.count))])
             }
-            return .object(try edit(try self.params.addStroke(whole, on: session.canvas.drawing), &session, &call))
+            return .object(try edit(try self.params.addStroke(whole, on: session.canvas.drawing), by: .drawingAddStroke, &session, &call))
         case .sessionClose:
             return .object(["closed": true])
         case .canvasInitialize:
@@ -78,7 +78,7 @@ struct CanvasMethods {
             return .raw(WireShapes.drawing(session.canvas.drawing, canUndo: editable?.canUndo ?? false,
                                            canRedo: editable?.canRedo ?? false))
         case .drawingAddText, .drawingMoveText, .drawingEditText, .drawingErase, .drawingUndo, .drawingRedo, .drawingClear:
-            return .object(try edit(try self.params.edit(method, params, on: session.canvas.drawing), &session, &call))
+            return .object(try edit(try self.params.edit(method, params, on: session.canvas.drawing), by: method, &session, &call))
         case .hello, .sessionOpen, .documentList, .documentInfo, .documentFlatten, .documentRevisions, .documentRestore,
              .documentGet, .documentUploadBegin, .documentUploadPart, .documentUploadStatus, .documentUploadAbort, .documentUploadCommit:
             preconditionFailure("\(method.rawValue) does not act on a session")
@@ -191,7 +191,8 @@ struct CanvasMethods {
         return result
     }
 
-    private func edit(_ edit: DrawingEdit, _ session: inout ServiceSession, _ call: inout Call) throws(ProtocolError) -> [String: JSONValue] {
+    /// Runs an edit `method` asked for.
+    private func edit(_ edit: DrawingEdit, by method: Method, _ session: inout ServiceSession, _ call: inout Call) throws(ProtocolError) -> [String: JSONValue] {
         let report: EditReport
         do {
             report = try session.canvas.edit(edit, within: self.params.drawingBounds)

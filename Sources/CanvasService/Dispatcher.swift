@@ -179,7 +179,16 @@ public final class Dispatcher {
         guard size <= limits.maxMessageBytes else {
             let error = ProtocolError(.payloadTooLarge, "the request is \(size) bytes; the limit is \(limits.maxMessageBytes)",
                                       data: ["limit": .integer(Int64(limits.maxMessageBytes)), "size": .integer(Int64(size))])
-            call.reply(ReplyEncoder.failure(id: nil, error: error), to: envelope)
+            // Answered with the request's id when its JSON frame can be read, so a client with
+            // several requests in flight knows which one it was.
+            var id: RequestID?
+            if let first = frames.first, first.count <= limits.maxMessageBytes * 4 {
+                switch RequestDecoder.decode([first]) {
+                case .success(let request): id = request.id
+                case .failure(let unreadable): id = unreadable.id
+                }
+            }
+            call.reply(ReplyEncoder.failure(id: id, error: error), to: envelope)
             return
         }
         switch RequestDecoder.decode(frames) {

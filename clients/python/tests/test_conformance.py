@@ -270,6 +270,6 @@ def test_a_request_too_large_to_read_is_no_part_and_ends_nothing(client):
     huge = {"id": "big", "method": "drawing.addStroke", "session": session.id,
             "params": dict(part([(3, 3)]), padding="x" * limit)}
     refused = client.exchange([json.dumps(huge).encode()])
-    assert refused["id"] is None and refused["error"]["code"] == "PAYLOAD_TOO_LARGE"
+    assert refused["id"] == "big" and refused["error"]["code"] == "PAYLOAD_TOO_LARGE"
     session.call("drawing.addStroke", part([(4, 4)], continued=False))
     assert strokes_of(session) == [("#FFD400", 3)]
