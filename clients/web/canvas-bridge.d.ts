@@ -166,8 +166,9 @@ export interface CanvasPlugin {
    * becomes several strokes, each within it, each after the first starting at the point where
    * the one before ended (so `pieces` strokes, and `pieces - 1` points twice); a stroke too long
    * for one browser frame is sent in `continued` parts. A refused part never waits on the server
-   * to be joined to the next stroke. On a refusal `error.data` has `piece` (which failed) and
-   * `pieces`: the pieces before it were added.
+   * to be joined to the next stroke. A stroke is all or nothing: when a piece is refused the
+   * pieces before it are undone (one undo step each, so they sit on the redo stack), and
+   * `error.data` has `piece` (which failed), `pieces` and `undone`.
    */
   addStroke(stroke: { tool?: 'pen' | 'highlighter'; color?: Color; width?: number; points: InkPoint[] }): Promise<StrokeResult>;
   addText(text: { text: string; x: number; y: number; fontSize?: number; color?: Color }): Promise<EditResult>;

@@ -323,7 +323,13 @@ export class CanvasPlugin {
         try {
           result = await this.sendStroke({ tool, color, width }, pieces[index]);
         } catch (error) {
-          if (error instanceof CanvasError) error.data = { ...error.data, piece: index, pieces: pieces.length };
+          // All or nothing: the pieces already added are taken back (each was one undo step),
+          // so a refused stroke leaves the drawing as it was.
+          let undone = 0;
+          for (; undone < index; undone++) {
+            try { await this.callNow('drawing.undo', {}, {}); } catch (_) { break; }
+          }
+          if (error instanceof CanvasError) error.data = { ...error.data, piece: index, pieces: pieces.length, undone };
           throw error;
         }
       }

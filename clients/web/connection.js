@@ -2,7 +2,8 @@
 // connection machine (connection-machine.js). The request and event channels each hold one.
 
 import { start, step } from './connection-machine.js';
-import { SUBPROTOCOL, ROUTING_ID, HANG_UP, FrameAssembler, encodeMessage } from './zws.js';
+import { SUBPROTOCOL, ROUTING_ID, FrameAssembler, encodeMessage } from './zws.js';
+import { openSocket } from './worker-socket.js';
 import { CanvasError } from './errors.js';
 
 /**
@@ -22,7 +23,7 @@ export class Connection {
     this.onUp = handlers.onUp ?? (() => {});
     this.onDown = handlers.onDown ?? (() => {});
     this.onMessage = handlers.onMessage ?? (() => {});
-    /** @type {WebSocket | null} */
+    /** @type {import('./worker-socket.js').SocketLike | null} */
     this.ws = null;
     /** @type {ReturnType<typeof setTimeout> | undefined} */
     this.retryTimer = undefined;
@@ -55,7 +56,7 @@ export class Connection {
   send(frames) {
     const messages = encodeMessage(frames);
     if (!this.isReady || !this.ws) throw new CanvasError('DISCONNECTED', `not connected to ${this.url}`);
-    for (const message of messages) this.ws.send(message);
+    this.ws.send(messages);
   }
 
   /**
@@ -63,10 +64,10 @@ export class Connection {
    * @param {Uint8Array} message
    */
   sendRaw(message) {
-    if (this.isReady && this.ws) this.ws.send(message);
+    if (this.isReady && this.ws) this.ws.send([message]);
   }
 
-  /** Closes for good, at once: canvasd lets go of the connection too (HANG_UP). */
+  /** Closes for good, at once: the socket's worker ends, and canvasd's end of it with it. */
   close() { this.dispatch('close'); }
 
   closedError() { return new CanvasError('DISCONNECTED', `the connection to ${this.url} was closed`); }
@@ -83,7 +84,7 @@ export class Connection {
     for (const action of actions) {
       switch (action.kind) {
         case 'openSocket': this.openSocket(); break;
-        case 'sendRoutingId': this.ws?.send(ROUTING_ID); break;
+        case 'sendRoutingId': this.ws?.send([ROUTING_ID]); break;
         case 'announceUp': {
           const waiting = this.waiting;
           this.waiting = [];
@@ -109,18 +110,17 @@ export class Connection {
 
   openSocket() {
     this.assembler.reset();
-    const ws = new WebSocket(this.url, [SUBPROTOCOL]);
-    ws.binaryType = 'arraybuffer';
+    const ws = openSocket(this.url, [SUBPROTOCOL]);
     this.ws = ws;
     ws.onopen = () => {
       if (ws !== this.ws) return;
-      // A server that did not take ZWS2.0 is not canvasd's ws:// endpoint: closing retries.
-      if (ws.protocol !== SUBPROTOCOL) ws.close();
+      // A server that did not take ZWS2.0 is not canvasd's ws:// endpoint: dropping it retries.
+      if (ws.protocol !== SUBPROTOCOL) this.lost(ws);
       else this.dispatch('socketOpened');
     };
-    ws.onmessage = (event) => {
-      if (ws !== this.ws || typeof event.data === 'string') return;   // ZWS has no text frames
-      const bytes = new Uint8Array(event.data);
+    ws.onmessage = (data) => {
+      if (ws !== this.ws || typeof data === 'string') return;   // ZWS has no text frames
+      const bytes = new Uint8Array(data);
       if (this.phase === 'greeting') {
         this.dispatch('greeted');   // the server's routing id
         return;
@@ -129,21 +129,21 @@ export class Connection {
       const frames = this.assembler.push(bytes);
       if (frames) this.onMessage(frames);
     };
-    ws.onerror = () => {};   // always followed by close
     ws.onclose = () => { if (ws === this.ws) this.dispatch('socketClosed'); };
+  }
+
+  /**
+   * Drops `ws` and carries on as if it had closed.
+   * @param {import('./worker-socket.js').SocketLike} ws
+   */
+  lost(ws) {
+    ws.drop();
+    if (ws === this.ws) this.dispatch('socketClosed');
   }
 
   hangUp() {
     clearTimeout(this.retryTimer);
-    const ws = this.ws;
+    this.ws?.drop();
     this.ws = null;
-    if (!ws) return;
-    ws.onopen = ws.onmessage = ws.onclose = null;
-    try {
-      if (ws.readyState === WebSocket.OPEN) ws.send(HANG_UP);
-      ws.close();
-    } catch (_) {
-      // Already closing: nothing more to let go of.
-    }
   }
 }

@@ -22,13 +22,6 @@ export const MAX_FRAME_BYTES = 60 * 1024;
 /** Our routing id: empty, so the server's ROUTER makes one up. */
 export const ROUTING_ID = new Uint8Array([0]);
 
-/**
- * libzmq 4.3.4 drops a connection at once on an empty binary message, and never answers a
- * WebSocket close frame; sent before close() it makes canvasd let go of the TCP connection now
- * instead of when the browser gives up on the closing handshake (a minute).
- */
-export const HANG_UP = new Uint8Array(0);
-
 const encoder = new TextEncoder();
 
 /**
