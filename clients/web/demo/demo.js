@@ -2,7 +2,7 @@
 // everything through the canvas bridge client. Exposed as `window.demo` for the browser tests.
 
 import { connect } from '../canvas-bridge.js';
-import { drawInk } from './ink.js';
+import { drawInk } from '../ink.js';
 
 /** CSS pixels per page point. */
 const SCALE = 1.5;
