@@ -143,6 +143,7 @@ def test_writes_are_never_doubled_over_100_forced_reconnects(web, browser):
         current = client.call("document.info", {"name": "notes.pdf"})["revision"]
     finally:
         client.close()
+    print(f"\n{len(saves)} saves, {cuts} cuts, {proxy.accepted} connections through the proxy, revision {current}")
     assert cuts == 100 and proxy.accepted > 100
     assert failures == [], failures
     # Every save the page was told of is one revision, and there is no other.
@@ -158,9 +159,11 @@ def test_close_lets_canvasd_release_both_connections_within_2_seconds(web, brows
       await Canvas.open();
     """, url=web.url, events=web.events)
     assert established(web.ws_port) == 1 and established(web.events_port) == 1
+    started = time.monotonic()
     run_js(browser, "await Canvas.close();")
     assert wait_for_count(web.ws_port, 0, 2.0) == 0
     assert wait_for_count(web.events_port, 0, 2.0) == 0
+    print(f"\nboth connections released {1000 * (time.monotonic() - started):.0f} ms after close() was called")
 
 
 def test_a_refused_connect_closes_what_it_opened(tmp_path, browser):
