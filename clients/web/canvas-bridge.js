@@ -14,6 +14,7 @@ import { Documents } from './documents.js';
 import { CanvasError } from './errors.js';
 import { splitStroke, frameParts } from './strokes.js';
 import { ReplayLog } from './replay-log.js';
+import { SessionKeeper, lostError } from './session-keeper.js';
 
 export { CanvasError } from './errors.js';
 export { MAX_FRAME_BYTES } from './zws.js';
@@ -50,23 +51,6 @@ export const connect = async ({ url, events, token, timeoutMs, session = {}, res
   return plugin;
 };
 
-/**
- * A promise and its two ends.
- * @template T
- */
-class Gate {
-  constructor() {
-    /** @type {Promise<T>} */
-    this.promise = new Promise((resolve, reject) => {
-      /** @type {(value: T) => void} */
-      this.open = resolve;
-      /** @type {(error: Error) => void} */
-      this.fail = reject;
-    });
-    this.promise.catch(() => {});   // a gate nobody waited at is no unhandled rejection
-  }
-}
-
 /** @implements {PluginApi} */
 export class CanvasPlugin {
   /** @param {any} options */
@@ -81,16 +65,8 @@ export class CanvasPlugin {
     this.session = '';
     /** @type {any} */
     this.hello = undefined;
-    /**
-     * Whether calls can go: 'starting' (connect() under way), 'ready', 'recovering' (the
-     * connection was lost: is the session still there?), 'closed'.
-     * @type {'starting' | 'ready' | 'recovering' | 'closed'}
-     */
-    this.phase = 'starting';
-    /** @type {Gate<string>} resolves to the session calls go to once the phase is ready */
-    this.gate = new Gate();
-    /** @type {Promise<any> | null} the recovery under way */
-    this.recovery = null;
+    /** Whether calls can go, and what became of the session after a dropped connection. */
+    this.keeper = new SessionKeeper(this);
     /** @type {Promise<unknown>} calls one after another, so a stroke's parts never interleave */
     this.tail = Promise.resolve();
     this.requests = new RequestChannel(url, {
@@ -127,8 +103,7 @@ export class CanvasPlugin {
     this.hello = await this.requests.call('hello');
     this.events.subscribe('documents.');
     await this.openSession();
-    this.phase = 'ready';
-    this.gate.open(/** @type {string} */ (this.session));
+    this.keeper.dispatch({ kind: 'opened', session: this.session });
   }
 
   async openSession() {
@@ -177,54 +152,20 @@ export class CanvasPlugin {
    * @returns {Promise<any>}
    */
   async callNow(method, params, options, { logged = params, again = true } = {}) {
-    const session = await this.usableSession(method, options.timeoutMs);
+    const session = await this.keeper.usableSession(method, options.timeoutMs ?? this.requests.timeoutMs);
     try {
       const result = await this.requests.call(method, params, { ...options, session });
       this.track(method, logged, result);
       return result;
     } catch (error) {
-      if (!(error instanceof CanvasError) || error.code !== 'UNKNOWN_SESSION' || this.phase === 'closed') throw error;
+      if (!(error instanceof CanvasError) || error.code !== 'UNKNOWN_SESSION' || this.keeper.phase === 'closed') throw error;
       // The session is gone (a restart, an expiry): find out what became of it.
-      const outcome = await this.recover(session);
-      if (again && outcome.session !== session && outcome.replayed && REPLAYABLE.has(method)) {
+      const outcome = await this.keeper.afterUnknown(session);
+      if (again && outcome.session && outcome.session !== session && outcome.replayed && REPLAYABLE.has(method)) {
         return this.callNow(method, params, options, { logged });
       }
-      throw this.lostError(method, session, outcome);
+      throw lostError(method, session, outcome);
     }
-  }
-
-  /**
-   * The session to send with, once calls can go.
-   * @param {string} method
-   * @param {number} [timeoutMs]
-   * @returns {Promise<string>}
-   */
-  async usableSession(method, timeoutMs) {
-    if (this.phase === 'ready' && this.session) return this.session;
-    if (this.phase === 'closed') throw new CanvasError('DISCONNECTED', 'the client was closed', {}, method);
-    const waited = timeoutMs ?? this.requests.timeoutMs;
-    let timer;
-    const gaveUp = new Promise((_, reject) => {
-      timer = setTimeout(() => reject(new CanvasError('TIMEOUT', `no connection to canvasd within ${waited} ms`,
-        { timeoutMs: waited, connected: this.requests.connected, sent: false }, method)), waited);
-    });
-    try {
-      return await Promise.race([this.gate.promise, gaveUp]);
-    } finally {
-      clearTimeout(timer);
-    }
-  }
-
-  /**
-   * @param {string} method
-   * @param {string} session
-   * @param {any} outcome
-   */
-  lostError(method, session, outcome) {
-    return new CanvasError('SESSION_LOST',
-      `session ${session} was lost (canvasd restarted without a session store, or the session expired) before this request was answered; `
-      + (outcome.session ? `calls now go to session ${outcome.session}` : 'no new session could be opened'),
-      { session, newSession: outcome.session ?? null, replayed: !!outcome.replayed, outcome: 'unknown' }, method);
   }
 
   /**
@@ -444,11 +385,10 @@ export class CanvasPlugin {
    * while connected (at most a second), and canvasd lets go of both connections right away.
    */
   async close() {
-    if (this.phase === 'closed') return;
+    if (this.keeper.phase === 'closed') return;
     const session = this.session;
-    const connected = this.requests.connected && this.phase === 'ready';
-    this.phase = 'closed';
-    this.gate.fail(new CanvasError('DISCONNECTED', 'the client was closed'));
+    const connected = this.requests.connected && this.keeper.phase === 'ready';
+    this.keeper.dispatch({ kind: 'close' });
     if (connected && session) {
       await this.requests.call('session.close', {}, { session, timeoutMs: 1000 }).catch(() => {});
     }
@@ -457,7 +397,7 @@ export class CanvasPlugin {
 
   /** Closes both connections without a word to the server (connect() failing, close()). */
   hangUp() {
-    this.phase = 'closed';
+    this.keeper.dispatch({ kind: 'close' });
     this.requests.close();
     this.events.close();
   }
@@ -500,127 +440,6 @@ export class CanvasPlugin {
    */
   connectionChanged(channel, up) {
     this.emit('connectionChanged', { channel, connected: up });
-    if (channel !== 'requests' || this.phase === 'starting' || this.phase === 'closed') return;
-    if (!up) {
-      // Calls wait from now on until the session is found again.
-      if (this.phase === 'ready') {
-        this.phase = 'recovering';
-        this.gate = new Gate();
-      }
-      return;
-    }
-    if (this.session) this.recover(this.session).catch(() => {});
-  }
-
-  /**
-   * Finds out whether `session` is still there; if it is not, opens a new one (replaying what
-   * was drawn with `restore: 'replay'`) and reports it in `sessionRestored`. One at a time.
-   * @param {string} session
-   * @returns {Promise<{session?: string, replayed?: boolean, kept?: boolean}>}
-   */
-  recover(session) {
-    if (this.recovery) return this.recovery;
-    if (session !== this.session) return Promise.resolve({ session: this.session, replayed: this.restore === 'replay' });
-    if (this.phase === 'ready') {
-      this.phase = 'recovering';
-      this.gate = new Gate();
-    }
-    this.recovery = this.checkSession(session).finally(() => { this.recovery = null; });
-    return this.recovery;
-  }
-
-  /**
-   * @param {string} session
-   * @returns {Promise<{session?: string, replayed?: boolean, kept?: boolean}>}
-   */
-  async checkSession(session) {
-    const before = { ...this.known };
-    const lastSeq = this.events.lastSeq(session) ?? 0;
-    const gate = this.gate;
-    try {
-      try {
-        const state = await this.requests.call('canvas.state', {}, { session });
-        this.phase = 'ready';
-        gate.open(session);
-        this.emit('sessionRestored', { sessionLost: false, session, eventsMissed: Math.max(0, state.seq - lastSeq) });
-        return { session, kept: true };
-      } catch (error) {
-        if (!(error instanceof CanvasError) || error.code !== 'UNKNOWN_SESSION') throw error;
-      }
-      const replay = this.restore === 'replay' ? this.log.requests() : [];
-      await this.openSession();
-      const fresh = /** @type {string} */ (this.session);
-      /** @type {any} */
-      const report = {
-        sessionLost: true, previousSession: session, session: fresh,
-        lost: { state: before.state, strokes: before.strokes, texts: before.texts, target: before.target, eventsAfterSeq: lastSeq },
-      };
-      if (this.restore === 'replay') {
-        report.replayed = await this.replay(fresh, replay);
-      }
-      this.phase = 'ready';
-      if (this.restore === 'replay' && !report.replayed.error) {
-        gate.open(fresh);
-      } else {
-        // What waited was meant for the lost session's canvas: it fails and says why.
-        gate.fail(this.lostError('(waiting)', session, { session: fresh, replayed: false }));
-        this.gate = new Gate();
-        this.gate.open(fresh);
-      }
-      this.emit('sessionRestored', report);
-      return { session: fresh, replayed: this.restore === 'replay' && !report.replayed.error };
-    } catch (error) {
-      // No answer at all (the connection dropped again): the next reconnect tries again.
-      this.emit('sessionRestored', { error });
-      return { kept: false };
-    }
-  }
-
-  /**
-   * Sends the logged requests in a new session; says what went.
-   * @param {string} session
-   * @param {import('./replay-log.js').LoggedRequest[]} requests
-   */
-  async replay(session, requests) {
-    const done = { requests: 0, strokes: 0, texts: 0, state: 'closed', error: /** @type {any} */ (null) };
-    const fresh = new ReplayLog();
-    for (const { method, params } of requests) {
-      try {
-        let result;
-        if (method === 'drawing.addStroke') {
-          result = await this.replayStroke(session, params);
-        } else {
-          result = await this.requests.call(method, params, { session });
-        }
-        fresh.answered(method, params, result);
-        this.track(method, params, result);
-        done.requests += 1;
-        if (typeof result?.strokes === 'number') done.strokes = result.strokes;
-        if (typeof result?.texts === 'number') done.texts = result.texts;
-        if (typeof result?.state === 'string') done.state = result.state;
-      } catch (error) {
-        done.error = error;
-        break;
-      }
-    }
-    this.log = fresh;
-    return done;
-  }
-
-  /**
-   * @param {string} session
-   * @param {Record<string, unknown>} params
-   */
-  async replayStroke(session, params) {
-    const { points, ...style } = params;
-    const parts = frameParts(/** @type {any[]} */ (points));
-    let result;
-    for (let index = 0; index < parts.length; index++) {
-      /** @type {Record<string, unknown>} */
-      const part = { ...style, points: parts[index] };
-      if (index < parts.length - 1) part.continued = true;
-      result = await this.requests.call('drawing.addStroke', part, { session });
-    }
-    return result;
+    if (channel === 'requests') this.keeper.dispatch({ kind: up ? 'connectionUp' : 'connectionDown' });
   }
 }

@@ -143,3 +143,46 @@ def test_the_replay_log_keeps_what_the_canvas_has_since_it_was_opened():
         0,
         [{"method": "canvas.open", "params": {}}],
     ]
+
+
+def test_the_session_machine_holds_calls_until_the_session_is_kept_replaced_or_lost():
+    out = node("""
+      import { STARTING, sessionStep } from './session-machine.js';
+      const states = [STARTING, { phase: 'ready', session: 's1' }, { phase: 'recovering', session: 's1', checking: false },
+                      { phase: 'recovering', session: 's1', checking: true }, { phase: 'closed' }];
+      const events = [{ kind: 'opened', session: 's1' }, { kind: 'connectionDown' }, { kind: 'connectionUp' },
+                      { kind: 'unknownSession', session: 's1' }, { kind: 'unknownSession', session: 's0' }, { kind: 'kept' },
+                      { kind: 'replaced', session: 's2', replayed: true }, { kind: 'replaced', session: 's2', replayed: false },
+                      { kind: 'checkFailed', connected: true }, { kind: 'checkFailed', connected: false }, { kind: 'checkDue' },
+                      { kind: 'close' }];
+      const table = {};
+      for (const [i, state] of states.entries()) for (const event of events) {
+        const { state: next, actions } = sessionStep(state, event);
+        const name = event.kind + (event.session ? ':' + event.session : '') + (event.replayed === false ? ':bare' : '')
+          + (event.connected === false ? ':offline' : '');
+        table[`${i} ${name}`] = [next.phase + (next.session ? ':' + next.session : '') + (next.checking ? ':checking' : ''),
+                                  actions.map((a) => a.kind + (a.session ? ':' + a.session : '') + (a.why ? ':' + a.why : ''))];
+      }
+      console.log(JSON.stringify(table));
+    """)
+    # Every state x event pair, and what it must become; anything not listed changes nothing.
+    expected = {
+        "0 opened:s1": ["ready:s1", ["letCallsGo:s1"]],
+        "1 connectionDown": ["recovering:s1", ["holdCalls"]],
+        "1 unknownSession:s1": ["recovering:s1:checking", ["holdCalls", "checkSession:s1"]],
+        "2 connectionUp": ["recovering:s1:checking", ["checkSession:s1"]],
+        "2 unknownSession:s1": ["recovering:s1:checking", ["checkSession:s1"]],
+        "2 checkDue": ["recovering:s1:checking", ["checkSession:s1"]],
+        "3 kept": ["ready:s1", ["letCallsGo:s1"]],
+        "3 replaced:s2": ["ready:s2", ["letCallsGo:s2"]],
+        "3 replaced:s2:bare": ["ready:s2", ["failWaiting:s2:lost", "letCallsGo:s2"]],
+        "3 checkFailed": ["recovering:s1", ["checkLater"]],
+        "3 checkFailed:offline": ["recovering:s1", []],
+    }
+    for state in range(4):
+        expected[f"{state} close"] = ["closed", ["failWaiting:closed"]]
+    unchanged = {0: "starting", 1: "ready:s1", 2: "recovering:s1", 3: "recovering:s1:checking", 4: "closed"}
+    assert len(out) == 5 * 12
+    for key, value in out.items():
+        state = int(key.split()[0])
+        assert value == expected.get(key, [unchanged[state], []]), (key, value)
