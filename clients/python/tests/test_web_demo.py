@@ -157,3 +157,20 @@ def test_a_server_that_is_down_is_said_and_retried_by_the_page(web, browser):
     assert text_of(browser, "status") == ""
     browser.find_element("id", "open").click()
     wait_for(browser, "demo.state === 'open'")
+
+
+def test_a_restart_of_canvasd_keeps_the_pages_ink_and_submit_saves_it(web, browser):
+    open_demo(browser, web, page=1)
+    drag(browser, [(100, 250), (250, 250), (400, 250)])
+    wait_for(browser, "demo.drawing.strokes.length === 1")
+    before = browser.execute_script("return demo.drawing")
+    page = render_page(web.canvasd.documents / "notes.pdf", 0)
+    web.restart_canvasd(pause=0.5)
+    wait_for(browser, "document.querySelector('#status').textContent.includes('sent to it again')", timeout=30)
+    assert text_of(browser, "state") == "Canvas open on notes.pdf, page 1"
+    wait_for(browser, "demo.drawing.strokes.length === 1")
+    assert browser.execute_script("return demo.drawing") == before
+    browser.find_element("id", "submit").click()
+    wait_for(browser, "demo.state === 'closed' && document.querySelector('#status').textContent.startsWith('Saved')")
+    ink = new_dark_pixels(page, render_page(web.canvasd.documents / "notes.pdf", 0))
+    assert ink and all(abs(y - 250) < 4 for _, y in ink), ink[:5]

@@ -37,7 +37,7 @@ window.demo = demo;
 
 const canvas = $('#page-canvas');
 const context = canvas.getContext('2d');
-const describe = (/** @type {any} */ where) => `${where.document}, page ${where.page + 1}`;
+const describe = (/** @type {any} */ where) => (where ? `${where.document}, page ${where.page + 1}` : 'no page');
 const sameTarget = (/** @type {any} */ a, /** @type {any} */ b) => !!a && !!b && a.document === b.document && a.page === b.page;
 
 // MARK: what the page says
@@ -152,6 +152,8 @@ async function refreshDrawing() {
  * @param {{document: string, page: number}} where
  */
 async function showPage(where) {
+  // What the page said before stays once the page is shown (a "Saved" is still news).
+  const said = { text: $('#status').textContent, kind: $('#status').dataset.kind };
   message(`Loading ${describe(where)}…`, 'progress');
   const fetched = await demo.Canvas.documents.get(where.document);
   // @ts-ignore: pdf.js is a classic script
@@ -175,7 +177,8 @@ async function showPage(where) {
   $('#page').value = String(where.page + 1);
   $('#page').max = String(pdf.numPages);
   $('#revision').textContent = `${where.document} revision ${fetched.revision}, sha256 ${fetched.sha256.slice(0, 12)}… ✓`;
-  clearMessage();
+  if (said.kind === 'info') message(said.text);
+  else clearMessage();
   paint();
   return fetched;
 }
@@ -513,9 +516,11 @@ demo.ready = (async () => {
   for (const name of /** @type {const} */ (['canvasResult', 'stateChanged', 'pencilDoubleTap', 'documentSaved', 'eventsLost', 'sessionRestored'])) {
     Canvas.addListener(name, (/** @type {any} */ data) => log(name, data));
   }
+  // The target is the page's own: set by Open, ended by submit and cancel, or by a restart
+  // that lost the drawing (a stopping canvasd may report its sessions closed first, and a
+  // replay opens the canvas again on the same page).
   Canvas.addListener('stateChanged', (/** @type {any} */ data) => {
     demo.state = data.to;
-    if (data.to === 'closed') demo.target = null;
     showState();
     paint();
   });
