@@ -186,3 +186,31 @@ def test_the_session_machine_holds_calls_until_the_session_is_kept_replaced_or_l
     for key, value in out.items():
         state = int(key.split()[0])
         assert value == expected.get(key, [unchanged[state], []]), (key, value)
+
+
+def test_the_connection_machine_table_every_phase_and_event():
+    out = node("""
+      import { step } from './connection-machine.js';
+      const phases = ['connecting', 'greeting', 'ready', 'reconnecting', 'closed'];
+      const events = ['socketOpened', 'greeted', 'socketClosed', 'retryDue', 'close'];
+      const table = {};
+      for (const phase of phases) for (const event of events) {
+        const { state, actions } = step({ phase, failures: 2 }, event);
+        table[`${phase} ${event}`] = [state.phase, state.failures, actions.map((a) => a.kind + (a.delayMs ? ':' + a.delayMs : ''))];
+      }
+      console.log(JSON.stringify(table));
+    """)
+    expected = {
+        "connecting socketOpened": ["greeting", 2, ["sendRoutingId"]],
+        "connecting socketClosed": ["reconnecting", 3, ["scheduleRetry:400"]],
+        "greeting greeted": ["ready", 0, ["announceUp"]],
+        "greeting socketClosed": ["reconnecting", 3, ["scheduleRetry:400"]],
+        "ready socketClosed": ["reconnecting", 1, ["announceDown", "scheduleRetry:100"]],
+        "reconnecting retryDue": ["connecting", 2, ["openSocket"]],
+        "ready close": ["closed", 2, ["closeSocket", "announceDown", "announceClosed"]],
+    }
+    for phase in ("connecting", "greeting", "reconnecting"):
+        expected[f"{phase} close"] = ["closed", 2, ["closeSocket", "announceClosed"]]
+    assert len(out) == 25
+    for key, value in out.items():
+        assert value == expected.get(key, [key.split()[0], 2, []]), (key, value)
