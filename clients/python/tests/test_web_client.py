@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import random
 import shutil
-import threading
 import time
 
 import pytest

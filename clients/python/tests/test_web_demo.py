@@ -5,7 +5,6 @@ messages for a document that is not there, a page out of range and a server that
 from __future__ import annotations
 
 import shutil
-import time
 
 import pytest
 
