@@ -1,12 +1,17 @@
 // Types of canvas-bridge.js, the canvas plugin's API over canvasd's ws:// endpoints.
-// Checked by `tsc --noEmit` in `make test` (clients/web/tsconfig.json).
+// Checked by `tsc --noEmit` in `make test` (clients/web/tsconfig.json), and the .js against
+// it: canvas-bridge.js declares its exports with these types (checkJs).
 
 /** Why a call failed: the protocol's code (INVALID_STATE, NOT_FOUND, CONFLICT, ...) or the
- * client's own (TIMEOUT, DISCONNECTED, TOO_LARGE_FOR_BROWSER, INTEGRITY), with the details. */
+ * client's own (TIMEOUT, DISCONNECTED, SESSION_LOST, TOO_LARGE_FOR_BROWSER, INTEGRITY), with the
+ * details. DISCONNECTED with `data.outcome: 'unknown'`: a write without a session was cut off
+ * after it was sent, and is not sent again (it may or may not have been carried out).
+ * SESSION_LOST: the session went away (a restart without a session store, an expiry) before
+ * the call was answered; `data.newSession` is the session calls go to now. */
 export class CanvasError extends Error {
   readonly name: 'CanvasError';
   readonly code: ErrorCode;
-  readonly data: Record<string, unknown>;
+  data: Record<string, any>;
   readonly method?: string;
   constructor(code: ErrorCode, message: string, data?: Record<string, unknown>, method?: string);
 }
@@ -14,7 +19,7 @@ export class CanvasError extends Error {
 export type ErrorCode =
   | 'PARSE_ERROR' | 'INVALID_REQUEST' | 'METHOD_NOT_FOUND' | 'INVALID_PARAMS' | 'INVALID_STATE'
   | 'UNKNOWN_SESSION' | 'UNAVAILABLE' | 'NOT_FOUND' | 'CONFLICT' | 'PAYLOAD_TOO_LARGE' | 'INTERNAL'
-  | 'UNAUTHORIZED' | 'TIMEOUT' | 'DISCONNECTED' | 'TOO_LARGE_FOR_BROWSER' | 'INTEGRITY';
+  | 'UNAUTHORIZED' | 'TIMEOUT' | 'DISCONNECTED' | 'SESSION_LOST' | 'TOO_LARGE_FOR_BROWSER' | 'INTEGRITY';
 
 /** The largest frame a browser sends (Chromium fragments larger ones, and libzmq drops those). */
 export const MAX_FRAME_BYTES: number;
@@ -51,6 +56,10 @@ export interface SessionRestoredEvent {
   eventsMissed?: number;
   /** With the session lost (canvasd restarted): what the page had, as far as the replies told. */
   lost?: { state: CanvasState; strokes: number; texts: number; target: { document: string; page: number } | null; eventsAfterSeq: number };
+  /** With `restore: 'replay'`: what was sent again in the new session (the open, every
+   * acknowledged edit, a minimize), and the counts and state it ended with; `error` if a request
+   * of the replay was refused (the rest was not sent). */
+  replayed?: { requests: number; strokes: number; texts: number; state: CanvasState; error: CanvasError | null };
   error?: CanvasError;
 }
 
@@ -72,6 +81,8 @@ export interface TextAnnotation { text: string; x: number; y: number; fontSize: 
 export interface Drawing { strokes: Stroke[]; texts: TextAnnotation[]; }
 export interface DrawingState extends Drawing { canUndo: boolean; canRedo: boolean; }
 export interface EditResult { changed: boolean; canUndo: boolean; canRedo: boolean; strokes: number; texts: number; }
+/** `pieces`: how many strokes the stroke became (more than one past `limits.maxPointsPerStroke`). */
+export interface StrokeResult extends EditResult { pieces: number; }
 export interface TextChange { x?: number; y?: number; dx?: number; dy?: number; fontSize?: number; color?: Color; text?: string; }
 
 export interface DocumentSummary { name: string; revision: number; pageCount: number; sha256: string; }
@@ -116,9 +127,16 @@ export interface ConnectOptions {
   events: string;
   /** An access token from canvasd's --web-tokens file, when it has one. */
   token?: string;
-  /** How long a request waits for its reply (default 10 s). */
+  /** How long a request waits for its reply (default 10 s); also how long connect() and a call
+   * made while disconnected wait for canvasd. */
   timeoutMs?: number;
   session?: SessionOptions;
+  /** What happens when canvasd lost the session (restarted without a session store):
+   * 'report' (default) opens a new, empty session and says what was lost in `sessionRestored`;
+   * 'replay' opens it on the same target and sends again what the server had acknowledged
+   * (the open, the strokes and texts and their edits, a minimize). Either way calls waiting
+   * for the lost session fail with SESSION_LOST unless the replay made them meaningful again. */
+  restore?: 'report' | 'replay';
 }
 
 export interface HelloResult { protocol: string; server: string; methods: string[]; limits: Record<string, number>; }
@@ -138,11 +156,21 @@ export interface CanvasPlugin {
   finishTransition(): Promise<{ state: CanvasState }>;
   state(): Promise<{ state: CanvasState; hasContent: boolean; seq: number; [key: string]: unknown }>;
 
-  addListener<E extends keyof ListenerEvents>(event: E, fn: (data: ListenerEvents[E]) => void): PluginListenerHandle;
-  removeAllListeners(): void;
+  /** As Capacitor 3+: a promise of the handle; the listener is in place at once. The promise
+   * carries `remove()` itself too, as Capacitor 3 and 4 return it. */
+  addListener<E extends keyof ListenerEvents>(event: E, fn: (data: ListenerEvents[E]) => void): Promise<PluginListenerHandle> & PluginListenerHandle;
+  removeAllListeners(): Promise<void>;
 
-  /** A stroke too long for one browser frame is sent in parts and added as one stroke. */
-  addStroke(stroke: { tool?: 'pen' | 'highlighter'; color?: Color; width?: number; points: InkPoint[] }): Promise<EditResult>;
+  /**
+   * A stroke of more points than the server's `limits.maxPointsPerStroke` (from `hello`)
+   * becomes several strokes, each within it, each after the first starting at the point where
+   * the one before ended (so `pieces` strokes, and `pieces - 1` points twice); a stroke too long
+   * for one browser frame is sent in `continued` parts. A refused part never waits on the server
+   * to be joined to the next stroke. A stroke is all or nothing: when a piece is refused the
+   * pieces before it are undone (one undo step each, so they sit on the redo stack), and
+   * `error.data` has `piece` (which failed), `pieces` and `undone`.
+   */
+  addStroke(stroke: { tool?: 'pen' | 'highlighter'; color?: Color; width?: number; points: InkPoint[] }): Promise<StrokeResult>;
   addText(text: { text: string; x: number; y: number; fontSize?: number; color?: Color }): Promise<EditResult>;
   editText(index: number, changes: TextChange): Promise<EditResult>;
   moveText(index: number, to: { x: number; y: number }): Promise<EditResult>;
@@ -159,8 +187,13 @@ export interface CanvasPlugin {
 
   /** Any session method by name. */
   call(method: string, params?: Record<string, unknown>, options?: { timeoutMs?: number }): Promise<any>;
+  /** Closes the session and both connections at once (waits at most a second for the
+   * session.close reply); canvasd lets go of both connections right away. */
   close(): Promise<void>;
 }
+
+/** The strokes a stroke becomes under a server's `maxPointsPerStroke` (as addStroke sends them). */
+export function splitStroke(points: InkPoint[], maxPoints: number): InkPoint[][];
 
 /** Connects to canvasd over ws:// and opens a session; rejects with TIMEOUT when canvasd cannot be reached within `timeoutMs`. */
 export function connect(options: ConnectOptions): Promise<CanvasPlugin>;

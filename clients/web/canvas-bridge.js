@@ -3,7 +3,7 @@
 //
 //   import { connect } from './canvas-bridge.js';
 //   const Canvas = await connect({ url: 'ws://127.0.0.1:5580', events: 'ws://127.0.0.1:5581' });
-//   Canvas.addListener('canvasResult', (result) => console.log(result));
+//   await Canvas.addListener('canvasResult', (result) => console.log(result));
 //   await Canvas.open({ document: 'notes.pdf', page: 0 });
 //   await Canvas.addStroke({ points: [{ x: 72, y: 200, pressure: 0.5 }, { x: 300, y: 220 }] });
 //   const result = await Canvas.submit({ imageData: true });
@@ -12,105 +12,177 @@ import { RequestChannel } from './request-channel.js';
 import { EventChannel } from './event-channel.js';
 import { Documents } from './documents.js';
 import { CanvasError } from './errors.js';
-import { MAX_FRAME_BYTES } from './zws.js';
+import { splitStroke, frameParts } from './strokes.js';
+import { ReplayLog } from './replay-log.js';
+import { SessionKeeper, lostError } from './session-keeper.js';
 
 export { CanvasError } from './errors.js';
 export { MAX_FRAME_BYTES } from './zws.js';
-
-/** Room left in a frame for the request's envelope around a stroke's points. */
-const STROKE_PART_BYTES = MAX_FRAME_BYTES - 2048;
+export { splitStroke } from './strokes.js';
+/** @typedef {import('./canvas-bridge').CanvasPlugin} PluginApi */
 
 const LISTENER_EVENTS = new Set(['canvasResult', 'stateChanged', 'pencilDoubleTap', 'documentSaved',
   'connectionChanged', 'eventsLost', 'sessionRestored']);
 
+/** Requests that may run again in a replacing session: the lost one's effects went with it. */
+const REPLAYABLE = new Set(['drawing.addStroke', 'drawing.addText', 'drawing.editText', 'drawing.moveText',
+  'drawing.erase', 'drawing.undo', 'drawing.redo', 'drawing.clear', 'drawing.get', 'canvas.state']);
+
+/** The server's limit when its `hello` names none (canvasd's default). */
+const DEFAULT_MAX_POINTS_PER_STROKE = 10000;
+
 /**
  * Connects to canvasd and opens a session. `url` and `events` are the ws:// endpoints that
  * canvasd's --web-endpoint and --web-events bind; `token` is needed when it has --web-tokens.
- * `session` holds session.open's params (transitions, pencil, resultImages, size).
+ * `session` holds session.open's params (transitions, pencil, resultImages, size). With
+ * `restore: 'replay'`, a session lost to a restart is replaced and what was drawn is sent again.
+ * Whatever fails, connect() closes what it opened before it rejects.
+ * (Typed by the .d.ts, so `tsc` checks this implementation against it.)
+ * @type {typeof import('./canvas-bridge').connect}
  */
-export async function connect({ url, events, token, timeoutMs, session = {} }) {
-  const plugin = new CanvasPlugin({ url, events, token, timeoutMs, sessionParams: session });
-  await plugin._start();
+export const connect = async ({ url, events, token, timeoutMs, session = {}, restore = 'report' }) => {
+  const plugin = new CanvasPlugin({ url, events, token, timeoutMs, sessionParams: session, restore });
+  try {
+    await plugin.start();
+  } catch (error) {
+    plugin.hangUp();
+    throw error;
+  }
   return plugin;
-}
+};
 
+/** @implements {PluginApi} */
 export class CanvasPlugin {
-  constructor({ url, events, token, timeoutMs, sessionParams }) {
-    this._listeners = new Map();
-    this._sessionParams = { transitions: 'instant', ...sessionParams };
-    this._known = { state: 'closed', strokes: 0, texts: 0, target: null };
-    this._wasDown = false;
+  /** @param {any} options */
+  constructor({ url, events, token, timeoutMs, sessionParams, restore }) {
+    /** @type {Map<string, Set<(data: any) => void>>} */
+    this.listeners = new Map();
+    this.sessionParams = { transitions: 'instant', ...sessionParams };
+    this.restore = restore;
+    this.known = { state: 'closed', strokes: 0, texts: 0, target: /** @type {any} */ (null) };
+    this.log = new ReplayLog();
+    /** The session calls go to ('' until connect() opened one). */
+    this.session = '';
+    /** @type {any} */
+    this.hello = undefined;
+    /** Whether calls can go, and what became of the session after a dropped connection. */
+    this.keeper = new SessionKeeper(this);
+    /** @type {Promise<unknown>} calls one after another, so a stroke's parts never interleave */
+    this.tail = Promise.resolve();
     this.requests = new RequestChannel(url, {
       token, timeoutMs,
-      onConnection: (up) => this._connectionChanged('requests', up),
+      onConnection: (up) => this.connectionChanged('requests', up),
     });
     this.events = new EventChannel(events, {
       token,
-      onEvent: (event) => this._event(event),
-      onGap: (gap) => this._emit('eventsLost', gap),
-      onConnection: (up) => this._connectionChanged('events', up),
+      onEvent: (event) => this.event(event),
+      onGap: (gap) => this.emit('eventsLost', gap),
+      onConnection: (up) => this.connectionChanged('events', up),
     });
     /** Document methods: list, info, revisions, get, upload, flatten, restore. */
-    this.documents = new Documents(this.requests);
+    this.documents = new Documents(this.requests, (method, params, options) => this.call(method, params, options));
   }
 
   /** The server's `hello`: protocol, limits, methods. */
-  get server() { return this._hello; }
+  get server() { return this.hello; }
 
-  async _start() {
+  async start() {
     // A server that is not there (yet) is retried in the background; connect() gives up after
     // the request timeout, so a page can say so instead of waiting for ever.
-    let timer;
     const waited = this.requests.timeoutMs;
+    let timer;
     const gaveUp = new Promise((_, reject) => {
       timer = setTimeout(() => reject(new CanvasError('TIMEOUT', `no connection to canvasd within ${waited} ms`,
-        { timeoutMs: waited, requests: this.requests.connected }, 'connect')), waited);
+        { timeoutMs: waited, requests: this.requests.connected, events: this.events.connection.isReady }, 'connect')), waited);
     });
     try {
       await Promise.race([Promise.all([this.requests.ready(), this.events.ready()]), gaveUp]);
-    } catch (error) {
-      this.requests.close();
-      this.events.close();
-      throw error;
     } finally {
       clearTimeout(timer);
     }
-    this._hello = await this.requests.call('hello');
+    this.hello = await this.requests.call('hello');
     this.events.subscribe('documents.');
-    await this._openSession();
+    await this.openSession();
+    this.keeper.dispatch({ kind: 'opened', session: this.session });
   }
 
-  async _openSession() {
-    const opened = await this.requests.call('session.open', this._sessionParams);
+  async openSession() {
+    const opened = await this.requests.call('session.open', this.sessionParams);
     if (this.session) this.events.unsubscribe(`${this.session}.`);
     this.session = opened.session;
-    this._known = { state: opened.state, strokes: 0, texts: 0, target: null };
-    this.events.expect(this.session, 0);
-    this.events.subscribe(`${this.session}.`);
+    this.known = { state: opened.state, strokes: 0, texts: 0, target: null };
+    this.events.expect(opened.session, 0);
+    this.events.subscribe(`${opened.session}.`);
     // One round trip, so the subscription (sent on the other connection) is in place before
     // anything this session does makes an event.
-    await this.call('canvas.state');
+    await this.requests.call('canvas.state', {}, { session: opened.session });
     return opened;
   }
 
-  /** Sends any session method: resolves to its result, rejects with a CanvasError. */
+  /**
+   * Sends any session method: resolves to its result, rejects with a CanvasError. Calls go
+   * one after another; while the connection is down they wait for the session to be found
+   * again (or replaced, or reported lost: SESSION_LOST).
+   * @param {string} method
+   * @param {Record<string, unknown>} [params]
+   * @param {{timeoutMs?: number, attachments?: Uint8Array[]}} [options]
+   */
   call(method, params = {}, options = {}) {
-    return this.requests.call(method, params, { ...options, session: this.session }).then((result) => {
-      this._track(method, params, result);
-      return result;
-    });
+    return this.serially(() => this.callNow(method, params, options));
   }
 
-  // What the page drew, as far as the replies tell: reported if the server loses the session.
-  _track(method, params, result) {
-    if (result && typeof result.state === 'string') this._known.state = result.state;
-    if (result && typeof result.strokes === 'number') this._known.strokes = result.strokes;
-    if (result && typeof result.texts === 'number') this._known.texts = result.texts;
-    if (method === 'canvas.open' && params.document !== undefined) {
-      this._known.target = { document: params.document, page: params.page ?? 0 };
+  /**
+   * @template T
+   * @param {() => Promise<T>} task
+   * @returns {Promise<T>}
+   */
+  serially(task) {
+    const run = this.tail.then(task);
+    this.tail = run.catch(() => {});
+    return run;
+  }
+
+  /**
+   * @param {string} method
+   * @param {Record<string, unknown>} params
+   * @param {{timeoutMs?: number, attachments?: Uint8Array[]}} options
+   * @param {{logged?: Record<string, unknown>, again?: boolean}} how `logged`: the params the
+   *   replay log keeps (a stroke's last part stands for the whole stroke); `again: false`: not
+   *   sent again in a replacing session (a part of a stroke whose first parts went with the old one)
+   * @returns {Promise<any>}
+   */
+  async callNow(method, params, options, { logged = params, again = true } = {}) {
+    const session = await this.keeper.usableSession(method, options.timeoutMs ?? this.requests.timeoutMs);
+    try {
+      const result = await this.requests.call(method, params, { ...options, session });
+      this.track(method, logged, result);
+      return result;
+    } catch (error) {
+      if (!(error instanceof CanvasError) || error.code !== 'UNKNOWN_SESSION' || this.keeper.phase === 'closed') throw error;
+      // The session is gone (a restart, an expiry): find out what became of it.
+      const outcome = await this.keeper.afterUnknown(session);
+      if (again && outcome.session && outcome.session !== session && outcome.replayed && REPLAYABLE.has(method)) {
+        return this.callNow(method, params, options, { logged });
+      }
+      throw lostError(method, session, outcome);
+    }
+  }
+
+  /**
+   * @param {string} method
+   * @param {Record<string, unknown>} params
+   * @param {any} result
+   */
+  track(method, params, result) {
+    this.log.answered(method, params, result);
+    if (result && typeof result.state === 'string') this.known.state = result.state;
+    if (result && typeof result.strokes === 'number') this.known.strokes = result.strokes;
+    if (result && typeof result.texts === 'number') this.known.texts = result.texts;
+    if (method === 'canvas.open' && params.document !== undefined && this.known.target === null) {
+      this.known.target = { document: params.document, page: params.page ?? 0 };
     }
     if ((method === 'canvas.submit' || method === 'canvas.cancel') && result) {
-      this._known = { ...this._known, strokes: 0, texts: 0, target: null };
+      this.known = { ...this.known, strokes: 0, texts: 0, target: null };
     }
   }
 
@@ -118,8 +190,12 @@ export class CanvasPlugin {
 
   initialize() { return this.call('canvas.initialize'); }
 
-  /** Opens the canvas, on `page` of `document` when given (the page the ink goes to). */
+  /**
+   * Opens the canvas, on `page` of `document` when given (the page the ink goes to).
+   * @param {{document?: string, page?: number, size?: {width: number, height: number}}} options
+   */
   open({ document, page, size } = {}) {
+    /** @type {Record<string, unknown>} */
     const params = {};
     if (document !== undefined) params.document = document;
     if (page !== undefined) params.page = page;
@@ -138,6 +214,7 @@ export class CanvasPlugin {
   /** What an Apple Pencil double-tap does: opens a closed or minimized canvas, minimizes an open one. */
   doubleTap() { return this.call('pencil.doubleTap'); }
 
+  /** @param {Record<string, unknown>} pencil */
   configurePencil(pencil) { return this.call('pencil.configure', pencil); }
 
   finishTransition() { return this.call('canvas.finishTransition'); }
@@ -147,68 +224,151 @@ export class CanvasPlugin {
   /**
    * Calls `fn` for each event of `name`: canvasResult, stateChanged, pencilDoubleTap,
    * documentSaved, and the connection's own connectionChanged, eventsLost, sessionRestored.
+   * As Capacitor 3+ does, returns a promise of a handle (with `remove()`); the listener is
+   * in place at once, and the promise carries `remove` too (Capacitor 3 and 4 pages use it so).
+   * @param {string} name
+   * @param {(data: any) => void} fn
    */
   addListener(name, fn) {
     if (!LISTENER_EVENTS.has(name)) throw new TypeError(`no event "${name}"; events: ${[...LISTENER_EVENTS].join(', ')}`);
-    if (!this._listeners.has(name)) this._listeners.set(name, new Set());
-    this._listeners.get(name).add(fn);
-    const remove = async () => { this._listeners.get(name)?.delete(fn); };
-    return { remove };
+    let listeners = this.listeners.get(name);
+    if (!listeners) {
+      listeners = new Set();
+      this.listeners.set(name, listeners);
+    }
+    listeners.add(fn);
+    const handle = { remove: async () => { this.listeners.get(name)?.delete(fn); } };
+    return Object.assign(Promise.resolve(handle), handle);
   }
 
-  removeAllListeners() { this._listeners.clear(); }
+  async removeAllListeners() { this.listeners.clear(); }
 
   // MARK: drawing
 
   /**
-   * Adds a pen or highlighter stroke. A stroke whose request would not fit one browser frame
-   * goes in parts (`continued`), which the server joins into one stroke and one undo step.
+   * Adds a pen or highlighter stroke. A stroke of more points than the server's
+   * `maxPointsPerStroke` becomes several strokes, each within it (each after the first
+   * starting where the one before ended); each goes in `continued` parts that fit a browser
+   * frame. A refused part never stays waiting to be joined to the next stroke.
+   * @param {{tool?: string, color?: string, width?: number, points: any[]}} stroke
    */
-  async addStroke({ tool = 'pen', color = 'black', width = 3, points }) {
+  addStroke({ tool = 'pen', color = 'black', width = 3, points }) {
     if (!Array.isArray(points) || points.length === 0) {
-      throw new CanvasError('INVALID_PARAMS', 'points: at least one point', { field: 'points' }, 'drawing.addStroke');
+      return Promise.reject(new CanvasError('INVALID_PARAMS', 'points: at least one point', { field: 'points' }, 'drawing.addStroke'));
     }
-    const parts = [];
-    let part = [];
-    let bytes = 0;
-    for (const point of points) {
-      const size = JSON.stringify(point).length + 1;
-      if (part.length > 0 && bytes + size > STROKE_PART_BYTES) {
-        parts.push(part);
-        part = [];
-        bytes = 0;
+    const limit = this.hello?.limits?.maxPointsPerStroke ?? DEFAULT_MAX_POINTS_PER_STROKE;
+    const pieces = splitStroke(points, limit);
+    return this.serially(async () => {
+      let result;
+      for (let index = 0; index < pieces.length; index++) {
+        try {
+          result = await this.sendStroke({ tool, color, width }, pieces[index]);
+        } catch (error) {
+          // All or nothing: the pieces already added are taken back (each was one undo step),
+          // so a refused stroke leaves the drawing as it was.
+          let undone = 0;
+          for (; undone < index; undone++) {
+            try { await this.callNow('drawing.undo', {}, {}); } catch (_) { break; }
+          }
+          if (error instanceof CanvasError) error.data = { ...error.data, piece: index, pieces: pieces.length, undone };
+          throw error;
+        }
       }
-      part.push(point);
-      bytes += size;
+      return { ...result, pieces: pieces.length };
+    });
+  }
+
+  /**
+   * One stroke within the server's limit, in frame-sized parts.
+   * @param {{tool: string, color: string, width: number}} style
+   * @param {any[]} points
+   */
+  async sendStroke(style, points) {
+    const parts = frameParts(points);
+    const whole = { ...style, points };
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.sendParts(style, parts, whole);
+      } catch (error) {
+        // Its first parts went with a lost session, and a new one has the drawing again:
+        // the whole stroke goes again there.
+        const replaced = error instanceof CanvasError && error.code === 'SESSION_LOST' && error.data.replayed;
+        if (!replaced || attempt > 1) throw error;
+      }
     }
-    parts.push(part);
+  }
+
+  /**
+   * @param {{tool: string, color: string, width: number}} style
+   * @param {any[][]} parts
+   * @param {Record<string, unknown>} whole
+   */
+  async sendParts(style, parts, whole) {
     let result;
     for (let index = 0; index < parts.length; index++) {
-      const params = { tool, color, width, points: parts[index] };
+      /** @type {Record<string, unknown>} */
+      const params = { ...style, points: parts[index] };
       if (index < parts.length - 1) params.continued = true;
-      result = await this.call('drawing.addStroke', params);
+      try {
+        result = await this.callNow('drawing.addStroke', params, {},
+          { logged: index < parts.length - 1 ? params : whole, again: parts.length === 1 });
+      } catch (error) {
+        // The parts before this one may still wait on the server (canvas/1.4 keeps them after
+        // a refusal); a request that changes nothing drops them, so the next stroke starts anew.
+        if (index > 0) await this.callNow('pencil.configure', {}, {}).catch(() => {});
+        throw error;
+      }
     }
     return result;
   }
 
+  /** @param {{text: string, x: number, y: number, fontSize?: number, color?: string}} text */
   addText({ text, x, y, fontSize = 16, color = 'black' }) {
     return this.call('drawing.addText', { text, x, y, fontSize, color });
   }
 
-  /** Changes a placed text: any of x, y (move), dx, dy (nudge), fontSize (8 to 48), color, text. */
+  /**
+   * Changes a placed text: any of x, y (move), dx, dy (nudge), fontSize (8 to 48), color, text.
+   * @param {number} index
+   * @param {Record<string, unknown>} changes
+   */
   editText(index, changes) { return this.call('drawing.editText', { index, ...changes }); }
 
+  /**
+   * @param {number} index
+   * @param {{x: number, y: number}} to
+   */
   moveText(index, { x, y }) { return this.call('drawing.moveText', { index, x, y }); }
 
+  /**
+   * @param {number} index
+   * @param {number} dx
+   * @param {number} dy
+   */
   nudgeText(index, dx, dy) { return this.editText(index, { dx, dy }); }
 
+  /**
+   * @param {number} index
+   * @param {number} fontSize
+   */
   resizeText(index, fontSize) { return this.editText(index, { fontSize }); }
 
+  /**
+   * @param {number} index
+   * @param {string} color
+   */
   recolorText(index, color) { return this.editText(index, { color }); }
 
+  /**
+   * @param {number} index
+   * @param {string} text
+   */
   retext(index, text) { return this.editText(index, { text }); }
 
-  /** Erases around (x, y): whole strokes (`mode: 'stroke'`) or the ink under the eraser ('partial'). */
+  /**
+   * Erases around (x, y): whole strokes (`mode: 'stroke'`) or the ink under the eraser ('partial').
+   * @param {{x: number, y: number, radius?: number, mode?: string}} at
+   */
   erase({ x, y, radius = 8, mode = 'stroke' }) { return this.call('drawing.erase', { x, y, radius, mode }); }
 
   undo() { return this.call('drawing.undo'); }
@@ -220,69 +380,66 @@ export class CanvasPlugin {
   /** {strokes, texts, canUndo, canRedo}: exactly what was drawn. */
   getDrawing() { return this.call('drawing.get'); }
 
-  /** Closes the session and both connections. */
+  /**
+   * Closes the session and both connections, at once: a session.close is waited for only
+   * while connected (at most a second), and canvasd lets go of both connections right away.
+   */
   async close() {
-    try { await this.call('session.close', {}, { timeoutMs: 2000 }); } catch (_) { /* closing anyway */ }
+    if (this.keeper.phase === 'closed') return;
+    const session = this.session;
+    const connected = this.requests.connected && this.keeper.phase === 'ready';
+    this.keeper.dispatch({ kind: 'close' });
+    if (connected && session) {
+      await this.requests.call('session.close', {}, { session, timeoutMs: 1000 }).catch(() => {});
+    }
+    this.hangUp();
+  }
+
+  /** Closes both connections without a word to the server (connect() failing, close()). */
+  hangUp() {
+    this.keeper.dispatch({ kind: 'close' });
     this.requests.close();
     this.events.close();
   }
 
   // MARK: events and reconnects
 
-  _emit(name, data) {
-    for (const fn of this._listeners.get(name) ?? []) {
+  /**
+   * @param {string} name
+   * @param {any} data
+   */
+  emit(name, data) {
+    for (const fn of this.listeners.get(name) ?? []) {
       try { fn(data); } catch (error) { console.error(`canvas bridge: a ${name} listener threw`, error); }
     }
   }
 
-  _event(event) {
+  /** @param {any} event */
+  event(event) {
+    // Events of a session this page no longer uses (replaced after a restart) are not its own.
+    if (event.session !== 'documents' && event.session !== this.session) return;
     const data = { ...event.data };
     switch (event.event) {
-      case 'canvas.result': this._emit('canvasResult', data); break;
+      case 'canvas.result': this.emit('canvasResult', data); break;
       case 'canvas.stateChanged':
-        this._known.state = data.to;
-        this._emit('stateChanged', data);
+        this.known.state = data.to;
+        this.emit('stateChanged', data);
         break;
-      case 'pencil.doubleTap': this._emit('pencilDoubleTap', data); break;
+      case 'pencil.doubleTap': this.emit('pencilDoubleTap', data); break;
       case 'document.saved':
         // Every save, this page's and others', comes on the shared documents topic.
-        if (event.session === 'documents') this._emit('documentSaved', data);
+        if (event.session === 'documents') this.emit('documentSaved', data);
         break;
       default: break;
     }
   }
 
-  _connectionChanged(channel, up) {
-    this._emit('connectionChanged', { channel, connected: up });
-    if (channel !== 'requests' || !this.session) return;
-    if (!up) {
-      this._wasDown = true;
-      return;
-    }
-    if (this._wasDown) {
-      this._wasDown = false;
-      this._checkSession().catch((error) => this._emit('sessionRestored', { error }));
-    }
-  }
-
-  // After a reconnect: is the session still there? If the server lost it (a restart), say
-  // what went with it and carry on in a new session.
-  async _checkSession() {
-    const before = { session: this.session, ...this._known };
-    const lastSeq = this.events.lastSeq(this.session) ?? 0;
-    try {
-      const state = await this.requests.call('canvas.state', {}, { session: this.session });
-      this._emit('sessionRestored', { sessionLost: false, session: this.session, eventsMissed: Math.max(0, state.seq - lastSeq) });
-    } catch (error) {
-      if (error.code !== 'UNKNOWN_SESSION') throw error;
-      await this._openSession();
-      this._emit('sessionRestored', {
-        sessionLost: true,
-        previousSession: before.session,
-        session: this.session,
-        lost: { state: before.state, strokes: before.strokes, texts: before.texts, target: before.target,
-          eventsAfterSeq: lastSeq },
-      });
-    }
+  /**
+   * @param {'requests' | 'events'} channel
+   * @param {boolean} up
+   */
+  connectionChanged(channel, up) {
+    this.emit('connectionChanged', { channel, connected: up });
+    if (channel === 'requests') this.keeper.dispatch({ kind: up ? 'connectionUp' : 'connectionDown' });
   }
 }

@@ -17,29 +17,51 @@ function base64ToBytes(text) {
 }
 
 export class Documents {
-  /** @param {import('./request-channel.js').RequestChannel} requests */
-  constructor(requests) { this.requests = requests; }
+  /**
+   * @param {import('./request-channel.js').RequestChannel} requests reads go straight to it
+   * @param {(method: string, params: Record<string, unknown>, options?: {attachments?: Uint8Array[], timeoutMs?: number}) => Promise<any>} write
+   *   sends a request that changes a document in the page's session, so that a retry after a
+   *   reconnect is answered from the session's replies instead of saving twice (spec §2.4)
+   */
+  constructor(requests, write) {
+    this.requests = requests;
+    this.write = write;
+  }
 
+  /** @returns {Promise<any[]>} */
   list() { return this.requests.call('document.list').then((result) => result.documents); }
 
+  /** @param {string} name */
   info(name) { return this.requests.call('document.info', { name }); }
 
+  /** @param {string} name */
   revisions(name) { return this.requests.call('document.revisions', { name }); }
 
+  /**
+   * @param {string} name
+   * @param {number} revision
+   * @param {{expectedRevision?: number}} options
+   */
   restore(name, revision, { expectedRevision } = {}) {
+    /** @type {Record<string, unknown>} */
     const params = { name, revision };
     if (expectedRevision !== undefined) params.expectedRevision = expectedRevision;
-    return this.requests.call('document.restore', params);
+    return this.write('document.restore', params);
   }
 
   /**
    * Flattens a drawing into a page in one request. A drawing too large for one browser frame
    * cannot be split here: draw it in a session (open on the page, add strokes, submit) instead.
+   * @param {string} name
+   * @param {number} page
+   * @param {any} drawing
+   * @param {{expectedRevision?: number}} options
    */
   flatten(name, page, drawing, { expectedRevision } = {}) {
+    /** @type {Record<string, unknown>} */
     const params = { name, page, drawing };
     if (expectedRevision !== undefined) params.expectedRevision = expectedRevision;
-    return this.requests.call('document.flatten', params).catch((error) => {
+    return this.write('document.flatten', params).catch((error) => {
       if (error.code === 'TOO_LARGE_FOR_BROWSER') {
         error.message += '; document.flatten takes the drawing whole: open a canvas on the page, add its strokes and submit';
       }
@@ -51,12 +73,16 @@ export class Documents {
    * The bytes of the current revision, or of `revision` (1 is the original), fetched in
    * pieces of `pieceBytes` and checked against the sha256 the server names.
    * Resolves to {name, revision, size, sha256, bytes}.
+   * @param {string} name
+   * @param {{revision?: number, pieceBytes?: number, onProgress?: (progress: {received: number, size: number}) => void}} options
    */
   async get(name, { revision, pieceBytes = 4 << 20, onProgress } = {}) {
     let offset = 0;
+    /** @type {any} */
     let first;
-    let bytes;
+    let bytes = new Uint8Array(0);
     do {
+      /** @type {Record<string, unknown>} */
       const params = { name, offset, length: pieceBytes };
       const pinned = revision ?? first?.revision;
       if (pinned !== undefined) params.revision = pinned;
@@ -88,12 +114,16 @@ export class Documents {
    * the next revision of an existing one. The server checks the whole file (a damaged,
    * encrypted or non-PDF file is refused and nothing is stored) before it stores it atomically.
    * A dropped connection resumes from what the server has. Resolves to the document's summary.
+   * @param {string} name
+   * @param {Uint8Array} bytes
+   * @param {{expectedRevision?: number, onProgress?: (progress: {sent: number, size: number}) => void}} options
    */
   async upload(name, bytes, { expectedRevision, onProgress } = {}) {
     const sha256 = await sha256Hex(bytes);
+    /** @type {Record<string, unknown>} */
     const params = { name, size: bytes.length, sha256 };
     if (expectedRevision !== undefined) params.expectedRevision = expectedRevision;
-    const begun = await this.requests.call('document.upload.begin', params);
+    const begun = await this.write('document.upload.begin', params);
     const upload = begun.upload;
     let offset = begun.received ?? 0;
     const partBytes = Math.min(begun.partBytes ?? Infinity, UPLOAD_FRAME_BYTES * UPLOAD_FRAMES_PER_PART);
@@ -106,8 +136,8 @@ export class Documents {
         }
         let result;
         try {
-          result = await this.requests.call('document.upload.part', { upload, offset }, { attachments: frames });
-        } catch (error) {
+          result = await this.write('document.upload.part', { upload, offset }, { attachments: frames });
+        } catch (/** @type {any} */ error) {
           // Out of step (a part lost or sent twice): carry on from what the server holds.
           if (error.code !== 'CONFLICT' || typeof error.data?.received !== 'number') throw error;
           result = error.data;
@@ -115,9 +145,9 @@ export class Documents {
         offset = result.received;
         onProgress?.({ sent: offset, size: bytes.length });
       }
-      return await this.requests.call('document.upload.commit', { upload }, { timeoutMs: 130000 });
+      return await this.write('document.upload.commit', { upload }, { timeoutMs: 130000 });
     } catch (error) {
-      this.requests.call('document.upload.abort', { upload }).catch(() => {});
+      this.write('document.upload.abort', { upload }).catch(() => {});
       throw error;
     }
   }

@@ -1,12 +1,13 @@
 // Events from canvasd's XPUB over ZWS: subscriptions (sent again after every reconnect),
 // each topic's `seq` checked, and a gap reported when events were lost.
 
-import { ZWSConnection } from './zws.js';
+import { Connection } from './connection.js';
+import { encodeSubscription } from './zws.js';
 
 export class EventChannel {
   /**
    * @param {string} url ws:// address of the event endpoint
-   * @param {{token?: string, onEvent: (event: object) => void, onGap: (gap: object) => void,
+   * @param {{token?: string, onEvent: (event: any) => void, onGap: (gap: any) => void,
    *          onConnection?: (up: boolean) => void}} options
    */
   constructor(url, options) {
@@ -15,61 +16,59 @@ export class EventChannel {
     this.onEvent = options.onEvent;
     this.onGap = options.onGap;
     this.onConnection = options.onConnection ?? (() => {});
-    this._topics = new Set();
-    this._lastSeq = new Map();   // stream ("<session>" or "documents") -> last seq seen
-    this._closed = false;
-    this._delay = 100;
-    this._connect();
-    this._opened = new Promise((resolve) => { this._resolveOpened = resolve; });
+    /** @type {Set<string>} */
+    this.topics = new Set();
+    /** @type {Map<string, number>} stream ("<session>" or "documents") -> last seq seen */
+    this.seen = new Map();
+    this.connection = new Connection(url, {
+      onUp: () => {
+        for (const topic of this.topics) this.connection.sendRaw(encodeSubscription(this.wire(topic), true));
+        this.onConnection(true);
+      },
+      onDown: () => this.onConnection(false),
+      onMessage: (frames) => this.receive(frames),
+    });
   }
 
-  /** Resolves once the first connection is up. */
-  ready() { return this._opened; }
+  /** Resolves once connected (at once when it is); rejects once closed. */
+  ready() { return this.connection.whenReady(); }
 
-  /** Receives events whose topic starts with `topic` (e.g. "<session>." or "documents."). */
+  /**
+   * Receives events whose topic starts with `topic` (e.g. "<session>." or "documents.").
+   * @param {string} topic
+   */
   subscribe(topic) {
-    this._topics.add(topic);
-    this.connection?.subscribe(this._wire(topic));
+    this.topics.add(topic);
+    this.connection.sendRaw(encodeSubscription(this.wire(topic), true));
   }
 
+  /** @param {string} topic */
   unsubscribe(topic) {
-    this._topics.delete(topic);
-    this.connection?.subscribe(this._wire(topic), false);
+    this.topics.delete(topic);
+    this.connection.sendRaw(encodeSubscription(this.wire(topic), false));
   }
 
-  /** What the next event of `stream` must carry; set when a stream starts (a new session: 0). */
-  expect(stream, lastSeq) { this._lastSeq.set(stream, lastSeq); }
+  /**
+   * What the next event of `stream` must follow; set when a stream starts (a new session: 0).
+   * @param {string} stream
+   * @param {number} lastSeq
+   */
+  expect(stream, lastSeq) { this.seen.set(stream, lastSeq); }
 
-  /** The last seq seen on `stream`, or undefined. */
-  lastSeq(stream) { return this._lastSeq.get(stream); }
+  /**
+   * The last seq seen on `stream`, or undefined.
+   * @param {string} stream
+   */
+  lastSeq(stream) { return this.seen.get(stream); }
 
-  close() {
-    this._closed = true;
-    this.connection?.close();
-  }
+  close() { this.connection.close(); }
 
   // With tokens the server wants "TOKEN\nTOPIC", so it can tell whose subscription it is.
-  _wire(topic) { return this.token ? `${this.token}\n${topic}` : topic; }
+  /** @param {string} topic */
+  wire(topic) { return this.token ? `${this.token}\n${topic}` : topic; }
 
-  _connect() {
-    const connection = new ZWSConnection(this.url);
-    this.connection = connection;
-    connection.onopen = () => {
-      this._delay = 100;
-      this._resolveOpened();
-      for (const topic of this._topics) connection.subscribe(this._wire(topic));
-      this.onConnection(true);
-    };
-    connection.onmessage = (frames) => this._receive(frames);
-    connection.onclose = () => {
-      if (this._closed) return;
-      this.onConnection(false);
-      setTimeout(() => { if (!this._closed) this._connect(); }, this._delay);
-      this._delay = Math.min(this._delay * 2, 2000);
-    };
-  }
-
-  _receive(frames) {
+  /** @param {Uint8Array[]} frames */
+  receive(frames) {
     if (frames.length < 2) return;
     let event;
     try {
@@ -78,7 +77,7 @@ export class EventChannel {
       return;
     }
     const stream = event.session;
-    const last = this._lastSeq.get(stream);
+    const last = this.seen.get(stream);
     if (last !== undefined && event.seq !== last + 1) {
       if (event.seq > last + 1) {
         this.onGap({ stream, expected: last + 1, received: event.seq, missed: event.seq - last - 1 });
@@ -87,7 +86,7 @@ export class EventChannel {
         this.onGap({ stream, expected: last + 1, received: event.seq, missed: null, restarted: true });
       }
     }
-    this._lastSeq.set(stream, event.seq);
+    this.seen.set(stream, event.seq);
     this.onEvent(event);
   }
 }

@@ -124,3 +124,95 @@ import('/canvas-bridge.js').then(async (bridge) => {
     if not outcome["ok"]:
         raise AssertionError(f"in the page: {outcome['error']}")
     return outcome["value"]
+
+
+def established(port: int) -> int:
+    """How many TCP connections are established to local `port` (canvasd's side of them),
+    as `ss` sees them."""
+    out = subprocess.run(["ss", "-tnH", "state", "established", f"( sport = :{port} )"],
+                         capture_output=True, text=True, check=True).stdout
+    return sum(1 for line in out.splitlines() if line.strip())
+
+
+def wait_for_count(port: int, want: int, within: float) -> int:
+    """Polls `established(port)` until it is `want` or `within` seconds passed; returns the last count."""
+    deadline = time.monotonic() + within
+    while True:
+        count = established(port)
+        if count == want or time.monotonic() > deadline:
+            return count
+        time.sleep(0.05)
+
+
+class CuttableProxy:
+    """A loopback TCP relay to `target_port` whose connections the test can cut at any moment
+    (`cut()`), as a network that drops them would: the browser sees its WebSocket end and
+    reconnects through the proxy again."""
+
+    def __init__(self, target_port: int):
+        import threading
+        self.target_port = target_port
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(64)
+        self.port = self.listener.getsockname()[1]
+        self.url = f"ws://127.0.0.1:{self.port}"
+        self.lock = threading.Lock()
+        self.pairs: List[tuple] = []
+        self.accepted = 0
+        self.running = True
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self) -> None:
+        import threading
+        while self.running:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            try:
+                server = socket.create_connection(("127.0.0.1", self.target_port))
+            except OSError:
+                client.close()
+                continue
+            with self.lock:
+                self.pairs.append((client, server))
+                self.accepted += 1
+            for source, sink in ((client, server), (server, client)):
+                threading.Thread(target=self._relay, args=(source, sink), daemon=True).start()
+
+    @staticmethod
+    def _relay(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while True:
+                data = source.recv(65536)
+                if not data:
+                    break
+                sink.sendall(data)
+        except OSError:
+            pass
+        for end in (source, sink):
+            try:
+                end.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def cut(self) -> int:
+        """Drops every connection now; returns how many there were."""
+        with self.lock:
+            pairs, self.pairs = self.pairs, []
+        for pair in pairs:
+            for end in pair:
+                try:
+                    end.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                end.close()
+        return len(pairs)
+
+    def close(self) -> None:
+        self.running = False
+        self.listener.close()
+        self.cut()

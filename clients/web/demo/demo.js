@@ -1,35 +1,62 @@
 // The demo page: a PDF page rendered by pdf.js, the canvas drawn over it with pointer events,
 // everything through the canvas bridge client. Exposed as `window.demo` for the browser tests.
+//
+// What it keeps true: the page on screen is the page a submit saves into (the canvas's target);
+// ink is drawn only while the canvas is open; the canvas's state is always shown; a message
+// says what went wrong and goes away once something else happens.
 
 import { connect } from '../canvas-bridge.js';
-import { drawInk } from './ink.js';
+import { drawInk, textBox, LINE_HEIGHT, TEXT_FONT, cssColor } from '../ink.js';
 
 /** CSS pixels per page point. */
 const SCALE = 1.5;
-const $ = (selector) => document.querySelector(selector);
+const $ = (/** @type {string} */ selector) => /** @type {any} */ (document.querySelector(selector));
 
 const demo = {
-  Canvas: null,
-  events: [],          // every listener call, in order: [name, data]
+  /** @type {any} */ Canvas: null,
+  /** @type {[string, any][]} */ events: [],   // every listener call, in order: [name, data]
   drawing: { strokes: [], texts: [] },
-  documentName: null,
-  page: 0,
+  /** The page on screen: {document, page (from 0), pageCount}, or null. */
+  /** @type {any} */ view: null,
+  /** Where the canvas's ink goes while it is open or minimized: {document, page}, or null. */
+  /** @type {any} */ target: null,
+  state: 'closed',
   revision: null,
   sha256: null,
   tool: 'pen',
   color: 'black',
-  selectedText: null,
-  pageBitmap: null,    // the page as pdf.js rendered it, under the ink
-  ready: null,
-  busy: Promise.resolve(),
+  /** @type {number | null} */ selectedText: null,
+  /** The text being edited in place: {index (null for a new one), x, y}, or null. */
+  /** @type {any} */ editing: null,
+  /** @type {HTMLCanvasElement | null} */ pageBitmap: null,   // the page as pdf.js rendered it, under the ink
+  /** @type {Promise<unknown> | null} */ ready: null,
+  /** @type {Promise<unknown>} */ busy: Promise.resolve(),
 };
+// @ts-ignore: for the tests and the console
 window.demo = demo;
 
 const canvas = $('#page-canvas');
 const context = canvas.getContext('2d');
+const describe = (/** @type {any} */ where) => (where ? `${where.document}, page ${where.page + 1}` : 'no page');
+const sameTarget = (/** @type {any} */ a, /** @type {any} */ b) => !!a && !!b && a.document === b.document && a.page === b.page;
 
-function status(text) { $('#status').textContent = text; }
+// MARK: what the page says
 
+/**
+ * @param {string} text
+ * @param {'info' | 'error' | 'progress'} kind
+ */
+function message(text, kind = 'info') {
+  $('#status').textContent = text;
+  $('#status').dataset.kind = kind;
+}
+
+function clearMessage() { message('', 'info'); }
+
+/**
+ * @param {string} name
+ * @param {any} data
+ */
 function log(name, data) {
   demo.events.push([name, data]);
   const item = document.createElement('li');
@@ -37,41 +64,104 @@ function log(name, data) {
   $('#events').appendChild(item);
 }
 
-/** Runs UI actions one after another, so ink and replies stay in order; errors go to the status line. */
+/** The canvas's state, where its ink goes, and what can be done now. */
+function showState() {
+  const badge = $('#state');
+  badge.dataset.state = demo.state;
+  const where = demo.target ? ` on ${describe(demo.target)}` : '';
+  badge.textContent = `Canvas ${demo.state}${where}`;
+  const sheet = $('#sheet');
+  sheet.classList.toggle('closed', demo.state === 'closed');
+  sheet.classList.toggle('minimized', demo.state === 'minimized');
+  let note = '';
+  if (!demo.Canvas) note = '';
+  else if (demo.state === 'closed') note = 'Open the canvas to draw on this page.';
+  else if (demo.state === 'minimized') note = `Minimized${where}: double-tap or Open to go on drawing.`;
+  else if (!sameTarget(demo.target, demo.view)) note = `The canvas is open on ${describe(demo.target)}.`;
+  $('#sheet-note').textContent = note;
+  const connected = !!demo.Canvas;
+  $('#open').disabled = !connected || !demo.view;
+  $('#minimize').disabled = !connected || demo.state !== 'open';
+  $('#submit').disabled = !connected || demo.state === 'closed';
+  $('#cancel').disabled = !connected || demo.state === 'closed';
+  $('#doubletap').disabled = !connected || (demo.state === 'closed' && !demo.view);
+  for (const control of document.querySelectorAll('#tools button')) {
+    /** @type {HTMLButtonElement} */ (control).disabled = demo.state !== 'open' && !(control instanceof HTMLButtonElement && control.dataset.tool);
+  }
+}
+
+/**
+ * Runs UI actions one after another, so ink and replies stay in order; an error becomes the
+ * message, and the canvas's state is shown again.
+ * @param {() => Promise<unknown>} action
+ */
 function queue(action) {
   demo.busy = demo.busy.then(action).catch((error) => {
-    status(`${error.code ?? 'error'}: ${error.message}`);
+    message(explain(error), 'error');
     log('error', { code: error.code, message: error.message });
-  });
+  }).finally(showState);
   return demo.busy;
 }
+
+/**
+ * What an error means to the person using the page.
+ * @param {any} error
+ */
+function explain(error) {
+  switch (error.code) {
+    case 'NOT_FOUND': return error.data?.page !== undefined ? `There is no such page: ${error.message}` : `Not found: ${error.message}`;
+    case 'CONFLICT': return `The canvas is busy with another page: ${error.message}`;
+    case 'TIMEOUT': case 'DISCONNECTED': return `canvasd did not answer (${error.message}); it is being reconnected, try again in a moment.`;
+    case 'SESSION_LOST': return 'canvasd restarted and the drawing in progress was lost.';
+    case 'PAYLOAD_TOO_LARGE': return `Too much ink: ${error.message}`;
+    case undefined: return error.message;
+    default: return `${error.code}: ${error.message}`;
+  }
+}
+
+// MARK: the page and the ink
 
 function paint() {
   context.setTransform(1, 0, 0, 1, 0, 0);
   context.clearRect(0, 0, canvas.width, canvas.height);
   if (demo.pageBitmap) context.drawImage(demo.pageBitmap, 0, 0);
+  // The ink belongs to the target page: shown only over it, faded while minimized.
+  if (demo.state === 'closed' || !sameTarget(demo.target, demo.view)) return;
   context.setTransform(SCALE, 0, 0, SCALE, 0, 0);
-  drawInk(context, demo.drawing, { selectedText: demo.selectedText });
+  context.globalAlpha = demo.state === 'minimized' ? 0.35 : 1;
+  drawInk(context, /** @type {any} */ (demo.drawing), { selectedText: demo.selectedText, hiddenText: demo.editing?.index ?? null });
+  context.globalAlpha = 1;
 }
 
 async function refreshDrawing() {
-  try {
+  if (demo.state === 'open') {
     const drawing = await demo.Canvas.getDrawing();
     demo.drawing = { strokes: drawing.strokes, texts: drawing.texts };
-  } catch (error) {
-    if (error.code !== 'INVALID_STATE') throw error;   // not open: nothing to show but the page
+  } else if (demo.state === 'closed') {
     demo.drawing = { strokes: [], texts: [] };
   }
+  // Minimized: the server shows no drawing (drawing.get needs an open canvas); the last one stays.
+  if (demo.selectedText !== null && demo.selectedText >= demo.drawing.texts.length) demo.selectedText = null;
   paint();
 }
 
-/** Fetches the document (hash-checked by the client) and renders the page with pdf.js. */
-async function loadPage() {
-  const fetched = await demo.Canvas.documents.get(demo.documentName);
-  demo.revision = fetched.revision;
-  demo.sha256 = fetched.sha256;
+/**
+ * Shows `where` ({document, page}): fetches the document (hash-checked by the client) and
+ * renders the page with pdf.js. A page the document does not have is refused, and the page
+ * on screen stays.
+ * @param {{document: string, page: number}} where
+ */
+async function showPage(where) {
+  // What the page said before stays once the page is shown (a "Saved" is still news).
+  const said = { text: $('#status').textContent, kind: $('#status').dataset.kind };
+  message(`Loading ${describe(where)}…`, 'progress');
+  const fetched = await demo.Canvas.documents.get(where.document);
+  // @ts-ignore: pdf.js is a classic script
   const pdf = await pdfjsLib.getDocument({ data: fetched.bytes }).promise;
-  const page = await pdf.getPage(demo.page + 1);
+  if (!Number.isInteger(where.page) || where.page < 0 || where.page >= pdf.numPages) {
+    throw new Error(`${where.document} has ${pdf.numPages} page${pdf.numPages === 1 ? '' : 's'}: there is no page ${where.page + 1}.`);
+  }
+  const page = await pdf.getPage(where.page + 1);
   const viewport = page.getViewport({ scale: SCALE });
   const bitmap = document.createElement('canvas');
   bitmap.width = Math.round(viewport.width);
@@ -79,49 +169,168 @@ async function loadPage() {
   await page.render({ canvasContext: bitmap.getContext('2d'), viewport }).promise;
   canvas.width = bitmap.width;
   canvas.height = bitmap.height;
+  demo.view = { document: where.document, page: where.page, pageCount: pdf.numPages };
+  demo.revision = fetched.revision;
+  demo.sha256 = fetched.sha256;
   demo.pageBitmap = bitmap;
-  $('#revision').textContent = `${demo.documentName} revision ${fetched.revision}, sha256 ${fetched.sha256.slice(0, 12)}… ✓`;
+  $('#document').value = where.document;
+  $('#page').value = String(where.page + 1);
+  $('#page').max = String(pdf.numPages);
+  $('#revision').textContent = `${where.document} revision ${fetched.revision}, sha256 ${fetched.sha256.slice(0, 12)}… ✓`;
+  if (said.kind === 'info') message(said.text);
+  else clearMessage();
   paint();
   return fetched;
 }
 
-function choose() {
-  demo.documentName = $('#document').value;
-  demo.page = Math.max(0, Number($('#page').value) - 1);
+function chosen() {
+  return { document: $('#document').value, page: Math.round(Number($('#page').value)) - 1 };
+}
+
+/**
+ * Asks which of `choices` to take, in the page's own dialog.
+ * @param {string} question
+ * @param {[string, string][]} choices [value, label]
+ * @returns {Promise<string>}
+ */
+function ask(question, choices) {
+  const dialog = $('#ask');
+  $('#ask-text').textContent = question;
+  const buttons = $('#ask-choices');
+  buttons.replaceChildren();
+  return new Promise((resolve) => {
+    for (const [value, label] of choices) {
+      const button = document.createElement('button');
+      button.textContent = label;
+      button.dataset.choice = value;
+      button.addEventListener('click', () => { dialog.close(); resolve(value); });
+      buttons.appendChild(button);
+    }
+    dialog.addEventListener('cancel', () => resolve('stay'), { once: true });
+    dialog.showModal();
+  });
+}
+
+// MARK: the canvas's life
+
+/** Opens the canvas on the page chosen; a canvas busy with another page is dealt with first. */
+async function openChosen() {
+  const wanted = chosen();
+  if (!wanted.document) throw new Error('Choose a document first.');
+  if (demo.state !== 'closed' && demo.target && !sameTarget(demo.target, wanted)) {
+    const choices = /** @type {[string, string][]} */ ([['submit', `Submit into ${describe(demo.target)}`]]);
+    if (demo.state === 'open') choices.push(['minimize', 'Minimize (keep it for later)']);
+    choices.push(['cancel', 'Cancel the drawing'], ['stay', `Stay on ${describe(demo.target)}`]);
+    const choice = await ask(`The canvas is ${demo.state} on ${describe(demo.target)}. What happens to its ink before ${describe(wanted)} is opened?`, choices);
+    log('asked', { choice });
+    if (choice === 'stay') {
+      if (!sameTarget(demo.view, demo.target)) await showPage(demo.target);
+      else { $('#document').value = demo.target.document; $('#page').value = String(demo.target.page + 1); }
+      return;
+    }
+    if (choice === 'minimize') {
+      await settle(demo.Canvas.minimize());
+      await showPage(wanted);
+      message(`The canvas stays minimized on ${describe(demo.target)}; submit or cancel it to draw on this page.`);
+      return;
+    }
+    await finish(choice);
+  }
+  if (!sameTarget(demo.view, wanted)) await showPage(wanted);
+  const opened = await demo.Canvas.open({ document: wanted.document, page: wanted.page });
+  demo.state = opened.state;
+  demo.target = wanted;
+  await refreshDrawing();
+  clearMessage();
+}
+
+/**
+ * Submits or cancels, on the page that is saved into.
+ * @param {string} how 'submit' or 'cancel'
+ */
+async function finish(how) {
+  if (demo.target && !sameTarget(demo.view, demo.target)) await showPage(demo.target);
+  if (how === 'submit') {
+    message(`Saving into ${describe(demo.target)}…`, 'progress');
+    const result = await demo.Canvas.submit();
+    message(result.document ? `Saved: ${result.document.name} revision ${result.document.revision}.` : 'Submitted.');
+  } else {
+    await demo.Canvas.cancel();
+    message('Cancelled: the ink is gone.');
+  }
+  demo.state = 'closed';
+  demo.target = null;
+  demo.selectedText = null;
+  await refreshDrawing();
+}
+
+/**
+ * @param {Promise<any>} request minimize or a double-tap
+ */
+async function settle(request) {
+  const result = await request;
+  if (result?.state) demo.state = result.state;
+  return result;
 }
 
 // MARK: drawing with pointer events
 
+/** @type {any[] | null} */
 let points = null;
 
+/** @param {PointerEvent} event */
 function pagePoint(event) {
   const box = canvas.getBoundingClientRect();
+  /** @type {{x: number, y: number, pressure?: number}} */
   const point = { x: (event.clientX - box.left) / SCALE, y: (event.clientY - box.top) / SCALE };
   // A pen gives real pressure; a mouse's constant 0.5 says nothing, so it is left out.
   if (event.pointerType === 'pen' || event.pointerType === 'touch') point.pressure = Math.min(1, Math.max(0, event.pressure));
   return point;
 }
 
+/** Whether ink may be drawn on the page on screen now; says why not otherwise. */
+function drawable() {
+  if (demo.state === 'open' && sameTarget(demo.target, demo.view)) return true;
+  if (demo.state === 'open') message(`The canvas is open on ${describe(demo.target)}: open this page to draw here.`);
+  else if (demo.state === 'minimized') message('The canvas is minimized: double-tap or Open to go on drawing.');
+  else message('Open the canvas to draw on this page.');
+  return false;
+}
+
+/** @param {{x: number, y: number}} point */
 function eraseAt(point) {
   const mode = demo.tool === 'eraseStroke' ? 'stroke' : 'partial';
   const radius = Number($('#width').value) * 2;
   return queue(async () => { await demo.Canvas.erase({ x: point.x, y: point.y, radius, mode }); await refreshDrawing(); });
 }
 
-canvas.addEventListener('pointerdown', (event) => {
-  canvas.setPointerCapture(event.pointerId);
+/**
+ * The text under `point`, by index, or null.
+ * @param {{x: number, y: number}} point
+ */
+function textAt(point) {
+  for (let index = demo.drawing.texts.length - 1; index >= 0; index--) {
+    const box = textBox(context, demo.drawing.texts[index]);
+    if (point.x >= box.x - 2 && point.x <= box.x + box.width + 2 && point.y >= box.y - 2 && point.y <= box.y + box.height + 2) return index;
+  }
+  return null;
+}
+
+canvas.addEventListener('pointerdown', (/** @type {PointerEvent} */ event) => {
+  if (demo.editing) return;   // the editor's blur ends the edit first
+  if (!drawable()) return;
+  clearMessage();
   const point = pagePoint(event);
   if (demo.tool === 'text') {
-    const words = window.prompt('Text', 'Hello');
-    if (words) {
-      queue(async () => {
-        const result = await demo.Canvas.addText({ text: words, x: point.x, y: point.y, fontSize: 18, color: demo.color });
-        demo.selectedText = result.texts - 1;
-        await refreshDrawing();
-      });
-    }
+    const index = textAt(point);
+    demo.selectedText = index;
+    // After this press's own default action (which moves the focus to the page), or the
+    // editor would lose the focus at once.
+    event.preventDefault();
+    setTimeout(() => startEditing(index, point), 0);
     return;
   }
+  canvas.setPointerCapture(event.pointerId);
   if (demo.tool.startsWith('erase')) {
     eraseAt(point);
     points = null;
@@ -130,8 +339,8 @@ canvas.addEventListener('pointerdown', (event) => {
   points = [point];
 });
 
-canvas.addEventListener('pointermove', (event) => {
-  if (demo.tool.startsWith('erase') && event.buttons) {
+canvas.addEventListener('pointermove', (/** @type {PointerEvent} */ event) => {
+  if (demo.tool.startsWith('erase') && event.buttons && demo.state === 'open') {
     eraseAt(pagePoint(event));
     return;
   }
@@ -143,8 +352,9 @@ canvas.addEventListener('pointermove', (event) => {
   drawInk(context, { strokes: [currentStroke(points)], texts: [] });
 });
 
+/** @param {any[]} strokePoints */
 function currentStroke(strokePoints) {
-  return { tool: demo.tool === 'highlighter' ? 'highlighter' : 'pen', color: demo.color,
+  return { tool: /** @type {'pen' | 'highlighter'} */ (demo.tool === 'highlighter' ? 'highlighter' : 'pen'), color: demo.color,
     width: Number($('#width').value) * (demo.tool === 'highlighter' ? 4 : 1), points: strokePoints };
 }
 
@@ -152,91 +362,216 @@ canvas.addEventListener('pointerup', () => {
   if (!points) return;
   const stroke = currentStroke(points);
   points = null;
-  queue(async () => { await demo.Canvas.addStroke(stroke); await refreshDrawing(); });
+  // What the server took is what stays painted: a refused stroke disappears with the refresh.
+  queue(async () => {
+    try { await demo.Canvas.addStroke(stroke); } finally { await refreshDrawing(); }
+  });
 });
+
+// MARK: texts, edited in place
+
+const editor = $('#text-editor');
+
+/**
+ * Opens the in-place editor on text `index`, or for a new text at `point`.
+ * @param {number | null} index
+ * @param {{x: number, y: number}} point
+ */
+function startEditing(index, point) {
+  const text = index === null ? { text: '', x: point.x, y: point.y, fontSize: 18, color: demo.color } : demo.drawing.texts[index];
+  demo.editing = { index, x: text.x, y: text.y, fontSize: text.fontSize, color: text.color, original: text.text };
+  editor.value = text.text;
+  editor.style.left = `${text.x * SCALE}px`;
+  editor.style.top = `${text.y * SCALE}px`;
+  editor.style.fontSize = `${text.fontSize * SCALE}px`;
+  editor.style.lineHeight = String(LINE_HEIGHT);
+  editor.style.fontFamily = TEXT_FONT;
+  editor.style.color = cssColor(text.color);
+  fitEditor();
+  editor.hidden = false;
+  paint();
+  editor.focus();
+  editor.select();
+}
+
+function fitEditor() {
+  const lines = editor.value.split('\n');
+  editor.rows = Math.max(1, lines.length);
+  editor.cols = Math.max(4, ...lines.map((/** @type {string} */ line) => line.length + 1));
+}
+
+/** @param {boolean} keep */
+function stopEditing(keep) {
+  const editing = demo.editing;
+  if (!editing) return;
+  demo.editing = null;
+  editor.hidden = true;
+  const words = editor.value.replace(/\s+$/, '');
+  if (!keep || words === editing.original) {
+    paint();
+    return;
+  }
+  queue(async () => {
+    if (editing.index === null) {
+      if (!words) return;
+      const result = await demo.Canvas.addText({ text: words, x: editing.x, y: editing.y, fontSize: editing.fontSize, color: editing.color });
+      demo.selectedText = result.texts - 1;
+    } else if (words) {
+      await demo.Canvas.retext(editing.index, words);
+    } else {
+      message('A text cannot be empty: undo or erase removes ink, and the text was kept.');
+    }
+    await refreshDrawing();
+  });
+}
+
+editor.addEventListener('input', fitEditor);
+editor.addEventListener('keydown', (/** @type {KeyboardEvent} */ event) => {
+  if (event.key === 'Enter' && !event.shiftKey) {
+    event.preventDefault();
+    stopEditing(true);
+  } else if (event.key === 'Escape') {
+    event.preventDefault();
+    stopEditing(false);
+  }
+});
+editor.addEventListener('blur', () => stopEditing(true));
 
 // MARK: controls
 
 for (const button of document.querySelectorAll('[data-tool]')) {
   button.addEventListener('click', () => {
-    demo.tool = button.dataset.tool;
+    demo.tool = /** @type {HTMLElement} */ (button).dataset.tool ?? 'pen';
     document.querySelectorAll('[data-tool]').forEach((b) => b.classList.toggle('on', b === button));
   });
 }
 for (const button of document.querySelectorAll('[data-color]')) {
   button.addEventListener('click', () => {
-    demo.color = button.dataset.color;
+    demo.color = /** @type {HTMLElement} */ (button).dataset.color ?? 'black';
     document.querySelectorAll('[data-color]').forEach((b) => b.classList.toggle('on', b === button));
   });
 }
-$('#custom-color').addEventListener('input', (event) => { demo.color = event.target.value.toUpperCase(); });
+$('#custom-color').addEventListener('input', (/** @type {any} */ event) => { demo.color = event.target.value.toUpperCase(); });
 
+/** @param {Record<string, unknown>} changes */
 function editSelected(changes) {
-  if (demo.selectedText === null) return status('place or pick a text first');
-  return queue(async () => { await demo.Canvas.editText(demo.selectedText, changes); await refreshDrawing(); });
+  if (demo.selectedText === null) return message('Pick a text first: the Text tool, then click the text.');
+  const index = demo.selectedText;
+  return queue(async () => { await demo.Canvas.editText(index, changes); await refreshDrawing(); });
 }
 for (const button of document.querySelectorAll('[data-nudge]')) {
-  const [dx, dy] = button.dataset.nudge.split(',').map(Number);
+  const [dx, dy] = (/** @type {HTMLElement} */ (button).dataset.nudge ?? '0,0').split(',').map(Number);
   button.addEventListener('click', () => editSelected({ dx, dy }));
 }
-const fontSize = () => demo.drawing.texts[demo.selectedText]?.fontSize ?? 18;
+const fontSize = () => (demo.selectedText === null ? undefined : /** @type {any} */ (demo.drawing.texts[demo.selectedText])?.fontSize) ?? 18;
 $('#smaller').addEventListener('click', () => editSelected({ fontSize: Math.max(8, fontSize() - 2) }));
 $('#larger').addEventListener('click', () => editSelected({ fontSize: Math.min(48, fontSize() + 2) }));
 $('#recolor').addEventListener('click', () => editSelected({ color: demo.color }));
 $('#undo').addEventListener('click', () => queue(async () => { await demo.Canvas.undo(); await refreshDrawing(); }));
 $('#redo').addEventListener('click', () => queue(async () => { await demo.Canvas.redo(); await refreshDrawing(); }));
 
-$('#open').addEventListener('click', () => queue(async () => {
-  choose();
-  await loadPage();
-  await demo.Canvas.open({ document: demo.documentName, page: demo.page });
+$('#open').addEventListener('click', () => queue(openChosen));
+$('#minimize').addEventListener('click', () => queue(async () => { await settle(demo.Canvas.minimize()); await refreshDrawing(); }));
+$('#doubletap').addEventListener('click', () => queue(async () => {
+  // A double-tap on a closed canvas opens it on the page on screen, so the ink has its page.
+  if (demo.state === 'closed') return openChosen();
+  if (demo.state === 'minimized' && !sameTarget(demo.view, demo.target)) await showPage(demo.target);
+  await settle(demo.Canvas.doubleTap());
   await refreshDrawing();
 }));
-$('#minimize').addEventListener('click', () => queue(async () => { await demo.Canvas.minimize(); await refreshDrawing(); }));
-$('#doubletap').addEventListener('click', () => queue(async () => { await demo.Canvas.doubleTap(); await refreshDrawing(); }));
-$('#cancel').addEventListener('click', () => queue(async () => { await demo.Canvas.cancel(); await refreshDrawing(); }));
-$('#submit').addEventListener('click', () => queue(async () => {
-  const result = await demo.Canvas.submit();
-  status(`submitted: revision ${result.document?.revision ?? '-'}`);
-  demo.drawing = { strokes: [], texts: [] };
-  paint();
-}));
+$('#cancel').addEventListener('click', () => queue(() => finish('cancel')));
+$('#submit').addEventListener('click', () => queue(() => finish('submit')));
+$('#document').addEventListener('change', () => { $('#page').value = '1'; });
 
 // MARK: start
 
-demo.ready = (async () => {
-  pdfjsLib.GlobalWorkerOptions.workerSrc = '/pdfjs/pdf.worker.js';
-  const config = await (await fetch('/config.json')).json();
-  const Canvas = await connect(config);
-  demo.Canvas = Canvas;
-  for (const name of ['canvasResult', 'stateChanged', 'pencilDoubleTap', 'documentSaved', 'eventsLost', 'sessionRestored']) {
-    Canvas.addListener(name, (data) => log(name, data));
+const sleep = (/** @type {number} */ ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Connects, and while canvasd cannot be reached says so and tries again by itself.
+ * @param {any} config
+ */
+async function connectWhenUp(config) {
+  for (let attempt = 1; ; attempt++) {
+    message(attempt === 1 ? 'Connecting to canvasd…' : `Connecting to canvasd (attempt ${attempt})…`, 'progress');
+    try {
+      // Replay: a restart of canvasd without a session store does not cost the page its ink.
+      return await connect({ ...config, timeoutMs: 5000, restore: 'replay' });
+    } catch (/** @type {any} */ error) {
+      if (error.code === 'UNAUTHORIZED') throw new Error('canvasd refused this page\'s access token.');
+      const pause = Math.min(10, 2 * attempt);
+      message(`canvasd is not reachable at ${config.url} (${error.code ?? error.message}); trying again in ${pause} s.`, 'error');
+      await sleep(pause * 1000);
+    }
   }
-  Canvas.addListener('stateChanged', (data) => $('#sheet').classList.toggle('closed', data.to !== 'open'));
-  Canvas.addListener('connectionChanged', (data) => status(data.connected ? 'connected' : `reconnecting (${data.channel})…`));
+}
+
+demo.ready = (async () => {
+  // @ts-ignore: pdf.js is a classic script
+  pdfjsLib.GlobalWorkerOptions.workerSrc = '/pdfjs/pdf.worker.js';
+  showState();
+  const config = await (await fetch('/config.json')).json();
+  const Canvas = await connectWhenUp(config);
+  demo.Canvas = Canvas;
+  for (const name of /** @type {const} */ (['canvasResult', 'stateChanged', 'pencilDoubleTap', 'documentSaved', 'eventsLost', 'sessionRestored'])) {
+    Canvas.addListener(name, (/** @type {any} */ data) => log(name, data));
+  }
+  // The target is the page's own: set by Open, ended by submit and cancel, or by a restart
+  // that lost the drawing (a stopping canvasd may report its sessions closed first, and a
+  // replay opens the canvas again on the same page).
+  Canvas.addListener('stateChanged', (/** @type {any} */ data) => {
+    demo.state = data.to;
+    showState();
+    paint();
+  });
+  Canvas.addListener('connectionChanged', (/** @type {any} */ data) => {
+    if (!data.connected) message('The connection to canvasd was lost: reconnecting…', 'error');
+    else if ($('#status').dataset.kind === 'error') message('Reconnected.');
+  });
+  Canvas.addListener('sessionRestored', (/** @type {any} */ report) => {
+    if (report.error) return;
+    if (!report.sessionLost) return clearMessage();
+    if (report.replayed && !report.replayed.error) {
+      message(`canvasd restarted; the drawing was sent to it again (${report.replayed.strokes} strokes, ${report.replayed.texts} texts).`);
+    } else {
+      message(`canvasd restarted and the drawing in progress was lost (${report.lost.strokes} strokes, ${report.lost.texts} texts).`, 'error');
+      demo.state = 'closed';
+      demo.target = null;
+    }
+    queue(refreshDrawing);
+  });
   // A new revision of the page on show (this page's submit, or anyone's save): load it again,
   // and check that what came is what the event names.
-  Canvas.addListener('documentSaved', (saved) => {
-    if (saved.name !== demo.documentName) return;
+  Canvas.addListener('documentSaved', (/** @type {any} */ saved) => {
+    if (!demo.view || saved.name !== demo.view.document) return;
     queue(async () => {
-      const fetched = await loadPage();
+      const fetched = await showPage(demo.view);
       if (fetched.sha256 !== saved.sha256 && fetched.revision === saved.revision) {
-        status(`revision ${saved.revision} does not hash to what was announced`);
+        message(`revision ${saved.revision} does not hash to what was announced`, 'error');
       }
       log('pageReloaded', { revision: fetched.revision, sha256: fetched.sha256, matches: fetched.sha256 === saved.sha256 });
     });
   });
-  const documents = await Canvas.documents.list();
-  for (const entry of documents.filter((d) => !d.problem)) {
+  const documents = (await Canvas.documents.list()).filter((/** @type {any} */ entry) => !entry.problem);
+  for (const entry of documents) {
     const option = document.createElement('option');
     option.value = option.textContent = entry.name;
     $('#document').appendChild(option);
   }
+  showState();
+  if (documents.length === 0) {
+    message('canvasd has no documents to draw on: add a PDF to its folder.', 'error');
+    return;
+  }
   const wanted = new URLSearchParams(location.search);
-  if (wanted.get('document')) $('#document').value = wanted.get('document');
-  if (wanted.get('page')) $('#page').value = wanted.get('page');
-  choose();
-  if (demo.documentName) await loadPage();
-  status('connected');
+  const name = wanted.get('document') ?? documents[0].name;
+  if (!documents.some((/** @type {any} */ entry) => entry.name === name)) {
+    $('#document').value = '';
+    message(`There is no document named “${name}”: choose one of the ${documents.length} listed.`, 'error');
+    return;
+  }
+  const page = Math.round(Number(wanted.get('page') ?? '1')) - 1;
+  await queue(() => showPage({ document: name, page }));
+  showState();
 })();
-demo.ready.catch((error) => status(`not connected: ${error.message}`));
+demo.ready.catch((error) => message(`Not connected: ${error.message}`, 'error'));
