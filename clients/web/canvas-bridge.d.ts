@@ -33,6 +33,12 @@ export interface CanvasResult {
   hasContent: boolean;
   /** A PNG, base64, when asked for with `imageData: true`. */
   imageData?: string;
+  /**
+   * Why an image that was asked for is not there: it could not be rendered beside the server's
+   * request loop now (`busy`, `ownerBusy`), or, in a `canvas.result` event, it was too large
+   * for an event (`tooLarge`; the reply that asked for it has it).
+   */
+  imageOmitted?: 'busy' | 'ownerBusy' | 'tooLarge';
   state?: CanvasState;
   /** After a submit into a document: the revision it made. */
   document?: DocumentSummary;
