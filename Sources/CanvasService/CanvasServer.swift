@@ -186,8 +186,12 @@ public final class CanvasServer {
 
     /// Serves until `shouldStop` says so; it is asked at least every `checkInterval`.
     /// `reloadKeys` is asked as often; when it says so, the allowed keys are read again.
+    /// `shouldDrain`, once it says so, starts a drain: the instance goes unready (`/readyz`
+    /// 503), serves on for `drainTime` while the balancer moves its clients away (every
+    /// session it holds is in the session store already, written before each reply), then
+    /// stops as `shouldStop` would.
     public func run(checkInterval: Duration = .milliseconds(200), reloadKeys: () -> Bool = { false },
-                    shouldStop: () -> Bool) throws(ZMQError) {
+                    shouldDrain: () -> Bool = { false }, shouldStop: () -> Bool) throws(ZMQError) {
         switch configuration.security {
         case .loopbackOnly where web != nil:
             logger.notice("no CurveZMQ keys configured: serving tcp without authentication, on loopback only", metadata: [
@@ -218,8 +222,17 @@ public final class CanvasServer {
         // waits. Not after the queue was found empty: that look, a system call, would come
         // right after the reply went out, beside the I/O thread that is sending it.
         var mayBeQueued = true
+        var drainEnds: ContinuousClock.Instant?
         while !shouldStop() {
             pulse.turned()
+            if drainEnds == nil, shouldDrain() {
+                drainEnds = clock.now + configuration.drainTime
+                pulse.startDraining()
+                logger.notice("draining: unready now, stopping after the drain time",
+                              metadata: ["drainMs": "\(configuration.drainTime.components.seconds * 1000 + configuration.drainTime.components.attoseconds / 1_000_000_000_000_000)",
+                                         "sessions": "\(dispatcher.sessionCount)"])
+            }
+            if let drainEnds, clock.now >= drainEnds { break }
             let reload = reloadKeys()
             if reload, let tokens = web?.tokens {
                 do {

@@ -103,6 +103,9 @@ public struct ServiceConfiguration: Sendable {
     public var sessionStore: String? = nil
     /// `HOST:PORT` (or `PORT`, on loopback) of the HTTP health and metrics endpoint; nil: none.
     public var healthEndpoint: String? = nil
+    /// How long a drain (SIGTERM) keeps serving after it goes unready, so that the balancer
+    /// sees it (HAProxy's checks: under a second) and sends clients elsewhere before the exit.
+    public var drainTime: Duration = .zero
     /// This instance's name in the session store; unique among the instances sharing it.
     public var instanceName = ServiceConfiguration.defaultInstanceName
 

@@ -7,6 +7,7 @@ import ZeroMQ
 
 /// Set from the signal handlers, read by the serving loop.
 let stopRequested = Atomic<Bool>(false)
+let drainRequested = Atomic<Bool>(false)
 let reloadRequested = Atomic<Bool>(false)
 
 /// The service's own defaults, which the options below show and start from.
@@ -76,6 +77,10 @@ struct Canvasd: ParsableCommand {
             help: "HOST:PORT (or PORT, on 127.0.0.1) of an HTTP endpoint with /livez, /readyz and /metrics (Prometheus); none if not given.")
     var healthEndpoint: String?
 
+    @Option(name: .customLong("drain-seconds"),
+            help: "On SIGTERM, seconds to serve on while unready, so a balancer moves clients away first (default: 2 with --health-endpoint, else 0).")
+    var drainSeconds: Double?
+
     @Option(name: .customLong("memory-budget"),
             help: "Resident megabytes past which large replies (document.get, a large drawing.get) are refused for the moment.")
     var memoryBudget = defaults.limits.memoryBudgetBytes >> 20
@@ -102,6 +107,7 @@ struct Canvasd: ParsableCommand {
         guard maxSessions > 0 else { throw ValidationError("--max-sessions must be positive") }
         guard maxSessionsPerClient > 0 else { throw ValidationError("--max-sessions-per-client must be positive") }
         guard memoryBudget >= 64 else { throw ValidationError("--memory-budget must be at least 64 (megabytes)") }
+        if let drainSeconds, !(0...600).contains(drainSeconds) { throw ValidationError("--drain-seconds must be between 0 and 600") }
         if let maxWebConnections, maxWebConnections < 1 { throw ValidationError("--max-web-connections must be positive") }
         guard maxSessionsPerOwner > 0 else { throw ValidationError("--max-sessions-per-owner must be positive") }
         guard maxUploadsPerOwner > 0 else { throw ValidationError("--max-uploads-per-owner must be positive") }
@@ -138,6 +144,7 @@ struct Canvasd: ParsableCommand {
         configuration.limits.maxUploadsPerOwner = maxUploadsPerOwner
         configuration.sessionStore = sessionStore
         configuration.healthEndpoint = healthEndpoint
+        configuration.drainTime = .milliseconds(Int64((drainSeconds ?? (healthEndpoint == nil ? 0 : 2)) * 1000))
         if let instance { configuration.instanceName = instance }
         if let curveSecretKey, let allowedKeys {
             do {
@@ -173,7 +180,10 @@ struct Canvasd: ParsableCommand {
         sigaddset(&stopSignals, SIGTERM)
         pthread_sigmask(SIG_UNBLOCK, &stopSignals, nil)
         signal(SIGINT) { _ in stopRequested.store(true, ordering: .relaxed) }
-        signal(SIGTERM) { _ in stopRequested.store(true, ordering: .relaxed) }
+        // SIGTERM drains (a second one stops at once); SIGINT stops at once.
+        signal(SIGTERM) { _ in
+            if drainRequested.exchange(true, ordering: .relaxed) { stopRequested.store(true, ordering: .relaxed) }
+        }
         signal(SIGPIPE, SIG_IGN)
         signal(SIGHUP) { _ in reloadRequested.store(true, ordering: .relaxed) }
 
@@ -184,7 +194,8 @@ struct Canvasd: ParsableCommand {
             logger.critical("canvasd not started", metadata: ["error": "\(error)"])
             throw ExitCode(1)
         }
-        try server.run(reloadKeys: { reloadRequested.exchange(false, ordering: .relaxed) }) {
+        try server.run(reloadKeys: { reloadRequested.exchange(false, ordering: .relaxed) },
+                       shouldDrain: { drainRequested.load(ordering: .relaxed) }) {
             stopRequested.load(ordering: .relaxed)
         }
         logger.info("canvasd stopped")

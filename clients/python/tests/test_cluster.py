@@ -286,3 +286,65 @@ def test_a_redis_restart_keeps_every_session_and_haproxy_reads_readiness(tmp_pat
             for client in clients:
                 client.socket.close(0)
             context.term()
+
+
+def test_a_drained_instance_hands_its_clients_over_without_an_error(tmp_path: Path) -> None:
+    """SIGTERM drains: the instance answers /readyz 503 at once, HAProxy stops sending to it,
+    it serves on for its drain time and exits. Clients drawing all along see no error (a
+    request that got no reply is sent again with its id, as §2.4 says), and every stroke they
+    were acknowledged is in their drawing afterwards."""
+    import threading
+    import urllib.error
+    import urllib.request
+    documents = tmp_path / "documents"
+    documents.mkdir()
+    context = zmq.Context()
+    with Cluster(canvasd_path(), documents, tmp_path / "cluster", instances=2) as cluster:
+        clients, sessions, acknowledged, errors = [], [], [], []
+        for index in range(6):
+            client = RawClient(context, Cluster.from_source(cluster.endpoint, f"127.0.0.{60 + index}"))
+            _, opened = client.call("session.open", {"transitions": "instant"})
+            client.call("canvas.open", {}, opened["session"])
+            clients.append(client)
+            sessions.append(opened["session"])
+            acknowledged.append(0)
+        stop = threading.Event()
+
+        def draw(index: int) -> None:
+            client, session = clients[index], sessions[index]
+            while not stop.is_set():
+                client.next_id += 1
+                reply = json.loads(client.send(client.next_id, "drawing.addStroke", STROKE, session))
+                if "result" in reply:
+                    acknowledged[index] += 1
+                else:
+                    errors.append(reply)
+                time.sleep(0.01)
+
+        workers = [threading.Thread(target=draw, args=(index,)) for index in range(len(clients))]
+        for worker in workers:
+            worker.start()
+        time.sleep(1.0)
+        victim = cluster.instances[0]
+        started = time.monotonic()
+        victim.process.send_signal(signal.SIGTERM)
+        time.sleep(0.2)
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{victim.health}/readyz", timeout=2)
+            raise AssertionError("still ready while draining")
+        except urllib.error.HTTPError as error:
+            assert error.code == 503 and b"draining" in error.read()
+        victim.process.wait(timeout=10)
+        stopped = time.monotonic() - started
+        time.sleep(1.5)
+        stop.set()
+        for worker in workers:
+            worker.join(timeout=60)
+        print(f"\ndrained in {stopped:.1f} s; strokes acknowledged {sum(acknowledged)}, errors {len(errors)}")
+        assert not errors, errors[:3]
+        for index, (client, session) in enumerate(zip(clients, sessions)):
+            _, drawing = client.call("drawing.get", {}, session)
+            assert len(drawing["strokes"]) == acknowledged[index], (index, len(drawing["strokes"]), acknowledged[index])
+        for client in clients:
+            client.socket.close(0)
+    context.term()
