@@ -71,6 +71,8 @@ public final class CanvasServer {
     public let metrics = ServiceMetrics()
     public let pulse = ServerPulse()
     private let health: HealthEndpoint?
+    /// With a session store: what holds this instance's name there.
+    private let shared: SharedSessions?
     /// The health endpoint's address, with the port it was given.
     public var healthEndpoint: String? { health?.address }
 
@@ -149,10 +151,11 @@ public final class CanvasServer {
                 let store = try SessionSnapshotStore(url: url, instance: configuration.instanceName, ttl: configuration.idleTimeout,
                                                      timeout: .milliseconds(500))
                 shared = SharedSessions(store: store, limits: configuration.limits, logger: logger)
+                try shared!.claimName()
                 logger.info("sessions shared through the session store",
                             metadata: ["store": "\(store.address)", "instance": "\(configuration.instanceName)"])
             } catch {
-                throw .sessionStore(error.description)
+                throw .sessionStore("\(error)")
             }
         }
         if let address = configuration.healthEndpoint {
@@ -167,6 +170,7 @@ public final class CanvasServer {
         let reads = SaveRunner(width: ProcessInfo.processInfo.activeProcessorCount) { waker.wake() }
         self.saves = saves
         self.reads = reads
+        self.shared = shared
         dispatcher = Dispatcher(configuration: configuration, logger: logger,
                                 saves: { document, save in saves.submit(document, save) },
                                 reads: { key, read in reads.submit(key, read) }, shared: shared, metrics: metrics)
@@ -331,6 +335,7 @@ public final class CanvasServer {
             if now >= nextSweep {
                 // Upgrades that never finish are found by time, not by an event.
                 web?.guardConnections(now: now)
+                if let shared, !shared.renewName() { pulse.startDraining() }   // unready: two processes share a name
                 let tallies = [web?.requestGuard.tally, web?.eventGuard.tally].compactMap { $0 }
                 metrics.gauges(sessions: dispatcher.sessionCount, jobsInFlight: dispatcher.jobsInFlight,
                                webConnections: tallies.reduce(0) { $0 + $1.open },
@@ -344,6 +349,7 @@ public final class CanvasServer {
         reads.wait()
         deliver(dispatcher.collectSaves(at: clock.now))
         logger.info("canvasd stopping", metadata: ["sessions": "\(dispatcher.sessionCount)"])
+        shared?.releaseName()
         zap?.stop()
     }
 

@@ -82,7 +82,7 @@ public final class Dispatcher {
         }
         let params = SessionParams(limits: limits)
         server = ServerMethods(limits: limits, params: params, idleTimeout: idleTimeout, authenticated: authenticated, logger: logger,
-                               shared: shared)
+                               shared: shared, instance: configuration.instanceName)
         canvas = CanvasMethods(params: params, executor: ActionExecutor(logger: logger, maxImageSide: limits.maxImageSide),
                                documents: documents)
     }

@@ -13,6 +13,8 @@ struct ServerMethods {
     let logger: Logger
     /// With several instances: where every session is written before it is acknowledged.
     let shared: SharedSessions?
+    /// This instance's name (`--instance`), so a client or an operator knows which answered.
+    let instance: String
 
     static let serverName = "canvasd/0.2.0"
 
@@ -24,6 +26,7 @@ struct ServerMethods {
             "limits": .object(limits.json.objectValue ?? [:]),
             "idleTimeoutMs": .integer(Int64(idleTimeout.components.seconds * 1000)),
             "security": authenticated ? "curve" : "loopback",
+            "instance": .string(instance),
         ]
     }
 

@@ -109,9 +109,11 @@ public struct ServiceConfiguration: Sendable {
     /// This instance's name in the session store; unique among the instances sharing it.
     public var instanceName = ServiceConfiguration.defaultInstanceName
 
-    public static var defaultInstanceName: String {
-        "\(ProcessInfo.processInfo.hostName)/\(ProcessInfo.processInfo.processIdentifier)"
-    }
+    /// The host's name and a random suffix: a process id is 1 in every container, so
+    /// `host/pid` collided for containers sharing the host's network and name.
+    public static let defaultInstanceName: String =
+        "\(ProcessInfo.processInfo.hostName)/\(String(UInt32.random(in: 0...UInt32.max), radix: 16))"
+
 
     public init() {}
 }

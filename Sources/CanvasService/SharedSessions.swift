@@ -24,6 +24,50 @@ final class SharedSessions {
 
     var instance: String { store.instance }
 
+    /// This process's claim on its instance name: random, so a restarted process (or a twin
+    /// given the same `--instance`) is told apart from the one that holds the lease.
+    private let nameToken = (0..<4).map { _ in String(UInt32.random(in: 0...UInt32.max), radix: 16) }.joined(separator: "-")
+    /// How long the name is held without a renewal; renewed every second by the loop.
+    static let nameLease: Duration = .seconds(10)
+
+    /// Claims the instance name at start. Throws a message for the operator when another live
+    /// instance holds it, or the store cannot be asked.
+    func claimName() throws(ServerStartError) {
+        do {
+            if case .taken(let left) = try store.claimInstance(token: nameToken, lease: Self.nameLease) {
+                throw ServerStartError.sessionStore("the instance name \"\(instance)\" is held by another live canvasd (its lease ends in \(left) ms unless renewed): give each instance its own --instance")
+            }
+        } catch let error as ServerStartError {
+            throw error
+        } catch {
+            throw .sessionStore("claiming the instance name \"\(instance)\": \(error)")
+        }
+    }
+
+    /// Renews the name's lease (the loop calls it once a second). False when another process
+    /// took the name meanwhile (this one was paused past its lease, say).
+    func renewName() -> Bool {
+        do {
+            let claim = try asking(about: "instance \(instance)") { try store.claimInstance(token: nameToken, lease: Self.nameLease) }
+            if case .taken = claim {
+                logger.critical("another canvasd holds this instance's name now: its sessions and this one's are confused; stop one of them",
+                                metadata: ["instance": "\(instance)"])
+                return false
+            }
+        } catch {
+            // A store that does not answer is already logged and rests; the lease outlives a short outage.
+        }
+        return true
+    }
+
+    func releaseName() {
+        do {
+            try store.releaseInstance(token: nameToken)
+        } catch {
+            logger.warning("instance name not released; its lease ends by itself", metadata: ["error": "\(error)"])
+        }
+    }
+
     /// After a failure the store is not asked again until this time: each call to a store that
     /// does not answer holds the loop for the connection's timeout, so a stopped Redis would
     /// otherwise hold every client, `hello` included, for that long per session request.

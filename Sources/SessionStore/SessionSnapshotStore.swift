@@ -127,6 +127,36 @@ public final class SessionSnapshotStore {
         return (holder, version)
     }
 
+    // MARK: The instance's name
+
+    /// What claiming this instance's name found.
+    public enum Claim: Equatable, Sendable {
+        case held
+        /// Another live process holds the name; its lease ends within this many milliseconds
+        /// unless it is renewed.
+        case taken(expiresInMilliseconds: Int64)
+    }
+
+    /// Claims (or renews) this instance's name as a lease of `lease`, under `token` (random per
+    /// process): two processes with one name would each take the other's sessions for its own
+    /// and let them expire, so the second must not start.
+    public func claimInstance(token: String, lease: Duration) throws(RedisError) -> Claim {
+        let milliseconds = max(1, lease.components.seconds * 1000 + lease.components.attoseconds / 1_000_000_000_000_000)
+        let reply = try run(.claim, keys: [Array((keyPrefix + "instance:" + instance).utf8)],
+                            [Array(token.utf8), Array(String(milliseconds).utf8)], doing: "claiming the instance name \(instance)")
+        switch reply {
+        case .integer(let left) where left < 0: return .held
+        case .integer(let left): return .taken(expiresInMilliseconds: left)
+        default: throw RedisError(doing: "claiming the instance name \(instance)", cause: .unexpectedReply("\(reply)"))
+        }
+    }
+
+    /// Gives the name up, if this process (`token`) still holds it.
+    public func releaseInstance(token: String) throws(RedisError) {
+        _ = try run(.release, keys: [Array((keyPrefix + "instance:" + instance).utf8)], [Array(token.utf8)],
+                    doing: "releasing the instance name \(instance)")
+    }
+
     // MARK: Scripts
 
     private func run(_ script: Script, keys: [[UInt8]], _ arguments: [[UInt8]], doing: String) throws(RedisError) -> RedisValue {
@@ -148,7 +178,7 @@ public final class SessionSnapshotStore {
     }
 
     private enum Script: CaseIterable {
-        case create, write, takeOver, remove, confirm
+        case create, write, takeOver, remove, confirm, claim, release
 
         var source: String {
             switch self {
@@ -187,6 +217,21 @@ public final class SessionSnapshotStore {
                 return """
                 local current = redis.call('HMGET', KEYS[1], 'holder', 'version')
                 if current[1] == ARGV[1] and current[2] == ARGV[2] then return redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
+                return 0
+                """
+            case .claim:
+                // -1: held by this token (claimed or renewed); else the other holder's time left.
+                return """
+                local holder = redis.call('GET', KEYS[1])
+                if holder == false or holder == ARGV[1] then
+                  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+                  return -1
+                end
+                return math.max(0, redis.call('PTTL', KEYS[1]))
+                """
+            case .release:
+                return """
+                if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
                 return 0
                 """
             }

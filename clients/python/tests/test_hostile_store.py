@@ -131,3 +131,41 @@ def test_a_stopped_store_holds_up_no_one_for_long(tmp_path: Path, store):
         assert server.process.poll() is None
     finally:
         server.stop()
+
+
+def test_a_second_instance_with_a_live_name_refuses_to_start(tmp_path: Path, store):
+    """Two canvasd with one --instance would take each other's sessions for their own (one's
+    idle expiry deleted a session the other was serving): the second refuses to start, saying
+    why; once the first stops (and gives its name up), the name can be used again."""
+    from conftest import canvasd_path
+    url, _ = store
+    first = Server(tmp_path / "a", ["--session-store", url, "--instance", "twin"], documents=tmp_path / "documents")
+    try:
+        with first.client() as client:
+            assert client.hello()["instance"] == "twin"
+        run = subprocess.run([str(canvasd_path()), "--endpoint", f"ipc://{tmp_path}/b-requests", "--events", f"ipc://{tmp_path}/b-events",
+                              "--documents", str(tmp_path / "documents"), "--session-store", url, "--instance", "twin"],
+                             capture_output=True, text=True, timeout=20)
+        assert run.returncode != 0
+        assert 'the instance name "twin" is held by another live canvasd' in run.stderr, run.stderr
+    finally:
+        first.stop()
+    again = Server(tmp_path / "c", ["--session-store", url, "--instance", "twin"], documents=tmp_path / "documents")
+    try:
+        with again.client() as client:
+            assert client.hello()["instance"] == "twin"
+    finally:
+        again.stop()
+
+
+def test_the_default_instance_name_differs_between_processes(tmp_path: Path, store):
+    url, _ = store
+    names = []
+    for letter in "ab":
+        server = Server(tmp_path / letter, ["--session-store", url], documents=tmp_path / "documents")
+        try:
+            with server.client() as client:
+                names.append(client.hello()["instance"])
+        finally:
+            server.stop()
+    assert names[0] != names[1] and all(names), names
