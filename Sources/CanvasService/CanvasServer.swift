@@ -62,6 +62,9 @@ public final class CanvasServer {
     /// Messages from this routing id are the waker's, not a client's. Random, so no client
     /// can pose as it (and one that did would only make the loop look for finished saves).
     private let wakerID: [UInt8] = (0..<16).map { _ in UInt8.random(in: 0...255) }
+    /// Messages from this routing id are saves heard on the document feed (several instances).
+    private let relayID: [UInt8] = (0..<16).map { _ in UInt8.random(in: 0...255) }
+    private var relay: SaveWaker?
     /// Only with CurveZMQ: the handshake gatekeeper, and the keys it admits.
     private let zap: ZAPHandler?
     private let allowedKeys: AllowedKeys?
@@ -136,6 +139,12 @@ public final class CanvasServer {
             try socket.setRoutingID(wakerID)
             try socket.connect(wakeEndpoint)
             waker = SaveWaker(socket)
+            if configuration.sessionStore != nil {
+                let relaySocket = try context.socket(.dealer)
+                try relaySocket.setRoutingID(relayID)
+                try relaySocket.connect(wakeEndpoint)
+                relay = SaveWaker(relaySocket)
+            }
         } catch let error as ServerStartError {
             throw error
         } catch let error as ZMQError {
@@ -152,6 +161,12 @@ public final class CanvasServer {
                                                      timeout: .milliseconds(500))
                 shared = SharedSessions(store: store, limits: configuration.limits, logger: logger)
                 try shared!.claimName()
+                // Saves are announced for every instance, each relaying what it hears.
+                let feed = try DocumentFeed(url: url)
+                let relay = self.relay!
+                try feed.listen({ seq, data in relay.send([Array(String(seq).utf8), data]) },
+                                failed: { [logger] error in logger.error("document feed interrupted; listening again", metadata: ["error": "\(error)"]) })
+                shared!.feed = feed
                 logger.info("sessions shared through the session store",
                             metadata: ["store": "\(store.address)", "instance": "\(configuration.instanceName)"])
             } catch {
@@ -416,6 +431,9 @@ public final class CanvasServer {
         if frames[0] == wakerID {
             return dispatcher.collectSaves(at: clock.now)
         }
+        if frames[0] == relayID, frames.count == 3, let seq = UInt64(String(decoding: frames[1], as: UTF8.self)) {
+            return dispatcher.relay(seq: seq, data: frames[2])
+        }
         var envelope: [[UInt8]] = []
         envelope.reserveCapacity(3)
         envelope.append(frames[0])
@@ -509,5 +527,11 @@ private final class SaveWaker: @unchecked Sendable {
         // Never waits: if the pipe is full, wake-ups are already queued and one is enough (and
         // a stopping loop that no longer reads must not leave a worker stuck).
         lock.withLock { _ = try? socket.send([[]], wait: false) }
+    }
+
+    /// Hands a message to the loop, waiting while its queue is full (a feed relayed must not
+    /// lose saves to a burst).
+    func send(_ frames: [[UInt8]]) {
+        lock.withLock { _ = try? socket.send(frames, wait: true) }
     }
 }

@@ -680,6 +680,18 @@ public final class Dispatcher {
         }
     }
 
+    /// A save heard on the document feed (every instance's, numbered there): the event to
+    /// publish on the `documents.` topic, or none for data that is not a JSON object.
+    public func relay(seq: UInt64, data: [UInt8]) -> Output {
+        var output = Output()
+        guard seq <= 1 << 53, case .object(let fields)? = try? JSONCodec.parse(data) else {
+            logger.error("document feed message unreadable; not relayed", metadata: ["seq": "\(seq)"])
+            return output
+        }
+        output.events.append(ReplyEncoder.event(session: "documents", name: "document.saved", seq: seq, data: fields))
+        return output
+    }
+
     /// `document.saved` on the server-wide `documents.` topic, which has its own sequence, for
     /// each save the call made.
     private func announceSaves(_ call: inout Call) {
@@ -687,6 +699,14 @@ public final class Dispatcher {
         for save in call.saves {
             var data = WireShapes.saved(save.summary, cause: save.cause)
             if let session = save.session, !authenticated { data["session"] = .string(session) }
+            if let shared, shared.feed != nil {
+                // Numbered and published once for every instance; each relays it (`relay`).
+                if case .string(let name)? = data["name"], case .integer(let revision)? = data["revision"],
+                   case .string(let sha256)? = data["sha256"] {
+                    _ = shared.announce(name: name, revision: Int(revision), sha256: sha256, data: JSONCodec.serialize(.object(data)))
+                }
+                continue
+            }
             documentSeq += 1
             call.output.events.append(ReplyEncoder.event(session: "documents", name: "document.saved", seq: documentSeq, data: data))
         }

@@ -167,7 +167,7 @@ public final class HealthEndpoint: @unchecked Sendable {
         if pulse.draining { return "draining" }
         guard let store else { return nil }
         do {
-            if storeConnection == nil { storeConnection = try RedisConnection(url: store, timeout: .milliseconds(300)) }
+            if storeConnection == nil { storeConnection = try RedisConnection(url: store, timeout: .seconds(1)) }
             _ = try storeConnection!.command(["PING"], doing: "checking the session store")
             return nil
         } catch {

@@ -24,6 +24,22 @@ final class SharedSessions {
 
     var instance: String { store.instance }
 
+    /// The document feed every instance relays, once the server has set it up.
+    var feed: DocumentFeed?
+
+    /// Announces a save on the document feed. False when the store did not take it: the save
+    /// is then not in the feed (its subscribers see a gap only if a later one is).
+    func announce(name: String, revision: Int, sha256: String, data: [UInt8]) -> Bool {
+        guard let feed else { return false }
+        do {
+            _ = try asking(about: "document \(name)") { try feed.announce(name: name, revision: revision, sha256: sha256, data: data) }
+            return true
+        } catch {
+            logger.error("save not announced on the document feed", metadata: ["document": "\(name)", "revision": "\(revision)"])
+            return false
+        }
+    }
+
     /// This process's claim on its instance name: random, so a restarted process (or a twin
     /// given the same `--instance`) is told apart from the one that holds the lease.
     private let nameToken = (0..<4).map { _ in String(UInt32.random(in: 0...UInt32.max), radix: 16) }.joined(separator: "-")

@@ -88,11 +88,15 @@ public enum RedisValue: Sendable, Hashable {
 public final class RedisConnection {
     public let url: RedisURL
     private let timeout: Duration
+    /// Replies are waited for without a timeout (a subscriber's connection); connecting still
+    /// has one.
+    private let waitsForever: Bool
     private var context: UnsafeMutablePointer<redisContext>?
 
-    public init(url: RedisURL, timeout: Duration = .seconds(2)) throws(RedisError) {
+    public init(url: RedisURL, timeout: Duration = .seconds(2), waitsForever: Bool = false) throws(RedisError) {
         self.url = url
         self.timeout = timeout
+        self.waitsForever = waitsForever
         try connect()
     }
 
@@ -115,7 +119,7 @@ public final class RedisConnection {
             redisFree(made)
             throw error
         }
-        redisSetTimeout(made, timeval)
+        redisSetTimeout(made, waitsForever ? Glibc.timeval(tv_sec: 0, tv_usec: 0) : timeval)
         context = made
         do {
             if let password = url.password { _ = try command(["AUTH", password], doing: "authenticating to \(url)") }
@@ -171,6 +175,21 @@ public final class RedisConnection {
         guard let raw else {
             let error = Self.contextError(context, doing: doing)
             drop()   // the connection is unusable after an I/O or protocol error
+            throw error
+        }
+        defer { freeReplyObject(raw) }
+        return try Self.value(raw.assumingMemoryBound(to: redisReply.self), doing: doing)
+    }
+
+    /// Waits for the next reply the server pushes unasked (a subscribed channel's message),
+    /// for as long as the connection's timeout.
+    public func nextPush(doing: String) throws(RedisError) -> RedisValue {
+        if context == nil { try connect() }
+        guard let context else { preconditionFailure("connected above") }
+        var raw: UnsafeMutableRawPointer?
+        guard redisGetReply(context, &raw) == REDIS_OK, let raw else {
+            let error = Self.contextError(context, doing: doing)
+            drop()
             throw error
         }
         defer { freeReplyObject(raw) }

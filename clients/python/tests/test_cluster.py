@@ -348,3 +348,35 @@ def test_a_drained_instance_hands_its_clients_over_without_an_error(tmp_path: Pa
         for client in clients:
             client.socket.close(0)
     context.term()
+
+
+def test_one_document_feed_across_instances(tmp_path: Path) -> None:
+    """A viewer subscribed to `documents.` through HAProxy hears every save once, whichever
+    instance made it, numbered in one sequence; a save announced again (the same revision)
+    is not heard twice."""
+    documents = tmp_path / "documents"
+    documents.mkdir()
+    for index in range(6):
+        shutil.copy(ROOT / "samples" / "notes.pdf", documents / f"feed-{index}.pdf")
+    context = zmq.Context()
+    with Cluster(canvasd_path(), documents, tmp_path / "cluster", instances=3) as cluster:
+        viewer = Subscriber(context, Cluster.from_source(cluster.events, "127.0.0.90"), "documents.")
+        viewer.connected()
+        clients = [RawClient(context, Cluster.from_source(cluster.endpoint, f"127.0.0.{70 + index}")) for index in range(6)]
+        saved = []
+        for round in range(3):
+            for index, client in enumerate(clients):
+                drawing = {"strokes": [dict(STROKE, points=[{"x": 10 + round, "y": 10 + index}, {"x": 60, "y": 80}])], "texts": []}
+                _, result = client.call("document.flatten", {"name": f"feed-{index}.pdf", "page": 0, "drawing": drawing})
+                saved.append((f"feed-{index}.pdf", result["revision"]))
+        holders = {json.loads(client.send(1, "hello"))["result"]["instance"] for client in clients}
+        heard = viewer.events(quiet=1.5)
+        print(f"\n{len(saved)} saves through {len(holders)} instances; the viewer heard {len(heard)}")
+        assert len(holders) > 1, "the clients all reached one instance: the test shows nothing"
+        assert sorted((event["data"]["name"], event["data"]["revision"]) for event in heard) == sorted(saved)
+        seqs = [event["seq"] for event in heard]
+        assert seqs == list(range(seqs[0], seqs[0] + len(seqs))), seqs
+        viewer.close()
+        for client in clients:
+            client.socket.close(0)
+    context.term()

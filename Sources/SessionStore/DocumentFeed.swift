@@ -1,0 +1,104 @@
+import Foundation
+
+/// One feed of `document.saved` for every instance: each save is numbered in Redis and
+/// published on one channel there, and every instance relays what it hears to its own
+/// subscribers. A viewer on any instance hears every save once, numbered in one sequence,
+/// instead of only the saves of the instance it reached, each instance counting its own.
+///
+/// Announcing is the loop's (a store call, as for sessions); hearing runs on a thread of its
+/// own with a connection of its own, since a subscribed connection can do nothing else.
+public final class DocumentFeed: @unchecked Sendable {
+    // @unchecked: `announcer` is used by the serving loop alone, `url` and the names are
+    // immutable, and the listening thread makes its own connection.
+    private let announcer: RedisConnection
+    private let url: RedisURL
+    private let channel: String
+    private let sequenceKey: String
+    private let announcedPrefix: String
+    private var loadedScript: String?
+
+    public init(url: String, keyPrefix: String = "canvas:", timeout: Duration = .milliseconds(500)) throws(RedisError) {
+        self.url = try RedisURL(url)
+        announcer = try RedisConnection(url: self.url, timeout: timeout)
+        channel = keyPrefix + "documents:feed"
+        sequenceKey = keyPrefix + "documents:seq"
+        announcedPrefix = keyPrefix + "documents:announced:"
+    }
+
+    /// Numbers and publishes a save, once per `name`, `revision` and `sha256` whichever
+    /// instance announces it (a save announced again, by a retry on another instance say, is
+    /// dropped). `data` is the event's data as JSON text. Returns the number it got, or nil
+    /// when it had been announced already.
+    @discardableResult
+    public func announce(name: String, revision: Int, sha256: String, data: [UInt8]) throws(RedisError) -> UInt64? {
+        let doing = "announcing \(name) revision \(revision) on the document feed"
+        if loadedScript == nil {
+            loadedScript = try announcer.command(["SCRIPT", "LOAD", Self.script], doing: doing).string
+        }
+        let keys = [Array(sequenceKey.utf8), Array("\(announcedPrefix)\(name)\u{0}\(revision)\u{0}\(sha256)".utf8)]
+        let arguments = [Array(channel.utf8), data]
+        var reply: RedisValue
+        do {
+            reply = try announcer.command([Array("EVALSHA".utf8), Array(loadedScript!.utf8), Array("2".utf8)] + keys + arguments, doing: doing)
+        } catch where error.isNoScript {
+            loadedScript = try announcer.command(["SCRIPT", "LOAD", Self.script], doing: doing).string
+            reply = try announcer.command([Array("EVALSHA".utf8), Array(loadedScript!.utf8), Array("2".utf8)] + keys + arguments, doing: doing)
+        }
+        guard case .integer(let seq) = reply else { throw RedisError(doing: doing, cause: .unexpectedReply("\(reply)")) }
+        return seq > 0 ? UInt64(seq) : nil
+    }
+
+    /// Listens on a thread of its own for as long as the process lives, handing each save
+    /// heard (its number and its data as JSON text) to `heard`, reconnecting after a failure.
+    /// Returns once the first subscription is in place, so nothing announced after is missed.
+    public func listen(_ heard: @escaping @Sendable (UInt64, [UInt8]) -> Void,
+                       failed: @escaping @Sendable (any Error) -> Void) throws(RedisError) {
+        let first = Handoff(try subscribe())
+        let url = self.url, channel = self.channel
+        let thread = Thread {
+            var connection: RedisConnection? = first.connection
+            while true {
+                do {
+                    if connection == nil { connection = try Self.subscribe(url, channel) }
+                    let message = try connection!.nextPush(doing: "listening on the document feed")
+                    // ["message", channel, "<seq> <data>"]
+                    guard case .array(let parts) = message, parts.count == 3, case .bytes(let body) = parts[2],
+                          let space = body.firstIndex(of: UInt8(ascii: " ")),
+                          let seq = UInt64(String(decoding: body[..<space], as: UTF8.self)) else { continue }
+                    heard(seq, Array(body[(space + 1)...]))
+                } catch {
+                    failed(error)
+                    connection = nil
+                    Thread.sleep(forTimeInterval: 0.5)
+                }
+            }
+        }
+        thread.name = "canvasd document feed"
+        thread.start()
+    }
+
+    private func subscribe() throws(RedisError) -> RedisConnection { try Self.subscribe(url, channel) }
+
+    /// The first subscribed connection, made here so that `listen` can say it is in place, and
+    /// handed to the listening thread, which alone uses it from then on.
+    private final class Handoff: @unchecked Sendable {
+        let connection: RedisConnection
+        init(_ connection: RedisConnection) { self.connection = connection }
+    }
+
+    private static func subscribe(_ url: RedisURL, _ channel: String) throws(RedisError) -> RedisConnection {
+        // No timeout on replies: a quiet feed is not a failure.
+        let connection = try RedisConnection(url: url, timeout: .seconds(2), waitsForever: true)
+        _ = try connection.command(["SUBSCRIBE", channel], doing: "subscribing to the document feed")
+        return connection
+    }
+
+    /// KEYS: the sequence, the save's announced-mark. ARGV: the channel, the data. The mark
+    /// lives a day: long past any retry of the request that saved.
+    private static let script = """
+    if redis.call('SET', KEYS[2], '1', 'NX', 'EX', 86400) == false then return 0 end
+    local seq = redis.call('INCR', KEYS[1])
+    redis.call('PUBLISH', ARGV[1], seq .. ' ' .. ARGV[2])
+    return seq
+    """
+}
