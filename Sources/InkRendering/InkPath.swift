@@ -69,4 +69,16 @@ struct Cubic: Equatable {
     func secondDerivative(at t: Double) -> InkVector {
         (c2 - c1 * 2 + p0) * (6 * (1 - t)) + (p3 - c2 * 2 + c1) * (6 * t)
     }
+
+    /// The curve cut at t = ½ (de Casteljau).
+    var halves: (Cubic, Cubic) {
+        let a = (p0 + c1) * 0.5, b = (c1 + c2) * 0.5, c = (c2 + p3) * 0.5
+        let ab = (a + b) * 0.5, bc = (b + c) * 0.5, middle = (ab + bc) * 0.5
+        return (Cubic(p0: p0, c1: a, c2: ab, p3: middle), Cubic(p0: middle, c1: bc, c2: c, p3: p3))
+    }
+
+    /// A straight segment as a cubic (control points at its thirds).
+    static func line(_ a: InkVector, _ b: InkVector) -> Cubic {
+        Cubic(p0: a, c1: a + (b - a) * (1.0 / 3), c2: a + (b - a) * (2.0 / 3), p3: b)
+    }
 }

@@ -11,31 +11,54 @@ public import CanvasCore
 /// at its crossing. Where the line doubles back (a cusp), the outline is split into pieces that
 /// each close with round caps, all wound the same way, so their union fills exactly.
 public enum StrokeOutline {
-    /// How far a fitted curve may stray from the exact offset, in points: under a tenth of a
-    /// pixel at 72 dpi, and well under the jitter of a real pen's samples.
+    /// How far a fitted curve may stray from the exact offset, in points, at most: under a
+    /// tenth of a pixel at 72 dpi. Thin strokes fit closer (`tolerance(for:)`), since the room
+    /// between the ink and its envelope is a share of the width.
     public static let tolerance = 0.08
     /// A piece ends where the centre line turns by more than this at one sample (radians):
     /// where it doubles back rather than curves.
     static let cusp = 1.75
 
-    /// The filled outline of a pen stroke (nonzero winding).
+    static func tolerance(for samples: [StrokeGeometry.Sample]) -> Double {
+        let typical = samples.map(\.radius).sorted()[samples.count / 2]
+        return min(tolerance, max(0.01, 0.05 * typical))
+    }
+
+    /// The filled outline of a pen stroke (nonzero winding), inside the stroke's envelope
+    /// (`InkEnvelope`): each curve of it is checked, control points included, and one that
+    /// leaves the envelope is drawn as lines between the points it was fitted to instead. If
+    /// even those leave it (a shape no piece of this construction fits), the stroke is drawn as
+    /// the envelope's own capsules, each a polygon with its corners on its two circles.
     public static func pen(_ stroke: Stroke) -> InkPath {
-        outline(of: withoutSwallowedDiscs(deduplicated(StrokeGeometry.smoothed(stroke))))
+        let envelope = StrokeGeometry.envelope(stroke)
+        let samples = withoutSwallowedDiscs(deduplicated(StrokeGeometry.centreLine(stroke, envelope: envelope)))
+        if let path = outline(of: samples, within: envelope) { return path }
+        return capsules(stroke, within: envelope)
     }
 
     /// The centre line of a highlighter stroke, to be stroked at the stroke's width with round
     /// caps and joins: one painted shape, so where it crosses itself it does not darken twice.
+    /// The line stays within 0.35 × width of the input points, so the ink stays within
+    /// 0.85 × width of them, as a pen's does.
     public static func highlighter(_ stroke: Stroke) -> InkPath {
-        let samples = deduplicated(StrokeGeometry.smoothed(stroke, ignoringPressure: true))
+        let points = StrokeGeometry.highlighterLine(stroke)
         var path = InkPath()
-        let first = InkVector(samples[0].x, samples[0].y)
-        path.move(to: first)
-        if samples.count == 1 {
+        path.move(to: points[0])
+        if points.count == 1 {
             // A zero-length segment: with round caps, a dot.
-            path.line(to: first)
+            path.line(to: points[0])
             return path
         }
-        path.append(CurveFit.fit(samples.map { InkVector($0.x, $0.y) }, tolerance: tolerance))
+        let reach = 0.35 * stroke.width
+        let envelope = InkEnvelope(stroke.points.map { InkVector($0.x, $0.y) }, radii: Array(repeating: reach, count: stroke.points.count))
+        let fitted = CurveFit.fitSpans(points, tolerance: min(tolerance, 0.1 * reach))
+        for span in fitted.curves {
+            if envelope.contains(span.curve) {
+                path.curve(span.curve.c1, span.curve.c2, span.curve.p3)
+            } else {
+                for index in (span.points.lowerBound + 1)...span.points.upperBound { path.line(to: fitted.points[index]) }
+            }
+        }
         return path
     }
 
@@ -71,14 +94,83 @@ public enum StrokeOutline {
         return samples
     }
 
-    static func outline(of samples: [StrokeGeometry.Sample]) -> InkPath {
+    /// The outline of the samples' discs, or nil if some part of it would leave `envelope`.
+    static func outline(of samples: [StrokeGeometry.Sample], within envelope: InkEnvelope) -> InkPath? {
         var path = InkPath()
         guard samples.count > 1 else {
             circle(InkVector(samples[0].x, samples[0].y), samples[0].radius, into: &path)
-            return path
+            return contained(path, within: envelope) ? path : nil
         }
-        for piece in pieces(samples) { addPiece(samples, piece, into: &path) }
+        let tolerance = tolerance(for: samples)
+        for piece in pieces(samples) {
+            guard addPiece(samples, piece, tolerance: tolerance, within: envelope, into: &path) else { return nil }
+        }
         return path
+    }
+
+    /// Whether every segment of `path` lies inside `envelope`.
+    static func contained(_ path: InkPath, within envelope: InkEnvelope) -> Bool {
+        var current = InkVector(0, 0), start = current
+        for element in path.elements {
+            switch element {
+            case .move(let p):
+                current = p
+                start = p
+            case .line(let p):
+                guard envelope.contains(Cubic.line(current, p)) else { return false }
+                current = p
+            case .curve(let c1, let c2, let p):
+                guard envelope.contains(Cubic(p0: current, c1: c1, c2: c2, p3: p)) else { return false }
+                current = p
+            case .close:
+                guard envelope.contains(Cubic.line(current, start)) else { return false }
+                current = start
+            }
+        }
+        return true
+    }
+
+    /// The last resort: each segment of the input polyline as the convex hull of its two discs
+    /// (a little smaller than the envelope's), a polygon whose corners lie on the circles, so
+    /// it is inside by construction. Each is wound as the outline pieces are.
+    static func capsules(_ stroke: Stroke, within envelope: InkEnvelope) -> InkPath {
+        var path = InkPath()
+        for capsule in envelope.capsules {
+            let a = StrokeGeometry.Sample(x: capsule.a.x, y: capsule.a.y, radius: StrokeGeometry.inset * capsule.ra)
+            let b = StrokeGeometry.Sample(x: capsule.b.x, y: capsule.b.y, radius: StrokeGeometry.inset * capsule.rb)
+            let length = (capsule.b - capsule.a).length
+            guard let t = tangents(a, b), length > abs(a.radius - b.radius) else {
+                let big = a.radius >= b.radius ? a : b
+                polygonArc(around: InkVector(big.x, big.y), radius: big.radius, from: InkVector(1, 0), via: InkVector(-1, 0),
+                           to: InkVector(1, 0), moving: true, into: &path)
+                path.close()
+                continue
+            }
+            let direction = (capsule.b - capsule.a) * (1 / length)
+            path.move(to: capsule.a + t.left * a.radius)
+            polygonArc(around: capsule.b, radius: b.radius, from: t.left, via: direction, to: t.right, moving: false, into: &path)
+            polygonArc(around: capsule.a, radius: a.radius, from: t.right, via: -direction, to: t.left, moving: false, into: &path)
+            path.close()
+        }
+        return path
+    }
+
+    /// Lines from the circle's point `from` (a unit vector) round to `to` the way that passes
+    /// `via`, corners on the circle at most 30° apart; the first corner starts the subpath if
+    /// `moving`, else is drawn to.
+    private static func polygonArc(around centre: InkVector, radius: Double, from: InkVector, via: InkVector, to: InkVector,
+                                   moving: Bool, into path: inout InkPath) {
+        let turn = from.cross(via) >= 0 ? 1.0 : -1.0
+        var sweep = turn * (atan2(from.cross(to), from.dot(to)))
+        if sweep <= 1e-9 { sweep += 2 * Double.pi }
+        let parts = max(1, Int((sweep / (Double.pi / 6) - 1e-9).rounded(.up)))
+        let first = centre + from * radius
+        if moving { path.move(to: first) } else { path.line(to: first) }
+        for k in 1...parts {
+            let angle = turn * sweep * Double(k) / Double(parts)
+            let d = InkVector(from.x * cos(angle) - from.y * sin(angle), from.x * sin(angle) + from.y * cos(angle))
+            path.line(to: centre + d * radius)
+        }
     }
 
     /// Index ranges of samples (each at least one segment) that make one piece each: the stroke
@@ -188,7 +280,7 @@ public enum StrokeOutline {
     }
 
     /// The unit vectors from a segment's discs' centres to its two tangent lines.
-    private static func tangents(_ a: StrokeGeometry.Sample, _ b: StrokeGeometry.Sample) -> (left: InkVector, right: InkVector)? {
+    static func tangents(_ a: StrokeGeometry.Sample, _ b: StrokeGeometry.Sample) -> (left: InkVector, right: InkVector)? {
         let d = InkVector(b.x - a.x, b.y - a.y)
         guard let t = d.unit else { return nil }
         let sine = max(-0.999, min(0.999, (b.radius - a.radius) / d.length))
@@ -219,8 +311,10 @@ public enum StrokeOutline {
         }
     }
 
-    /// One piece: the left side forward, a round cap, the right side back, a round cap.
-    private static func addPiece(_ samples: [StrokeGeometry.Sample], _ range: ClosedRange<Int>, into path: inout InkPath) {
+    /// One piece: the left side forward, a round cap, the right side back, a round cap. False
+    /// if some part of it would leave `envelope`.
+    private static func addPiece(_ samples: [StrokeGeometry.Sample], _ range: ClosedRange<Int>, tolerance: Double,
+                                 within envelope: InkEnvelope, into path: inout InkPath) -> Bool {
         let (rawLeft, rawRight) = sides(samples, range)
         let centre = range.map { InkVector(samples[$0].x, samples[$0].y) }
         let left = clippedFolds(rawLeft, along: centre), right = clippedFolds(Array(rawRight.reversed()), along: centre.reversed())
@@ -231,22 +325,50 @@ public enum StrokeOutline {
         let startOffsets = offsetDirections(samples, range.lowerBound, range)
         let endOffsets = offsetDirections(samples, range.upperBound, range)
         path.move(to: left.side[0])
-        path.append(CurveFit.fit(left.side, tolerance: tolerance, corners: left.corners))
+        guard side(left.side, corners: left.corners, tolerance: tolerance, within: envelope, into: &path) else { return false }
         // End cap: from the left offset, round the front, to the right offset.
-        arc(around: end, radius: samples[range.upperBound].radius, from: endOffsets.left, via: endDirection, to: endOffsets.right, into: &path)
-        path.append(CurveFit.fit(right.side, tolerance: tolerance, corners: right.corners))
-        arc(around: start, radius: samples[range.lowerBound].radius, from: startOffsets.right, via: -startDirection, to: startOffsets.left, into: &path)
+        var cap = InkPath()
+        cap.move(to: end + endOffsets.left * samples[range.upperBound].radius)
+        arc(around: end, radius: samples[range.upperBound].radius, from: endOffsets.left, via: endDirection, to: endOffsets.right, into: &cap)
+        guard contained(cap, within: envelope) else { return false }
+        path.elements += cap.elements.dropFirst()
+        guard side(right.side, corners: right.corners, tolerance: tolerance, within: envelope, into: &path) else { return false }
+        cap = InkPath()
+        cap.move(to: start + startOffsets.right * samples[range.lowerBound].radius)
+        arc(around: start, radius: samples[range.lowerBound].radius, from: startOffsets.right, via: -startDirection, to: startOffsets.left, into: &cap)
+        guard contained(cap, within: envelope) else { return false }
+        path.elements += cap.elements.dropFirst()
         path.close()
+        return true
+    }
+
+    /// One side of a piece, fitted with curves; a curve that would leave the envelope becomes
+    /// the lines between the points it was fitted to. False if one of those leaves it too.
+    private static func side(_ points: [InkVector], corners: Set<Int>, tolerance: Double, within envelope: InkEnvelope,
+                             into path: inout InkPath) -> Bool {
+        let fitted = CurveFit.fitSpans(points, tolerance: tolerance, corners: corners)
+        for span in fitted.curves {
+            if envelope.contains(span.curve) {
+                path.curve(span.curve.c1, span.curve.c2, span.curve.p3)
+                continue
+            }
+            for index in (span.points.lowerBound + 1)...span.points.upperBound {
+                guard envelope.contains(Cubic.line(fitted.points[index - 1], fitted.points[index])) else { return false }
+                path.line(to: fitted.points[index])
+            }
+        }
+        return true
     }
 
     /// A circular arc from `centre + from * radius` to `centre + to * radius` (unit vectors),
-    /// turning the way that passes `via`, as Béziers of at most a quarter turn each.
+    /// turning the way that passes `via`, as Béziers of at most an eighth of a turn each (whose
+    /// control points then stand at most 3.5% outside the circle).
     private static func arc(around centre: InkVector, radius: Double, from: InkVector, via: InkVector, to: InkVector,
                             into path: inout InkPath) {
         let turn = from.cross(via) >= 0 ? 1.0 : -1.0
         var sweep = turn * (atan2(from.cross(to), from.dot(to)))
         if sweep <= 1e-9 { sweep += 2 * Double.pi }
-        let parts = max(1, Int((sweep / (Double.pi / 2) - 1e-9).rounded(.up)))
+        let parts = max(1, Int((sweep / (Double.pi / 4) - 1e-9).rounded(.up)))
         let step = sweep / Double(parts)
         let handle = 4.0 / 3.0 * tan(step / 4) * radius
         var direction = from
