@@ -47,6 +47,14 @@ enum CurveFit {
         return (points, curves)
     }
 
+    /// Curves through `points` (at least two, no repeats) leaving the first along `startTangent`
+    /// and arriving at the last against `endTangent` (both pointing into the run).
+    static func fit(_ points: ArraySlice<InkVector>, from startTangent: InkVector, to endTangent: InkVector, tolerance: Double) -> [Span] {
+        var curves: [Span] = []
+        fitRun(points, startTangent, endTangent, tolerance * tolerance, into: &curves)
+        return curves
+    }
+
     private static func deduplicated(_ points: [InkVector], _ corners: Set<Int>) -> ([InkVector], Set<Int>) {
         var out: [InkVector] = []
         var kept = Set<Int>()
@@ -141,8 +149,9 @@ enum CurveFit {
             alpha2 = (c00 * x1 - c01 * x0) / determinant
         }
         let chord = (p3 - p0).length
-        // A degenerate or backwards solution: fall back to a third of the chord.
-        if alpha1 < chord * 1e-6 || alpha2 < chord * 1e-6 {
+        // A degenerate or backwards solution, or handles longer than the chord (a curve that
+        // swings far out between points it fits): fall back to a third of the chord.
+        if alpha1 < chord * 1e-6 || alpha2 < chord * 1e-6 || alpha1 > chord || alpha2 > chord {
             alpha1 = chord / 3
             alpha2 = chord / 3
         }

@@ -22,8 +22,9 @@ public enum PenProfile {
 ///
 /// No curve is put through the input points (a Catmull-Rom spline overshoots a sharp turn by a
 /// quarter of the segments beside it: 25 pt past a hairpin between two 200 pt strokes). The
-/// samples are the input points, each moved to a weighted mean of its neighbours within a
-/// short distance along the line; the outline's curve fit does the rest of the smoothing.
+/// samples are the input points smoothed as a polyline (Taubin's λ|μ smoothing, which damps a
+/// digitizer's sample-to-sample noise without shrinking loops); the outline's curve fit does
+/// the rest.
 public enum StrokeGeometry {
     public struct Sample: Equatable, Sendable {
         public var x: Double
@@ -31,43 +32,51 @@ public enum StrokeGeometry {
         public var radius: Double
     }
 
-    /// How much thinner than its envelope the drawn ink is: the room a fitted curve and a round
-    /// cap made of Béziers (whose control points stand off the circle by 3.5% at an eighth of a
-    /// turn) need to stay inside it.
+    /// How much of the room between a sample and the envelope's edge its disc may take: the
+    /// rest is for a fitted curve, and for a round cap made of Béziers (whose control points
+    /// stand off the circle by 3.5% at an eighth of a turn).
     static let inset = 0.94
+    /// How far past a point's own radius the envelope reaches (spec §4): what smoothing a
+    /// stylus's noise may move the line by, in points. Never past 0.85 × width.
+    public static let allowance = 0.5
 
     /// The radius a point's pressure gives: `width × factor / 2`, so 0.85 × width at full
-    /// pressure.
-    static func radius(_ point: InkPoint, of stroke: Stroke, ignoringPressure: Bool) -> Double {
-        stroke.width * (ignoringPressure ? 1 : PenProfile.factor(pressure: point.pressure)) / 2
+    /// pressure, half the width without pressure.
+    static func radius(_ point: InkPoint, of stroke: Stroke) -> Double {
+        stroke.width * PenProfile.factor(pressure: point.pressure) / 2
     }
 
-    /// The envelope of a pen stroke: discs of the pressure's radius along its input polyline.
+    /// The envelope's radius at a point: its own radius and the allowance, at most
+    /// 0.85 × width (spec §4).
+    static func reach(_ point: InkPoint, of stroke: Stroke) -> Double {
+        min(stroke.width * PenProfile.maximumFactor / 2, radius(point, of: stroke) + allowance)
+    }
+
+    /// The envelope of a pen stroke.
     static func envelope(_ stroke: Stroke) -> InkEnvelope {
-        InkEnvelope(stroke.points.map { InkVector($0.x, $0.y) }, radii: stroke.points.map { radius($0, of: stroke, ignoringPressure: false) })
+        InkEnvelope(stroke.points.map { InkVector($0.x, $0.y) }, radii: stroke.points.map { reach($0, of: stroke) })
     }
 
     /// The samples of a pen's centre line, each with the radius of the ink there.
     public static func smoothed(_ stroke: Stroke) -> [Sample] { centreLine(stroke, envelope: envelope(stroke)) }
 
     static func centreLine(_ stroke: Stroke, envelope: InkEnvelope) -> [Sample] {
-        let points = merged(stroke.points.map { Sample(x: $0.x, y: $0.y, radius: radius($0, of: stroke, ignoringPressure: false)) })
-        let typical = points.map(\.radius).sorted()[points.count / 2]
-        let moved = smoothedCentres(points, sigma: min(max(0.5 * typical, 0.1), 1.2))
-        return zip(points, moved).map { point, centre in
-            let nominal = point.radius
-            let room = envelope.room(centre)
+        let points = merged(stroke.points.map { Sample(x: $0.x, y: $0.y, radius: radius($0, of: stroke)) })
+        let centres = smoothedCentres(points)
+        let radii = smoothedRadii(points.map(\.radius))
+        return points.indices.map { k in
+            let room = envelope.room(centres[k])
             // Where smoothing took the line too near the envelope's edge (a sharp corner of
             // sparse points), the point stays where it was drawn.
-            if room >= 0.8 * nominal { return Sample(x: centre.x, y: centre.y, radius: inset * min(nominal, room)) }
-            return Sample(x: point.x, y: point.y, radius: inset * min(nominal, envelope.room(InkVector(point.x, point.y))))
+            if room >= 0.5 * points[k].radius { return Sample(x: centres[k].x, y: centres[k].y, radius: min(radii[k], inset * room)) }
+            let point = points[k]
+            return Sample(x: point.x, y: point.y, radius: min(point.radius, inset * envelope.room(InkVector(point.x, point.y))))
         }
     }
 
     /// A highlighter's centre line (its ink is the line stroked at the stroke's width).
     static func highlighterLine(_ stroke: Stroke) -> [InkVector] {
-        let points = merged(stroke.points.map { Sample(x: $0.x, y: $0.y, radius: stroke.width / 2) })
-        return smoothedCentres(points, sigma: min(max(0.15 * stroke.width, 0.1), 1.2))
+        smoothedCentres(merged(stroke.points.map { Sample(x: $0.x, y: $0.y, radius: stroke.width / 2) }))
     }
 
     /// Points closer than 0.05 pt to the one before are one point: its disc keeps whatever
@@ -88,38 +97,47 @@ public enum StrokeGeometry {
         return out
     }
 
-    /// Each point moved to the Gaussian-weighted mean (by distance along the line, `sigma`) of
-    /// the points near it. The ends, and points where the line turns back by more than a right
-    /// angle, stay put, and no mean reaches across them, so a hairpin keeps its tip.
-    static func smoothedCentres(_ samples: [Sample], sigma: Double) -> [InkVector] {
-        let centres = samples.map { InkVector($0.x, $0.y) }
+    /// Passes of Taubin's smoothing: a step towards the neighbours' mean (λ), then one away
+    /// from it (μ), which together damp what changes from sample to sample and keep what
+    /// changes over a dozen samples. The ends, and points where the line turns back by more
+    /// than a right angle (a hairpin's tip, a cusp), stay where they are.
+    static let passes = 6
+
+    static func smoothedCentres(_ samples: [Sample]) -> [InkVector] {
+        var centres = samples.map { InkVector($0.x, $0.y) }
         let count = centres.count
         guard count > 2 else { return centres }
-        var along = [0.0]
-        along.reserveCapacity(count)
-        for k in 1..<count { along.append(along[k - 1] + (centres[k] - centres[k - 1]).length) }
         var pinned = [Bool](repeating: false, count: count)
         pinned[0] = true
         pinned[count - 1] = true
         for k in 1..<(count - 1) {
             if let a = (centres[k] - centres[k - 1]).unit, let b = (centres[k + 1] - centres[k]).unit, a.dot(b) < 0 { pinned[k] = true }
         }
-        let reach = 3 * sigma
-        var out = centres
-        for k in 0..<count where !pinned[k] {
-            var sum = InkVector(0, 0), weight = 0.0
-            var j = k
-            while j > 0 && !pinned[j] && along[k] - along[j - 1] <= reach { j -= 1 }
-            while j < count && along[j] - along[k] <= reach {
-                let d = (along[j] - along[k]) / sigma
-                let w = exp(-0.5 * d * d)
-                sum = sum + centres[j] * w
-                weight += w
-                if pinned[j] && j > k { break }
-                j += 1
+        var next = centres
+        for _ in 0..<passes {
+            for factor in [0.5, -0.53] {
+                for k in 1..<(count - 1) where !pinned[k] {
+                    let mean = (centres[k - 1] + centres[k + 1]) * 0.5
+                    next[k] = centres[k] + (mean - centres[k]) * factor
+                }
+                swap(&centres, &next)
             }
-            out[k] = sum * (1 / weight)
         }
-        return out
+        return centres
+    }
+
+    /// The radii with the pressure sensor's sample-to-sample noise damped the same way.
+    static func smoothedRadii(_ radii: [Double]) -> [Double] {
+        var radii = radii
+        let count = radii.count
+        guard count > 2 else { return radii }
+        var next = radii
+        for _ in 0..<passes {
+            for factor in [0.5, -0.53] {
+                for k in 1..<(count - 1) { next[k] = max(0, radii[k] + ((radii[k - 1] + radii[k + 1]) * 0.5 - radii[k]) * factor) }
+                swap(&radii, &next)
+            }
+        }
+        return radii
     }
 }

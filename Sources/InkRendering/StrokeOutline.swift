@@ -21,7 +21,7 @@ public enum StrokeOutline {
 
     static func tolerance(for samples: [StrokeGeometry.Sample]) -> Double {
         let typical = samples.map(\.radius).sorted()[samples.count / 2]
-        return min(tolerance, max(0.01, 0.05 * typical))
+        return min(tolerance, max(0.01, 0.1 * typical))
     }
 
     /// The filled outline of a pen stroke (nonzero winding), inside the stroke's envelope
@@ -33,13 +33,13 @@ public enum StrokeOutline {
         let envelope = StrokeGeometry.envelope(stroke)
         let samples = withoutSwallowedDiscs(deduplicated(StrokeGeometry.centreLine(stroke, envelope: envelope)))
         if let path = outline(of: samples, within: envelope) { return path }
-        return capsules(stroke, within: envelope)
+        return capsules(stroke)
     }
 
     /// The centre line of a highlighter stroke, to be stroked at the stroke's width with round
     /// caps and joins: one painted shape, so where it crosses itself it does not darken twice.
-    /// The line stays within 0.35 × width of the input points, so the ink stays within
-    /// 0.85 × width of them, as a pen's does.
+    /// The line stays within 0.35 × width and 0.5 pt of the input points, so the ink stays
+    /// inside the envelope a pen without pressure has (spec §4).
     public static func highlighter(_ stroke: Stroke) -> InkPath {
         let points = StrokeGeometry.highlighterLine(stroke)
         var path = InkPath()
@@ -49,7 +49,7 @@ public enum StrokeOutline {
             path.line(to: points[0])
             return path
         }
-        let reach = 0.35 * stroke.width
+        let reach = min(0.35 * stroke.width, StrokeGeometry.allowance)
         let envelope = InkEnvelope(stroke.points.map { InkVector($0.x, $0.y) }, radii: Array(repeating: reach, count: stroke.points.count))
         let fitted = CurveFit.fitSpans(points, tolerance: min(tolerance, 0.1 * reach))
         for span in fitted.curves {
@@ -133,11 +133,15 @@ public enum StrokeOutline {
     /// The last resort: each segment of the input polyline as the convex hull of its two discs
     /// (a little smaller than the envelope's), a polygon whose corners lie on the circles, so
     /// it is inside by construction. Each is wound as the outline pieces are.
-    static func capsules(_ stroke: Stroke, within envelope: InkEnvelope) -> InkPath {
+    static func capsules(_ stroke: Stroke) -> InkPath {
         var path = InkPath()
-        for capsule in envelope.capsules {
-            let a = StrokeGeometry.Sample(x: capsule.a.x, y: capsule.a.y, radius: StrokeGeometry.inset * capsule.ra)
-            let b = StrokeGeometry.Sample(x: capsule.b.x, y: capsule.b.y, radius: StrokeGeometry.inset * capsule.rb)
+        let discs = stroke.points.map { point in
+            StrokeGeometry.Sample(x: point.x, y: point.y,
+                                  radius: min(StrokeGeometry.radius(point, of: stroke), StrokeGeometry.inset * StrokeGeometry.reach(point, of: stroke)))
+        }
+        for k in discs.indices.dropLast(discs.count > 1 ? 1 : 0) {
+            let a = discs[k], b = discs[min(k + 1, discs.count - 1)]
+            let capsule = (a: InkVector(a.x, a.y), b: InkVector(b.x, b.y))
             let length = (capsule.b - capsule.a).length
             guard let t = tangents(a, b), length > abs(a.radius - b.radius) else {
                 let big = a.radius >= b.radius ? a : b
@@ -342,19 +346,38 @@ public enum StrokeOutline {
         return true
     }
 
-    /// One side of a piece, fitted with curves; a curve that would leave the envelope becomes
-    /// the lines between the points it was fitted to. False if one of those leaves it too.
+    /// One side of a piece, fitted with curves; a curve that would leave the envelope is
+    /// fitted again as two halves, and two points that no curve joins inside it are joined by
+    /// a line. False if even the line leaves it.
     private static func side(_ points: [InkVector], corners: Set<Int>, tolerance: Double, within envelope: InkEnvelope,
                              into path: inout InkPath) -> Bool {
         let fitted = CurveFit.fitSpans(points, tolerance: tolerance, corners: corners)
         for span in fitted.curves {
-            if envelope.contains(span.curve) {
-                path.curve(span.curve.c1, span.curve.c2, span.curve.p3)
-                continue
-            }
-            for index in (span.points.lowerBound + 1)...span.points.upperBound {
-                guard envelope.contains(Cubic.line(fitted.points[index - 1], fitted.points[index])) else { return false }
-                path.line(to: fitted.points[index])
+            guard refit(fitted.points, span, tolerance: tolerance, within: envelope, into: &path) else { return false }
+        }
+        return true
+    }
+
+    private static func refit(_ points: [InkVector], _ span: CurveFit.Span, tolerance: Double, within envelope: InkEnvelope,
+                              into path: inout InkPath) -> Bool {
+        if envelope.contains(span.curve) {
+            path.curve(span.curve.c1, span.curve.c2, span.curve.p3)
+            return true
+        }
+        let first = span.points.lowerBound, last = span.points.upperBound
+        if last - first < 2 {
+            guard envelope.contains(Cubic.line(points[first], points[last])) else { return false }
+            path.line(to: points[last])
+            return true
+        }
+        // Halves that meet smoothly: the tangent at the middle point is its neighbours' chord.
+        let middle = (first + last) / 2
+        let start = (span.curve.c1 - span.curve.p0).unit ?? (points[first + 1] - points[first]).unit!
+        let end = (span.curve.c2 - span.curve.p3).unit ?? (points[last - 1] - points[last]).unit!
+        let across = (points[middle - 1] - points[middle + 1]).unit ?? end
+        for (range, from, to) in [(first...middle, start, across), (middle...last, -across, end)] {
+            for piece in CurveFit.fit(points[range], from: from, to: to, tolerance: tolerance) {
+                guard refit(points, piece, tolerance: tolerance, within: envelope, into: &path) else { return false }
             }
         }
         return true
