@@ -99,9 +99,9 @@ public enum StrokeGeometry {
 
     /// Passes of Taubin's smoothing: a step towards the neighbours' mean (λ), then one away
     /// from it (μ), which together damp what changes from sample to sample and keep what
-    /// changes over a dozen samples. The ends, and points where the line turns back by more
-    /// than a right angle (a hairpin's tip, a cusp), stay where they are.
-    static let passes = 6
+    /// changes over a dozen samples. The ends, points where the line turns by a right angle or
+    /// more (a hairpin's tip, a cusp), and points far from their neighbours stay where they are.
+    static let passes = 12
 
     static func smoothedCentres(_ samples: [Sample]) -> [InkVector] {
         var centres = samples.map { InkVector($0.x, $0.y) }
@@ -111,7 +111,14 @@ public enum StrokeGeometry {
         pinned[0] = true
         pinned[count - 1] = true
         for k in 1..<(count - 1) {
-            if let a = (centres[k] - centres[k - 1]).unit, let b = (centres[k + 1] - centres[k]).unit, a.dot(b) < 0 { pinned[k] = true }
+            // A turn back between segments shorter than the ink is wide is the noise of a pen
+            // slowing down, not a corner the writer made.
+            // A point far from both neighbours is where the writer put it.
+            let before = centres[k] - centres[k - 1], after = centres[k + 1] - centres[k]
+            let shorter = min(before.length, after.length)
+            if shorter >= 4 * samples[k].radius { pinned[k] = true }
+            guard shorter >= samples[k].radius else { continue }
+            if let a = before.unit, let b = after.unit, a.dot(b) < 0.05 { pinned[k] = true }
         }
         var next = centres
         for _ in 0..<passes {
@@ -122,6 +129,13 @@ public enum StrokeGeometry {
                 }
                 swap(&centres, &next)
             }
+        }
+        // Smoothing is for noise: no point moves farther than the allowance, nor than its own
+        // radius (between points far apart, the mean of the neighbours is no estimate of where
+        // the line went: a hairpin between two long strokes would lose its tip).
+        for k in 0..<count {
+            let shift = centres[k] - InkVector(samples[k].x, samples[k].y), limit = min(allowance, samples[k].radius)
+            if shift.length > limit { centres[k] = InkVector(samples[k].x, samples[k].y) + shift * (limit / shift.length) }
         }
         return centres
     }

@@ -14,14 +14,14 @@ public enum StrokeOutline {
     /// How far a fitted curve may stray from the exact offset, in points, at most: under a
     /// tenth of a pixel at 72 dpi. Thin strokes fit closer (`tolerance(for:)`), since the room
     /// between the ink and its envelope is a share of the width.
-    public static let tolerance = 0.08
+    public static let tolerance = 0.15
     /// A piece ends where the centre line turns by more than this at one sample (radians):
     /// where it doubles back rather than curves.
     static let cusp = 1.75
 
     static func tolerance(for samples: [StrokeGeometry.Sample]) -> Double {
         let typical = samples.map(\.radius).sorted()[samples.count / 2]
-        return min(tolerance, max(0.01, 0.1 * typical))
+        return min(tolerance, max(0.01, 0.15 * typical))
     }
 
     /// The filled outline of a pen stroke (nonzero winding), inside the stroke's envelope
@@ -32,8 +32,20 @@ public enum StrokeOutline {
     public static func pen(_ stroke: Stroke) -> InkPath {
         let envelope = StrokeGeometry.envelope(stroke)
         let samples = withoutSwallowedDiscs(deduplicated(StrokeGeometry.centreLine(stroke, envelope: envelope)))
-        if let path = outline(of: samples, within: envelope) { return path }
-        return capsules(stroke)
+        let quantum = quantum(width: stroke.width)
+        if var path = outline(of: samples, within: envelope, quantum: quantum) {
+            path.quantum = quantum
+            return path
+        }
+        var path = capsules(stroke).snapped(quantum)
+        path.quantum = quantum
+        return path
+    }
+
+    static func quantum(width: Double) -> Double {
+        var quantum = 1.0 / 32
+        while quantum > width / 128 { quantum /= 2 }
+        return quantum
     }
 
     /// The centre line of a highlighter stroke, to be stroked at the stroke's width with round
@@ -95,15 +107,20 @@ public enum StrokeOutline {
     }
 
     /// The outline of the samples' discs, or nil if some part of it would leave `envelope`.
-    static func outline(of samples: [StrokeGeometry.Sample], within envelope: InkEnvelope) -> InkPath? {
+    static func outline(of samples: [StrokeGeometry.Sample], within envelope: InkEnvelope, quantum: Double) -> InkPath? {
         var path = InkPath()
         guard samples.count > 1 else {
-            circle(InkVector(samples[0].x, samples[0].y), samples[0].radius, into: &path)
-            return contained(path, within: envelope) ? path : nil
+            for eighths in [false, true] {
+                var dot = InkPath()
+                circle(InkVector(samples[0].x, samples[0].y), samples[0].radius, eighths: eighths, into: &dot)
+                dot = dot.snapped(quantum)
+                if contained(dot, within: envelope) { return dot }
+            }
+            return nil
         }
         let tolerance = tolerance(for: samples)
         for piece in pieces(samples) {
-            guard addPiece(samples, piece, tolerance: tolerance, within: envelope, into: &path) else { return nil }
+            guard addPiece(samples, piece, tolerance: tolerance, quantum: quantum, within: envelope, into: &path) else { return nil }
         }
         return path
     }
@@ -317,7 +334,7 @@ public enum StrokeOutline {
 
     /// One piece: the left side forward, a round cap, the right side back, a round cap. False
     /// if some part of it would leave `envelope`.
-    private static func addPiece(_ samples: [StrokeGeometry.Sample], _ range: ClosedRange<Int>, tolerance: Double,
+    private static func addPiece(_ samples: [StrokeGeometry.Sample], _ range: ClosedRange<Int>, tolerance: Double, quantum: Double,
                                  within envelope: InkEnvelope, into path: inout InkPath) -> Bool {
         let (rawLeft, rawRight) = sides(samples, range)
         let centre = range.map { InkVector(samples[$0].x, samples[$0].y) }
@@ -328,70 +345,91 @@ public enum StrokeOutline {
         let endDirection = direction(samples, range.upperBound, range)
         let startOffsets = offsetDirections(samples, range.lowerBound, range)
         let endOffsets = offsetDirections(samples, range.upperBound, range)
-        path.move(to: left.side[0])
-        guard side(left.side, corners: left.corners, tolerance: tolerance, within: envelope, into: &path) else { return false }
+        path.move(to: left.side[0].snapped(quantum))
+        let fit = Fit(tolerance: tolerance, quantum: quantum, envelope: envelope)
+        guard fit.side(left.side, corners: left.corners, into: &path) else { return false }
         // End cap: from the left offset, round the front, to the right offset.
-        var cap = InkPath()
-        cap.move(to: end + endOffsets.left * samples[range.upperBound].radius)
-        arc(around: end, radius: samples[range.upperBound].radius, from: endOffsets.left, via: endDirection, to: endOffsets.right, into: &cap)
-        guard contained(cap, within: envelope) else { return false }
-        path.elements += cap.elements.dropFirst()
-        guard side(right.side, corners: right.corners, tolerance: tolerance, within: envelope, into: &path) else { return false }
-        cap = InkPath()
-        cap.move(to: start + startOffsets.right * samples[range.lowerBound].radius)
-        arc(around: start, radius: samples[range.lowerBound].radius, from: startOffsets.right, via: -startDirection, to: startOffsets.left, into: &cap)
-        guard contained(cap, within: envelope) else { return false }
-        path.elements += cap.elements.dropFirst()
+        guard fit.cap(around: end, radius: samples[range.upperBound].radius, from: endOffsets.left, via: endDirection, to: endOffsets.right,
+                      into: &path) else { return false }
+        guard fit.side(right.side, corners: right.corners, into: &path) else { return false }
+        // A piece that starts at a cusp starts square: the piece before it ended there with a
+        // round cap, which covers the disc at the cusp.
+        if range.lowerBound == 0 {
+            guard fit.cap(around: start, radius: samples[range.lowerBound].radius, from: startOffsets.right, via: -startDirection,
+                          to: startOffsets.left, into: &path) else { return false }
+        }
         path.close()
         return true
     }
 
-    /// One side of a piece, fitted with curves; a curve that would leave the envelope is
-    /// fitted again as two halves, and two points that no curve joins inside it are joined by
-    /// a line. False if even the line leaves it.
-    private static func side(_ points: [InkVector], corners: Set<Int>, tolerance: Double, within envelope: InkEnvelope,
-                             into path: inout InkPath) -> Bool {
-        let fitted = CurveFit.fitSpans(points, tolerance: tolerance, corners: corners)
-        for span in fitted.curves {
-            guard refit(fitted.points, span, tolerance: tolerance, within: envelope, into: &path) else { return false }
-        }
-        return true
-    }
+    /// How the parts of an outline are fitted: on the quantum's grid, inside the envelope.
+    struct Fit {
+        let tolerance: Double
+        let quantum: Double
+        let envelope: InkEnvelope
 
-    private static func refit(_ points: [InkVector], _ span: CurveFit.Span, tolerance: Double, within envelope: InkEnvelope,
-                              into path: inout InkPath) -> Bool {
-        if envelope.contains(span.curve) {
-            path.curve(span.curve.c1, span.curve.c2, span.curve.p3)
-            return true
-        }
-        let first = span.points.lowerBound, last = span.points.upperBound
-        if last - first < 2 {
-            guard envelope.contains(Cubic.line(points[first], points[last])) else { return false }
-            path.line(to: points[last])
-            return true
-        }
-        // Halves that meet smoothly: the tangent at the middle point is its neighbours' chord.
-        let middle = (first + last) / 2
-        let start = (span.curve.c1 - span.curve.p0).unit ?? (points[first + 1] - points[first]).unit!
-        let end = (span.curve.c2 - span.curve.p3).unit ?? (points[last - 1] - points[last]).unit!
-        let across = (points[middle - 1] - points[middle + 1]).unit ?? end
-        for (range, from, to) in [(first...middle, start, across), (middle...last, -across, end)] {
-            for piece in CurveFit.fit(points[range], from: from, to: to, tolerance: tolerance) {
-                guard refit(points, piece, tolerance: tolerance, within: envelope, into: &path) else { return false }
+        /// One side of a piece, fitted with curves; a curve that would leave the envelope is
+        /// fitted again as two halves, and two points that no curve joins inside it are joined
+        /// by a line. False if even the line leaves it.
+        func side(_ points: [InkVector], corners: Set<Int>, into path: inout InkPath) -> Bool {
+            let fitted = CurveFit.fitSpans(points, tolerance: tolerance, corners: corners)
+            for span in fitted.curves {
+                guard refit(fitted.points, span, into: &path) else { return false }
             }
+            return true
         }
-        return true
+
+        private func refit(_ points: [InkVector], _ span: CurveFit.Span, into path: inout InkPath) -> Bool {
+            let curve = span.curve.snapped(quantum)
+            if envelope.contains(curve) {
+                path.curve(curve.c1, curve.c2, curve.p3)
+                return true
+            }
+            let first = span.points.lowerBound, last = span.points.upperBound
+            if last - first < 2 {
+                guard envelope.contains(Cubic.line(curve.p0, curve.p3)) else { return false }
+                path.line(to: curve.p3)
+                return true
+            }
+            // Halves that meet smoothly: the tangent at the middle point is its neighbours' chord.
+            let middle = (first + last) / 2
+            let start = (span.curve.c1 - span.curve.p0).unit ?? (points[first + 1] - points[first]).unit!
+            let end = (span.curve.c2 - span.curve.p3).unit ?? (points[last - 1] - points[last]).unit!
+            let across = (points[middle - 1] - points[middle + 1]).unit ?? end
+            for (range, from, to) in [(first...middle, start, across), (middle...last, -across, end)] {
+                for piece in CurveFit.fit(points[range], from: from, to: to, tolerance: tolerance) {
+                    guard refit(points, piece, into: &path) else { return false }
+                }
+            }
+            return true
+        }
+
+        /// A round cap, of quarter turns where their control points stay inside the envelope,
+        /// else of eighths.
+        func cap(around centre: InkVector, radius: Double, from: InkVector, via: InkVector, to: InkVector, into path: inout InkPath) -> Bool {
+            for eighths in [false, true] {
+                var cap = InkPath()
+                cap.move(to: centre + from * radius)
+                arc(around: centre, radius: radius, from: from, via: via, to: to, eighths: eighths, into: &cap)
+                cap = cap.snapped(quantum)
+                if contained(cap, within: envelope) {
+                    path.elements += cap.elements.dropFirst()
+                    return true
+                }
+            }
+            return false
+        }
     }
 
     /// A circular arc from `centre + from * radius` to `centre + to * radius` (unit vectors),
-    /// turning the way that passes `via`, as Béziers of at most an eighth of a turn each (whose
-    /// control points then stand at most 3.5% outside the circle).
+    /// turning the way that passes `via`, as Béziers of at most a quarter turn each (whose
+    /// control points stand 14% outside the circle), or an eighth (3.5%).
     private static func arc(around centre: InkVector, radius: Double, from: InkVector, via: InkVector, to: InkVector,
-                            into path: inout InkPath) {
+                            eighths: Bool, into path: inout InkPath) {
         let turn = from.cross(via) >= 0 ? 1.0 : -1.0
         var sweep = turn * (atan2(from.cross(to), from.dot(to)))
         if sweep <= 1e-9 { sweep += 2 * Double.pi }
-        let parts = max(1, Int((sweep / (Double.pi / 4) - 1e-9).rounded(.up)))
+        let parts = max(1, Int((sweep / (Double.pi / (eighths ? 4 : 2)) - 1e-9).rounded(.up)))
         let step = sweep / Double(parts)
         let handle = 4.0 / 3.0 * tan(step / 4) * radius
         var direction = from
@@ -404,9 +442,9 @@ public enum StrokeOutline {
         }
     }
 
-    static func circle(_ centre: InkVector, _ radius: Double, into path: inout InkPath) {
+    static func circle(_ centre: InkVector, _ radius: Double, eighths: Bool, into path: inout InkPath) {
         path.move(to: centre + InkVector(radius, 0))
-        arc(around: centre, radius: radius, from: InkVector(1, 0), via: InkVector(-1, 0), to: InkVector(1, 0), into: &path)
+        arc(around: centre, radius: radius, from: InkVector(1, 0), via: InkVector(-1, 0), to: InkVector(1, 0), eighths: eighths, into: &path)
         path.close()
     }
 }
@@ -416,3 +454,4 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+
