@@ -195,16 +195,41 @@ public enum StrokeOutline {
     }
 
     /// Index ranges of samples (each at least one segment) that make one piece each: the stroke
-    /// is cut where it doubles back (a cusp), and the cut's round caps make the join.
+    /// is cut where it doubles back (a cusp), and the cut's round caps make the join. A turn
+    /// is measured over the ink's radius on either side of a sample, so a reversal spread over
+    /// a few samples (a pen's quick flick up and back) is a cusp too: there, one offset side
+    /// would fold across the other and the outline would fill the gap between the two legs.
     static func pieces(_ samples: [StrokeGeometry.Sample]) -> [ClosedRange<Int>] {
         let centres = samples.map { InkVector($0.x, $0.y) }
-        var breaks = Set<Int>()
-        let cosCusp = cos(cusp)
-        for i in 1..<(samples.count - 1) {
-            guard let a = (centres[i] - centres[i - 1]).unit, let b = (centres[i + 1] - centres[i]).unit else { continue }
-            if a.dot(b) < cosCusp { breaks.insert(i) }
+        let count = samples.count
+        var turns = [Double](repeating: 0, count: count)
+        for i in 1..<(count - 1) {
+            let reach = samples[i].radius
+            var j = i - 1, travelled = (centres[i] - centres[j]).length
+            while j > 0 && i - j < 8 && travelled < reach {
+                travelled += (centres[j] - centres[j - 1]).length
+                j -= 1
+            }
+            var l = i + 1
+            travelled = (centres[l] - centres[i]).length
+            while l < count - 1 && l - i < 8 && travelled < reach {
+                travelled += (centres[l + 1] - centres[l]).length
+                l += 1
+            }
+            guard let a = (centres[i] - centres[j]).unit, let b = (centres[l] - centres[i]).unit else { continue }
+            turns[i] = acos(max(-1, min(1, a.dot(b))))
         }
-        return split(samples.count, at: breaks)
+        var breaks = Set<Int>()
+        for i in 1..<max(count - 1, 1) {
+            guard let a = (centres[i] - centres[i - 1]).unit, let b = (centres[i + 1] - centres[i]).unit else { continue }
+            if a.dot(b) < cos(cusp) { breaks.insert(i) }
+        }
+        var last = -2
+        for i in 1..<max(count - 1, 1) where turns[i] > cusp && turns[i] >= turns[i - 1] && turns[i] >= turns[i + 1] && i - last >= 2 && !breaks.contains(i - 1) && !breaks.contains(i + 1) {
+            breaks.insert(i)
+            last = i
+        }
+        return split(count, at: breaks)
     }
 
     /// The side with each fold cut out: where the offset runs backwards against the centre line
@@ -352,12 +377,8 @@ public enum StrokeOutline {
         guard fit.cap(around: end, radius: samples[range.upperBound].radius, from: endOffsets.left, via: endDirection, to: endOffsets.right,
                       into: &path) else { return false }
         guard fit.side(right.side, corners: right.corners, into: &path) else { return false }
-        // A piece that starts at a cusp starts square: the piece before it ended there with a
-        // round cap, which covers the disc at the cusp.
-        if range.lowerBound == 0 {
-            guard fit.cap(around: start, radius: samples[range.lowerBound].radius, from: startOffsets.right, via: -startDirection,
-                          to: startOffsets.left, into: &path) else { return false }
-        }
+        guard fit.cap(around: start, radius: samples[range.lowerBound].radius, from: startOffsets.right, via: -startDirection,
+                      to: startOffsets.left, into: &path) else { return false }
         path.close()
         return true
     }
