@@ -201,9 +201,11 @@ struct SpecEnvelope {
 extension InkRaster {
     /// The inked pixels (any coverage) past the envelope by more than `slack` points, the
     /// worst excess over the envelope, and the worst over 0.85 × width, of `stroke`.
-    func beyond(_ stroke: Stroke, slack: Double = 0.5) -> (pixels: Int, envelope: Double, widest: Double) {
+    /// `widestPixels` counts those past 0.85 × width + `slack` from the polyline: the issue's
+    /// own measure, which ignores pressure.
+    func beyond(_ stroke: Stroke, slack: Double = 0.5) -> (pixels: Int, envelope: Double, widest: Double, widestPixels: Int) {
         let envelope = SpecEnvelope(stroke)
-        var pixels = 0, worst = -Double.infinity, worstWidest = -Double.infinity
+        var pixels = 0, widestPixels = 0, worst = -Double.infinity, worstWidest = -Double.infinity
         for y in 0..<height {
             for x in 0..<width where self[x, y] > 0 {
                 let (px, py) = point(x, y)
@@ -211,9 +213,10 @@ extension InkRaster {
                 worst = max(worst, excess.envelope)
                 worstWidest = max(worstWidest, excess.widest)
                 if excess.envelope > slack { pixels += 1 }
+                if excess.widest > slack { widestPixels += 1 }
             }
         }
-        return (pixels, worst, worstWidest)
+        return (pixels, worst, worstWidest, widestPixels)
     }
 
     /// Input points with no ink within a pixel of them: ink missing where the pen was.
