@@ -141,7 +141,11 @@ let package = Package(
         ),
         .testTarget(name: "SessionStoreTests", dependencies: ["SessionStore", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "CanvasProtocolTests", dependencies: ["CanvasProtocol"], swiftSettings: swiftSettings),
-        .testTarget(name: "InkRenderingTests", dependencies: ["InkRendering", "CanvasCore", "TestSupport", "CCairo"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "InkRenderingTests",
+            dependencies: ["InkRendering", "CanvasCore", "TestSupport", "CCairo", .product(name: "PropertyBased", package: "swift-property-based")],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "CanvasServiceTests",
             dependencies: ["CanvasClient", "CanvasCore", "CanvasProtocol", "CanvasService", "SessionStore", "TestSupport", "ZeroMQ", "canvasd"],

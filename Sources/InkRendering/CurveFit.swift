@@ -10,9 +10,21 @@ enum CurveFit {
     /// indices in `corners`, and wherever the polyline turns by more than `corner` radians at a
     /// point, the curves meet at an angle instead of being forced smooth through it.
     static func fit(_ points: [InkVector], tolerance: Double, corners: Set<Int> = [], corner: Double = 1.2) -> [Cubic] {
+        fitSpans(points, tolerance: tolerance, corners: corners, corner: corner).curves.map(\.curve)
+    }
+
+    /// A fitted curve and the points it was fitted to (indices into `points` of `fitSpans`).
+    struct Span {
+        var curve: Cubic
+        var points: ClosedRange<Int>
+    }
+
+    /// As `fit`, with each curve's points: the points without repeats, and the spans.
+    static func fitSpans(_ points: [InkVector], tolerance: Double, corners: Set<Int> = [], corner: Double = 1.2)
+        -> (points: [InkVector], curves: [Span]) {
         let (points, corners) = deduplicated(points, corners)
-        guard points.count > 1 else { return [] }
-        var curves: [Cubic] = []
+        guard points.count > 1 else { return (points, []) }
+        var curves: [Span] = []
         var start = 0
         let cosCorner = cos(corner)
         for index in 1..<points.count {
@@ -27,9 +39,19 @@ enum CurveFit {
             guard isCorner else { continue }
             let run = Array(points[start...index])
             let first = (run[1] - run[0]).unit!, last = (run[run.count - 2] - run[run.count - 1]).unit!
-            fitRun(run[...], first, last, tolerance * tolerance, into: &curves)
+            var fitted: [Span] = []
+            fitRun(run[...], first, last, tolerance * tolerance, into: &fitted)
+            curves += fitted.map { Span(curve: $0.curve, points: ($0.points.lowerBound + start)...($0.points.upperBound + start)) }
             start = index
         }
+        return (points, curves)
+    }
+
+    /// Curves through `points` (at least two, no repeats) leaving the first along `startTangent`
+    /// and arriving at the last against `endTangent` (both pointing into the run).
+    static func fit(_ points: ArraySlice<InkVector>, from startTangent: InkVector, to endTangent: InkVector, tolerance: Double) -> [Span] {
+        var curves: [Span] = []
+        fitRun(points, startTangent, endTangent, tolerance * tolerance, into: &curves)
         return curves
     }
 
@@ -50,12 +72,12 @@ enum CurveFit {
 
     /// Fits `points` (at least two) whose end tangents point into the run.
     private static func fitRun(_ points: ArraySlice<InkVector>, _ startTangent: InkVector, _ endTangent: InkVector,
-                               _ squaredTolerance: Double, into curves: inout [Cubic]) {
+                               _ squaredTolerance: Double, into curves: inout [Span]) {
         let first = points.startIndex, last = points.endIndex - 1
         if points.count == 2 {
             let third = (points[last] - points[first]).length / 3
-            curves.append(Cubic(p0: points[first], c1: points[first] + startTangent * third,
-                                c2: points[last] + endTangent * third, p3: points[last]))
+            curves.append(Span(curve: Cubic(p0: points[first], c1: points[first] + startTangent * third,
+                                            c2: points[last] + endTangent * third, p3: points[last]), points: first...last))
             return
         }
         // A long run is halved first: fitting it whole and splitting at the worst point could
@@ -71,7 +93,7 @@ enum CurveFit {
         var curve = bezier(points, u, startTangent, endTangent)
         var (error, split) = maximumError(points, curve, u)
         if error <= squaredTolerance {
-            curves.append(curve)
+            curves.append(Span(curve: curve, points: first...last))
             return
         }
         // Close: a better parameterization often brings it within the tolerance.
@@ -81,7 +103,7 @@ enum CurveFit {
                 curve = bezier(points, u, startTangent, endTangent)
                 (error, split) = maximumError(points, curve, u)
                 if error <= squaredTolerance {
-                    curves.append(curve)
+                    curves.append(Span(curve: curve, points: first...last))
                     return
                 }
             }
@@ -127,8 +149,9 @@ enum CurveFit {
             alpha2 = (c00 * x1 - c01 * x0) / determinant
         }
         let chord = (p3 - p0).length
-        // A degenerate or backwards solution: fall back to a third of the chord.
-        if alpha1 < chord * 1e-6 || alpha2 < chord * 1e-6 {
+        // A degenerate or backwards solution, or handles longer than the chord (a curve that
+        // swings far out between points it fits): fall back to a third of the chord.
+        if alpha1 < chord * 1e-6 || alpha2 < chord * 1e-6 || alpha1 > chord || alpha2 > chord {
             alpha1 = chord / 3
             alpha2 = chord / 3
         }

@@ -23,6 +23,9 @@ public struct InkVector: Equatable, Sendable {
     }
     /// Turned a quarter to the left of the direction of travel, as drawn with y down.
     var left: InkVector { InkVector(y, -x) }
+
+    /// Rounded to a multiple of `quantum`.
+    func snapped(_ quantum: Double) -> InkVector { InkVector((x / quantum).rounded() * quantum, (y / quantum).rounded() * quantum) }
 }
 
 /// A path as PDF and Cairo both draw it: subpaths of lines and cubic Béziers.
@@ -50,6 +53,26 @@ public struct InkPath: Equatable, Sendable {
 
     /// The number of segments: what the path costs to write.
     public var segmentCount: Int { elements.count }
+
+    /// The grid a pen outline's coordinates lie on: a power of two, a 128th of the width or
+    /// finer, at most 1/32 pt (an eighth of a pixel at 288 dpi). The PDF gets them as whole
+    /// multiples of it.
+    public var quantum: Double = 1
+
+    /// Every point rounded to a multiple of `quantum`.
+    func snapped(_ quantum: Double) -> InkPath {
+        var out = InkPath()
+        out.quantum = quantum
+        out.elements = elements.map { element in
+            switch element {
+            case .move(let p): .move(p.snapped(quantum))
+            case .line(let p): .line(p.snapped(quantum))
+            case .curve(let a, let b, let c): .curve(a.snapped(quantum), b.snapped(quantum), c.snapped(quantum))
+            case .close: .close
+            }
+        }
+        return out
+    }
 }
 
 /// One cubic Bézier segment.
@@ -68,5 +91,21 @@ struct Cubic: Equatable {
 
     func secondDerivative(at t: Double) -> InkVector {
         (c2 - c1 * 2 + p0) * (6 * (1 - t)) + (p3 - c2 * 2 + c1) * (6 * t)
+    }
+
+    func snapped(_ quantum: Double) -> Cubic {
+        Cubic(p0: p0.snapped(quantum), c1: c1.snapped(quantum), c2: c2.snapped(quantum), p3: p3.snapped(quantum))
+    }
+
+    /// The curve cut at t = ½ (de Casteljau).
+    var halves: (Cubic, Cubic) {
+        let a = (p0 + c1) * 0.5, b = (c1 + c2) * 0.5, c = (c2 + p3) * 0.5
+        let ab = (a + b) * 0.5, bc = (b + c) * 0.5, middle = (ab + bc) * 0.5
+        return (Cubic(p0: p0, c1: a, c2: ab, p3: middle), Cubic(p0: middle, c1: bc, c2: c, p3: p3))
+    }
+
+    /// A straight segment as a cubic (control points at its thirds).
+    static func line(_ a: InkVector, _ b: InkVector) -> Cubic {
+        Cubic(p0: a, c1: a + (b - a) * (1.0 / 3), c2: a + (b - a) * (2.0 / 3), p3: b)
     }
 }

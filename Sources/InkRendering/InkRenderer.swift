@@ -118,16 +118,21 @@ public enum InkRenderer {
         }
     }
 
-    /// (x, y) is the top-left corner of the first line's box; lines follow at the font's height.
+    /// Each line on its baseline as `TextLayout` places it. Metrics and outlines are not
+    /// hinted, so glyphs land and advance the same on an image surface as in a PDF.
     static func drawText(_ text: TextAnnotation, on context: OpaquePointer) {
         cairo_save(context)
         cairo_select_font_face(context, fontFamily, CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL)
         cairo_set_font_size(context, text.fontSize)
-        var extents = cairo_font_extents_t()
-        cairo_font_extents(context, &extents)
+        if let options = cairo_font_options_create() {
+            cairo_font_options_set_hint_metrics(options, CAIRO_HINT_METRICS_OFF)
+            cairo_font_options_set_hint_style(options, CAIRO_HINT_STYLE_NONE)
+            cairo_set_font_options(context, options)
+            cairo_font_options_destroy(options)
+        }
         setColor(text.color, on: context)
-        for (index, line) in text.text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-            cairo_move_to(context, text.x, text.y + extents.ascent + Double(index) * extents.height)
+        for (index, line) in TextLayout.lines(of: text).enumerated() {
+            cairo_move_to(context, text.x, TextLayout.baseline(of: text, line: index))
             cairo_show_text(context, String(line))
         }
         cairo_restore(context)

@@ -31,6 +31,45 @@ struct PDFContent {
         }
     }
 
+    /// A path whose points lie on its `quantum`'s grid, as whole multiples of it from the
+    /// corner of its bounds, inside `q … cm` that scales them back (the caller ends it with
+    /// `Q`): "1234 567" instead of "301.27 512.44", a third fewer bytes for the same points.
+    mutating func quantizedPath(_ path: InkPath) {
+        let quantum = path.quantum
+        var low = InkVector(Double.infinity, Double.infinity)
+        for element in path.elements {
+            switch element {
+            case .move(let p), .line(let p): low = InkVector(min(low.x, p.x), min(low.y, p.y))
+            case .curve(let a, let b, let c):
+                low = InkVector(min(low.x, a.x, b.x, c.x), min(low.y, a.y, b.y, c.y))
+            case .close: break
+            }
+        }
+        guard low.x.isFinite else { return }
+        let origin = InkVector((low.x / quantum).rounded(.down), (low.y / quantum).rounded(.down))
+        // The quantum is a power of two and the origin a whole multiple of it: both print exactly.
+        bytes.append(contentsOf: "q \(quantum) 0 0 \(quantum) \(origin.x * quantum) \(origin.y * quantum) cm\n".utf8)
+        func point(_ p: InkVector) {
+            integer(Int((p.x / quantum).rounded() - origin.x))
+            space()
+            integer(Int((p.y / quantum).rounded() - origin.y))
+            space()
+        }
+        for element in path.elements {
+            switch element {
+            case .move(let p): point(p); op("m")
+            case .line(let p): point(p); op("l")
+            case .curve(let a, let b, let c): point(a); point(b); point(c); op("c")
+            case .close: op("h")
+            }
+        }
+    }
+
+    private mutating func integer(_ value: Int) {
+        if value < 0 { bytes.append(UInt8(ascii: "-")) }
+        bytes.append(contentsOf: String(abs(value)).utf8)
+    }
+
     mutating func color(_ red: UInt8, _ green: UInt8, _ blue: UInt8, stroking: Bool) {
         for component in [red, green, blue] {
             number(Double(component) / 255, decimals: 3)

@@ -35,8 +35,8 @@ extension InkRenderer {
                     content.color(stroke.color.red, stroke.color.green, stroke.color.blue, stroking: false)
                     fill = stroke.color
                 }
-                content.path(StrokeOutline.pen(stroke))
-                content.op("f")
+                content.quantizedPath(StrokeOutline.pen(stroke))
+                content.op("f Q")
             case .highlighter:
                 content.op("q /\(multiplyState) gs")
                 content.color(stroke.color.red, stroke.color.green, stroke.color.blue, stroking: true)

@@ -11,31 +11,66 @@ public import CanvasCore
 /// at its crossing. Where the line doubles back (a cusp), the outline is split into pieces that
 /// each close with round caps, all wound the same way, so their union fills exactly.
 public enum StrokeOutline {
-    /// How far a fitted curve may stray from the exact offset, in points: under a tenth of a
-    /// pixel at 72 dpi, and well under the jitter of a real pen's samples.
-    public static let tolerance = 0.08
+    /// How far a fitted curve may stray from the exact offset, in points, at most: under a
+    /// tenth of a pixel at 72 dpi. Thin strokes fit closer (`tolerance(for:)`), since the room
+    /// between the ink and its envelope is a share of the width.
+    public static let tolerance = 0.15
     /// A piece ends where the centre line turns by more than this at one sample (radians):
     /// where it doubles back rather than curves.
     static let cusp = 1.75
 
-    /// The filled outline of a pen stroke (nonzero winding).
+    static func tolerance(for samples: [StrokeGeometry.Sample]) -> Double {
+        let typical = samples.map(\.radius).sorted()[samples.count / 2]
+        return min(tolerance, max(0.01, 0.15 * typical))
+    }
+
+    /// The filled outline of a pen stroke (nonzero winding), inside the stroke's envelope
+    /// (`InkEnvelope`): each curve of it is checked, control points included, and one that
+    /// leaves the envelope is drawn as lines between the points it was fitted to instead. If
+    /// even those leave it (a shape no piece of this construction fits), the stroke is drawn as
+    /// the envelope's own capsules, each a polygon with its corners on its two circles.
     public static func pen(_ stroke: Stroke) -> InkPath {
-        outline(of: withoutSwallowedDiscs(deduplicated(StrokeGeometry.smoothed(stroke))))
+        let envelope = StrokeGeometry.envelope(stroke)
+        let samples = withoutSwallowedDiscs(deduplicated(StrokeGeometry.centreLine(stroke, envelope: envelope)))
+        let quantum = quantum(width: stroke.width)
+        if var path = outline(of: samples, within: envelope, quantum: quantum) {
+            path.quantum = quantum
+            return path
+        }
+        var path = capsules(stroke).snapped(quantum)
+        path.quantum = quantum
+        return path
+    }
+
+    static func quantum(width: Double) -> Double {
+        var quantum = 1.0 / 32
+        while quantum > width / 128 { quantum /= 2 }
+        return quantum
     }
 
     /// The centre line of a highlighter stroke, to be stroked at the stroke's width with round
     /// caps and joins: one painted shape, so where it crosses itself it does not darken twice.
+    /// The line stays within 0.35 × width and 0.5 pt of the input points, so the ink stays
+    /// inside the envelope a pen without pressure has (spec §4).
     public static func highlighter(_ stroke: Stroke) -> InkPath {
-        let samples = deduplicated(StrokeGeometry.smoothed(stroke, ignoringPressure: true))
+        let points = StrokeGeometry.highlighterLine(stroke)
         var path = InkPath()
-        let first = InkVector(samples[0].x, samples[0].y)
-        path.move(to: first)
-        if samples.count == 1 {
+        path.move(to: points[0])
+        if points.count == 1 {
             // A zero-length segment: with round caps, a dot.
-            path.line(to: first)
+            path.line(to: points[0])
             return path
         }
-        path.append(CurveFit.fit(samples.map { InkVector($0.x, $0.y) }, tolerance: tolerance))
+        let reach = min(0.35 * stroke.width, StrokeGeometry.allowance)
+        let envelope = InkEnvelope(stroke.points.map { InkVector($0.x, $0.y) }, radii: Array(repeating: reach, count: stroke.points.count))
+        let fitted = CurveFit.fitSpans(points, tolerance: min(tolerance, 0.1 * reach))
+        for span in fitted.curves {
+            if envelope.contains(span.curve) {
+                path.curve(span.curve.c1, span.curve.c2, span.curve.p3)
+            } else {
+                for index in (span.points.lowerBound + 1)...span.points.upperBound { path.line(to: fitted.points[index]) }
+            }
+        }
         return path
     }
 
@@ -71,27 +106,130 @@ public enum StrokeOutline {
         return samples
     }
 
-    static func outline(of samples: [StrokeGeometry.Sample]) -> InkPath {
+    /// The outline of the samples' discs, or nil if some part of it would leave `envelope`.
+    static func outline(of samples: [StrokeGeometry.Sample], within envelope: InkEnvelope, quantum: Double) -> InkPath? {
         var path = InkPath()
         guard samples.count > 1 else {
-            circle(InkVector(samples[0].x, samples[0].y), samples[0].radius, into: &path)
-            return path
+            for eighths in [false, true] {
+                var dot = InkPath()
+                circle(InkVector(samples[0].x, samples[0].y), samples[0].radius, eighths: eighths, into: &dot)
+                dot = dot.snapped(quantum)
+                if contained(dot, within: envelope) { return dot }
+            }
+            return nil
         }
-        for piece in pieces(samples) { addPiece(samples, piece, into: &path) }
+        let tolerance = tolerance(for: samples)
+        for piece in pieces(samples) {
+            guard addPiece(samples, piece, tolerance: tolerance, quantum: quantum, within: envelope, into: &path) else { return nil }
+        }
         return path
     }
 
+    /// Whether every segment of `path` lies inside `envelope`.
+    static func contained(_ path: InkPath, within envelope: InkEnvelope) -> Bool {
+        var current = InkVector(0, 0), start = current
+        for element in path.elements {
+            switch element {
+            case .move(let p):
+                current = p
+                start = p
+            case .line(let p):
+                guard envelope.contains(Cubic.line(current, p)) else { return false }
+                current = p
+            case .curve(let c1, let c2, let p):
+                guard envelope.contains(Cubic(p0: current, c1: c1, c2: c2, p3: p)) else { return false }
+                current = p
+            case .close:
+                guard envelope.contains(Cubic.line(current, start)) else { return false }
+                current = start
+            }
+        }
+        return true
+    }
+
+    /// The last resort: each segment of the input polyline as the convex hull of its two discs
+    /// (a little smaller than the envelope's), a polygon whose corners lie on the circles, so
+    /// it is inside by construction. Each is wound as the outline pieces are.
+    static func capsules(_ stroke: Stroke) -> InkPath {
+        var path = InkPath()
+        let discs = stroke.points.map { point in
+            StrokeGeometry.Sample(x: point.x, y: point.y,
+                                  radius: min(StrokeGeometry.radius(point, of: stroke), StrokeGeometry.inset * StrokeGeometry.reach(point, of: stroke)))
+        }
+        for k in discs.indices.dropLast(discs.count > 1 ? 1 : 0) {
+            let a = discs[k], b = discs[min(k + 1, discs.count - 1)]
+            let capsule = (a: InkVector(a.x, a.y), b: InkVector(b.x, b.y))
+            let length = (capsule.b - capsule.a).length
+            guard let t = tangents(a, b), length > abs(a.radius - b.radius) else {
+                let big = a.radius >= b.radius ? a : b
+                polygonArc(around: InkVector(big.x, big.y), radius: big.radius, from: InkVector(1, 0), via: InkVector(-1, 0),
+                           to: InkVector(1, 0), moving: true, into: &path)
+                path.close()
+                continue
+            }
+            let direction = (capsule.b - capsule.a) * (1 / length)
+            path.move(to: capsule.a + t.left * a.radius)
+            polygonArc(around: capsule.b, radius: b.radius, from: t.left, via: direction, to: t.right, moving: false, into: &path)
+            polygonArc(around: capsule.a, radius: a.radius, from: t.right, via: -direction, to: t.left, moving: false, into: &path)
+            path.close()
+        }
+        return path
+    }
+
+    /// Lines from the circle's point `from` (a unit vector) round to `to` the way that passes
+    /// `via`, corners on the circle at most 30° apart; the first corner starts the subpath if
+    /// `moving`, else is drawn to.
+    private static func polygonArc(around centre: InkVector, radius: Double, from: InkVector, via: InkVector, to: InkVector,
+                                   moving: Bool, into path: inout InkPath) {
+        let turn = from.cross(via) >= 0 ? 1.0 : -1.0
+        var sweep = turn * (atan2(from.cross(to), from.dot(to)))
+        if sweep <= 1e-9 { sweep += 2 * Double.pi }
+        let parts = max(1, Int((sweep / (Double.pi / 6) - 1e-9).rounded(.up)))
+        let first = centre + from * radius
+        if moving { path.move(to: first) } else { path.line(to: first) }
+        for k in 1...parts {
+            let angle = turn * sweep * Double(k) / Double(parts)
+            let d = InkVector(from.x * cos(angle) - from.y * sin(angle), from.x * sin(angle) + from.y * cos(angle))
+            path.line(to: centre + d * radius)
+        }
+    }
+
     /// Index ranges of samples (each at least one segment) that make one piece each: the stroke
-    /// is cut where it doubles back (a cusp), and the cut's round caps make the join.
+    /// is cut where it doubles back (a cusp), and the cut's round caps make the join. A turn
+    /// is measured over the ink's radius on either side of a sample, so a reversal spread over
+    /// a few samples (a pen's quick flick up and back) is a cusp too: there, one offset side
+    /// would fold across the other and the outline would fill the gap between the two legs.
     static func pieces(_ samples: [StrokeGeometry.Sample]) -> [ClosedRange<Int>] {
         let centres = samples.map { InkVector($0.x, $0.y) }
-        var breaks = Set<Int>()
-        let cosCusp = cos(cusp)
-        for i in 1..<(samples.count - 1) {
-            guard let a = (centres[i] - centres[i - 1]).unit, let b = (centres[i + 1] - centres[i]).unit else { continue }
-            if a.dot(b) < cosCusp { breaks.insert(i) }
+        let count = samples.count
+        var turns = [Double](repeating: 0, count: count)
+        for i in 1..<(count - 1) {
+            let reach = samples[i].radius
+            var j = i - 1, travelled = (centres[i] - centres[j]).length
+            while j > 0 && i - j < 8 && travelled < reach {
+                travelled += (centres[j] - centres[j - 1]).length
+                j -= 1
+            }
+            var l = i + 1
+            travelled = (centres[l] - centres[i]).length
+            while l < count - 1 && l - i < 8 && travelled < reach {
+                travelled += (centres[l + 1] - centres[l]).length
+                l += 1
+            }
+            guard let a = (centres[i] - centres[j]).unit, let b = (centres[l] - centres[i]).unit else { continue }
+            turns[i] = acos(max(-1, min(1, a.dot(b))))
         }
-        return split(samples.count, at: breaks)
+        var breaks = Set<Int>()
+        for i in 1..<max(count - 1, 1) {
+            guard let a = (centres[i] - centres[i - 1]).unit, let b = (centres[i + 1] - centres[i]).unit else { continue }
+            if a.dot(b) < cos(cusp) { breaks.insert(i) }
+        }
+        var last = -2
+        for i in 1..<max(count - 1, 1) where turns[i] > cusp && turns[i] >= turns[i - 1] && turns[i] >= turns[i + 1] && i - last >= 2 && !breaks.contains(i - 1) && !breaks.contains(i + 1) {
+            breaks.insert(i)
+            last = i
+        }
+        return split(count, at: breaks)
     }
 
     /// The side with each fold cut out: where the offset runs backwards against the centre line
@@ -188,7 +326,7 @@ public enum StrokeOutline {
     }
 
     /// The unit vectors from a segment's discs' centres to its two tangent lines.
-    private static func tangents(_ a: StrokeGeometry.Sample, _ b: StrokeGeometry.Sample) -> (left: InkVector, right: InkVector)? {
+    static func tangents(_ a: StrokeGeometry.Sample, _ b: StrokeGeometry.Sample) -> (left: InkVector, right: InkVector)? {
         let d = InkVector(b.x - a.x, b.y - a.y)
         guard let t = d.unit else { return nil }
         let sine = max(-0.999, min(0.999, (b.radius - a.radius) / d.length))
@@ -219,8 +357,10 @@ public enum StrokeOutline {
         }
     }
 
-    /// One piece: the left side forward, a round cap, the right side back, a round cap.
-    private static func addPiece(_ samples: [StrokeGeometry.Sample], _ range: ClosedRange<Int>, into path: inout InkPath) {
+    /// One piece: the left side forward, a round cap, the right side back, a round cap. False
+    /// if some part of it would leave `envelope`.
+    private static func addPiece(_ samples: [StrokeGeometry.Sample], _ range: ClosedRange<Int>, tolerance: Double, quantum: Double,
+                                 within envelope: InkEnvelope, into path: inout InkPath) -> Bool {
         let (rawLeft, rawRight) = sides(samples, range)
         let centre = range.map { InkVector(samples[$0].x, samples[$0].y) }
         let left = clippedFolds(rawLeft, along: centre), right = clippedFolds(Array(rawRight.reversed()), along: centre.reversed())
@@ -230,23 +370,87 @@ public enum StrokeOutline {
         let endDirection = direction(samples, range.upperBound, range)
         let startOffsets = offsetDirections(samples, range.lowerBound, range)
         let endOffsets = offsetDirections(samples, range.upperBound, range)
-        path.move(to: left.side[0])
-        path.append(CurveFit.fit(left.side, tolerance: tolerance, corners: left.corners))
+        path.move(to: left.side[0].snapped(quantum))
+        let fit = Fit(tolerance: tolerance, quantum: quantum, envelope: envelope)
+        guard fit.side(left.side, corners: left.corners, into: &path) else { return false }
         // End cap: from the left offset, round the front, to the right offset.
-        arc(around: end, radius: samples[range.upperBound].radius, from: endOffsets.left, via: endDirection, to: endOffsets.right, into: &path)
-        path.append(CurveFit.fit(right.side, tolerance: tolerance, corners: right.corners))
-        arc(around: start, radius: samples[range.lowerBound].radius, from: startOffsets.right, via: -startDirection, to: startOffsets.left, into: &path)
+        guard fit.cap(around: end, radius: samples[range.upperBound].radius, from: endOffsets.left, via: endDirection, to: endOffsets.right,
+                      into: &path) else { return false }
+        guard fit.side(right.side, corners: right.corners, into: &path) else { return false }
+        guard fit.cap(around: start, radius: samples[range.lowerBound].radius, from: startOffsets.right, via: -startDirection,
+                      to: startOffsets.left, into: &path) else { return false }
         path.close()
+        return true
+    }
+
+    /// How the parts of an outline are fitted: on the quantum's grid, inside the envelope.
+    struct Fit {
+        let tolerance: Double
+        let quantum: Double
+        let envelope: InkEnvelope
+
+        /// One side of a piece, fitted with curves; a curve that would leave the envelope is
+        /// fitted again as two halves, and two points that no curve joins inside it are joined
+        /// by a line. False if even the line leaves it.
+        func side(_ points: [InkVector], corners: Set<Int>, into path: inout InkPath) -> Bool {
+            let fitted = CurveFit.fitSpans(points, tolerance: tolerance, corners: corners)
+            for span in fitted.curves {
+                guard refit(fitted.points, span, into: &path) else { return false }
+            }
+            return true
+        }
+
+        private func refit(_ points: [InkVector], _ span: CurveFit.Span, into path: inout InkPath) -> Bool {
+            let curve = span.curve.snapped(quantum)
+            if envelope.contains(curve) {
+                path.curve(curve.c1, curve.c2, curve.p3)
+                return true
+            }
+            let first = span.points.lowerBound, last = span.points.upperBound
+            if last - first < 2 {
+                guard envelope.contains(Cubic.line(curve.p0, curve.p3)) else { return false }
+                path.line(to: curve.p3)
+                return true
+            }
+            // Halves that meet smoothly: the tangent at the middle point is its neighbours' chord.
+            let middle = (first + last) / 2
+            let start = (span.curve.c1 - span.curve.p0).unit ?? (points[first + 1] - points[first]).unit!
+            let end = (span.curve.c2 - span.curve.p3).unit ?? (points[last - 1] - points[last]).unit!
+            let across = (points[middle - 1] - points[middle + 1]).unit ?? end
+            for (range, from, to) in [(first...middle, start, across), (middle...last, -across, end)] {
+                for piece in CurveFit.fit(points[range], from: from, to: to, tolerance: tolerance) {
+                    guard refit(points, piece, into: &path) else { return false }
+                }
+            }
+            return true
+        }
+
+        /// A round cap, of quarter turns where their control points stay inside the envelope,
+        /// else of eighths.
+        func cap(around centre: InkVector, radius: Double, from: InkVector, via: InkVector, to: InkVector, into path: inout InkPath) -> Bool {
+            for eighths in [false, true] {
+                var cap = InkPath()
+                cap.move(to: centre + from * radius)
+                arc(around: centre, radius: radius, from: from, via: via, to: to, eighths: eighths, into: &cap)
+                cap = cap.snapped(quantum)
+                if contained(cap, within: envelope) {
+                    path.elements += cap.elements.dropFirst()
+                    return true
+                }
+            }
+            return false
+        }
     }
 
     /// A circular arc from `centre + from * radius` to `centre + to * radius` (unit vectors),
-    /// turning the way that passes `via`, as Béziers of at most a quarter turn each.
+    /// turning the way that passes `via`, as Béziers of at most a quarter turn each (whose
+    /// control points stand 14% outside the circle), or an eighth (3.5%).
     private static func arc(around centre: InkVector, radius: Double, from: InkVector, via: InkVector, to: InkVector,
-                            into path: inout InkPath) {
+                            eighths: Bool, into path: inout InkPath) {
         let turn = from.cross(via) >= 0 ? 1.0 : -1.0
         var sweep = turn * (atan2(from.cross(to), from.dot(to)))
         if sweep <= 1e-9 { sweep += 2 * Double.pi }
-        let parts = max(1, Int((sweep / (Double.pi / 2) - 1e-9).rounded(.up)))
+        let parts = max(1, Int((sweep / (Double.pi / (eighths ? 4 : 2)) - 1e-9).rounded(.up)))
         let step = sweep / Double(parts)
         let handle = 4.0 / 3.0 * tan(step / 4) * radius
         var direction = from
@@ -259,9 +463,9 @@ public enum StrokeOutline {
         }
     }
 
-    static func circle(_ centre: InkVector, _ radius: Double, into path: inout InkPath) {
+    static func circle(_ centre: InkVector, _ radius: Double, eighths: Bool, into path: inout InkPath) {
         path.move(to: centre + InkVector(radius, 0))
-        arc(around: centre, radius: radius, from: InkVector(1, 0), via: InkVector(-1, 0), to: InkVector(1, 0), into: &path)
+        arc(around: centre, radius: radius, from: InkVector(1, 0), via: InkVector(-1, 0), to: InkVector(1, 0), eighths: eighths, into: &path)
         path.close()
     }
 }
@@ -271,3 +475,4 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+

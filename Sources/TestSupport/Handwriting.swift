@@ -6,7 +6,8 @@ import Foundation
 /// lines, and 5 short texts, on a US Letter page (612 × 792 display points).
 ///
 /// The shapes are drawn from a seeded generator, so sizes and renders can be compared between
-/// versions of the renderer and between runs of a benchmark.
+/// versions of the renderer and between runs of a benchmark. `jitteryPage()` is the same page
+/// as a stylus reports it: a digitizer's noise on every sample.
 public enum Handwriting {
     public static let penStrokes = 40
     public static let pointsPerStroke = 120
@@ -21,7 +22,21 @@ public enum Handwriting {
     /// highlighter strokes cover.
     public static let printedLines: [Double] = [88, 110, 132]
 
-    public static func page(seed: UInt64 = 13) -> Drawing {
+    /// The noise `jitteryPage` adds to each sample: up to this many points in x and in y.
+    public static let jitter = 0.4
+
+    /// The page with a stylus's jitter: each pen sample moved by independent uniform noise of
+    /// up to ±0.4 pt in x and in y (a digitizer's resolution and a hand's tremor, which make
+    /// neighbouring samples disagree), and its pressure by up to ±0.04 on top of the slow
+    /// drift every stroke has (a pressure sensor's noise). Highlighters and texts are as on
+    /// `page()`.
+    public static func jitteryPage(seed: UInt64 = 13) -> Drawing {
+        page(seed: seed, jitter: jitter)
+    }
+
+    public static func page(seed: UInt64 = 13) -> Drawing { page(seed: seed, jitter: 0) }
+
+    private static func page(seed: UInt64, jitter: Double) -> Drawing {
         var random = SplitMix(seed: seed)
         var strokes: [Stroke] = []
         let colors = [try! InkColor("black"), try! InkColor("#1F3A93")]
@@ -30,8 +45,9 @@ public enum Handwriting {
             let line = index / 3, word = index % 3
             let baseline = 180 + Double(line) * 34 + random.uniform(-2, 2)
             let x0 = 48 + Double(word) * 178 + random.uniform(0, 10)
-            strokes.append(cursive(x0: x0, baseline: baseline, color: colors[line % 2 == 0 ? 0 : 1],
-                                   width: random.uniform(1.8, 2.6), random: &random))
+            let stroke = cursive(x0: x0, baseline: baseline, color: colors[line % 2 == 0 ? 0 : 1],
+                                 width: random.uniform(1.8, 2.6), random: &random)
+            strokes.append(jitter > 0 ? jittered(stroke, by: jitter, seed: seed &+ UInt64(index)) : stroke)
         }
         // Highlighter over the printed lines: nearly straight, a slight drift and wobble.
         let yellow = try! InkColor("#FFE03A")
@@ -81,6 +97,17 @@ public enum Handwriting {
             points.append(try! InkPoint(x: x, y: y, pressure: max(0.05, pressure * (0.4 + 0.6 * ends))))
         }
         return try! Stroke(tool: .pen, color: color, width: width, points: points)
+    }
+
+    /// The stroke with noise on each sample, from a generator of its own, so the page's shapes
+    /// stay those of `page()`.
+    private static func jittered(_ stroke: Stroke, by amount: Double, seed: UInt64) -> Stroke {
+        var random = SplitMix(seed: seed ^ 0x5EED_0F_1A77E5)
+        let points = stroke.points.map { point in
+            try! InkPoint(x: point.x + random.uniform(-amount, amount), y: point.y + random.uniform(-amount, amount),
+                          pressure: point.pressure.map { min(1, max(0.02, $0 + random.uniform(-0.04, 0.04))) })
+        }
+        return try! Stroke(tool: stroke.tool, color: stroke.color, width: stroke.width, points: points)
     }
 
     /// A small text document for the handwriting: `pages` pages of printed lines, among them

@@ -80,7 +80,7 @@ struct FlattenOne: ParsableCommand {
 
     func run() throws {
         let store = try DocumentStore(folder: URL(fileURLWithPath: folder), keepRevisions: 2)
-        let drawing = handwriting ? Handwriting.page()
+        let drawing = handwriting ? Handwriting.jitteryPage()
             : try Drawing(strokes: [Stroke(tool: .pen, color: InkColor("red"), width: 4, points: [InkPoint(x: 100, y: 100)])])
         _ = try store.flatten(name, page: page, drawing: drawing)
     }

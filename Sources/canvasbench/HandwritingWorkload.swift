@@ -14,10 +14,14 @@ struct HandwritingWorkload {
     let imageSide: Int
 
     func run(in folder: URL) throws {
-        let drawing = Handwriting.page()
+        // A stylus's samples, not a formula's: every pen sample carries ±0.4 pt of noise in x
+        // and y and ±0.04 of pressure noise on a pressure that drifts along the stroke and
+        // tapers at its ends (Handwriting.jitteryPage).
+        let drawing = Handwriting.jitteryPage()
         let points = Double(Handwriting.inputPoints)
         print("handwriting page: \(Handwriting.penStrokes) pen strokes of \(Handwriting.pointsPerStroke) points with pressure, "
-              + "\(Handwriting.highlighterStrokes) highlighter strokes, \(Handwriting.texts) texts: \(Handwriting.inputPoints) input points")
+              + "\(Handwriting.highlighterStrokes) highlighter strokes, \(Handwriting.texts) texts: \(Handwriting.inputPoints) input points; "
+              + "each pen sample with a stylus's jitter (uniform ±\(format(Handwriting.jitter)) pt in x and y, ±0.04 pressure)")
         let store = try DocumentStore(folder: folder, keepRevisions: 2)
         // Fonts and Cairo are loaded once per process; do that before anything is timed.
         try Data(Handwriting.document()).write(to: folder.appendingPathComponent("warm-up.pdf"))
@@ -46,7 +50,7 @@ struct HandwritingWorkload {
         }
         let first = Double(growth[0])
         print("  one edit into page 2 of a 3-page text PDF: \(format(first / 1000)) KB appended, \(format(first / points)) bytes per input point "
-              + "(the ink \(format((first - Double(sourceBytes)) / points)), its stored source \(format(Double(sourceBytes) / points)))")
+              + "(the ink form \(format((first - Double(sourceBytes)) / points)), the stored drawing \(format(Double(sourceBytes) / points)))")
         let firstTime = Stats(times[0]).median, lastTime = Stats(times[edits - 1]).median
         print("  \(edits) edits of that page: growth \(format(Double(growth.reduce(0, +)) / (Double(edits) * first), 2))x \(edits) times the first edit's; "
               + "edit \(edits) took \(format(lastTime * 1000)) ms, edit 1 \(format(firstTime * 1000)) ms: \(format(lastTime / firstTime, 2))x (medians of \(runs) sessions)")
