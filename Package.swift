@@ -143,7 +143,7 @@ let package = Package(
         .testTarget(name: "CanvasProtocolTests", dependencies: ["CanvasProtocol"], swiftSettings: swiftSettings),
         .testTarget(
             name: "InkRenderingTests",
-            dependencies: ["InkRendering", "CanvasCore", "TestSupport", "CCairo", .product(name: "PropertyBased", package: "swift-property-based")],
+            dependencies: ["InkRendering", "CanvasCore", "TestSupport", "CCairo"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

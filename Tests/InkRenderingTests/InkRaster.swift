@@ -172,7 +172,18 @@ struct SpecEnvelope {
     /// never reaches past it); infinity when no segment is near.
     func excess(_ x: Double, _ y: Double) -> (envelope: Double, widest: Double) {
         var envelope = Double.infinity, nearest = Double.infinity
-        for k in cells[Self.index(x) &* 1_000_003 &+ Self.index(y)] ?? [] {
+        let near = cells[Self.index(x) &* 1_000_003 &+ Self.index(y)] ?? []
+        // First the cheap test against every segment near (inside the disc at the nearest
+        // point), which settles most inked pixels; the search below only for the rest. A stroke
+        // of hundreds of points in one cell made every pixel search every segment: minutes.
+        for k in near {
+            let a = points[k], b = points[min(k + 1, points.count - 1)]
+            let dx = b.x - a.x, dy = b.y - a.y, length2 = dx * dx + dy * dy
+            let t = length2 > 0 ? min(max(((x - a.x) * dx + (y - a.y) * dy) / length2, 0), 1) : 0
+            let qx = a.x + t * dx - x, qy = a.y + t * dy - y
+            if (qx * qx + qy * qy).squareRoot() <= a.reach + (b.reach - a.reach) * t { return (0, 0) }
+        }
+        for k in near {
             let a = points[k], b = points[min(k + 1, points.count - 1)]
             let dx = b.x - a.x, dy = b.y - a.y, length2 = dx * dx + dy * dy
             func distance(_ t: Double) -> Double {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -98,3 +99,24 @@ def server(tmp_path: Path) -> Iterator[Server]:
 def client(server: Server) -> Iterator[CanvasClient]:
     with server.client() as c:
         yield c
+
+
+# The browser tests' two fixtures (test_web_*.py): imported from web.py when used, since web.py
+# imports this module.
+@pytest.fixture
+def web(tmp_path: Path):
+    """canvasd with ws:// endpoints and the demo's web server, samples/notes.pdf in its folder."""
+    from web import WebServer
+    server = WebServer(tmp_path)
+    shutil.copy(ROOT / "samples" / "notes.pdf", server.canvasd.documents / "notes.pdf")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def browser():
+    """A headless Chromium driven by selenium, quit afterwards."""
+    from web import chromium
+    driver = chromium()
+    yield driver
+    driver.quit()

@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import shutil
 import time
 
 import pytest
@@ -15,25 +14,10 @@ import pytest
 from conftest import ROOT
 from images import decode_png, new_dark_pixels, render_page
 from pdfs import large_pdf
-from web import WebServer, chromium, run_js, wait_for
+from web import WebServer, run_js, wait_for
 
 NOTES = ROOT / "samples" / "notes.pdf"
 SCALE = 1.5   # the demo's CSS pixels per page point
-
-
-@pytest.fixture
-def web(tmp_path):
-    server = WebServer(tmp_path)
-    shutil.copy(NOTES, server.canvasd.documents / "notes.pdf")
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def browser():
-    driver = chromium()
-    yield driver
-    driver.quit()
 
 
 def open_demo(browser, web, page: int = 1):

@@ -5,30 +5,11 @@ reconnects, connections let go of at once, and what a restart does to a page's d
 from __future__ import annotations
 
 import random
-import shutil
 import time
 
 import pytest
 
-from conftest import ROOT
-from web import CuttableProxy, WebServer, chromium, established, run_js, wait_for, wait_for_count
-
-NOTES = ROOT / "samples" / "notes.pdf"
-
-
-@pytest.fixture
-def web(tmp_path):
-    server = WebServer(tmp_path)
-    shutil.copy(NOTES, server.canvasd.documents / "notes.pdf")
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def browser():
-    driver = chromium()
-    yield driver
-    driver.quit()
+from web import CuttableProxy, WebServer, established, run_js, wait_for, wait_for_count
 
 
 # Points of a wavy line, the same for the same (n, seed), each one different from the next.

@@ -4,31 +4,12 @@ messages for a document that is not there, a page out of range and a server that
 
 from __future__ import annotations
 
-import shutil
 
 import pytest
 
-from conftest import ROOT
 from images import new_dark_pixels, render_page
 from test_web_browser import SCALE, drag, open_demo
-from web import WebServer, chromium, wait_for
-
-NOTES = ROOT / "samples" / "notes.pdf"
-
-
-@pytest.fixture
-def web(tmp_path):
-    server = WebServer(tmp_path)
-    shutil.copy(NOTES, server.canvasd.documents / "notes.pdf")
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def browser():
-    driver = chromium()
-    yield driver
-    driver.quit()
+from web import wait_for
 
 
 def text_of(browser, element_id: str) -> str:

@@ -6,31 +6,13 @@ ink in the same places, texts included."""
 from __future__ import annotations
 
 import math
-import shutil
 
 import pytest
 
-from conftest import ROOT
 from images import new_dark_pixels, render_page
-from web import WebServer, chromium, run_js
+from web import run_js
 
-NOTES = ROOT / "samples" / "notes.pdf"
 SCALE = 2   # pixels per point at 144 dpi
-
-
-@pytest.fixture
-def web(tmp_path):
-    server = WebServer(tmp_path)
-    shutil.copy(NOTES, server.canvasd.documents / "notes.pdf")
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def browser():
-    driver = chromium()
-    yield driver
-    driver.quit()
 
 
 # Draws args.drawing with ink.js on a white canvas of args.width x args.height points at
