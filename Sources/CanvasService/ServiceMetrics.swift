@@ -2,11 +2,14 @@ import Foundation
 import Synchronization
 
 /// What canvasd counts about itself, for Prometheus to scrape (`/metrics` on the health
-/// endpoint). The loop and the store record; the health endpoint's thread reads.
+/// endpoint). The loop records; the health endpoint's thread reads what it last published.
 ///
 /// Labels are kept to small fixed sets (method names this server has, error codes), so a client
 /// cannot grow the set of series by sending made-up names.
-public final class ServiceMetrics: Sendable {
+public final class ServiceMetrics: @unchecked Sendable {
+    // @unchecked: `counting` is the serving loop's alone (every recording method runs on it);
+    // the endpoint's thread reads only `published`, behind its lock. Counting without a lock
+    // keeps the per-request cost off the loop's hot path; the loop publishes once a second.
     /// A histogram with fixed upper bounds, in seconds.
     struct Histogram {
         static let bounds: [Double] = [0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5]
@@ -33,35 +36,38 @@ public final class ServiceMetrics: Sendable {
         var webCutOff: UInt64 = 0
     }
 
-    private let state = Mutex(State())
+    private var counting = State()
+    private let published = Mutex(State())
 
     public init() {}
 
-    func request(method: String) { state.withLock { $0.requests[method, default: 0] += 1 } }
+    /// Makes what the loop counted visible to the endpoint (the loop calls it once a second).
+    func publish() {
+        let snapshot = counting
+        published.withLock { $0 = snapshot }
+    }
+
+    func request(method: String) { counting.requests[method, default: 0] += 1 }
 
     /// A reply sent: counted by its error code, or `ok`. Read from the reply's first bytes,
     /// which `ReplyEncoder` writes as `{"error":{"code":"…"` for every failure.
     func replied(_ bytes: [UInt8]) {
         let code = Self.errorCode(bytes) ?? "ok"
-        state.withLock { $0.replies[code, default: 0] += 1 }
+        counting.replies[code, default: 0] += 1
     }
 
-    func handled(seconds: Double) { state.withLock { $0.handling.observe(seconds) } }
+    func handled(seconds: Double) { counting.handling.observe(seconds) }
     func askedStore(seconds: Double, failed: Bool) {
-        state.withLock {
-            $0.store.observe(seconds)
-            if failed { $0.storeFailures += 1 }
-        }
+        counting.store.observe(seconds)
+        if failed { counting.storeFailures += 1 }
     }
-    func tookOver() { state.withLock { $0.takeovers += 1 } }
-    func saved(_ count: Int) { state.withLock { $0.saves += UInt64(count) } }
+    func tookOver() { counting.takeovers += 1 }
+    func saved(_ count: Int) { counting.saves += UInt64(count) }
     func gauges(sessions: Int, jobsInFlight: Int, webConnections: Int, webCutOff: Int) {
-        state.withLock {
-            $0.sessions = sessions
-            $0.jobsInFlight = jobsInFlight
-            $0.webConnections = webConnections
-            $0.webCutOff = UInt64(webCutOff)
-        }
+        counting.sessions = sessions
+        counting.jobsInFlight = jobsInFlight
+        counting.webConnections = webConnections
+        counting.webCutOff = UInt64(webCutOff)
     }
 
     static func errorCode(_ bytes: [UInt8]) -> String? {
@@ -75,7 +81,7 @@ public final class ServiceMetrics: Sendable {
     /// The Prometheus text exposition (version 0.0.4) of everything counted, and `extra`
     /// gauges read at the time of the scrape.
     public func exposition(instance: String, extra: [(name: String, help: String, value: Double)] = []) -> String {
-        let now = state.withLock { $0 }
+        let now = published.withLock { $0 }
         var out = ""
         func family(_ name: String, _ type: String, _ help: String) {
             out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
