@@ -87,7 +87,6 @@ class Cluster:
         self.requests_port = free_port()
         self.events_port = free_port()
         self.ws_port = free_port()
-        self.stats_port = free_port()
         self.instances = [Instance(n, free_port(), free_port(), free_port(), free_port(), free_port())
                           for n in range(1, instances + 1)]
         self.redis: Optional[subprocess.Popen] = None
@@ -110,6 +109,11 @@ class Cluster:
     @property
     def web_events(self) -> str:
         return f"ws://127.0.0.1:{self.ws_port}/events"
+
+    @property
+    def stats_socket(self) -> Path:
+        """HAProxy's statistics socket (`show stat` answers CSV)."""
+        return self.folder / "haproxy-stats.sock"
 
     @property
     def redis_url(self) -> str:
@@ -142,7 +146,7 @@ class Cluster:
             self.start_instance(instance)
         environment = dict(os.environ, CANVAS_BIND="127.0.0.1", CANVAS_REQUESTS_PORT=str(self.requests_port),
                            CANVAS_EVENTS_PORT=str(self.events_port), CANVAS_WS_PORT=str(self.ws_port),
-                           CANVAS_STATS_PORT=str(self.stats_port))
+                           CANVAS_STATS_SOCKET=str(self.stats_socket))
         for number in range(1, CONFIG_INSTANCES + 1):
             instance = self.instances[number - 1] if number <= len(self.instances) else None
             environment[f"CANVAS{number}_HOST"] = "127.0.0.1"
@@ -229,7 +233,7 @@ class Cluster:
                          f"tcp://127.0.0.1:{instance.events} (events), ws://127.0.0.1:{instance.ws_requests} "
                          f"and ws://127.0.0.1:{instance.ws_events} (web), http://127.0.0.1:{instance.health}/metrics "
                          f"(/livez, /readyz), pid {instance.process.pid}")
-        lines.append(f"haproxy   http://127.0.0.1:{self.stats_port}/stats (statistics)")
+        lines.append(f"haproxy   {self.stats_socket} (statistics: echo 'show stat' | socat stdio UNIX-CONNECT:PATH)")
         lines.append(f"documents {self.documents}")
         lines.append(f"logs      {self.folder}")
         return "\n".join(lines)

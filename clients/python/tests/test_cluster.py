@@ -16,9 +16,13 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
@@ -98,6 +102,65 @@ class Subscriber:
         self.socket.disable_monitor()
         self.monitor.close(0)
         self.socket.close(0)
+
+
+def readiness(instance) -> int:
+    """The HTTP status of an instance's /readyz (what HAProxy checks); 0 when it does not answer."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{instance.health}/readyz", timeout=2) as response:
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+    except (urllib.error.URLError, OSError):
+        return 0
+
+
+class Drawers:
+    """Clients through HAProxy, each from its own source address with a session of its own,
+    drawing strokes on threads until stopped; a request with no reply is sent again with its
+    id. Counts what each was acknowledged, and any error reply."""
+
+    def __init__(self, context: zmq.Context, cluster: Cluster, count: int, first_source: int):
+        self.clients, self.sessions = [], []
+        for index in range(count):
+            client = RawClient(context, Cluster.from_source(cluster.endpoint, f"127.0.0.{first_source + index}"))
+            _, opened = client.call("session.open", {"transitions": "instant"})
+            client.call("canvas.open", {}, opened["session"])
+            self.clients.append(client)
+            self.sessions.append(opened["session"])
+        self.acknowledged = [0] * count
+        self.errors: List[dict] = []
+        self._stop = threading.Event()
+        self._workers = [threading.Thread(target=self._draw, args=(index,)) for index in range(count)]
+        for worker in self._workers:
+            worker.start()
+
+    def _draw(self, index: int) -> None:
+        client, session = self.clients[index], self.sessions[index]
+        while not self._stop.is_set():
+            client.next_id += 1
+            reply = json.loads(client.send(client.next_id, "drawing.addStroke", STROKE, session, tries=60))
+            if "result" in reply:
+                self.acknowledged[index] += 1
+            else:
+                self.errors.append(reply)
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        self._stop.set()
+        for worker in self._workers:
+            worker.join(timeout=120)
+
+    def check(self) -> None:
+        """No error was answered, and every drawing holds exactly the strokes acknowledged."""
+        assert not self.errors, self.errors[:3]
+        for index, (client, session) in enumerate(zip(self.clients, self.sessions)):
+            _, drawing = client.call("drawing.get", {}, session)
+            assert len(drawing["strokes"]) == self.acknowledged[index], (index, len(drawing["strokes"]), self.acknowledged[index])
+
+    def close(self) -> None:
+        for client in self.clients:
+            client.socket.close(0)
 
 
 def test_failover_through_haproxy(tmp_path: Path) -> None:
@@ -219,7 +282,7 @@ def test_haproxy_configs_are_valid() -> None:
     """Both configs as HAProxy itself reads them, with every address set (the ws:// one carries
     a browser's traffic in test_web_cluster.py)."""
     environment = dict(os.environ, CANVAS_BIND="127.0.0.1", CANVAS_REQUESTS_PORT="1", CANVAS_EVENTS_PORT="2",
-                       CANVAS_WS_PORT="3", CANVAS_STATS_PORT="4")
+                       CANVAS_WS_PORT="3", CANVAS_STATS_SOCKET="/tmp/haproxy-check.sock")
     for number in (1, 2, 3):
         environment.update({f"CANVAS{number}_HOST": "127.0.0.1", f"CANVAS{number}_REQUESTS": f"1{number}",
                             f"CANVAS{number}_EVENTS": f"2{number}", f"CANVAS{number}_WS_REQUESTS": f"3{number}",
@@ -234,16 +297,6 @@ def test_a_redis_restart_keeps_every_session_and_haproxy_reads_readiness(tmp_pat
     """Redis runs as a store (AOF, appendfsync everysec): restarted, it still has every session,
     and clients go on with their drawings as acknowledged. Each instance's /readyz, which
     HAProxy checks, says not ready while Redis is down and ready once it is back."""
-    import urllib.error
-    import urllib.request
-
-    def ready(instance) -> int:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{instance.health}/readyz", timeout=2) as response:
-                return response.status
-        except urllib.error.HTTPError as error:
-            return error.code
-
     documents = tmp_path / "documents"
     documents.mkdir()
     context = zmq.Context()
@@ -259,16 +312,16 @@ def test_a_redis_restart_keeps_every_session_and_haproxy_reads_readiness(tmp_pat
                                 opened["session"])
                 clients.append(client)
                 sessions.append(opened["session"])
-            assert all(ready(instance) == 200 for instance in cluster.instances)
+            assert all(readiness(instance) == 200 for instance in cluster.instances)
             cluster.redis.send_signal(signal.SIGTERM)
             cluster.redis.wait(timeout=10)
             deadline = time.monotonic() + 3
-            while any(ready(instance) == 200 for instance in cluster.instances):
+            while any(readiness(instance) == 200 for instance in cluster.instances):
                 assert time.monotonic() < deadline, "an instance stayed ready 3 s without its session store"
                 time.sleep(0.1)
             cluster.start_redis()
             deadline = time.monotonic() + 5
-            while not all(ready(instance) == 200 for instance in cluster.instances):
+            while not all(readiness(instance) == 200 for instance in cluster.instances):
                 assert time.monotonic() < deadline, "not ready again after Redis came back"
                 time.sleep(0.1)
             for index, (client, session) in enumerate(zip(clients, sessions)):
@@ -293,60 +346,28 @@ def test_a_drained_instance_hands_its_clients_over_without_an_error(tmp_path: Pa
     it serves on for its drain time and exits. Clients drawing all along see no error (a
     request that got no reply is sent again with its id, as §2.4 says), and every stroke they
     were acknowledged is in their drawing afterwards."""
-    import threading
-    import urllib.error
-    import urllib.request
     documents = tmp_path / "documents"
     documents.mkdir()
     context = zmq.Context()
     with Cluster(canvasd_path(), documents, tmp_path / "cluster", instances=2) as cluster:
-        clients, sessions, acknowledged, errors = [], [], [], []
-        for index in range(6):
-            client = RawClient(context, Cluster.from_source(cluster.endpoint, f"127.0.0.{60 + index}"))
-            _, opened = client.call("session.open", {"transitions": "instant"})
-            client.call("canvas.open", {}, opened["session"])
-            clients.append(client)
-            sessions.append(opened["session"])
-            acknowledged.append(0)
-        stop = threading.Event()
-
-        def draw(index: int) -> None:
-            client, session = clients[index], sessions[index]
-            while not stop.is_set():
-                client.next_id += 1
-                reply = json.loads(client.send(client.next_id, "drawing.addStroke", STROKE, session))
-                if "result" in reply:
-                    acknowledged[index] += 1
-                else:
-                    errors.append(reply)
-                time.sleep(0.01)
-
-        workers = [threading.Thread(target=draw, args=(index,)) for index in range(len(clients))]
-        for worker in workers:
-            worker.start()
-        time.sleep(1.0)
-        victim = cluster.instances[0]
-        started = time.monotonic()
-        victim.process.send_signal(signal.SIGTERM)
-        time.sleep(0.2)
+        drawers = Drawers(context, cluster, 6, first_source=60)
         try:
-            urllib.request.urlopen(f"http://127.0.0.1:{victim.health}/readyz", timeout=2)
-            raise AssertionError("still ready while draining")
-        except urllib.error.HTTPError as error:
-            assert error.code == 503 and b"draining" in error.read()
-        victim.process.wait(timeout=10)
-        stopped = time.monotonic() - started
-        time.sleep(1.5)
-        stop.set()
-        for worker in workers:
-            worker.join(timeout=60)
-        print(f"\ndrained in {stopped:.1f} s; strokes acknowledged {sum(acknowledged)}, errors {len(errors)}")
-        assert not errors, errors[:3]
-        for index, (client, session) in enumerate(zip(clients, sessions)):
-            _, drawing = client.call("drawing.get", {}, session)
-            assert len(drawing["strokes"]) == acknowledged[index], (index, len(drawing["strokes"]), acknowledged[index])
-        for client in clients:
-            client.socket.close(0)
+            time.sleep(1.0)
+            victim = cluster.instances[0]
+            started = time.monotonic()
+            victim.process.send_signal(signal.SIGTERM)
+            time.sleep(0.2)
+            with pytest.raises(urllib.error.HTTPError, match="503") as unready:
+                urllib.request.urlopen(f"http://127.0.0.1:{victim.health}/readyz", timeout=2)
+            assert b"draining" in unready.value.read()
+            victim.process.wait(timeout=10)
+            stopped = time.monotonic() - started
+            time.sleep(1.5)
+        finally:
+            drawers.stop()
+        print(f"\ndrained in {stopped:.1f} s; strokes acknowledged {sum(drawers.acknowledged)}, errors {len(drawers.errors)}")
+        drawers.check()
+        drawers.close()
     context.term()
 
 
@@ -371,6 +392,15 @@ def test_one_document_feed_across_instances(tmp_path: Path) -> None:
                 saved.append((f"feed-{index}.pdf", result["revision"]))
         holders = {json.loads(client.send(1, "hello"))["result"]["instance"] for client in clients}
         heard = viewer.events(quiet=1.5)
+        # HAProxy's statistics socket names every instance of the backend, up.
+        with socket.socket(socket.AF_UNIX) as stats:
+            stats.connect(str(cluster.stats_socket))
+            stats.sendall(b"show stat\n")
+            table = b""
+            while chunk := stats.recv(65536):
+                table += chunk
+        rows = [line.split(",") for line in table.decode().splitlines() if line.startswith("canvasd_requests,canvasd")]
+        assert sorted(row[1] for row in rows) == ["canvasd1", "canvasd2", "canvasd3"] and all(row[17] == "UP" for row in rows), table
         print(f"\n{len(saved)} saves through {len(holders)} instances; the viewer heard {len(heard)}")
         assert len(holders) > 1, "the clients all reached one instance: the test shows nothing"
         assert sorted((event["data"]["name"], event["data"]["revision"]) for event in heard) == sorted(saved)
@@ -387,46 +417,11 @@ def test_a_rolling_restart_of_every_instance_loses_nothing(tmp_path: Path) -> No
     ready, while twelve clients draw through HAProxy: no client sees an error (a request with
     no reply is sent again with its id), and every drawing holds exactly the strokes
     acknowledged."""
-    import threading
-    import urllib.error
-    import urllib.request
-
-    def ready(instance) -> bool:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{instance.health}/readyz", timeout=2) as response:
-                return response.status == 200
-        except (urllib.error.URLError, OSError):
-            return False
-
     documents = tmp_path / "documents"
     documents.mkdir()
     context = zmq.Context()
     with Cluster(canvasd_path(), documents, tmp_path / "cluster", instances=3) as cluster:
-        clients, sessions = [], []
-        for index in range(12):
-            client = RawClient(context, Cluster.from_source(cluster.endpoint, f"127.0.0.{100 + index}"))
-            _, opened = client.call("session.open", {"transitions": "instant"})
-            client.call("canvas.open", {}, opened["session"])
-            clients.append(client)
-            sessions.append(opened["session"])
-        acknowledged = [0] * len(clients)
-        errors: List[dict] = []
-        stop = threading.Event()
-
-        def draw(index: int) -> None:
-            client, session = clients[index], sessions[index]
-            while not stop.is_set():
-                client.next_id += 1
-                reply = json.loads(client.send(client.next_id, "drawing.addStroke", STROKE, session, tries=60))
-                if "result" in reply:
-                    acknowledged[index] += 1
-                else:
-                    errors.append(reply)
-                time.sleep(0.02)
-
-        workers = [threading.Thread(target=draw, args=(index,)) for index in range(len(clients))]
-        for worker in workers:
-            worker.start()
+        drawers = Drawers(context, cluster, 12, first_source=100)
         try:
             for instance in cluster.instances:
                 time.sleep(0.5)
@@ -434,19 +429,14 @@ def test_a_rolling_restart_of_every_instance_loses_nothing(tmp_path: Path) -> No
                 instance.process.wait(timeout=15)
                 cluster.start_instance(instance)
                 deadline = time.monotonic() + 15
-                while not ready(instance):
+                while readiness(instance) != 200:
                     assert time.monotonic() < deadline, f"{instance.name} not ready after its restart"
                     time.sleep(0.1)
                 time.sleep(1.5)   # HAProxy's checks see it ready (rise 2) before the next goes
         finally:
-            stop.set()
-            for worker in workers:
-                worker.join(timeout=120)
-        print(f"\nrolling restart of 3 instances under 12 clients: {sum(acknowledged)} strokes acknowledged, {len(errors)} errors")
-        assert not errors, errors[:3]
-        for index, (client, session) in enumerate(zip(clients, sessions)):
-            _, drawing = client.call("drawing.get", {}, session)
-            assert len(drawing["strokes"]) == acknowledged[index], (index, len(drawing["strokes"]), acknowledged[index])
-        for client in clients:
-            client.socket.close(0)
+            drawers.stop()
+        print(f"\nrolling restart of 3 instances under 12 clients: {sum(drawers.acknowledged)} strokes acknowledged, "
+              f"{len(drawers.errors)} errors")
+        drawers.check()
+        drawers.close()
     context.term()
