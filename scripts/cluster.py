@@ -188,6 +188,23 @@ class Cluster:
         self.start_redis()
 
     def start_instance(self, instance: Instance) -> None:
+        """Starts the instance. Its ports were picked free in advance, and something else on
+        the machine may take one before canvasd binds it: before HAProxy knows the ports, the
+        instance gets new ones and is started again; after, it is tried again on the same."""
+        for attempt in range(5):
+            try:
+                self._launch(instance)
+                return
+            except RuntimeError:
+                log = (self.folder / f"{instance.name}.log").read_text(errors="replace")
+                if attempt == 4 or "Address already in use" not in log.splitlines()[-1]:
+                    raise
+                if self.haproxy is None:
+                    instance.requests, instance.events = free_port(), free_port()
+                    instance.ws_requests, instance.ws_events, instance.health = free_port(), free_port(), free_port()
+                time.sleep(0.5)
+
+    def _launch(self, instance: Instance) -> None:
         arguments = [str(self.canvasd), "--endpoint", f"tcp://127.0.0.1:{instance.requests}",
                      "--events", f"tcp://127.0.0.1:{instance.events}", "--documents", str(self.documents),
                      "--web-endpoint", f"ws://127.0.0.1:{instance.ws_requests}",
