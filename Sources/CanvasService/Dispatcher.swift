@@ -236,10 +236,18 @@ public final class Dispatcher {
             // unknown method too, so that every reply of a session keeps its order.
             guard table.isOwned(sessionID, by: call.client) else {
                 guard method != nil else { throw Self.methodNotFound(request.method) }
-                if let shared, !table.contains(sessionID),
-                   let session = try shared.takeOver(sessionID, owner: call.client, connection: call.connection, now: call.now) {
-                    adopt(session, &call)
-                    return answer(request, frames: frames, envelope: envelope, &call)
+                if let shared, !table.contains(sessionID) {
+                    // Asked with the request, so one the store has on record as answered (by any
+                    // instance, however long ago) is answered from there and not run again.
+                    let asking = SharedSessions.Answered(id: request.id, fingerprint: ReplyCache.fingerprint(request))
+                    if let (session, answered) = try shared.takeOver(sessionID, owner: call.client, connection: call.connection,
+                                                                     now: call.now, asking: asking) {
+                        adopt(session, &call)
+                        if let answered, case .miss = session.replies.lookup(request.id, request: asking.fingerprint) {
+                            return try recorded(answered, request)
+                        }
+                        return answer(request, frames: frames, envelope: envelope, &call)
+                    }
                 }
                 throw ProtocolError(.unknownSession, "no session \"\(sessionID)\": never opened, closed, or expired",
                                     data: ["session": .string(sessionID)])
@@ -256,6 +264,24 @@ public final class Dispatcher {
             return serve(method, request, params, consume session, frames: frames, envelope: envelope, &call)
         } catch {
             return ReplyEncoder.failure(id: request.id, error: error)
+        }
+    }
+
+    /// The answer to a request found answered in the session's reply cache, or in the store's
+    /// record of answered requests: its first reply, whichever instance gave it.
+    private func recorded(_ lookup: ReplyCache.Lookup, _ request: Request) throws(ProtocolError) -> [UInt8] {
+        switch lookup {
+        case .retry(let reply):
+            return reply
+        case .notKept:
+            throw ProtocolError(.unavailable, "id \(request.id) was answered, but its reply was over \(limits.maxCachedReplyBytes) bytes and not kept; it is not run twice",
+                                data: ["reason": "replyNotKept", "limit": .integer(Int64(limits.maxCachedReplyBytes))])
+        case .reused:
+            // Well-formed, but it clashes with what the session already holds under that id.
+            throw ProtocolError(.conflict, "id \(request.id) was already used for a different request in this session",
+                                data: ["id": request.id.json])
+        case .miss:
+            preconditionFailure("a request not answered has no recorded answer")
         }
     }
 
@@ -285,13 +311,21 @@ public final class Dispatcher {
                 return cached
             case .notKept where method.changesNothing, .miss:
                 break   // a read answered again is the same answer
-            case .notKept:
-                throw ProtocolError(.unavailable, "id \(request.id) was answered, but its reply was over \(limits.maxCachedReplyBytes) bytes and not kept; it is not run twice",
-                                    data: ["reason": "replyNotKept", "limit": .integer(Int64(limits.maxCachedReplyBytes))])
-            case .reused:
-                // Well-formed, but it clashes with what the session already holds under that id.
-                throw ProtocolError(.conflict, "id \(request.id) was already used for a different request in this session",
-                                    data: ["id": request.id.json])
+            case let answered:
+                return try recorded(answered, request)   // throws: answered, and not kept or reused
+            }
+            if let shared, Self.savesFirst(method, session), session.storedAt != call.now {
+                // Fenced: a save starts only once the store has said that this copy is the
+                // session as stored, and that the request is not answered already. A copy some
+                // other instance moved on from would otherwise save what the client had since
+                // changed (and its retry, run on the session as stored, find that save its own).
+                let answered = SharedSessions.Answered(id: request.id, fingerprint: fingerprint)
+                let fenced = Self.ask { () throws(ProtocolError) in try shared.confirm(&session, now: call.now, unanswered: answered) }
+                switch keepOrDrop(fenced, session.id, eventsFrom: mark, &call) {
+                case .kept: break
+                case .failed(let error): throw error
+                case .lost: return retake(request, frames: frames, envelope: envelope, &call)
+                }
             }
             if try startJob(method, request, params, &session, fingerprint, envelope: envelope, call, found: &found) { return nil }
         } catch {
@@ -319,19 +353,15 @@ public final class Dispatcher {
                 // A read answers from the local copy only if it is still the stored one.
                 asked = Self.ask { () throws(ProtocolError) in try shared.confirm(&session, now: call.now) }
             } else {
-                asked = write(&session, call)
+                asked = write(&session, call, answering: (.init(id: request.id, fingerprint: fingerprint), reply))
             }
             switch keepOrDrop(asked, session.id, eventsFrom: mark, &call) {
             case .kept:
                 break
             case .failed(let error):
                 return ReplyEncoder.failure(id: request.id, error: error)
-            case .lost where !call.retaking:
-                call.retaking = true
-                defer { call.retaking = false }
-                return answer(request, frames: frames, envelope: envelope, &call)
             case .lost:
-                return ReplyEncoder.failure(id: request.id, error: Self.moved(session.id))
+                return retake(request, frames: frames, envelope: envelope, &call)
             }
         }
         if method == .sessionClose { close(session, event: "session.closed", &call) } else { table.finish(session) }
@@ -346,6 +376,25 @@ public final class Dispatcher {
         case lost
         /// The store could not be written: the local copy was dropped, unacknowledged.
         case failed(ProtocolError)
+    }
+
+    /// A request whose local copy of the session turned out stale (another instance took it
+    /// over): answered once more on the session as the store has it, where the store's record
+    /// answers it if another instance did; a second loss in a row is the client's to retry.
+    private func retake(_ request: Request, frames: [[UInt8]], envelope: [[UInt8]], _ call: inout Call) -> [UInt8]? {
+        guard !call.retaking, let session = request.session else {
+            return ReplyEncoder.failure(id: request.id, error: Self.moved(request.session ?? ""))
+        }
+        precondition(!table.contains(session), "a stale copy is dropped before its request is answered again")
+        call.retaking = true
+        defer { call.retaking = false }
+        return answer(request, frames: frames, envelope: envelope, &call)
+    }
+
+    /// Whether `method` makes a revision of a document before it acts on the session: a save a
+    /// stale copy must never start.
+    private static func savesFirst(_ method: Method, _ session: ServiceSession) -> Bool {
+        method.scope == .documentWrite || (method == .canvasSubmit && CanvasMethods.savesFirst(session))
     }
 
     private static func moved(_ id: String) -> ProtocolError {
@@ -363,10 +412,12 @@ public final class Dispatcher {
         }
     }
 
-    /// Writes the session's next version to the store.
-    private func write(_ session: inout ServiceSession, _ call: Call) -> StoreOutcome {
+    /// Writes the session's next version to the store, recording the request that made it
+    /// (`answering`) as answered.
+    private func write(_ session: inout ServiceSession, _ call: Call,
+                       answering: (request: SharedSessions.Answered, reply: [UInt8])? = nil) -> StoreOutcome {
         guard let shared else { return .kept }
-        return Self.ask { () throws(ProtocolError) in try shared.persist(&session, now: call.now) }
+        return Self.ask { () throws(ProtocolError) in try shared.persist(&session, now: call.now, answering: answering) }
     }
 
     /// A change the store did not keep is undone as far as anyone can see: the local copy is
@@ -413,7 +464,7 @@ public final class Dispatcher {
         case _ where method.scope == .documentRead || method.scope == .documentWrite:
             try startDocumentJob(method, params, request, envelope: envelope, client: call.client, now: call.now,
                                  holding: (session, fingerprint()),
-                                 madeBy: method.scope == .documentWrite ? madeBy(session.id, request, fingerprint()) : nil)
+                                 madeBy: method.scope == .documentWrite ? madeBy(session, request, fingerprint()) : nil)
         case .canvasOpen:
             guard let documents, let target = try? documents.targetParams(params) else { return false }
             try jobs.read(for: job) { .page(Result { () throws(DocumentError) in try documents.store.page(target.name, target.page) }) }
@@ -438,7 +489,7 @@ public final class Dispatcher {
                 _ = try params.bool("imageData", default: false)
                 let target = session.target!
                 let save = try DocumentMethods.available(documents)
-                    .targetSave(target, session.canvas.drawing, madeBy: madeBy(session.id, request, fingerprint()))
+                    .targetSave(target, session.canvas.drawing, madeBy: madeBy(session, request, fingerprint()))
                 // Its result image, when large, is rendered after the save, beside the loop too.
                 let size = session.size, maxImageSide = limits.maxImageSide
                 let render = imageToRender(method, params, session).map { drawing in
@@ -498,9 +549,14 @@ public final class Dispatcher {
     /// instance alone loses its sessions with it, so it leaves nothing. The key stands for the
     /// session, the request's id and the request itself (ids are the client's, and a reused id
     /// on another request must not find this save).
-    private func madeBy(_ session: String, _ request: Request, _ fingerprint: [UInt8]) -> String? {
+    ///
+    /// It stands for the version of the session the save was made from as well (fenced: the
+    /// store confirmed it): a retry run on the session as it was finds the save; a request that
+    /// reuses the id on a session that changed since does not.
+    private func madeBy(_ session: ServiceSession, _ request: Request, _ fingerprint: [UInt8]) -> String? {
         guard shared != nil else { return nil }
-        let bytes = Array(session.utf8) + [0] + JSONCodec.serialize(request.id.json) + [0] + fingerprint
+        let bytes = Array(session.id.utf8) + [0] + JSONCodec.serialize(request.id.json) + [0] + fingerprint + [0]
+            + Array(String(session.storedVersion).utf8)
         return String(DocumentStore.sha256(bytes).prefix(32))
     }
 
@@ -621,7 +677,7 @@ public final class Dispatcher {
                 // Written first, then given back to the table with its new version; a copy that
                 // was not written is then dropped, and what queued behind it runs on the session
                 // as the store has it.
-                let written = write(&session, call)
+                let written = write(&session, call, answering: (.init(id: job.request.id, fingerprint: fingerprint), reply))
                 let queued = table.endJob(session)
                 switch written {
                 case .kept:

@@ -1,4 +1,5 @@
 import CanvasProtocol
+import DocumentStore
 import Logging
 import SessionStore
 
@@ -150,11 +151,44 @@ final class SharedSessions {
         return true
     }
 
-    /// Writes the session's next version. False when the copy is stale (another instance took
-    /// the session over, or it expired in the store): it must then be dropped, unacknowledged.
-    func persist(_ session: inout ServiceSession, now: ContinuousClock.Instant) throws(ProtocolError) -> Bool {
+    /// A request of a session's as the store records it once answered (`SessionSnapshotStore`'s
+    /// answered requests): named by a digest of its id; recorded with a digest of the request,
+    /// to tell a retry from a reused id, and its reply when small. The reply cache a snapshot
+    /// carries keeps the last 64 in full; this keeps thousands, so that however late a copy of
+    /// a request comes (from a paused instance, say), it is never run a second time.
+    struct Answered {
+        let id: RequestID
+        let fingerprint: [UInt8]
+
+        var key: [UInt8] { Array(DocumentStore.sha256(JSONCodec.serialize(id.json)).prefix(32).utf8) }
+
+        /// Replies up to this size are recorded whole; a larger one is recorded as answered only.
+        static let maxRecordedReplyBytes = 4096
+
+        func entry(reply: [UInt8]) -> [UInt8] {
+            let kept = reply.count <= Self.maxRecordedReplyBytes
+            return Array(DocumentStore.sha256(fingerprint).utf8) + [kept ? 1 : 0] + (kept ? reply : [])
+        }
+
+        /// What `entry` says to this request: its reply again, answered but not kept, or an id
+        /// reused on another request.
+        func lookup(_ entry: [UInt8]) -> ReplyCache.Lookup {
+            let digest = Array(DocumentStore.sha256(fingerprint).utf8)
+            guard entry.count > digest.count, entry.starts(with: digest) else { return .reused }
+            return entry[digest.count] == 1 ? .retry(reply: Array(entry[(digest.count + 1)...])) : .notKept
+        }
+    }
+
+    /// Writes the session's next version, recording the request that changed it (`answering`,
+    /// with its reply) as answered. False when the copy is stale (another instance took the
+    /// session over, or it expired in the store), or the request was answered already: the
+    /// copy must then be dropped, unacknowledged, and the request answered from the store.
+    func persist(_ session: inout ServiceSession, now: ContinuousClock.Instant,
+                 answering: (request: Answered, reply: [UInt8])? = nil) throws(ProtocolError) -> Bool {
         let bytes = try encode(session)
-        switch try asking(about: session.id, { try store.write(session.id, snapshot: bytes, expected: session.storedVersion) }) {
+        let answer = answering.map { SessionSnapshotStore.Answer(key: $0.request.key, entry: $0.request.entry(reply: $0.reply)) }
+        let expected = session.storedVersion, id = session.id
+        switch try asking(about: id, { try store.write(id, snapshot: bytes, expected: expected, answering: answer) }) {
         case .written(let version):
             session.storedVersion = version
             session.storedAt = now
@@ -165,29 +199,42 @@ final class SharedSessions {
                 "localVersion": "\(session.storedVersion)",
             ])
             return false
+        case .answered:
+            // Run here on a copy that did not know it was answered (its reply cache had let it
+            // go); the answer on record stands.
+            logger.notice("request already answered: the local copy is dropped", metadata: [
+                "session": "\(session.id)", "id": "\(answering.map { "\($0.request.id)" } ?? "-")",
+            ])
+            return false
         }
     }
 
     /// Whether the local copy is still the session as stored, for a request that only reads it
-    /// (renewing its lease, since a session only read is still in use). False: another instance
-    /// took it over.
-    func confirm(_ session: inout ServiceSession, now: ContinuousClock.Instant) throws(ProtocolError) -> Bool {
-        guard try asking(about: session.id, { try store.confirm(session.id, expected: session.storedVersion) }) else { return false }
+    /// (renewing its lease, since a session only read is still in use), or before a side effect
+    /// (a save) starts: then also whether `unanswered` is still unanswered. False: another
+    /// instance took the session over (or answered the request); the copy must be dropped.
+    func confirm(_ session: inout ServiceSession, now: ContinuousClock.Instant, unanswered: Answered? = nil) throws(ProtocolError) -> Bool {
+        let expected = session.storedVersion, id = session.id, key = unanswered?.key
+        guard try asking(about: id, { try store.confirm(id, expected: expected, unanswered: key) }) else { return false }
         session.storedAt = now
         return true
     }
 
-    /// The session as last acknowledged by whichever instance held it, now held here; nil when
-    /// there is none (or it is another client's).
-    func takeOver(_ id: String, owner: String?, connection: [UInt8]?, now: ContinuousClock.Instant) throws(ProtocolError) -> ServiceSession? {
-        guard let snapshot = try asking(about: id, { try store.takeOver(id, owner: owner) }) else { return nil }
+    /// The session as last acknowledged by whichever instance held it, now held here, and what
+    /// the store recorded for `asking` if it was answered; nil when there is none (or it is
+    /// another client's).
+    func takeOver(_ id: String, owner: String?, connection: [UInt8]?, now: ContinuousClock.Instant,
+                  asking request: Answered? = nil) throws(ProtocolError) -> (session: ServiceSession, answered: ReplyCache.Lookup?)? {
+        let key = request?.key
+        guard let snapshot = try asking(about: id, { try store.takeOver(id, owner: owner, asking: key) }) else { return nil }
         do {
             var session = try SessionSnapshot.decode(snapshot.bytes, session: id, connection: connection, now: now, limits: limits)
             session.storedVersion = snapshot.version
             session.storedAt = now
             metrics?.tookOver()
             logger.info("session taken over", metadata: ["session": "\(id)", "version": "\(snapshot.version)", "seq": "\(session.seq)"])
-            return session
+            guard let request, let entry = snapshot.answer else { return (session, nil) }
+            return (session, request.lookup(entry))
         } catch {
             logger.error("session snapshot unreadable", metadata: ["session": "\(id)", "error": "\(error)"])
             throw ProtocolError(.internal, "the stored session could not be read", data: ["session": .string(id)])

@@ -10,6 +10,12 @@ import Foundation
 /// every later write of the instance it took it from fail. The key expires after the idle
 /// timeout unless written or touched, which is the session's lease running out.
 ///
+/// Beside it, the session's answered requests: `<key>:answered`, a hash from a key naming
+/// each request to what its retry is to be told, and `<key>:order`, those keys oldest first.
+/// A write that records a request lands only if the request is not recorded already, in the
+/// same script as the compare-and-set: whichever instances run a request, and however late a
+/// paused one wakes with it, its change is acknowledged once. The last `answersKept` are kept.
+///
 /// Each operation is one Lua script, atomic in Redis, run by its SHA-1 once loaded.
 public final class SessionSnapshotStore {
     /// What a write came to.
@@ -18,17 +24,40 @@ public final class SessionSnapshotStore {
         /// Another instance holds the session now, or it is at another version, or it expired:
         /// the local copy is stale and must not be acknowledged.
         case lost(holder: String?, version: UInt64?)
+        /// The request the write records was answered already (by this instance or another):
+        /// nothing was written, and `entry` is what was recorded for it.
+        case answered(entry: [UInt8])
     }
 
     public struct Snapshot: Sendable, Equatable {
         public var version: UInt64
         public var bytes: [UInt8]
+        /// What was recorded for the request the take-over asked about, if it was answered.
+        public var answer: [UInt8]?
 
-        public init(version: UInt64, bytes: [UInt8]) {
+        public init(version: UInt64, bytes: [UInt8], answer: [UInt8]? = nil) {
             self.version = version
             self.bytes = bytes
+            self.answer = answer
         }
     }
+
+    /// A request a write records as answered: `key` names it within its session (the service
+    /// makes it from the request's id), `entry` is what a retry of it is to be told.
+    public struct Answer: Sendable, Equatable {
+        public var key: [UInt8]
+        public var entry: [UInt8]
+
+        public init(key: [UInt8], entry: [UInt8]) {
+            self.key = key
+            self.entry = entry
+        }
+    }
+
+    /// Answered requests kept per session. The reply cache a snapshot carries holds far fewer
+    /// (64): a request that a paused instance wakes up with, after that many more were
+    /// acknowledged elsewhere, must still be found answered.
+    public static let answersKept = 4096
 
     public let instance: String
     public let ttl: Duration
@@ -57,20 +86,31 @@ public final class SessionSnapshotStore {
 
     private func key(_ session: String) -> [UInt8] { Array((keyPrefix + session).utf8) }
 
+    /// The session's hash, its answered requests and their order: every script gets all three.
+    private func keys(_ session: String) -> [[UInt8]] {
+        let base = keyPrefix + session
+        return [Array(base.utf8), Array((base + ":answered").utf8), Array((base + ":order").utf8)]
+    }
+
     /// Stores a new session at version 1, held by this instance. False if the id is taken.
     public func create(_ session: String, owner: String?, snapshot: [UInt8]) throws(RedisError) -> Bool {
-        let reply = try run(.create, keys: [key(session)],
+        let reply = try run(.create, keys: keys(session),
                             [holder, Array((owner ?? "").utf8), snapshot, ttlMilliseconds],
                             doing: "storing new session \(session)")
         return reply == .integer(1)
     }
 
-    /// Writes the session's next version, if it is still at `expected` and held by this instance.
-    public func write(_ session: String, snapshot: [UInt8], expected: UInt64) throws(RedisError) -> WriteOutcome {
+    /// Writes the session's next version, if it is still at `expected` and held by this instance,
+    /// and `answering` (the request that made the change) was not answered before.
+    public func write(_ session: String, snapshot: [UInt8], expected: UInt64, answering: Answer? = nil) throws(RedisError) -> WriteOutcome {
         let doing = "writing session \(session) at version \(expected + 1)"
-        let reply = try run(.write, keys: [key(session)],
-                            [holder, Array(String(expected).utf8), snapshot, ttlMilliseconds],
+        let reply = try run(.write, keys: keys(session),
+                            [holder, Array(String(expected).utf8), snapshot, ttlMilliseconds,
+                             answering?.key ?? [], answering?.entry ?? [], Array(String(Self.answersKept).utf8)],
                             doing: doing)
+        if case .array(let fields) = reply, fields.count == 4, fields[0] == .integer(2), case .bytes(let entry) = fields[3] {
+            return .answered(entry: entry)
+        }
         guard case .array(let fields) = reply, fields.count == 3 else {
             throw RedisError(doing: doing, cause: .unexpectedReply("\(reply)"))
         }
@@ -80,20 +120,23 @@ public final class SessionSnapshotStore {
         return .lost(holder: heldBy, version: version)
     }
 
-    /// Takes the session over: this instance becomes its holder, and gets its latest snapshot.
-    /// nil when there is no such session, or it belongs to another client (told apart from
-    /// nothing, so ids cannot be probed).
-    public func takeOver(_ session: String, owner: String?) throws(RedisError) -> Snapshot? {
+    /// Takes the session over: this instance becomes its holder, and gets its latest snapshot,
+    /// with what was recorded for the request `asking` names if it was answered. nil when there
+    /// is no such session, or it belongs to another client (told apart from nothing, so ids
+    /// cannot be probed).
+    public func takeOver(_ session: String, owner: String?, asking: [UInt8]? = nil) throws(RedisError) -> Snapshot? {
         let doing = "taking session \(session) over"
-        let reply = try run(.takeOver, keys: [key(session)],
-                            [holder, Array((owner ?? "").utf8), ttlMilliseconds], doing: doing)
+        let reply = try run(.takeOver, keys: keys(session),
+                            [holder, Array((owner ?? "").utf8), ttlMilliseconds, asking ?? []], doing: doing)
         switch reply {
         case .null: return nil
-        case .array(let fields) where fields.count == 2:
+        case .array(let fields) where fields.count == 2 || fields.count == 3:
             guard let version = fields[0].string.flatMap({ UInt64($0) }), case .bytes(let bytes) = fields[1] else {
                 throw RedisError(doing: doing, cause: .unexpectedReply("\(reply)"))
             }
-            return Snapshot(version: version, bytes: bytes)
+            var answer: [UInt8]?
+            if fields.count == 3, case .bytes(let entry) = fields[2] { answer = entry }
+            return Snapshot(version: version, bytes: bytes, answer: answer)
         default:
             throw RedisError(doing: doing, cause: .unexpectedReply("\(reply)"))
         }
@@ -102,13 +145,15 @@ public final class SessionSnapshotStore {
     /// Removes the session if this instance holds it. Returns whether it did.
     @discardableResult
     public func remove(_ session: String) throws(RedisError) -> Bool {
-        try run(.remove, keys: [key(session)], [holder], doing: "removing session \(session)") == .integer(1)
+        try run(.remove, keys: keys(session), [holder], doing: "removing session \(session)") == .integer(1)
     }
 
     /// Whether this instance still holds the session at version `expected`, renewing its time
-    /// to live if so: what a read must know before it answers from a local copy.
-    public func confirm(_ session: String, expected: UInt64) throws(RedisError) -> Bool {
-        try run(.confirm, keys: [key(session)], [holder, Array(String(expected).utf8), ttlMilliseconds],
+    /// to live if so: what a read must know before it answers from a local copy, and a side
+    /// effect (a save) before it starts. With `unanswered`, also whether that request (named as
+    /// in `Answer.key`) is still unanswered: a save must not start for one already acknowledged.
+    public func confirm(_ session: String, expected: UInt64, unanswered: [UInt8]? = nil) throws(RedisError) -> Bool {
+        try run(.confirm, keys: keys(session), [holder, Array(String(expected).utf8), ttlMilliseconds, unanswered ?? []],
                 doing: "confirming session \(session) at version \(expected)") == .integer(1)
     }
 
@@ -182,22 +227,39 @@ public final class SessionSnapshotStore {
 
         var source: String {
             switch self {
+            // KEYS: the session, its answered requests, their order (see the type's comment).
             case .create:
+                // A session's answered requests start empty, whatever an earlier one of the id left.
                 return """
                 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
                 redis.call('HSET', KEYS[1], 'holder', ARGV[1], 'owner', ARGV[2], 'version', '1', 'snapshot', ARGV[3])
                 redis.call('PEXPIRE', KEYS[1], ARGV[4])
+                redis.call('DEL', KEYS[2], KEYS[3])
                 return 1
                 """
             case .write:
+                // ARGV: holder, expected version, snapshot, ttl, answered key ('' for none), its
+                // entry, how many answers to keep. {2, ..., entry}: the request was answered.
                 return """
                 local current = redis.call('HMGET', KEYS[1], 'holder', 'version')
                 if current[1] ~= ARGV[1] or current[2] ~= ARGV[2] then
                   return {0, current[1] or '', current[2] or ''}
                 end
+                if ARGV[5] ~= '' then
+                  local found = redis.call('HGET', KEYS[2], ARGV[5])
+                  if found then return {2, current[1], current[2], found} end
+                end
                 local version = string.format('%d', tonumber(ARGV[2]) + 1)
                 redis.call('HSET', KEYS[1], 'version', version, 'snapshot', ARGV[3])
                 redis.call('PEXPIRE', KEYS[1], ARGV[4])
+                if ARGV[5] ~= '' then
+                  redis.call('HSET', KEYS[2], ARGV[5], ARGV[6])
+                  if redis.call('RPUSH', KEYS[3], ARGV[5]) > tonumber(ARGV[7]) then
+                    redis.call('HDEL', KEYS[2], redis.call('LPOP', KEYS[3]))
+                  end
+                end
+                redis.call('PEXPIRE', KEYS[2], ARGV[4])
+                redis.call('PEXPIRE', KEYS[3], ARGV[4])
                 return {1, ARGV[1], version}
                 """
             case .takeOver:
@@ -206,18 +268,27 @@ public final class SessionSnapshotStore {
                 if not current[2] or current[1] ~= ARGV[2] then return false end
                 redis.call('HSET', KEYS[1], 'holder', ARGV[1])
                 redis.call('PEXPIRE', KEYS[1], ARGV[3])
+                redis.call('PEXPIRE', KEYS[2], ARGV[3])
+                redis.call('PEXPIRE', KEYS[3], ARGV[3])
+                if ARGV[4] ~= '' then
+                  local found = redis.call('HGET', KEYS[2], ARGV[4])
+                  if found then return {current[2], current[3], found} end
+                end
                 return {current[2], current[3]}
                 """
             case .remove:
                 return """
-                if redis.call('HGET', KEYS[1], 'holder') == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+                if redis.call('HGET', KEYS[1], 'holder') == ARGV[1] then return redis.call('DEL', KEYS[1], KEYS[2], KEYS[3]) > 0 and 1 or 0 end
                 return 0
                 """
             case .confirm:
                 return """
                 local current = redis.call('HMGET', KEYS[1], 'holder', 'version')
-                if current[1] == ARGV[1] and current[2] == ARGV[2] then return redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
-                return 0
+                if current[1] ~= ARGV[1] or current[2] ~= ARGV[2] then return 0 end
+                if ARGV[4] ~= '' and redis.call('HEXISTS', KEYS[2], ARGV[4]) == 1 then return 0 end
+                redis.call('PEXPIRE', KEYS[2], ARGV[3])
+                redis.call('PEXPIRE', KEYS[3], ARGV[3])
+                return redis.call('PEXPIRE', KEYS[1], ARGV[3])
                 """
             case .claim:
                 // -1: held by this token (claimed or renewed); else the other holder's time left.

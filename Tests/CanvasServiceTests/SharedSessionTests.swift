@@ -250,4 +250,103 @@ struct SharedSessionEdgeTests {
         #expect(try events.next(timeoutMilliseconds: 300) == nil)
         #expect(a.process.isRunning)
     }
+
+    /// Two instances on one document folder and one Redis, addressed directly.
+    struct SharedFolder {
+        let redis: RedisProcess
+        let folder: URL
+        let a: LiveServer
+        let b: LiveServer
+
+        init(documents: [String]) throws {
+            redis = try RedisProcess()
+            folder = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("canvasd-fence-\(UInt32.random(in: 0...UInt32.max))")
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            for name in documents {
+                try Data(PDFFixtures.pdf([.init(mediaBox: [0, 0, 300, 200], content: "")])).write(to: folder.appendingPathComponent(name))
+            }
+            a = try LiveServer(arguments: ["--session-store", redis.url, "--instance", "a"], folder: folder)
+            b = try LiveServer(arguments: ["--session-store", redis.url, "--instance", "b", "--events", "ipc://\(folder.path)/events-b"],
+                               endpoint: "ipc://\(folder.path)/requests-b", folder: folder)
+        }
+
+        func stop() {
+            a.stop()
+            b.stop()
+            try? FileManager.default.removeItem(at: folder)
+        }
+    }
+
+    static let red: [String: JSONValue] = [
+        "tool": "pen", "color": "red", "width": 3, "points": [["x": 10, "y": 20], ["x": 30, "y": 40]],
+    ]
+
+    @Test("a submit on an instance whose copy is stale saves the session as stored, never the stale drawing",
+          arguments: ["x.pdf", "y.pdf"])
+    func staleCopyNeverSaves(reopened: String) throws {
+        let pair = try SharedFolder(documents: ["x.pdf", "y.pdf"])
+        defer { pair.stop() }
+        let toA = try pair.a.client(), toB = try pair.b.client()
+        let opened = try SharedSessionTests.send(toA, id: 1, "session.open", ["transitions": "instant"], session: nil)
+        let session = try #require(opened["result"]?["session"]?.stringValue)
+        _ = try SharedSessionTests.send(toA, id: 2, "canvas.open", ["document": "x.pdf"], session: session)
+        _ = try SharedSessionTests.send(toA, id: 3, "drawing.addStroke", Self.red, session: session)
+        // The client moves to b: submits there, opens a document again and draws.
+        let submitted = try SharedSessionTests.send(toB, id: 4, "canvas.submit", session: session)
+        #expect(submitted["result"]?["document"]?["revision"] == 2)
+        _ = try SharedSessionTests.send(toB, id: 5, "canvas.open", ["document": .string(reopened)], session: session)
+        _ = try SharedSessionTests.send(toB, id: 6, "drawing.addStroke", SharedSessionTests.stroke, session: session)
+        // Back on a, which still has its copy from before the first submit.
+        let second = try SharedSessionTests.send(toA, id: 7, "canvas.submit", session: session)
+        #expect(second["error"] == nil, "answered on the session as stored: \(second)")
+        #expect(second["result"]?["document"]?["name"] == .string(reopened))
+        #expect(second["result"]?["document"]?["revision"]?.integerValue == (reopened == "x.pdf" ? 3 : 2))
+        // The retry answers the same, on either instance.
+        #expect(try SharedSessionTests.send(toA, id: 7, "canvas.submit", session: session) == second)
+        #expect(try SharedSessionTests.send(toB, id: 7, "canvas.submit", session: session) == second)
+        // Exactly the revisions acknowledged: none from a's stale drawing.
+        let x = try SharedSessionTests.send(toB, id: 8, "document.revisions", ["name": "x.pdf"], session: session)
+        #expect(x["result"]?["revisions"]?.arrayValue?.count == (reopened == "x.pdf" ? 3 : 2))
+        let y = try SharedSessionTests.send(toB, id: 9, "document.revisions", ["name": "y.pdf"], session: session)
+        #expect(y["result"]?["revisions"]?.arrayValue?.count == (reopened == "y.pdf" ? 2 : 1))
+        let current = Array(try Data(contentsOf: pair.folder.appendingPathComponent(reopened)))
+        #expect(second["result"]?["document"]?["sha256"]?.stringValue == DocumentStore.sha256(current))
+    }
+
+    @Test("an instance paused with a request, answered meanwhile by another, does not run it again when it wakes")
+    func pausedInstanceDoesNotRunTwice() throws {
+        let pair = try TwoInstances()
+        defer { pair.stop() }
+        let toA = pair.toA, toB = pair.toB
+        let session = try pair.openSession()
+        _ = try SharedSessionTests.send(toA, id: 2, "canvas.open", session: session)
+        kill(pair.a.process.processIdentifier, SIGSTOP)
+        // The request reaches a, which cannot answer; the client sends it again, to b.
+        let late = Mutex<JSONValue?>(nil)
+        let endpointA = pair.a.endpoint
+        let waiting = Thread {
+            let client = try? CanvasClient(endpoint: endpointA, timeoutMilliseconds: 20_000)
+            let reply = client.flatMap { try? SharedSessionTests.send($0, id: 3, "drawing.addStroke", SharedSessionTests.stroke, session: session) }
+            late.withLock { $0 = reply }
+        }
+        waiting.start()
+        usleep(300_000)
+        let answered = try SharedSessionTests.send(toB, id: 3, "drawing.addStroke", SharedSessionTests.stroke, session: session)
+        #expect(answered["result"]?["strokes"] == 1)
+        // More than the 64 replies a session's own cache keeps, each a change.
+        for id in Int64(4)..<84 {
+            let method = id % 2 == 0 ? "drawing.addStroke" : "drawing.undo"
+            _ = try SharedSessionTests.send(toB, id: id, method, method == "drawing.undo" ? [:] : Self.red, session: session)
+        }
+        kill(pair.a.process.processIdentifier, SIGCONT)
+        var waited = 0
+        while late.withLock({ $0 == nil }) && waited < 1000 { usleep(10_000); waited += 1 }
+        // a answers its copy of the request with the reply b gave, and runs nothing.
+        #expect(late.withLock { $0 } == answered)
+        let drawing = try SharedSessionTests.send(toB, id: 84, "drawing.get", session: session)
+        #expect(drawing["result"]?["strokes"]?.arrayValue?.count == 1, "one stroke acknowledged: \(drawing)")
+        // The client, back on a with a new request, is served on the session as stored.
+        let next = try SharedSessionTests.send(toA, id: 85, "drawing.addStroke", SharedSessionTests.stroke, session: session)
+        #expect(next["result"]?["strokes"] == 2)
+    }
 }

@@ -57,6 +57,36 @@ import TestSupport
         #expect(try b.write("s1", snapshot: [], expected: 3) == .lost(holder: nil, version: nil))
     }
 
+    @Test func aRequestIsRecordedOnceWhoeverWritesIt() throws {
+        let a = try store("a"), b = try store("b")
+        #expect(try a.create("s2", owner: nil, snapshot: Array("v1".utf8)))
+        let first = SessionSnapshotStore.Answer(key: Array("k1".utf8), entry: Array("reply one".utf8))
+        #expect(try a.write("s2", snapshot: Array("v2".utf8), expected: 1, answering: first) == .written(version: 2))
+        // The same request again, from the holder at the right version: refused, with the entry.
+        let again = SessionSnapshotStore.Answer(key: first.key, entry: Array("reply two".utf8))
+        #expect(try a.write("s2", snapshot: Array("v3".utf8), expected: 2, answering: again) == .answered(entry: first.entry))
+        #expect(try a.inspect("s2")! == ("a", 2))
+        // A fence: not for a request already answered, nor for a stale holder.
+        #expect(try !a.confirm("s2", expected: 2, unanswered: first.key))
+        #expect(try a.confirm("s2", expected: 2, unanswered: Array("k2".utf8)))
+        // Another instance taking over learns the answer with the snapshot.
+        let taken = try #require(try b.takeOver("s2", owner: nil, asking: first.key))
+        #expect(taken == .init(version: 2, bytes: Array("v2".utf8), answer: first.entry))
+        #expect(try b.takeOver("s2", owner: nil, asking: Array("k2".utf8))?.answer == nil)
+        #expect(try !a.confirm("s2", expected: 2, unanswered: Array("k2".utf8)))
+        // The oldest answers go once more than `answersKept` are recorded.
+        for index in 0..<SessionSnapshotStore.answersKept {
+            let answer = SessionSnapshotStore.Answer(key: Array("n\(index)".utf8), entry: [1])
+            #expect(try b.write("s2", snapshot: [], expected: UInt64(2 + index), answering: answer) == .written(version: UInt64(3 + index)))
+        }
+        #expect(try b.takeOver("s2", owner: nil, asking: first.key)?.answer == nil)
+        #expect(try b.takeOver("s2", owner: nil, asking: Array("n0".utf8))?.answer == [1])
+        // Removing the session removes its record; a new one of that id starts with none.
+        #expect(try b.remove("s2"))
+        #expect(try a.create("s2", owner: nil, snapshot: []))
+        #expect(try a.takeOver("s2", owner: nil, asking: Array("n0".utf8))?.answer == nil)
+    }
+
     @Test func binarySnapshotsStayExact() throws {
         let a = try store("a")
         let bytes = (0..<70_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }   // zeros, \r\n, everything
