@@ -31,6 +31,14 @@ struct Call {
         self.send = send
     }
 
+    /// The events made since `mark`, taken out of the output: they go once the store has the
+    /// change that made them.
+    mutating func takeEvents(from mark: Int) -> [[[UInt8]]] {
+        guard mark < output.events.count else { return [] }
+        defer { output.events.removeSubrange(mark...) }
+        return Array(output.events[mark...])
+    }
+
     mutating func reply(_ bytes: [UInt8], to envelope: [[UInt8]]) {
         output.replies.append(Dispatcher.Output.Reply(envelope: envelope, bytes: bytes))
     }

@@ -58,6 +58,8 @@ public final class CanvasServer {
     /// Reads of documents (`document.list`, `.info`, `.revisions`, the page of `canvas.open`):
     /// file and PDF work too, so off the loop as well, answered the same way.
     private let reads: SaveRunner
+    /// With a session store: the one thread that speaks to it, answering the same way.
+    private let stores: StoreLine?
     private let waker: SaveWaker
     /// Messages from this routing id are the waker's, not a client's. Random, so no client
     /// can pose as it (and one that did would only make the loop look for finished saves).
@@ -153,14 +155,20 @@ public final class CanvasServer {
             fatalError("unexpected error \(error)")
         }
         var shared: SharedSessions?
+        var owners: SharedSessions?
         if let url = configuration.sessionStore {
             do {
-                // Redis answers in well under a millisecond here; the loop waits this long at most
-                // for one that does not, and then lets it rest (SharedSessions).
+                // Redis answers in well under a millisecond here; the store's thread waits this
+                // long at most for one that does not, and then lets it rest (SharedSessions).
                 let store = try SessionSnapshotStore(url: url, instance: configuration.instanceName, ttl: configuration.idleTimeout,
                                                      timeout: .milliseconds(500))
                 shared = SharedSessions(store: store, limits: configuration.limits, logger: logger)
                 try shared!.claimName()
+                // The loop's own connection, for the owner of a session a subscriber names; it
+                // waits less, since the loop does.
+                let lookups = try SessionSnapshotStore(url: url, instance: configuration.instanceName, ttl: configuration.idleTimeout,
+                                                       timeout: .milliseconds(200))
+                owners = SharedSessions(store: lookups, limits: configuration.limits, logger: logger)
                 // Saves are announced for every instance, each relaying what it hears.
                 let feed = try DocumentFeed(url: url)
                 let relay = self.relay!
@@ -180,15 +188,21 @@ public final class CanvasServer {
             health = nil
         }
         shared?.metrics = metrics
+        owners?.metrics = metrics
         let waker = self.waker
         let saves = SaveRunner(width: ProcessInfo.processInfo.activeProcessorCount) { waker.wake() }
         let reads = SaveRunner(width: ProcessInfo.processInfo.activeProcessorCount) { waker.wake() }
+        let stores = shared.map { _ in StoreLine { waker.wake() } }
         self.saves = saves
         self.reads = reads
+        self.stores = stores
         self.shared = shared
+        var storeExecutor: Dispatcher.StoreExecutor?
+        if let stores { storeExecutor = { work in stores.submit(work) } }
         dispatcher = Dispatcher(configuration: configuration, logger: logger,
                                 saves: { document, save in saves.submit(document, save) },
-                                reads: { key, read in reads.submit(key, read) }, shared: shared, metrics: metrics)
+                                reads: { key, read in reads.submit(key, read) },
+                                stores: storeExecutor, shared: shared, owners: owners, metrics: metrics)
     }
 
     private static func bind(requests: ZMQSocket, events eventSocket: ZMQSocket,
@@ -350,7 +364,12 @@ public final class CanvasServer {
             if now >= nextSweep {
                 // Upgrades that never finish are found by time, not by an event.
                 web?.guardConnections(now: now)
-                if let shared, !shared.renewName() { pulse.startDraining() }   // unready: two processes share a name
+                if let shared, let stores {
+                    // On the store's thread, like every call to the store. Unready when two
+                    // processes share a name.
+                    let pulse = self.pulse
+                    stores.submit { if !shared.renewName() { pulse.startDraining() } }
+                }
                 let tallies = [web?.requestGuard.tally, web?.eventGuard.tally].compactMap { $0 }
                 metrics.gauges(sessions: dispatcher.sessionCount, jobsInFlight: dispatcher.jobsInFlight,
                                webConnections: tallies.reduce(0) { $0 + $1.open },
@@ -360,10 +379,16 @@ public final class CanvasServer {
                 nextSweep = now + .seconds(1)
             }
         }
-        // Saves under way finish (a save is never cut short by a stop), and are answered.
-        saves.wait()
-        reads.wait()
-        deliver(dispatcher.collectSaves(at: clock.now))
+        // Saves under way finish (a save is never cut short by a stop), and are answered: a
+        // save's answer may start the session's write, so a few rounds.
+        for _ in 0..<8 {
+            saves.wait()
+            reads.wait()
+            stores?.wait()
+            deliver(dispatcher.collectSaves(at: clock.now))
+            if dispatcher.jobsInFlight == 0 { break }
+        }
+        stores?.stop()
         logger.info("canvasd stopping", metadata: ["sessions": "\(dispatcher.sessionCount)"])
         shared?.releaseName()
         zap?.stop()

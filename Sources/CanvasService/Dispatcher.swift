@@ -6,11 +6,14 @@ public import Logging
 
 /// Turns request frames into exactly one reply and any events, and runs the sessions' timers.
 ///
-/// It routes each request by its `Method`: server methods at once, document methods to jobs
-/// off the loop, session methods through the session's slot in the `SessionTable` (ready,
-/// running, or waiting for a job with requests queued behind it). It does no socket I/O: the
-/// server hands it frames and the time, and sends what it returns, so tests can drive it with
-/// a made-up clock.
+/// A request goes one way: `receive` decodes it, `answer` routes it by its `Method` (server
+/// methods at once, document methods to jobs off the loop, session methods to their session),
+/// and a session's request then lives in `SessionRequests` (run, or held by a job, then
+/// remembered) and, with a session store, in `SessionStoreSteps` (written, confirmed or taken
+/// over before its reply goes). Whatever holds a session, its slot in the `SessionTable` queues
+/// what comes for it meanwhile. Finished jobs and store steps come back through `finishJobs`.
+/// It does no socket I/O: the server hands it frames and the time, and sends what it returns,
+/// so tests can drive it with a made-up clock.
 public final class Dispatcher {
     public struct Output {
         /// A reply and the routing envelope of the request it answers.
@@ -29,48 +32,55 @@ public final class Dispatcher {
     /// Where saves run, given the document each writes. The server runs them on workers beside
     /// its loop, so no request waits on a disk; nil runs each save in place (tests, the fuzzer).
     public typealias SaveExecutor = @Sendable (_ document: String, _ save: @escaping @Sendable () -> Void) -> Void
+    /// Where the session store is spoken to: one thread, in order (`StoreLine`).
+    typealias StoreExecutor = @Sendable (_ work: @escaping @Sendable () -> Void) -> Void
 
     public static let serverName = ServerMethods.serverName
     /// Drawings up to this many points are encoded in the loop, and their result images rendered
     /// there when small too (ActionExecutor.rendersOffLoop); larger ones on a worker.
     static let inlineDrawingPoints = 2_000
 
-    private var table = SessionTable()
-    private var timers = TransitionTimers()
-    private var jobs: Jobs
-    private let server: ServerMethods
-    private let canvas: CanvasMethods
+    var table = SessionTable()
+    var timers = TransitionTimers()
+    var jobs: Jobs
+    let server: ServerMethods
+    let canvas: CanvasMethods
     /// nil when the document folder could not be used: document methods then answer UNAVAILABLE.
-    private let documents: DocumentMethods?
-    private let limits: Limits
+    let documents: DocumentMethods?
+    let limits: Limits
     /// Sheds large replies when the process is over its memory budget.
-    private var memory: MemoryPressure
-    private let idleTimeout: Duration
-    private let logger: Logger
+    var memory: MemoryPressure
+    let idleTimeout: Duration
+    let logger: Logger
     /// Whether clients are authenticated: sessions are then private to their owner, and
     /// nothing server-wide names them.
-    private let authenticated: Bool
+    let authenticated: Bool
     /// Sequence numbers of the server-wide `documents.*` events.
-    private var documentSeq: UInt64 = 0
+    var documentSeq: UInt64 = 0
     /// With `--session-store`: sessions written there before each acknowledgement, and taken
-    /// over from there when another instance held them. nil costs nothing.
-    private let shared: SharedSessions?
-    private let metrics: ServiceMetrics?
+    /// over from there when another instance held them. Used only on the store's thread, from
+    /// the work the store steps give it. nil costs nothing.
+    let shared: SharedSessions?
+    /// The loop's own connection to the store, for the one question it must answer at once:
+    /// whose a session held elsewhere is, when a subscriber asks for its events.
+    let owners: SharedSessions?
+    let metrics: ServiceMetrics?
 
     public convenience init(configuration: ServiceConfiguration, logger: Logger, saves: SaveExecutor? = nil, reads: SaveExecutor? = nil) {
-        self.init(configuration: configuration, logger: logger, saves: saves, reads: reads, shared: nil)
+        self.init(configuration: configuration, logger: logger, saves: saves, reads: reads, stores: nil, shared: nil, owners: nil)
     }
 
-    init(configuration: ServiceConfiguration, logger: Logger, saves: SaveExecutor?, reads: SaveExecutor?, shared: SharedSessions?,
-         metrics: ServiceMetrics? = nil) {
+    init(configuration: ServiceConfiguration, logger: Logger, saves: SaveExecutor?, reads: SaveExecutor?, stores: StoreExecutor?,
+         shared: SharedSessions?, owners: SharedSessions?, metrics: ServiceMetrics? = nil) {
         self.shared = shared
+        self.owners = owners
         self.metrics = metrics
         limits = configuration.limits
         memory = MemoryPressure(budget: configuration.limits.memoryBudgetBytes)
         idleTimeout = configuration.idleTimeout
         self.logger = logger
         if case .curve = configuration.security { authenticated = true } else { authenticated = false }
-        jobs = Jobs(saves: saves, reads: reads)
+        jobs = Jobs(saves: saves, reads: reads, stores: stores)
         do {
             let store = try DocumentStore(folder: URL(fileURLWithPath: configuration.documentsPath),
                                           keepRevisions: configuration.keepRevisions,
@@ -88,7 +98,7 @@ public final class Dispatcher {
     }
 
     public var sessionCount: Int { table.count }
-    /// Jobs started beside the loop and not yet answered.
+    /// Jobs (and store steps) started beside the loop and not yet answered.
     public var jobsInFlight: Int { jobs.inFlight }
 
     /// Whether `client` may receive events under `topic`. Without authentication every local
@@ -97,9 +107,11 @@ public final class Dispatcher {
     public func maySubscribe(_ client: String?, to topic: [UInt8], always: Bool = false) -> Bool {
         if !(authenticated || always) || table.maySubscribe(client, to: topic) { return true }
         // A session held by another instance (or none yet): its owner as the store has it.
-        guard let shared, let dot = topic.firstIndex(of: UInt8(ascii: ".")) else { return false }
+        // Asked on the loop (a subscription is applied or not as it is read, which libzmq's
+        // XPUB allows only then), on a connection of its own that rests when the store fails.
+        guard let owners, let dot = topic.firstIndex(of: UInt8(ascii: ".")) else { return false }
         let id = String(decoding: topic[..<dot], as: UTF8.self)
-        return !table.contains(id) && shared.owner(of: id) == (client ?? "")
+        return !table.contains(id) && owners.owner(of: id) == (client ?? "")
     }
 
     // MARK: Turns
@@ -126,8 +138,8 @@ public final class Dispatcher {
         return end(call)
     }
 
-    /// Answers the requests whose jobs have finished since the last call (and whatever queued
-    /// behind them). The server calls it when its job queues say one is done.
+    /// Answers the requests whose jobs (and store steps) have finished since the last call, and
+    /// whatever queued behind them. The server calls it when its job queues say one is done.
     public func collectSaves(at now: ContinuousClock.Instant) -> Output {
         var call = Call(now: now)
         finishJobs(&call)
@@ -136,34 +148,29 @@ public final class Dispatcher {
 
     public var nextDeadline: ContinuousClock.Instant? { timers.nextDeadline }
 
-    /// Finishes the timed transitions whose time has come. Returns the events to publish.
+    /// Finishes the timed transitions whose time has come. Returns the events to publish (with
+    /// a session store, those of each transition once it is written, from `collectSaves`).
     public func fireTimers(at now: ContinuousClock.Instant) -> [[[UInt8]]] {
         var call = Call(now: now)
         for timer in timers.due(at: now) { fire(timer.ticket, on: timer.session, &call) }
         return end(call).events
     }
 
-    /// Closes sessions idle for longer than the idle timeout. Returns the events to publish.
+    /// Closes sessions idle for longer than the idle timeout. Returns the events to publish
+    /// (with a session store, once the store has let each go, from `collectSaves`).
     public func expireIdle(at now: ContinuousClock.Instant) -> [[[UInt8]]] {
         var call = Call(now: now)
         for session in table.idle(before: now - idleTimeout) {
-            guard let shared else {
+            if shared == nil {
                 close(session, event: "session.expired", &call)
-                continue
-            }
-            // Announced only by the instance that still held it; a copy another instance took
-            // over (or one the store could not be asked about) is just let go.
-            if (try? shared.remove(session.id)) == true {
-                close(session, event: "session.expired", &call)
-            } else {
-                table.remove(session.id)
-                timers.cancel(session: session.id)
+            } else if let held = table.hold(session.id) {
+                expire(held)
             }
         }
         return end(call).events
     }
 
-    private func end(_ call: Call) -> Output {
+    func end(_ call: Call) -> Output {
         timers.add(call.timers)
         return call.output
     }
@@ -173,8 +180,8 @@ public final class Dispatcher {
     /// Who sent a decoded request (nil: no one in particular), or why it is refused.
     public typealias Authenticator = (Request) -> Result<String?, ProtocolError>
 
-    private func receive(_ frames: [[UInt8]], envelope: [[UInt8]], droppedFrames: Int = 0, authenticate: Authenticator? = nil,
-                         _ call: inout Call) {
+    func receive(_ frames: [[UInt8]], envelope: [[UInt8]], droppedFrames: Int = 0, authenticate: Authenticator? = nil,
+                 _ call: inout Call) {
         let size = frames.reduce(0) { $0 + $1.count } + (frames.count + droppedFrames) * Limits.frameOverheadBytes
         guard size <= limits.maxMessageBytes else {
             let error = ProtocolError(.payloadTooLarge, "the request is \(size) bytes; the limit is \(limits.maxMessageBytes)",
@@ -208,16 +215,22 @@ public final class Dispatcher {
         }
     }
 
-    /// The reply, or nil when the request waits (for its job, or behind another's) or its
-    /// reply already went out (`Call.sendAtOnce`).
-    private func answer(_ request: Request, frames: [[UInt8]], envelope: [[UInt8]], _ call: inout Call) -> [UInt8]? {
+    /// The reply, or nil when the request waits (for its job, a store step, or behind another
+    /// request of its session) or its reply already went out (`Call.sendAtOnce`).
+    func answer(_ request: Request, frames: [[UInt8]], envelope: [[UInt8]], _ call: inout Call) -> [UInt8]? {
         let method = Method(named: request.method)
         let params = Params(request.params)
         do throws(ProtocolError) {
             switch method?.scope {
             case .server?:
-                let result = method == .hello ? server.hello() : try server.openSession(params, &table, call)
-                return ReplyEncoder.success(id: request.id, result: result)
+                if method == .hello { return ReplyEncoder.success(id: request.id, result: server.hello()) }
+                let opened = try server.openSession(params, &table, call)
+                let reply = ReplyEncoder.success(id: request.id, result: opened.result)
+                if shared != nil {
+                    create(opened.session, reply: reply, for: request, envelope: envelope, &call)
+                    return nil
+                }
+                return reply
             case .documentWrite? where request.session == nil, .documentRead? where request.session == nil:
                 // Document work is file and PDF work: off the loop. With a session, it goes
                 // through the session instead (below), in order with its other requests and
@@ -236,27 +249,17 @@ public final class Dispatcher {
             // unknown method too, so that every reply of a session keeps its order.
             guard table.isOwned(sessionID, by: call.client) else {
                 guard method != nil else { throw Self.methodNotFound(request.method) }
-                if let shared, !table.contains(sessionID) {
-                    // Asked with the request, so one the store has on record as answered (by any
-                    // instance, however long ago) is answered from there and not run again.
-                    let asking = SharedSessions.Answered(id: request.id, fingerprint: ReplyCache.fingerprint(request))
-                    if let (session, answered) = try shared.takeOver(sessionID, owner: call.client, connection: call.connection,
-                                                                     now: call.now, asking: asking) {
-                        adopt(session, &call)
-                        if let answered, case .miss = session.replies.lookup(request.id, request: asking.fingerprint) {
-                            return try recorded(answered, request)
-                        }
-                        return answer(request, frames: frames, envelope: envelope, &call)
-                    }
+                if shared != nil, !table.contains(sessionID) {
+                    takeOver(request, frames: frames, envelope: envelope, &call)
+                    return nil
                 }
-                throw ProtocolError(.unknownSession, "no session \"\(sessionID)\": never opened, closed, or expired",
-                                    data: ["session": .string(sessionID)])
+                throw Self.unknownSession(sessionID)
             }
             guard let session = table.arrive(sessionID, .request(frames: frames, envelope: envelope, client: call.client)) else {
-                return nil   // queued behind a job
+                return nil   // queued behind what holds the session
             }
             guard let method else {
-                table.finish(session)
+                resume(session, &call)
                 throw Self.methodNotFound(request.method)
             }
             // Consumed: this binding must not outlive the call, or the session's buffers would
@@ -267,307 +270,27 @@ public final class Dispatcher {
         }
     }
 
-    /// The answer to a request found answered in the session's reply cache, or in the store's
-    /// record of answered requests: its first reply, whichever instance gave it.
-    private func recorded(_ lookup: ReplyCache.Lookup, _ request: Request) throws(ProtocolError) -> [UInt8] {
-        switch lookup {
-        case .retry(let reply):
-            return reply
-        case .notKept:
-            throw ProtocolError(.unavailable, "id \(request.id) was answered, but its reply was over \(limits.maxCachedReplyBytes) bytes and not kept; it is not run twice",
-                                data: ["reason": "replyNotKept", "limit": .integer(Int64(limits.maxCachedReplyBytes))])
-        case .reused:
-            // Well-formed, but it clashes with what the session already holds under that id.
-            throw ProtocolError(.conflict, "id \(request.id) was already used for a different request in this session",
-                                data: ["id": request.id.json])
-        case .miss:
-            preconditionFailure("a request not answered has no recorded answer")
-        }
-    }
-
-    private static func methodNotFound(_ name: String) -> ProtocolError {
+    static func methodNotFound(_ name: String) -> ProtocolError {
         ProtocolError(.methodNotFound, "no method \"\(name)\"", data: ["method": .string(name)])
     }
 
-    // MARK: Sessions
-
-    /// Runs a request on a session its slot handed over. Before this returns, the session is
-    /// back in the table, gone with a job, or closed.
-    private func serve(_ method: Method, _ request: Request, _ params: Params, _ session: consuming ServiceSession,
-                       frames: [[UInt8]], envelope: [[UInt8]], _ call: inout Call) -> [UInt8]? {
-        session.lastActive = call.now
-        // Written only when needed: to store the reply (for a read, after it went out), or to
-        // tell a retry from a reused id.
-        lazy var fingerprint = ReplyCache.fingerprint(request)
-        let mark = call.output.events.count
-        // What the method finds before it runs when no job ran for it: a result image left out.
-        var found: JobOutcome?
-        do throws(ProtocolError) {
-            // A retry of a request already answered gets the same reply, and nothing runs twice.
-            switch session.replies.lookup(request.id, request: fingerprint) {
-            case .retry(let cached):
-                // A reply already given stays true wherever the session is now.
-                table.finish(session)
-                return cached
-            case .notKept where method.changesNothing, .miss:
-                break   // a read answered again is the same answer
-            case let answered:
-                return try recorded(answered, request)   // throws: answered, and not kept or reused
-            }
-            if let shared, Self.savesFirst(method, session), session.storedAt != call.now {
-                // Fenced: a save starts only once the store has said that this copy is the
-                // session as stored, and that the request is not answered already. A copy some
-                // other instance moved on from would otherwise save what the client had since
-                // changed (and its retry, run on the session as stored, find that save its own).
-                let answered = SharedSessions.Answered(id: request.id, fingerprint: fingerprint)
-                let fenced = Self.ask { () throws(ProtocolError) in try shared.confirm(&session, now: call.now, unanswered: answered) }
-                switch keepOrDrop(fenced, session.id, eventsFrom: mark, &call) {
-                case .kept: break
-                case .failed(let error): throw error
-                case .lost: return retake(request, frames: frames, envelope: envelope, &call)
-                }
-            }
-            if try startJob(method, request, params, &session, fingerprint, envelope: envelope, call, found: &found) { return nil }
-        } catch {
-            table.finish(session)
-            return ReplyEncoder.failure(id: request.id, error: error)
-        }
-        if shared == nil, method.changesNothing {
-            // A read: its reply is final here, so it goes first when it may, and is remembered
-            // and the session put back while the client already has it.
-            let reply = run(method, request, params, &session, found: found, &call)
-            let sent = call.sendAtOnce(reply, to: envelope)
-            session.replies.store(reply, for: request.id, request: fingerprint)
-            table.finish(session)
-            return sent ? nil : reply
-        }
-        let reply = runAndRemember(method, request, params, fingerprint, &session, found: found, &call)
-        if let shared {
-            // Written before the reply goes out; a copy found stale is dropped and the request
-            // answered again on the session as the store has it.
-            let asked: StoreOutcome
-            if method == .sessionClose {
-                // Removed only by its holder: a stale copy is taken back first, then closed.
-                asked = Self.ask { () throws(ProtocolError) in try shared.remove(session.id) }
-            } else if method.changesNothing {
-                // A read answers from the local copy only if it is still the stored one.
-                asked = Self.ask { () throws(ProtocolError) in try shared.confirm(&session, now: call.now) }
-            } else {
-                asked = write(&session, call, answering: (.init(id: request.id, fingerprint: fingerprint), reply))
-            }
-            switch keepOrDrop(asked, session.id, eventsFrom: mark, &call) {
-            case .kept:
-                break
-            case .failed(let error):
-                return ReplyEncoder.failure(id: request.id, error: error)
-            case .lost:
-                return retake(request, frames: frames, envelope: envelope, &call)
-            }
-        }
-        if method == .sessionClose { close(session, event: "session.closed", &call) } else { table.finish(session) }
-        return reply
+    static func unknownSession(_ id: String) -> ProtocolError {
+        ProtocolError(.unknownSession, "no session \"\(id)\": never opened, closed, or expired", data: ["session": .string(id)])
     }
 
-    // MARK: Shared sessions
-
-    private enum StoreOutcome {
-        case kept
-        /// Another instance holds the session: the local copy was dropped.
-        case lost
-        /// The store could not be written: the local copy was dropped, unacknowledged.
-        case failed(ProtocolError)
-    }
-
-    /// A request whose local copy of the session turned out stale (another instance took it
-    /// over): answered once more on the session as the store has it, where the store's record
-    /// answers it if another instance did; a second loss in a row is the client's to retry.
-    private func retake(_ request: Request, frames: [[UInt8]], envelope: [[UInt8]], _ call: inout Call) -> [UInt8]? {
-        guard !call.retaking, let session = request.session else {
-            return ReplyEncoder.failure(id: request.id, error: Self.moved(request.session ?? ""))
-        }
-        precondition(!table.contains(session), "a stale copy is dropped before its request is answered again")
-        call.retaking = true
-        defer { call.retaking = false }
-        return answer(request, frames: frames, envelope: envelope, &call)
-    }
-
-    /// Whether `method` makes a revision of a document before it acts on the session: a save a
-    /// stale copy must never start.
-    private static func savesFirst(_ method: Method, _ session: ServiceSession) -> Bool {
-        method.scope == .documentWrite || (method == .canvasSubmit && CanvasMethods.savesFirst(session))
-    }
-
-    private static func moved(_ id: String) -> ProtocolError {
-        ProtocolError(.unavailable, "session \"\(id)\" moved to another instance while this request ran; try again",
-                      data: ["reason": "sessionMoved", "session": .string(id)])
-    }
-
-    /// What the store said of a local copy: still the stored one (`true`), held elsewhere, or
-    /// nothing, because it could not be asked.
-    private static func ask(_ question: () throws(ProtocolError) -> Bool) -> StoreOutcome {
-        do throws(ProtocolError) {
-            return try question() ? .kept : .lost
-        } catch {
-            return .failed(error)
-        }
-    }
-
-    /// Writes the session's next version to the store, recording the request that made it
-    /// (`answering`) as answered.
-    private func write(_ session: inout ServiceSession, _ call: Call,
-                       answering: (request: SharedSessions.Answered, reply: [UInt8])? = nil) -> StoreOutcome {
-        guard let shared else { return .kept }
-        return Self.ask { () throws(ProtocolError) in try shared.persist(&session, now: call.now, answering: answering) }
-    }
-
-    /// A change the store did not keep is undone as far as anyone can see: the local copy is
-    /// dropped (see `drop`). Returns `outcome`.
-    private func keepOrDrop(_ outcome: StoreOutcome, _ id: String, eventsFrom mark: Int, _ call: inout Call) -> StoreOutcome {
-        if case .kept = outcome { return outcome }
-        drop(id, eventsFrom: mark, &call)
-        return outcome
-    }
-
-    /// Drops a local copy that was not written: out of the table, its timers gone, and the
-    /// events it made since `mark` not published.
-    private func drop(_ id: String, eventsFrom mark: Int, _ call: inout Call) {
-        let topic = Array("\(id).".utf8)
-        table.remove(id)
-        timers.cancel(session: id)
-        call.timers.removeAll { $0.session == id }
-        if mark < call.output.events.count {
-            call.output.events = Array(call.output.events[..<mark]) + call.output.events[mark...].filter { !$0[0].starts(with: topic) }
-        }
-    }
-
-    /// Puts a session taken over from the store in the table, with the timer of a timed
-    /// transition that was under way (started again: the old instance's clock is gone).
-    private func adopt(_ session: ServiceSession, _ call: inout Call) {
-        table.insert(session)
-        if let ticket = session.canvas.canvas.pendingTransition, case .timed(let milliseconds) = session.transitions {
-            call.timers.append(TransitionTimer(deadline: call.now + .milliseconds(milliseconds), session: session.id, ticket: ticket))
-        }
-    }
-
-    /// Sends the request off the loop first when it needs file or heavy work, the job taking the
-    /// session with it: a document method, the page a `canvas.open` names, a large drawing's
-    /// encoding, a submit's save. Returns whether it did. `found`: set when the method is to run
-    /// here without its result image (`imageOmitted`), which could not be rendered off the loop.
-    private func startJob(_ method: Method, _ request: Request, _ params: Params, _ session: inout ServiceSession,
-                          _ fingerprint: @autoclosure () -> [UInt8], envelope: [[UInt8]], _ call: Call,
-                          found: inout JobOutcome?) throws(ProtocolError) -> Bool {
-        var job: PendingJob {
-            PendingJob(kind: .canvas(method), request: request, envelope: envelope, client: call.client,
-                       holding: (session, fingerprint()))
-        }
-        switch method {
-        case _ where method.scope == .documentRead || method.scope == .documentWrite:
-            try startDocumentJob(method, params, request, envelope: envelope, client: call.client, now: call.now,
-                                 holding: (session, fingerprint()),
-                                 madeBy: method.scope == .documentWrite ? madeBy(session, request, fingerprint()) : nil)
-        case .canvasOpen:
-            guard let documents, let target = try? documents.targetParams(params) else { return false }
-            try jobs.read(for: job) { .page(Result { () throws(DocumentError) in try documents.store.page(target.name, target.page) }) }
-        case .drawingGet where session.canvas.phase == .open && session.canvas.drawing.pointCount > Self.inlineDrawingPoints:
-            // Encoding a large drawing takes long enough to hold up everyone: off the loop, from
-            // a copy (the drawing is a value).
-            var encoding = job
-            encoding.reservedBytes = try memory.admitLargeReply("drawing.get of a large drawing", bytes: session.canvas.drawing.pointCount * 64,
-                                                            now: call.now)
-            let id = request.id, drawing = session.canvas.drawing, editable = session.canvas.canvas.editableDrawing
-            let undo = editable?.canUndo ?? false, redo = editable?.canRedo ?? false
-            do throws(ProtocolError) {
-                try jobs.read(for: encoding) {
-                    .reply(ReplyEncoder.success(id: id, rawResult: WireShapes.drawing(drawing, canUndo: undo, canRedo: redo)))
-                }
-            } catch {
-                memory.release(encoding.reservedBytes)
-                throw error
-            }
-        case .canvasSubmit where CanvasMethods.savesFirst(session):
-            do throws(ProtocolError) {
-                _ = try params.bool("imageData", default: false)
-                let target = session.target!
-                let save = try DocumentMethods.available(documents)
-                    .targetSave(target, session.canvas.drawing, madeBy: madeBy(session, request, fingerprint()))
-                // Its result image, when large, is rendered after the save, beside the loop too.
-                let size = session.size, maxImageSide = limits.maxImageSide
-                let render = imageToRender(method, params, session).map { drawing in
-                    { @Sendable in ActionExecutor.png(drawing, size: size, maxImageSide: maxImageSide) }
-                }
-                jobs.save(target.name, save, for: job, render: render)
-            } catch {
-                // Remembered like any answer: a retry must not find the save untried.
-                session.replies.store(ReplyEncoder.failure(id: request.id, error: error), for: request.id, request: fingerprint())
-                throw error
-            }
-        case .canvasMinimize, .canvasSubmit, .canvasCancel, .pencilDoubleTap:
-            // A result image of a large drawing or canvas takes tens of milliseconds (an
-            // 8192-pixel square over a second): rendered off the loop, from a copy, it holds up
-            // only this session. Never on the loop: with the runner full, or this owner's
-            // renders at their bound, the method runs now and its result goes without the image.
-            guard let drawing = imageToRender(method, params, session) else { return false }
-            let size = session.size, maxImageSide = limits.maxImageSide
-            do {
-                try jobs.read(for: job, kind: .render) { .image(ActionExecutor.png(drawing, size: size, maxImageSide: maxImageSide)) }
-            } catch {
-                found = .imageOmitted(reason: error.data["reason"]?.stringValue ?? "busy")
-                return false
-            }
-        default:
-            return false
-        }
-        table.startJob(session.id)
-        return true
-    }
-
-    /// The drawing whose result image `method` will render, when rendering it here would take
-    /// long: found by running the method on a copy of the canvas, so only a request that will
-    /// emit a result with an image (and not one refused, or a double-tap that does something
-    /// else) waits for one.
-    private func imageToRender(_ method: Method, _ params: Params, _ session: ServiceSession) -> Drawing? {
-        let asked = (try? params.bool("imageData", default: false)) ?? false
-        guard (asked && method != .pencilDoubleTap) || session.resultImages else { return nil }
-        var trial = session.canvas
-        let actions: [CanvasAction]?
-        switch method {
-        case .canvasMinimize: actions = try? trial.minimize()
-        case .canvasSubmit: actions = try? trial.submit()
-        case .canvasCancel: actions = try? trial.cancel()
-        default: actions = trial.doubleTap().actions
-        }
-        for case .emitResult(_, let drawing, _) in actions ?? [] {
-            return ActionExecutor.rendersOffLoop(drawing, session, maxImageSide: limits.maxImageSide) ? drawing : nil
-        }
-        return nil
-    }
-
-    /// What a session's save leaves in the document's history so that the same request, run
-    /// again on another instance, finds the revision it made instead of saving twice: with
-    /// several instances, the one that saved can die, or lose the session to another, before
-    /// the session records the save; the retry then runs on the session as last stored. One
-    /// instance alone loses its sessions with it, so it leaves nothing. The key stands for the
-    /// session, the request's id and the request itself (ids are the client's, and a reused id
-    /// on another request must not find this save).
-    ///
-    /// It stands for the version of the session the save was made from as well (fenced: the
-    /// store confirmed it): a retry run on the session as it was finds the save; a request that
-    /// reuses the id on a session that changed since does not.
-    private func madeBy(_ session: ServiceSession, _ request: Request, _ fingerprint: [UInt8]) -> String? {
-        guard shared != nil else { return nil }
-        let bytes = Array(session.id.utf8) + [0] + JSONCodec.serialize(request.id.json) + [0] + fingerprint + [0]
-            + Array(String(session.storedVersion).utf8)
-        return String(DocumentStore.sha256(bytes).prefix(32))
-    }
+    // MARK: Documents
 
     /// Starts a document method's job: a read on the read runner, a write where saves run.
-    private func startDocumentJob(_ method: Method, _ params: Params, _ request: Request, envelope: [[UInt8]], client: String?,
-                                  now: ContinuousClock.Instant,
-                                  holding: (session: ServiceSession, fingerprint: [UInt8])? = nil,
-                                  madeBy: String? = nil) throws(ProtocolError) {
+    /// `holding`: the session the request named, which the job holds (with the request's frames).
+    func startDocumentJob(_ method: Method, _ params: Params, _ request: Request, envelope: [[UInt8]], client: String?,
+                          now: ContinuousClock.Instant,
+                          holding: (session: ServiceSession, fingerprint: [UInt8])? = nil, frames: [[UInt8]] = [],
+                          madeBy: String? = nil) throws(ProtocolError) {
         let documents = try DocumentMethods.available(documents)
         func job(_ kind: PendingJob.Kind) -> PendingJob {
-            PendingJob(kind: kind, request: request, envelope: envelope, client: client, holding: holding)
+            var job = PendingJob(kind: kind, request: request, envelope: envelope, client: client, holding: holding)
+            job.frames = frames
+            return job
         }
         if method.scope == .documentWrite {
             let write = try documents.prepareSave(method, params, madeBy: madeBy)
@@ -599,103 +322,8 @@ public final class Dispatcher {
         }
     }
 
-    /// Runs a session's request and remembers its reply for retries. `found` is what a job off
-    /// the loop found for it first.
-    private func runAndRemember(_ method: Method, _ request: Request, _ params: Params, _ fingerprint: [UInt8],
-                                _ session: inout ServiceSession, found: JobOutcome?, _ call: inout Call) -> [UInt8] {
-        let reply = run(method, request, params, &session, found: found, &call)
-        session.replies.store(reply, for: request.id, request: fingerprint)
-        announceSaves(&call)
-        return reply
-    }
-
-    /// Runs a session's request: its reply, a result or an error.
-    private func run(_ method: Method, _ request: Request, _ params: Params, _ session: inout ServiceSession,
-                     found: JobOutcome?, _ call: inout Call) -> [UInt8] {
-        do throws(ProtocolError) {
-            return try canvas.run(method, params, &session, found: found, &call).reply(id: request.id)
-        } catch {
-            return ReplyEncoder.failure(id: request.id, error: error)
-        }
-    }
-
-    /// A due timer: its transition finishes now, or after the job holding the session.
-    private func fire(_ ticket: TransitionTicket, on id: String, _ call: inout Call) {
-        guard var session = table.arrive(id, .timer(ticket)) else { return }
-        // A transition a client already finished leaves a stale timer: nothing to do.
-        let mark = call.output.events.count
-        if let actions = try? session.canvas.finishTransition(ticket) {
-            canvas.executor.run(actions, &session, imageData: false, &call)
-            guard case .kept = keepOrDrop(write(&session, call), session.id, eventsFrom: mark, &call) else { return }
-        }
-        table.finish(session)
-    }
-
-    private func close(_ session: ServiceSession, event: String, _ call: inout Call) {
-        var session = session
-        canvas.executor.publish(&session, event, [:], &call)
-        table.remove(session.id)
-        timers.cancel(session: session.id)
-        logger.info("\(event)", metadata: ["session": "\(session.id)"])
-    }
-
-    // MARK: Jobs
-
-    /// Answers every finished job, then runs what queued behind a session it held (which may
-    /// start another job, and make the rest wait again).
-    private func finishJobs(_ call: inout Call) {
-        while case let finished = jobs.finished(), !finished.isEmpty {
-            for (job, outcome) in finished {
-                memory.release(job.reservedBytes)
-                call.client = job.client
-                call.connection = job.envelope.first
-                guard case (var session, let fingerprint)? = job.holding else {
-                    call.reply(documentReply(job, outcome, &call), to: job.envelope)
-                    continue
-                }
-                let mark = call.output.events.count
-                let reply: [UInt8]
-                switch (job.kind, outcome) {
-                case (.canvas, .reply(let bytes)):
-                    // An encoding of what the session holds: nothing changed, nothing to store.
-                    session.replies.store(bytes, for: job.request.id, request: fingerprint)
-                    call.reply(bytes, to: job.envelope)
-                    resume(session, &call)
-                    continue
-                case (.canvas(let method), _):
-                    reply = runAndRemember(method, job.request, Params(job.request.params), fingerprint, &session,
-                                           found: outcome, &call)
-                default:
-                    reply = documentReply(job, outcome, &call)
-                    session.replies.store(reply, for: job.request.id, request: fingerprint)
-                }
-                guard shared != nil else {
-                    call.reply(reply, to: job.envelope)
-                    resume(session, &call)
-                    continue
-                }
-                // Written first, then given back to the table with its new version; a copy that
-                // was not written is then dropped, and what queued behind it runs on the session
-                // as the store has it.
-                let written = write(&session, call, answering: (.init(id: job.request.id, fingerprint: fingerprint), reply))
-                let queued = table.endJob(session)
-                switch written {
-                case .kept:
-                    call.reply(reply, to: job.envelope)
-                case .lost:
-                    drop(session.id, eventsFrom: mark, &call)
-                    call.reply(ReplyEncoder.failure(id: job.request.id, error: Self.moved(session.id)), to: job.envelope)
-                case .failed(let error):
-                    drop(session.id, eventsFrom: mark, &call)
-                    call.reply(ReplyEncoder.failure(id: job.request.id, error: error), to: job.envelope)
-                }
-                replay(queued, on: session.id, &call)
-            }
-        }
-    }
-
     /// The reply to a document method, and the `document.saved` of a write that made a revision.
-    private func documentReply(_ job: PendingJob, _ outcome: JobOutcome, _ call: inout Call) -> [UInt8] {
+    func documentReply(_ job: PendingJob, _ request: Request, _ outcome: JobOutcome, _ call: inout Call) -> [UInt8] {
         switch (job.kind, outcome) {
         case (.documentWrite(let method, let publishes, let unchangedAt), .saved(let outcome, _)):
             do throws(ProtocolError) {
@@ -707,32 +335,14 @@ public final class Dispatcher {
                     call.saves.append((result, method.rawValue, saver))
                     announceSaves(&call)
                 }
-                return ReplyEncoder.success(id: job.request.id, result: result)
+                return ReplyEncoder.success(id: request.id, result: result)
             } catch {
-                return ReplyEncoder.failure(id: job.request.id, error: error)
+                return ReplyEncoder.failure(id: request.id, error: error)
             }
         case (.documentRead, .reply(let bytes)):
             return bytes
         default:
             preconditionFailure("a job's outcome does not match its kind")
-        }
-    }
-
-    /// Gives a session back after its job and replays what queued behind it, in order.
-    private func resume(_ session: ServiceSession, _ call: inout Call) {
-        replay(table.endJob(session), on: session.id, &call)
-    }
-
-    private func replay(_ queued: [QueuedWork], on id: String, _ call: inout Call) {
-        for work in queued {
-            switch work {
-            case .request(let frames, let envelope, let client):
-                call.client = client
-                call.connection = envelope.first
-                receive(frames, envelope: envelope, &call)
-            case .timer(let ticket):
-                fire(ticket, on: id, &call)
-            }
         }
     }
 
@@ -750,16 +360,18 @@ public final class Dispatcher {
 
     /// `document.saved` on the server-wide `documents.` topic, which has its own sequence, for
     /// each save the call made.
-    private func announceSaves(_ call: inout Call) {
+    func announceSaves(_ call: inout Call) {
         if !call.saves.isEmpty { metrics?.saved(call.saves.count) }
         for save in call.saves {
             var data = WireShapes.saved(save.summary, cause: save.cause)
             if let session = save.session, !authenticated { data["session"] = .string(session) }
             if let shared, shared.feed != nil {
-                // Numbered and published once for every instance; each relays it (`relay`).
+                // Numbered and published once for every instance; each relays it (`relay`). Told
+                // on the store's thread, like everything said to the store.
                 if case .string(let name)? = data["name"], case .integer(let revision)? = data["revision"],
                    case .string(let sha256)? = data["sha256"] {
-                    _ = shared.announce(name: name, revision: Int(revision), sha256: sha256, data: JSONCodec.serialize(.object(data)))
+                    let bytes = JSONCodec.serialize(.object(data))
+                    jobs.inStoreOrder { _ = shared.announce(name: name, revision: Int(revision), sha256: sha256, data: bytes) }
                 }
                 continue
             }

@@ -14,6 +14,8 @@ enum JobOutcome: Sendable {
     /// No job: the result image could not be rendered off the loop now (`reason`, "busy" or
     /// "ownerBusy"), so the method runs without it rather than render it on the loop.
     case imageOmitted(reason: String)
+    /// What the session store said to a step (`StoreStep`).
+    case stored(StoreAnswer)
 
     var image: ResultImage? {
         switch self {
@@ -37,9 +39,12 @@ struct PendingJob {
         /// A session method that needs the job first: a submit's save, the page a
         /// `canvas.open` names, a large drawing's encoding.
         case canvas(Method)
+        /// A step in the session store that the session's request (or timer) waits on.
+        case store(StoreStep)
     }
     let kind: Kind
-    let request: Request
+    /// The request it is for; nil for a step of a session's own (a timer's transition, expiry).
+    let request: Request?
     let envelope: [[UInt8]]
     let client: String?
     /// The session the job holds, when the request named one: what comes for the session
@@ -47,6 +52,13 @@ struct PendingJob {
     var holding: (session: ServiceSession, fingerprint: [UInt8])? = nil
     /// Memory reserved for its reply (`MemoryPressure`), given back when it finishes.
     var reservedBytes = 0
+    /// The request's frames, for a step that may have to answer it once more (a take-over).
+    var frames: [[UInt8]] = []
+    /// Whether the request is being answered again after a stale copy was dropped: once, not
+    /// over and over.
+    var retaking = false
+    /// Events the request made, published once the store has its change (`StoreStep`).
+    var events: [[[UInt8]]] = []
 }
 
 /// The jobs running off the loop: saves on the save runner, reads on the read runner, their
@@ -63,6 +75,8 @@ struct Jobs {
     private let saves: Dispatcher.SaveExecutor?
     /// Where reads run; nil runs each in place.
     private let reads: Dispatcher.SaveExecutor?
+    /// Where the session store is spoken to, in order; nil runs each step in place.
+    private let stores: Dispatcher.StoreExecutor?
     private let inbox = Inbox()
     /// Each job, and for one on the read runner, its kind and owner (nil: the local owner).
     private var pending: [UInt64: (job: PendingJob, read: (kind: ReadKind, owner: String?)?)] = [:]
@@ -79,9 +93,24 @@ struct Jobs {
     /// of a core, so a few are all one owner gets; past that a result goes without its image.
     static let maxRendersPerOwner = 4
 
-    init(saves: Dispatcher.SaveExecutor?, reads: Dispatcher.SaveExecutor?) {
+    init(saves: Dispatcher.SaveExecutor?, reads: Dispatcher.SaveExecutor?, stores: Dispatcher.StoreExecutor?) {
         self.saves = saves
         self.reads = reads
+        self.stores = stores
+    }
+
+    /// Starts a step in the session store. Not bounded here: each holds its session, and a
+    /// session has one step at a time.
+    mutating func store(for job: PendingJob, _ step: @escaping @Sendable () -> StoreAnswer) {
+        let id = add(job, read: nil), inbox = self.inbox
+        let work: @Sendable () -> Void = { inbox.post(id, .stored(step())) }
+        if let stores { stores(work) } else { work() }
+    }
+
+    /// Runs work where store steps run, after those already started, answering nothing (an
+    /// announcement on the document feed, the instance name's renewal).
+    func inStoreOrder(_ work: @escaping @Sendable () -> Void) {
+        if let stores { stores(work) } else { work() }
     }
 
     /// Starts a save where saves of `document` run. `render`, for a submit whose result has an

@@ -35,7 +35,10 @@ struct ServerMethods {
         owner == nil ? "the local owner (every client without a key or token)" : "this owner (key or web token)"
     }
 
-    func openSession(_ params: Params, _ table: inout SessionTable, _ call: Call) throws(ProtocolError) -> [String: JSONValue] {
+    /// Opens a session: its reply's result, and the session (which, with a session store, is
+    /// held in the table until the store has it).
+    func openSession(_ params: Params, _ table: inout SessionTable, _ call: Call) throws(ProtocolError)
+        -> (result: [String: JSONValue], session: ServiceSession) {
         let pencil = params.has("pencil") ? try params.decode(PencilConfiguration.self, field: "pencil") : PencilConfiguration()
         let transitions = try self.params.transitions(params)
         let initialized = try params.bool("initialized", default: true)
@@ -54,32 +57,20 @@ struct ServerMethods {
             throw ProtocolError(.unavailable, "\(Self.describe(call.client)) has its maximum of \(limits.maxSessionsPerOwner) sessions, over all its connections",
                                 data: ["reason": "ownerSessions", "limit": .integer(Int64(limits.maxSessionsPerOwner))])
         }
-        func make(_ id: String) -> ServiceSession {
-            ServiceSession(
-                id: id, owner: call.client, connection: call.connection,
-                canvas: CanvasSession(pencil: pencil, transitions: transitions, initialized: initialized),
-                transitions: transitions, size: size, resultImages: resultImages, lastActive: call.now,
-                replies: ReplyCache(limits: limits))
-        }
-        var session = make(table.newID())
-        if let shared {
-            // Ids are random 60-bit numbers: one another instance already has is all but
-            // impossible, but it is told apart all the same.
-            var attempts = 1
-            while try !shared.create(&session, now: call.now) {
-                guard attempts < 3 else { throw ProtocolError(.unavailable, "no free session id; try again", data: ["reason": "sessionStore"]) }
-                attempts += 1
-                session = make(table.newID())
-            }
-        }
+        let session = ServiceSession(
+            id: table.newID(), owner: call.client, connection: call.connection,
+            canvas: CanvasSession(pencil: pencil, transitions: transitions, initialized: initialized),
+            transitions: transitions, size: size, resultImages: resultImages, lastActive: call.now,
+            replies: ReplyCache(limits: limits))
         let id = session.id
-        table.insert(session)
+        // With a session store the session is held until the store has it (`StoreStep.create`).
+        if shared == nil { table.insert(session) } else { table.insertHeld(session) }
         logger.info("session opened", metadata: ["session": "\(id)", "transitions": "\(transitions)", "client": "\(call.client ?? "-")"])
-        return [
+        return ([
             "session": .string(id),
             "state": .string(session.canvas.phase.rawValue),
             "pencil": WireShapes.pencil(session),
             "transitions": WireShapes.transitions(transitions),
-        ]
+        ], session)
     }
 }

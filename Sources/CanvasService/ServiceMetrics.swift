@@ -38,12 +38,16 @@ public final class ServiceMetrics: @unchecked Sendable {
 
     private var counting = State()
     private let published = Mutex(State())
+    /// What the store's thread counts (`StoreLine`): its own, behind a lock, taken into what is
+    /// published with the rest.
+    private let storeCounting = Mutex((store: Histogram(), failures: UInt64(0), takeovers: UInt64(0)))
 
     public init() {}
 
     /// Makes what the loop counted visible to the endpoint (the loop calls it once a second).
     func publish() {
-        let snapshot = counting
+        var snapshot = counting
+        (snapshot.store, snapshot.storeFailures, snapshot.takeovers) = storeCounting.withLock { $0 }
         published.withLock { $0 = snapshot }
     }
 
@@ -57,11 +61,15 @@ public final class ServiceMetrics: @unchecked Sendable {
     }
 
     func handled(seconds: Double) { counting.handling.observe(seconds) }
+    /// Called on the store's thread.
     func askedStore(seconds: Double, failed: Bool) {
-        counting.store.observe(seconds)
-        if failed { counting.storeFailures += 1 }
+        storeCounting.withLock {
+            $0.store.observe(seconds)
+            if failed { $0.failures += 1 }
+        }
     }
-    func tookOver() { counting.takeovers += 1 }
+    /// Called on the store's thread.
+    func tookOver() { storeCounting.withLock { $0.takeovers += 1 } }
     func saved(_ count: Int) { counting.saves += UInt64(count) }
     func gauges(sessions: Int, jobsInFlight: Int, webConnections: Int, webCutOff: Int) {
         counting.sessions = sessions

@@ -1,6 +1,6 @@
 import CanvasCore
 
-/// Something that came for a session while a job off the loop held it, kept to run in order.
+/// Something that came for a session while it was held, kept to run in order.
 enum QueuedWork {
     /// A request: its frames, the routing envelope for its reply, and who sent it.
     case request(frames: [[UInt8]], envelope: [[UInt8]], client: String?)
@@ -8,56 +8,50 @@ enum QueuedWork {
     case timer(TransitionTicket)
 }
 
-/// Where one session is, as far as the request loop is concerned.
+/// Where one session is, as far as the request loop is concerned: `ready`, or `held` by the
+/// request under way, with what came meanwhile queued in order.
 ///
-/// A session is `ready`, `running` one request in the loop, or `waiting` for a job off the loop
-/// (a save, a page lookup, a large encoding) that holds it, with what came meanwhile queued in
-/// order. A session has one owner at a time, so its buffers (the drawing, the reply cache)
-/// change in place instead of being copied per request. Each event returns what the dispatcher
-/// must do; the machine itself does nothing.
+/// A request holds its session from the moment it starts running until its reply is settled:
+/// while it runs on the loop, while a job off the loop (a save, a page lookup, a large
+/// encoding) works for it, and while the session store writes, confirms or takes over the
+/// session for it (`StoreStep`). One holder at a time lets the session's buffers (the drawing,
+/// the reply cache) change in place instead of being copied per request, and keeps a session's
+/// replies in the order its requests came. A session being taken over from the store is
+/// `held` before there is a session at all. Each event returns what the dispatcher must do;
+/// the machine itself does nothing.
 enum SessionSlot {
     case ready(ServiceSession)
-    case running
-    case waiting(queue: [QueuedWork])
+    case held(queue: [QueuedWork])
 
     /// A request or a due timer came for the session. Returns the session to run it on now,
-    /// which the caller holds until it calls `finish` or `startJob`, or drops the slot (a
-    /// close); nil when it was queued, to run when the job holding the session ends.
+    /// which the caller holds until it calls `release` (or drops the slot: a close, a stale
+    /// copy); nil when it was queued, to run once the session is released.
     mutating func arrive(_ work: QueuedWork) -> ServiceSession? {
         // Consumed, so the session and the queue move out of the slot instead of being copied
         // (a retain of every buffer) and the slot's own copy then released.
         switch consume self {
         case .ready(let session):
-            self = .running
+            self = .held(queue: [])
             return session
-        case .waiting(var queue):
+        case .held(var queue):
             queue.append(work)
-            self = .waiting(queue: queue)
+            self = .held(queue: queue)
             return nil
-        case .running:
-            self = .running
-            // The loop runs one request at a time and hands the session back before the next.
-            preconditionFailure("a request arrived for a session that is already running one")
         }
     }
 
-    /// The request that was running is answered; the session is ready for the next.
-    mutating func finish(_ session: consuming ServiceSession) {
-        guard case .running = self else { preconditionFailure("finish without a running request") }
-        self = .ready(session)
+    /// Holds a ready session for something of its own (its expiry): nil when it is held already.
+    mutating func hold() -> ServiceSession? {
+        guard case .ready(let session) = self else { return nil }
+        self = .held(queue: [])
+        return session
     }
 
-    /// The running request went off the loop, taking the session with it.
-    mutating func startJob() {
-        guard case .running = self else { preconditionFailure("a job started without a running request") }
-        self = .waiting(queue: [])
-    }
-
-    /// The job is done and gives the session back. Returns what queued meanwhile, to be
-    /// replayed through `arrive` in order: if one of those starts a job again, the rest queue
-    /// behind it once more.
-    mutating func endJob(_ session: consuming ServiceSession) -> [QueuedWork] {
-        guard case .waiting(let queue) = self else { preconditionFailure("a job ended for a session it did not hold") }
+    /// The holder is done: the session is ready for the next. Returns what queued meanwhile, to
+    /// be replayed through `arrive` in order: if one of those holds the session past its turn
+    /// again, the rest queue behind it once more.
+    mutating func release(_ session: consuming ServiceSession) -> [QueuedWork] {
+        guard case .held(let queue) = self else { preconditionFailure("a session released that nothing held") }
         self = .ready(session)
         return queue
     }

@@ -48,6 +48,24 @@ struct SessionTable {
         entries[session.id] = Entry(owner: session.owner, connection: session.connection, slot: .ready(session))
     }
 
+    /// A session that is held from the start: one whose creation the store has yet to confirm.
+    mutating func insertHeld(_ session: ServiceSession) {
+        entries[session.id] = Entry(owner: session.owner, connection: session.connection, slot: .held(queue: []))
+    }
+
+    /// A session being taken over from the store for `owner`: held, so that what comes for it
+    /// meanwhile waits, though there is no session yet. `adopt` or `remove` ends it.
+    mutating func insertTakingOver(_ id: String, owner: String?, connection: [UInt8]?) {
+        entries[id] = Entry(owner: owner, connection: connection, slot: .held(queue: []))
+    }
+
+    /// The session taken over, in the place `insertTakingOver` kept, still held, with what queued.
+    mutating func adopt(_ session: ServiceSession) {
+        let queue: [QueuedWork]
+        if case .held(let queued)? = entries[session.id]?.slot { queue = queued } else { queue = [] }
+        entries[session.id] = Entry(owner: session.owner, connection: session.connection, slot: .held(queue: queue))
+    }
+
     /// Sessions one owner holds over all its connections: a web token's owner, a key, or (nil)
     /// the local owner, every unauthenticated client together.
     func held(byOwner owner: String?) -> Int {
@@ -75,21 +93,25 @@ struct SessionTable {
         entries[id]?.slot.arrive(work)
     }
 
-    mutating func finish(_ session: consuming ServiceSession) {
+    /// Holds a ready session for something of its own; nil when it is held already (or gone).
+    mutating func hold(_ id: String) -> ServiceSession? { entries[id]?.slot.hold() }
+
+    /// The holder of a session is done with it. Returns what queued meanwhile, to replay.
+    mutating func release(_ session: consuming ServiceSession) -> [QueuedWork] {
         // The id read first, so that the session itself is moved into the slot, not copied.
         let entry = entries[session.id]
-        entry?.slot.finish(session)
+        return entry?.slot.release(session) ?? []
     }
 
-    mutating func startJob(_ id: String) { entries[id]?.slot.startJob() }
-
-    mutating func endJob(_ session: consuming ServiceSession) -> [QueuedWork] {
-        entries[session.id]?.slot.endJob(session) ?? []
+    /// What queued for a session that is going (dropped or closed) while held.
+    func queued(_ id: String) -> [QueuedWork] {
+        if case .held(let queue)? = entries[id]?.slot { return queue }
+        return []
     }
 
     mutating func remove(_ id: String) { entries[id] = nil }
 
-    /// Sessions nobody has touched since `cutoff`; one held by a job is not idle.
+    /// Sessions nobody has touched since `cutoff`; one held is not idle.
     func idle(before cutoff: ContinuousClock.Instant) -> [ServiceSession] {
         entries.values.compactMap { entry in entry.slot.idle.flatMap { $0.lastActive < cutoff ? $0 : nil } }
     }

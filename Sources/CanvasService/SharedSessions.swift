@@ -9,8 +9,13 @@ import SessionStore
 /// out; an instance that gets a request for a session it does not hold takes it over from the
 /// store. The store's compare-and-set (on version and holder) means that of two instances that
 /// both hold a copy, only the one that took it over last can write, so no change is ever
-/// acknowledged on a stale copy. The loop's thread is the only user.
-final class SharedSessions {
+/// acknowledged on a stale copy.
+///
+/// One thread uses an instance: the store's own (`StoreLine`) for everything a request waits
+/// on, and a second instance, on a connection of its own, for the loop's subscription checks.
+/// Nothing it does changes a session: it answers, and the loop applies the answer.
+final class SharedSessions: @unchecked Sendable {
+    // @unchecked: confined to one thread at a time (see above); its connection is not shared.
     private let store: SessionSnapshotStore
     private let limits: Limits
     private let logger: Logger
@@ -142,21 +147,12 @@ final class SharedSessions {
         return bytes
     }
 
-    /// Stores a new session at version 1. False when another instance has a session of that id.
-    func create(_ session: inout ServiceSession, now: ContinuousClock.Instant) throws(ProtocolError) -> Bool {
-        let bytes = try encode(session)
-        guard try asking(about: session.id, { try store.create(session.id, owner: session.owner, snapshot: bytes) }) else { return false }
-        session.storedVersion = 1
-        session.storedAt = now
-        return true
-    }
-
     /// A request of a session's as the store records it once answered (`SessionSnapshotStore`'s
     /// answered requests): named by a digest of its id; recorded with a digest of the request,
     /// to tell a retry from a reused id, and its reply when small. The reply cache a snapshot
     /// carries keeps the last 64 in full; this keeps thousands, so that however late a copy of
     /// a request comes (from a paused instance, say), it is never run a second time.
-    struct Answered {
+    struct Answered: Sendable {
         let id: RequestID
         let fingerprint: [UInt8]
 
@@ -179,45 +175,47 @@ final class SharedSessions {
         }
     }
 
+    /// Stores a new session at version 1. False when another instance has a session of that id.
+    func create(_ session: ServiceSession) throws(ProtocolError) -> Bool {
+        let bytes = try encode(session)
+        return try asking(about: session.id, { try store.create(session.id, owner: session.owner, snapshot: bytes) })
+    }
+
     /// Writes the session's next version, recording the request that changed it (`answering`,
-    /// with its reply) as answered. False when the copy is stale (another instance took the
-    /// session over, or it expired in the store), or the request was answered already: the
-    /// copy must then be dropped, unacknowledged, and the request answered from the store.
-    func persist(_ session: inout ServiceSession, now: ContinuousClock.Instant,
-                 answering: (request: Answered, reply: [UInt8])? = nil) throws(ProtocolError) -> Bool {
+    /// with its reply) as answered. Returns the version written, or nil when the copy is stale
+    /// (another instance took the session over, or it expired in the store) or the request was
+    /// answered already: the copy must then be dropped, unacknowledged, and the request
+    /// answered from the store.
+    func persist(_ session: ServiceSession, answering: (request: Answered, reply: [UInt8])? = nil) throws(ProtocolError) -> UInt64? {
         let bytes = try encode(session)
         let answer = answering.map { SessionSnapshotStore.Answer(key: $0.request.key, entry: $0.request.entry(reply: $0.reply)) }
         let expected = session.storedVersion, id = session.id
         switch try asking(about: id, { try store.write(id, snapshot: bytes, expected: expected, answering: answer) }) {
         case .written(let version):
-            session.storedVersion = version
-            session.storedAt = now
-            return true
+            return version
         case .lost(let holder, let version):
             logger.notice("session moved: the local copy is dropped", metadata: [
-                "session": "\(session.id)", "holder": "\(holder ?? "-")", "version": "\(version.map(String.init) ?? "-")",
-                "localVersion": "\(session.storedVersion)",
+                "session": "\(id)", "holder": "\(holder ?? "-")", "version": "\(version.map(String.init) ?? "-")",
+                "localVersion": "\(expected)",
             ])
-            return false
+            return nil
         case .answered:
             // Run here on a copy that did not know it was answered (its reply cache had let it
             // go); the answer on record stands.
             logger.notice("request already answered: the local copy is dropped", metadata: [
-                "session": "\(session.id)", "id": "\(answering.map { "\($0.request.id)" } ?? "-")",
+                "session": "\(id)", "id": "\(answering.map { "\($0.request.id)" } ?? "-")",
             ])
-            return false
+            return nil
         }
     }
 
-    /// Whether the local copy is still the session as stored, for a request that only reads it
-    /// (renewing its lease, since a session only read is still in use), or before a side effect
-    /// (a save) starts: then also whether `unanswered` is still unanswered. False: another
-    /// instance took the session over (or answered the request); the copy must be dropped.
-    func confirm(_ session: inout ServiceSession, now: ContinuousClock.Instant, unanswered: Answered? = nil) throws(ProtocolError) -> Bool {
-        let expected = session.storedVersion, id = session.id, key = unanswered?.key
-        guard try asking(about: id, { try store.confirm(id, expected: expected, unanswered: key) }) else { return false }
-        session.storedAt = now
-        return true
+    /// Whether the local copy (at `expected`) is still the session as stored, for a request that
+    /// only reads it (renewing its lease, since a session only read is still in use), or before
+    /// a side effect (a save) starts: then also whether `unanswered` is still unanswered. False:
+    /// another instance took the session over (or answered the request); drop the copy.
+    func confirm(_ id: String, expected: UInt64, unanswered: Answered? = nil) throws(ProtocolError) -> Bool {
+        let key = unanswered?.key
+        return try asking(about: id, { try store.confirm(id, expected: expected, unanswered: key) })
     }
 
     /// The session as last acknowledged by whichever instance held it, now held here, and what

@@ -163,15 +163,16 @@ struct SessionSlotTests {
 
     static func request(_ n: UInt8) -> QueuedWork { .request(frames: [[n]], envelope: [], client: nil) }
 
-    @Test("ready runs at once; a job makes what follows queue, in order, until it ends")
+    @Test("ready runs at once; while held (running, a job, a store step) what follows queues, in order, until it is released")
     func queueOrder() {
         var slot = SessionSlot.ready(Self.session)
         #expect(slot.arrive(Self.request(1))?.id == "s")
-        slot.startJob()
+        #expect(slot.idle == nil)
         #expect(slot.arrive(Self.request(2)) == nil)
         #expect(slot.arrive(.timer(TransitionTicket(number: 1))) == nil)
         #expect(slot.arrive(Self.request(3)) == nil)
-        let queued = slot.endJob(Self.session)
+        #expect(slot.hold() == nil, "held already")
+        let queued = slot.release(Self.session)
         #expect(queued.map { work -> String in
             switch work {
             case .request(let frames, _, _): return "r\(frames[0][0])"
@@ -180,7 +181,9 @@ struct SessionSlotTests {
         } == ["r2", "t", "r3"])
         #expect(slot.idle?.id == "s")
         #expect(slot.arrive(Self.request(4))?.id == "s")
-        slot.finish(Self.session)
+        #expect(slot.release(Self.session).isEmpty)
+        #expect(slot.hold()?.id == "s")
+        #expect(slot.release(Self.session).isEmpty)
         #expect(slot.idle != nil)
     }
 

@@ -1,0 +1,327 @@
+import CanvasCore
+import CanvasProtocol
+import DocumentStore
+
+/// A session's request, from the moment its slot hands the session over to its reply: looked up
+/// among the answered ones, fenced (with a session store, before a save), sent off the loop
+/// when it needs file or heavy work, run, remembered for retries, and then either given back
+/// or (with a session store) written before its reply goes (`SessionStoreSteps`).
+///
+/// The reply cache is written in one place, `remember`; every path that gives a session back
+/// goes through `resume`, which replays what queued behind it.
+extension Dispatcher {
+    /// Runs a request on a session its slot handed over. Before this returns, the session is
+    /// back in the table, held by a job or store step, or closed.
+    func serve(_ method: Method, _ request: Request, _ params: Params, _ session: consuming ServiceSession,
+               frames: [[UInt8]], envelope: [[UInt8]], _ call: inout Call) -> [UInt8]? {
+        session.lastActive = call.now
+        // Written only when needed: to store the reply (for a read, after it went out), or to
+        // tell a retry from a reused id.
+        lazy var fingerprint = ReplyCache.fingerprint(request)
+        do throws(ProtocolError) {
+            // A retry of a request already answered gets the same reply, and nothing runs twice.
+            switch session.replies.lookup(request.id, request: fingerprint) {
+            case .retry(let cached):
+                // A reply already given stays true wherever the session is now.
+                resume(session, &call)
+                return cached
+            case .notKept where method.changesNothing, .miss:
+                break   // a read answered again is the same answer
+            case let answered:
+                return try recorded(answered, request)   // throws: answered, and not kept or reused
+            }
+        } catch {
+            resume(session, &call)
+            return ReplyEncoder.failure(id: request.id, error: error)
+        }
+        if shared != nil, Self.savesFirst(method, session), session.storedAt != call.now {
+            // Fenced: the save starts once the store has confirmed this copy (`StoreStep.fence`).
+            fence(method, request, session, fingerprint: fingerprint, frames: frames, envelope: envelope, &call)
+            return nil
+        }
+        return proceed(method, request, params, consume session, fingerprint: nil, frames: frames, envelope: envelope, &call)
+    }
+
+    /// Goes on with a request past its lookup (and fence): off the loop first if it needs to be,
+    /// else run now. `fingerprint`: the request's, if already written.
+    func proceed(_ method: Method, _ request: Request, _ params: Params, _ session: consuming ServiceSession,
+                 fingerprint known: [UInt8]?, frames: [[UInt8]], envelope: [[UInt8]], _ call: inout Call) -> [UInt8]? {
+        var session = session
+        lazy var fingerprint = known ?? ReplyCache.fingerprint(request)
+        // What the method finds before it runs when no job ran for it: a result image left out.
+        var found: JobOutcome?
+        do throws(ProtocolError) {
+            if try startJob(method, request, params, &session, fingerprint, frames: frames, envelope: envelope, call, found: &found) {
+                return nil
+            }
+        } catch {
+            resume(session, &call)
+            return ReplyEncoder.failure(id: request.id, error: error)
+        }
+        if shared == nil, method.changesNothing {
+            // A read: its reply is final here, so it goes first when it may, and is remembered
+            // and the session put back while the client already has it.
+            let reply = run(method, request, params, &session, found: found, &call)
+            let sent = call.sendAtOnce(reply, to: envelope)
+            remember(reply, request, fingerprint, in: &session)
+            resume(session, &call)
+            return sent ? nil : reply
+        }
+        let mark = call.output.events.count
+        let reply = run(method, request, params, &session, found: found, &call)
+        remember(reply, request, fingerprint, in: &session)
+        announceSaves(&call)
+        if shared != nil {
+            conclude(method, request, reply, session, fingerprint: fingerprint, frames: frames, envelope: envelope, eventsFrom: mark, &call)
+            return nil
+        }
+        if method == .sessionClose { close(session, event: "session.closed", &call) } else { resume(session, &call) }
+        return reply
+    }
+
+    /// The answer to a request found answered in the session's reply cache, or in the store's
+    /// record of answered requests: its first reply, whichever instance gave it.
+    func recorded(_ lookup: ReplyCache.Lookup, _ request: Request) throws(ProtocolError) -> [UInt8] {
+        switch lookup {
+        case .retry(let reply):
+            return reply
+        case .notKept:
+            throw ProtocolError(.unavailable, "id \(request.id) was answered, but its reply was over \(limits.maxCachedReplyBytes) bytes and not kept; it is not run twice",
+                                data: ["reason": "replyNotKept", "limit": .integer(Int64(limits.maxCachedReplyBytes))])
+        case .reused:
+            // Well-formed, but it clashes with what the session already holds under that id.
+            throw ProtocolError(.conflict, "id \(request.id) was already used for a different request in this session",
+                                data: ["id": request.id.json])
+        case .miss:
+            preconditionFailure("a request not answered has no recorded answer")
+        }
+    }
+
+    /// Remembers a session request's reply for retries: the one place the reply cache is written.
+    func remember(_ reply: [UInt8], _ request: Request, _ fingerprint: [UInt8], in session: inout ServiceSession) {
+        session.replies.store(reply, for: request.id, request: fingerprint)
+    }
+
+    /// Gives a session back and replays what queued behind it, in order.
+    func resume(_ session: consuming ServiceSession, _ call: inout Call) {
+        let id = session.id
+        let queued = table.release(session)
+        if !queued.isEmpty { replay(queued, on: id, &call) }
+    }
+
+    func replay(_ queued: [QueuedWork], on id: String, _ call: inout Call) {
+        for work in queued {
+            switch work {
+            case .request(let frames, let envelope, let client):
+                call.client = client
+                call.connection = envelope.first
+                receive(frames, envelope: envelope, &call)
+            case .timer(let ticket):
+                fire(ticket, on: id, &call)
+            }
+        }
+    }
+
+    /// Whether `method` makes a revision of a document before it acts on the session: a save a
+    /// stale copy must never start.
+    static func savesFirst(_ method: Method, _ session: ServiceSession) -> Bool {
+        method.scope == .documentWrite || (method == .canvasSubmit && CanvasMethods.savesFirst(session))
+    }
+
+    // MARK: Jobs
+
+    /// Sends the request off the loop first when it needs file or heavy work, the job taking the
+    /// session with it: a document method, the page a `canvas.open` names, a large drawing's
+    /// encoding, a submit's save. Returns whether it did. `found`: set when the method is to run
+    /// here without its result image (`imageOmitted`), which could not be rendered off the loop.
+    func startJob(_ method: Method, _ request: Request, _ params: Params, _ session: inout ServiceSession,
+                  _ fingerprint: @autoclosure () -> [UInt8], frames: [[UInt8]], envelope: [[UInt8]], _ call: Call,
+                  found: inout JobOutcome?) throws(ProtocolError) -> Bool {
+        var job: PendingJob {
+            var job = PendingJob(kind: .canvas(method), request: request, envelope: envelope, client: call.client,
+                                 holding: (session, fingerprint()))
+            job.frames = frames
+            job.retaking = call.retaking
+            return job
+        }
+        switch method {
+        case _ where method.scope == .documentRead || method.scope == .documentWrite:
+            try startDocumentJob(method, params, request, envelope: envelope, client: call.client, now: call.now,
+                                 holding: (session, fingerprint()), frames: frames,
+                                 madeBy: method.scope == .documentWrite ? madeBy(session, request, fingerprint()) : nil)
+        case .canvasOpen:
+            guard let documents, let target = try? documents.targetParams(params) else { return false }
+            try jobs.read(for: job) { .page(Result { () throws(DocumentError) in try documents.store.page(target.name, target.page) }) }
+        case .drawingGet where session.canvas.phase == .open && session.canvas.drawing.pointCount > Self.inlineDrawingPoints:
+            // Encoding a large drawing takes long enough to hold up everyone: off the loop, from
+            // a copy (the drawing is a value).
+            var encoding = job
+            encoding.reservedBytes = try memory.admitLargeReply("drawing.get of a large drawing", bytes: session.canvas.drawing.pointCount * 64,
+                                                            now: call.now)
+            let id = request.id, drawing = session.canvas.drawing, editable = session.canvas.canvas.editableDrawing
+            let undo = editable?.canUndo ?? false, redo = editable?.canRedo ?? false
+            do throws(ProtocolError) {
+                try jobs.read(for: encoding) {
+                    .reply(ReplyEncoder.success(id: id, rawResult: WireShapes.drawing(drawing, canUndo: undo, canRedo: redo)))
+                }
+            } catch {
+                memory.release(encoding.reservedBytes)
+                throw error
+            }
+        case .canvasSubmit where CanvasMethods.savesFirst(session):
+            do throws(ProtocolError) {
+                _ = try params.bool("imageData", default: false)
+                let target = session.target!
+                let save = try DocumentMethods.available(documents)
+                    .targetSave(target, session.canvas.drawing, madeBy: madeBy(session, request, fingerprint()))
+                // Its result image, when large, is rendered after the save, beside the loop too.
+                let size = session.size, maxImageSide = limits.maxImageSide
+                let render = imageToRender(method, params, session).map { drawing in
+                    { @Sendable in ActionExecutor.png(drawing, size: size, maxImageSide: maxImageSide) }
+                }
+                jobs.save(target.name, save, for: job, render: render)
+            } catch {
+                // Remembered like any answer: a retry must not find the save untried.
+                remember(ReplyEncoder.failure(id: request.id, error: error), request, fingerprint(), in: &session)
+                throw error
+            }
+        case .canvasMinimize, .canvasSubmit, .canvasCancel, .pencilDoubleTap:
+            // A result image of a large drawing or canvas takes tens of milliseconds (an
+            // 8192-pixel square over a second): rendered off the loop, from a copy, it holds up
+            // only this session. Never on the loop: with the runner full, or this owner's
+            // renders at their bound, the method runs now and its result goes without the image.
+            guard let drawing = imageToRender(method, params, session) else { return false }
+            let size = session.size, maxImageSide = limits.maxImageSide
+            do {
+                try jobs.read(for: job, kind: .render) { .image(ActionExecutor.png(drawing, size: size, maxImageSide: maxImageSide)) }
+            } catch {
+                found = .imageOmitted(reason: error.data["reason"]?.stringValue ?? "busy")
+                return false
+            }
+        default:
+            return false
+        }
+        return true
+    }
+
+    /// The drawing whose result image `method` will render, when rendering it here would take
+    /// long: found by running the method on a copy of the canvas, so only a request that will
+    /// emit a result with an image (and not one refused, or a double-tap that does something
+    /// else) waits for one.
+    func imageToRender(_ method: Method, _ params: Params, _ session: ServiceSession) -> Drawing? {
+        let asked = (try? params.bool("imageData", default: false)) ?? false
+        guard (asked && method != .pencilDoubleTap) || session.resultImages else { return nil }
+        var trial = session.canvas
+        let actions: [CanvasAction]?
+        switch method {
+        case .canvasMinimize: actions = try? trial.minimize()
+        case .canvasSubmit: actions = try? trial.submit()
+        case .canvasCancel: actions = try? trial.cancel()
+        default: actions = trial.doubleTap().actions
+        }
+        for case .emitResult(_, let drawing, _) in actions ?? [] {
+            return ActionExecutor.rendersOffLoop(drawing, session, maxImageSide: limits.maxImageSide) ? drawing : nil
+        }
+        return nil
+    }
+
+    /// What a session's save leaves in the document's history so that the same request, run
+    /// again on another instance, finds the revision it made instead of saving twice: with
+    /// several instances, the one that saved can die, or lose the session to another, before
+    /// the session records the save; the retry then runs on the session as last stored. One
+    /// instance alone loses its sessions with it, so it leaves nothing. The key stands for the
+    /// session, the request's id and the request itself (ids are the client's, and a reused id
+    /// on another request must not find this save), and the version of the session the save
+    /// was made from (fenced: the store confirmed it), so that a retry run on the session as it
+    /// was finds the save, and one run on a session changed since does not.
+    func madeBy(_ session: ServiceSession, _ request: Request, _ fingerprint: [UInt8]) -> String? {
+        guard shared != nil else { return nil }
+        let bytes = Array(session.id.utf8) + [0] + JSONCodec.serialize(request.id.json) + [0] + fingerprint + [0]
+            + Array(String(session.storedVersion).utf8)
+        return String(DocumentStore.sha256(bytes).prefix(32))
+    }
+
+    /// Runs a session's request: its reply, a result or an error.
+    func run(_ method: Method, _ request: Request, _ params: Params, _ session: inout ServiceSession,
+             found: JobOutcome?, _ call: inout Call) -> [UInt8] {
+        do throws(ProtocolError) {
+            return try canvas.run(method, params, &session, found: found, &call).reply(id: request.id)
+        } catch {
+            return ReplyEncoder.failure(id: request.id, error: error)
+        }
+    }
+
+    /// A due timer: its transition finishes now, or after what holds the session.
+    func fire(_ ticket: TransitionTicket, on id: String, _ call: inout Call) {
+        guard var session = table.arrive(id, .timer(ticket)) else { return }
+        // A transition a client already finished leaves a stale timer: nothing to do.
+        let mark = call.output.events.count
+        if let actions = try? session.canvas.finishTransition(ticket) {
+            canvas.executor.run(actions, &session, imageData: false, &call)
+            if shared != nil {
+                persistTransition(session, eventsFrom: mark, &call)
+                return
+            }
+        }
+        resume(session, &call)
+    }
+
+    /// Publishes `event` and ends the session here, answering what queued behind it (it is gone
+    /// for those).
+    func close(_ session: ServiceSession, event: String, _ call: inout Call) {
+        var session = session
+        canvas.executor.publish(&session, event, [:], &call)
+        let queued = table.queued(session.id)
+        table.remove(session.id)
+        timers.cancel(session: session.id)
+        logger.info("\(event)", metadata: ["session": "\(session.id)"])
+        replay(queued, on: session.id, &call)
+    }
+
+    /// Answers every finished job and store step, then runs what queued behind a session it held
+    /// (which may start another job, and make the rest wait again).
+    func finishJobs(_ call: inout Call) {
+        while case let finished = jobs.finished(), !finished.isEmpty {
+            for (job, outcome) in finished {
+                memory.release(job.reservedBytes)
+                call.client = job.client
+                call.connection = job.envelope.first
+                if case .store(let step) = job.kind, case .stored(let answer) = outcome {
+                    settle(step, answer, job, &call)
+                    continue
+                }
+                let request = job.request!
+                guard case (var session, let fingerprint)? = job.holding else {
+                    call.reply(documentReply(job, request, outcome, &call), to: job.envelope)
+                    continue
+                }
+                let mark = call.output.events.count
+                let reply: [UInt8]
+                switch (job.kind, outcome) {
+                case (.canvas, .reply(let bytes)):
+                    // An encoding of what the session holds: nothing changed, nothing to store.
+                    remember(bytes, request, fingerprint, in: &session)
+                    call.reply(bytes, to: job.envelope)
+                    resume(session, &call)
+                    continue
+                case (.canvas(let method), _):
+                    reply = run(method, request, Params(request.params), &session, found: outcome, &call)
+                    remember(reply, request, fingerprint, in: &session)
+                    announceSaves(&call)
+                default:
+                    reply = documentReply(job, request, outcome, &call)
+                    remember(reply, request, fingerprint, in: &session)
+                }
+                guard shared != nil, let method = Method(named: request.method) else {
+                    call.reply(reply, to: job.envelope)
+                    resume(session, &call)
+                    continue
+                }
+                call.retaking = job.retaking
+                conclude(method, request, reply, session, fingerprint: fingerprint, frames: job.frames, envelope: job.envelope,
+                         eventsFrom: mark, &call)
+                call.retaking = false
+            }
+        }
+    }
+}

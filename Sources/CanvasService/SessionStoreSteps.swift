@@ -1,0 +1,251 @@
+import CanvasCore
+import CanvasProtocol
+
+/// With a session store, what a session waits on there (`StoreStep`) and how each answer is
+/// settled. Each step holds its session and runs on the store's thread; its reply, and the
+/// events its request made, go out only once the store has answered. A copy of a session that
+/// the store says is stale is dropped, and its request answered once more on the session as
+/// stored, where the store's record of answered requests answers it if another instance did:
+/// a request is never run a second time on a stale copy.
+extension Dispatcher {
+    /// Starts a store step for a request (or a session's own step, with no request).
+    func startStore(_ step: StoreStep, for request: Request?, envelope: [[UInt8]] = [], client: String?, frames: [[UInt8]] = [],
+                    retaking: Bool = false, holding: (session: ServiceSession, fingerprint: [UInt8])?, events: [[[UInt8]]] = [],
+                    _ work: @escaping @Sendable () -> StoreAnswer) {
+        var job = PendingJob(kind: .store(step), request: request, envelope: envelope, client: client, holding: holding)
+        job.frames = frames
+        job.retaking = retaking
+        job.events = events
+        jobs.store(for: job, work)
+    }
+
+    /// A store call's answer, or the store's failure as one.
+    static func asking(_ question: () throws(ProtocolError) -> StoreAnswer) -> StoreAnswer {
+        do throws(ProtocolError) {
+            return try question()
+        } catch {
+            return .failed(error)
+        }
+    }
+
+    /// A new session, held until the store has it at version 1; then `reply` (its id) goes.
+    func create(_ session: ServiceSession, reply: [UInt8], for request: Request, envelope: [[UInt8]], _ call: inout Call) {
+        let shared = shared!
+        startStore(.create(reply: reply), for: request, envelope: envelope, client: call.client, holding: (session, [])) {
+            Self.asking { () throws(ProtocolError) in try shared.create(session) ? .kept(version: 1) : .lost }
+        }
+    }
+
+    /// Takes a session this instance does not hold over from the store, for `request`: held (with
+    /// no session yet) until the store answers, then the request runs on it. The store is asked
+    /// with the request, so one it has on record as answered (by any instance, however long
+    /// ago) is answered from there and not run again.
+    func takeOver(_ request: Request, frames: [[UInt8]], envelope: [[UInt8]], _ call: inout Call) {
+        let shared = shared!, id = request.session!
+        table.insertTakingOver(id, owner: call.client, connection: call.connection)
+        let asking = SharedSessions.Answered(id: request.id, fingerprint: ReplyCache.fingerprint(request))
+        let owner = call.client, connection = call.connection, now = call.now
+        startStore(.takeOver, for: request, envelope: envelope, client: call.client, frames: frames, retaking: call.retaking,
+                   holding: nil) {
+            Self.asking { () throws(ProtocolError) in
+                guard let taken = try shared.takeOver(id, owner: owner, connection: connection, now: now, asking: asking) else { return .none }
+                return .tookOver(taken.session, answered: taken.answered)
+            }
+        }
+    }
+
+    /// Before a save: the store must confirm that this copy is the session as stored, and that
+    /// the request is not answered already. A copy some other instance moved on from would
+    /// otherwise save what the client has since changed (and a retry of the request, run on the
+    /// session as stored, find that save its own).
+    func fence(_ method: Method, _ request: Request, _ session: ServiceSession, fingerprint: [UInt8], frames: [[UInt8]],
+               envelope: [[UInt8]], _ call: inout Call) {
+        let shared = shared!, id = session.id, expected = session.storedVersion
+        let answered = SharedSessions.Answered(id: request.id, fingerprint: fingerprint)
+        startStore(.fence(method), for: request, envelope: envelope, client: call.client, frames: frames, retaking: call.retaking,
+                   holding: (session, fingerprint)) {
+            Self.asking { () throws(ProtocolError) in
+                try shared.confirm(id, expected: expected, unanswered: answered) ? .kept(version: expected) : .lost
+            }
+        }
+    }
+
+    /// After a request ran (its reply remembered): the store writes the change, confirms a
+    /// read's copy, or removes a closed session, before the reply and the request's events go.
+    func conclude(_ method: Method, _ request: Request, _ reply: [UInt8], _ session: ServiceSession, fingerprint: [UInt8],
+                  frames: [[UInt8]], envelope: [[UInt8]], eventsFrom mark: Int, _ call: inout Call) {
+        let shared = shared!, id = session.id, expected = session.storedVersion
+        let events = call.takeEvents(from: mark)
+        let step: StoreStep
+        let work: @Sendable () -> StoreAnswer
+        if method == .sessionClose {
+            // Removed only by its holder: a stale copy is taken back first, then closed.
+            step = .close(reply: reply)
+            work = { Self.asking { () throws(ProtocolError) in try shared.remove(id) ? .kept(version: expected) : .lost } }
+        } else if method.changesNothing {
+            step = .confirm(reply: reply)
+            work = { Self.asking { () throws(ProtocolError) in try shared.confirm(id, expected: expected) ? .kept(version: expected) : .lost } }
+        } else {
+            step = .persist(reply: reply)
+            let answering = (SharedSessions.Answered(id: request.id, fingerprint: fingerprint), reply)
+            work = { Self.asking { () throws(ProtocolError) in try shared.persist(session, answering: answering).map { .kept(version: $0) } ?? .lost } }
+        }
+        startStore(step, for: request, envelope: envelope, client: call.client, frames: frames, retaking: call.retaking,
+                   holding: (session, fingerprint), events: events, work)
+    }
+
+    /// A timed transition that finished: written before its events go.
+    func persistTransition(_ session: ServiceSession, eventsFrom mark: Int, _ call: inout Call) {
+        let shared = shared!
+        startStore(.persist(reply: nil), for: nil, client: nil, holding: (session, []), events: call.takeEvents(from: mark)) {
+            Self.asking { () throws(ProtocolError) in try shared.persist(session).map { .kept(version: $0) } ?? .lost }
+        }
+    }
+
+    /// An idle session: removed from the store by its holder, then expired here.
+    func expire(_ session: ServiceSession) {
+        let shared = shared!, id = session.id, expected = session.storedVersion
+        startStore(.expire, for: nil, client: nil, holding: (session, [])) {
+            Self.asking { () throws(ProtocolError) in try shared.remove(id) ? .kept(version: expected) : .lost }
+        }
+    }
+
+    // MARK: Answers
+
+    /// What the store's answer to a step means for its session and its request.
+    func settle(_ step: StoreStep, _ answer: StoreAnswer, _ job: PendingJob, _ call: inout Call) {
+        call.retaking = job.retaking
+        defer { call.retaking = false }
+        if case .takeOver = step {
+            settleTakeOver(answer, job, &call)
+            return
+        }
+        guard var session = job.holding?.session else { preconditionFailure("a store step holds its session") }
+        let id = session.id
+        switch answer {
+        case .kept(let version):
+            session.storedVersion = version
+            session.storedAt = call.now
+            call.output.events += job.events
+            switch step {
+            case .fence(let method):
+                // The copy is the session as stored: the request goes on where it stopped.
+                let request = job.request!
+                if let reply = proceed(method, request, Params(request.params), session, fingerprint: job.holding?.fingerprint,
+                                       frames: job.frames, envelope: job.envelope, &call) {
+                    call.reply(reply, to: job.envelope)
+                }
+            case .close(let reply):
+                close(session, event: "session.closed", &call)
+                call.reply(reply, to: job.envelope)
+            case .expire:
+                close(session, event: "session.expired", &call)
+            case .create(let reply), .confirm(let reply), .persist(let reply?):
+                // The reply before what queued behind it: a session's replies keep their order.
+                call.reply(reply, to: job.envelope)
+                resume(session, &call)
+            case .persist(nil):
+                resume(session, &call)
+            case .takeOver:
+                preconditionFailure("settled above")
+            }
+        case .lost:
+            let queued = table.queued(id)
+            drop(id, &call)
+            switch step {
+            case .create:
+                // Ids are random 60-bit numbers: one another instance has is all but impossible.
+                if let request = job.request {
+                    call.reply(ReplyEncoder.failure(id: request.id, error: ProtocolError(.unavailable, "no free session id; try again",
+                                                                                            data: ["reason": "sessionStore"])),
+                               to: job.envelope)
+                }
+            case .expire, .persist(nil):
+                break   // another instance holds the session: its copy is the one that counts
+            default:
+                retake(job, &call)
+            }
+            replay(queued, on: id, &call)
+        case .failed(let error):
+            if case .fence = step {
+                // Nothing ran: the copy stays as it was, and the request is refused.
+                call.reply(ReplyEncoder.failure(id: job.request!.id, error: error), to: job.envelope)
+                resume(session, &call)
+                return
+            }
+            // A change the store did not take is not acknowledged: the copy that has it goes
+            // (as does a read's, whose reply is remembered in it), and the next request takes
+            // the session as stored.
+            let queued = table.queued(id)
+            drop(id, &call)
+            if let request = job.request { call.reply(ReplyEncoder.failure(id: request.id, error: error), to: job.envelope) }
+            replay(queued, on: id, &call)
+        case .tookOver, .none:
+            preconditionFailure("only a take-over finds a session")
+        }
+    }
+
+    private func settleTakeOver(_ answer: StoreAnswer, _ job: PendingJob, _ call: inout Call) {
+        let request = job.request!, id = request.session!
+        switch answer {
+        case .tookOver(let session, let answered):
+            table.adopt(session)
+            startTimers(session, &call)
+            let queued = table.release(session)
+            let fingerprint = ReplyCache.fingerprint(request)
+            var reply: [UInt8]?
+            if let answered, case .miss = session.replies.lookup(request.id, request: fingerprint) {
+                do throws(ProtocolError) {
+                    reply = try recorded(answered, request)
+                } catch {
+                    reply = ReplyEncoder.failure(id: request.id, error: error)
+                }
+            } else {
+                reply = self.answer(request, frames: job.frames, envelope: job.envelope, &call)
+            }
+            if let reply { call.reply(reply, to: job.envelope) }
+            replay(queued, on: id, &call)
+        case .none, .failed:
+            let queued = table.queued(id)
+            table.remove(id)
+            var error = Self.unknownSession(id)
+            if case .failed(let failure) = answer { error = failure }
+            call.reply(ReplyEncoder.failure(id: request.id, error: error), to: job.envelope)
+            replay(queued, on: id, &call)
+        case .kept, .lost:
+            preconditionFailure("a take-over finds a session or none")
+        }
+    }
+
+    /// A request whose copy of the session turned out stale: answered once more on the session
+    /// as the store has it (taken over); a second loss in a row is the client's to retry.
+    private func retake(_ job: PendingJob, _ call: inout Call) {
+        guard let request = job.request, let id = request.session else { return }
+        guard !job.retaking else {
+            call.reply(ReplyEncoder.failure(id: request.id, error: Self.moved(id)), to: job.envelope)
+            return
+        }
+        call.retaking = true
+        takeOver(request, frames: job.frames, envelope: job.envelope, &call)
+    }
+
+    static func moved(_ id: String) -> ProtocolError {
+        ProtocolError(.unavailable, "session \"\(id)\" moved to another instance while this request ran; try again",
+                      data: ["reason": "sessionMoved", "session": .string(id)])
+    }
+
+    /// Drops a local copy the store did not keep: out of the table, its timers gone.
+    private func drop(_ id: String, _ call: inout Call) {
+        table.remove(id)
+        timers.cancel(session: id)
+        call.timers.removeAll { $0.session == id }
+    }
+
+    /// The timer of a timed transition that was under way in a session taken over (started
+    /// again: the old instance's clock is gone).
+    private func startTimers(_ session: ServiceSession, _ call: inout Call) {
+        if let ticket = session.canvas.canvas.pendingTransition, case .timed(let milliseconds) = session.transitions {
+            call.timers.append(TransitionTimer(deadline: call.now + .milliseconds(milliseconds), session: session.id, ticket: ticket))
+        }
+    }
+}
