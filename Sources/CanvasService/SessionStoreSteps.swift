@@ -112,109 +112,86 @@ extension Dispatcher {
 
     // MARK: Answers
 
-    /// What the store's answer to a step means for its session and its request.
+    /// Carries out what the store's answer to a step calls for (`StoreStep.settle`), then
+    /// replays what queued behind the session if the session (or the place kept for it) went.
     func settle(_ step: StoreStep, _ answer: StoreAnswer, _ job: PendingJob, _ call: inout Call) {
         call.retaking = job.retaking
         defer { call.retaking = false }
-        if case .takeOver = step {
-            settleTakeOver(answer, job, &call)
-            return
-        }
-        guard var session = job.holding?.session else { preconditionFailure("a store step holds its session") }
-        let id = session.id
-        switch answer {
-        case .kept(let version):
-            session.storedVersion = version
-            session.storedAt = call.now
-            call.output.events += job.events
-            switch step {
-            case .fence(let method):
-                // The copy is the session as stored: the request goes on where it stopped.
+        let id = job.holding?.session.id ?? job.request?.session ?? ""
+        var session = job.holding?.session
+        var queued: [QueuedWork] = []
+        for action in step.settle(answer, retaking: job.retaking) {
+            switch action {
+            case .keep(let version):
+                session?.storedVersion = version
+                session?.storedAt = call.now
+            case .publish:
+                call.output.events += job.events
+            case .reply:
+                switch step {
+                case .create(let reply), .confirm(let reply), .close(let reply), .persist(let reply?):
+                    call.reply(reply, to: job.envelope)
+                default:
+                    break
+                }
+            case .refuse(let refusal):
+                guard let request = job.request else { break }
+                let error: ProtocolError
+                switch refusal {
+                case .moved: error = Self.moved(id)
+                case .unknownSession: error = Self.unknownSession(id)
+                case .noFreeID: error = ProtocolError(.unavailable, "no free session id; try again", data: ["reason": "sessionStore"])
+                case .store(let failure): error = failure
+                }
+                call.reply(ReplyEncoder.failure(id: request.id, error: error), to: job.envelope)
+            case .goOn(let method):
                 let request = job.request!
-                if let reply = proceed(method, request, Params(request.params), session, fingerprint: job.holding?.fingerprint,
+                if let reply = proceed(method, request, Params(request.params), session.take()!, fingerprint: job.holding?.fingerprint,
                                        frames: job.frames, envelope: job.envelope, &call) {
                     call.reply(reply, to: job.envelope)
                 }
-            case .close(let reply):
-                close(session, event: "session.closed", &call)
-                call.reply(reply, to: job.envelope)
-            case .expire:
-                close(session, event: "session.expired", &call)
-            case .create(let reply), .confirm(let reply), .persist(let reply?):
-                // The reply before what queued behind it: a session's replies keep their order.
-                call.reply(reply, to: job.envelope)
-                resume(session, &call)
-            case .persist(nil):
-                resume(session, &call)
-            case .takeOver:
-                preconditionFailure("settled above")
-            }
-        case .lost:
-            let queued = table.queued(id)
-            drop(id, &call)
-            switch step {
-            case .create:
-                // Ids are random 60-bit numbers: one another instance has is all but impossible.
-                if let request = job.request {
-                    call.reply(ReplyEncoder.failure(id: request.id, error: ProtocolError(.unavailable, "no free session id; try again",
-                                                                                            data: ["reason": "sessionStore"])),
-                               to: job.envelope)
-                }
-            case .expire, .persist(nil):
-                break   // another instance holds the session: its copy is the one that counts
-            default:
+            case .close(let event):
+                close(session.take()!, event: event, &call)
+            case .resume:
+                resume(session.take()!, &call)
+            case .drop:
+                queued = table.queued(id)
+                drop(id, &call)
+            case .forget:
+                queued = table.queued(id)
+                table.remove(id)
+            case .retake:
                 retake(job, &call)
+            case .adopt:
+                guard case .tookOver(let taken, let answered) = answer else { preconditionFailure("adopted what was not taken over") }
+                queued = adopt(taken, answering: job, recorded: answered, &call)
             }
-            replay(queued, on: id, &call)
-        case .failed(let error):
-            if case .fence = step {
-                // Nothing ran: the copy stays as it was, and the request is refused.
-                call.reply(ReplyEncoder.failure(id: job.request!.id, error: error), to: job.envelope)
-                resume(session, &call)
-                return
-            }
-            // A change the store did not take is not acknowledged: the copy that has it goes
-            // (as does a read's, whose reply is remembered in it), and the next request takes
-            // the session as stored.
-            let queued = table.queued(id)
-            drop(id, &call)
-            if let request = job.request { call.reply(ReplyEncoder.failure(id: request.id, error: error), to: job.envelope) }
-            replay(queued, on: id, &call)
-        case .tookOver, .none:
-            preconditionFailure("only a take-over finds a session")
         }
+        if !queued.isEmpty { replay(queued, on: id, &call) }
     }
 
-    private func settleTakeOver(_ answer: StoreAnswer, _ job: PendingJob, _ call: inout Call) {
-        let request = job.request!, id = request.session!
-        switch answer {
-        case .tookOver(let session, let answered):
-            table.adopt(session)
-            startTimers(session, &call)
-            let queued = table.release(session)
-            let fingerprint = ReplyCache.fingerprint(request)
-            var reply: [UInt8]?
-            if let answered, case .miss = session.replies.lookup(request.id, request: fingerprint) {
-                do throws(ProtocolError) {
-                    reply = try recorded(answered, request)
-                } catch {
-                    reply = ReplyEncoder.failure(id: request.id, error: error)
-                }
-            } else {
-                reply = self.answer(request, frames: job.frames, envelope: job.envelope, &call)
+    /// Puts a session taken over into the table (with the timer of a transition under way) and
+    /// answers the request it was taken over for. Returns what queued meanwhile.
+    private func adopt(_ session: ServiceSession, answering job: PendingJob, recorded: ReplyCache.Lookup?,
+                       _ call: inout Call) -> [QueuedWork] {
+        let request = job.request!
+        table.adopt(session)
+        startTimers(session, &call)
+        let queued = table.release(session)
+        let fingerprint = ReplyCache.fingerprint(request)
+        var reply: [UInt8]?
+        if let recorded, case .miss = session.replies.lookup(request.id, request: fingerprint) {
+            // Answered by another instance, and gone from the reply cache since: the record's.
+            do throws(ProtocolError) {
+                reply = try self.recorded(recorded, request)
+            } catch {
+                reply = ReplyEncoder.failure(id: request.id, error: error)
             }
-            if let reply { call.reply(reply, to: job.envelope) }
-            replay(queued, on: id, &call)
-        case .none, .failed:
-            let queued = table.queued(id)
-            table.remove(id)
-            var error = Self.unknownSession(id)
-            if case .failed(let failure) = answer { error = failure }
-            call.reply(ReplyEncoder.failure(id: request.id, error: error), to: job.envelope)
-            replay(queued, on: id, &call)
-        case .kept, .lost:
-            preconditionFailure("a take-over finds a session or none")
+        } else {
+            reply = answer(request, frames: job.frames, envelope: job.envelope, &call)
         }
+        if let reply { call.reply(reply, to: job.envelope) }
+        return queued
     }
 
     /// A request whose copy of the session turned out stale: answered once more on the session

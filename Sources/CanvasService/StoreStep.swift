@@ -42,3 +42,82 @@ enum StoreAnswer: @unchecked Sendable {
     /// No such session, or another client's.
     case none
 }
+
+/// What settling a store step calls for, carried out in order by the dispatcher
+/// (`SessionStoreSteps.settle`). Queued work behind the session is replayed once they are done.
+enum StoreAction: Equatable {
+    /// The copy is the session as stored, at this version.
+    case keep(version: UInt64)
+    /// The events the request made go out (they were held back until the store had the change).
+    case publish
+    /// The step's reply goes out.
+    case reply
+    /// The request is refused.
+    case refuse(Refusal)
+    /// The fence held: the request goes on to its save.
+    case goOn(Method)
+    /// The session ends here, with this event.
+    case close(event: String)
+    /// The session is given back.
+    case resume
+    /// The local copy goes: stale, or holding a change the store did not take.
+    case drop
+    /// The request is answered once more, on the session taken over from the store.
+    case retake
+    /// A session taken over goes into the table, its request answered on it (or from the
+    /// store's record, when another instance answered it).
+    case adopt
+    /// Nothing was taken over: the place kept for it goes.
+    case forget
+
+    enum Refusal: Equatable {
+        case moved
+        case unknownSession
+        case noFreeID
+        case store(ProtocolError)
+    }
+}
+
+extension StoreStep {
+    /// What the store's `answer` to this step calls for. `retaking`: the request is already being
+    /// answered a second time (a stale copy was dropped once), so a second loss is the client's
+    /// to retry. Every path gives the session (or the place kept for it) back exactly once,
+    /// and answers the request exactly once or lets it go on.
+    func settle(_ answer: StoreAnswer, retaking: Bool) -> [StoreAction] {
+        switch (self, answer) {
+        case (.takeOver, .tookOver):
+            return [.adopt]
+        case (.takeOver, .none):
+            return [.forget, .refuse(.unknownSession)]
+        case (.takeOver, .failed(let error)):
+            return [.forget, .refuse(.store(error))]
+        case (.takeOver, _), (_, .tookOver), (_, .none):
+            preconditionFailure("only a take-over finds a session, or none")
+        case (.fence(let method), .kept(let version)):
+            return [.keep(version: version), .goOn(method)]
+        case (.close, .kept(let version)):
+            return [.keep(version: version), .publish, .reply, .close(event: "session.closed")]
+        case (.expire, .kept(let version)):
+            return [.keep(version: version), .close(event: "session.expired")]
+        case (.persist(nil), .kept(let version)):
+            return [.keep(version: version), .publish, .resume]
+        case (.create, .kept(let version)), (.confirm, .kept(let version)), (.persist, .kept(let version)):
+            return [.keep(version: version), .publish, .reply, .resume]
+        case (.create, .lost):
+            return [.drop, .refuse(.noFreeID)]
+        case (.expire, .lost), (.persist(nil), .lost):
+            return [.drop]   // another instance holds the session: its copy is the one that counts
+        case (_, .lost):
+            return retaking ? [.drop, .refuse(.moved)] : [.drop, .retake]
+        case (.fence, .failed(let error)):
+            return [.refuse(.store(error)), .resume]   // nothing ran: the copy stays as it was
+        case (.expire, .failed), (.persist(nil), .failed):
+            return [.drop]
+        case (_, .failed(let error)):
+            // A change the store did not take is not acknowledged: the copy that has it goes (as
+            // does a read's, whose reply is remembered in it), and the next request takes the
+            // session as stored.
+            return [.drop, .refuse(.store(error))]
+        }
+    }
+}
