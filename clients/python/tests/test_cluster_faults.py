@@ -1,0 +1,403 @@
+"""Issue 25's faults over real processes: two canvasd instances sharing one Redis and one
+document folder, each addressed directly (a DEALER per instance, no HAProxy), and one client
+whose session moves between them, as a reconnect through the balancer makes it do.
+
+Every test keeps a model of what the client was acknowledged and checks the guarantees:
+0 acknowledged requests run twice, 0 saves from a stale copy, 0 revisions without an
+acknowledgment, and a retry with the same id answers the first reply (spec 2.4), whichever
+instance answers it. A revision's content is read back from its bytes (document.get, checked
+against the sha256 the submit answered): every save keeps the drawing it flattened beside its
+ink (a `/CanvasBridgeDrawing` stream), so the drawings in a revision are compared with the
+acknowledged ones; the first test also renders the page and looks for the colours where they
+were drawn.
+
+Faults are made with signals (SIGSTOP, SIGCONT, SIGKILL) and, to hold an instance inside a
+save, by holding the document file's lock (`flock`, which every writer takes) and waiting until
+/proc/locks shows the instance waiting for it. Nothing waits on a guessed delay but the pause
+itself.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import copy
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+import pytest
+import zmq
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
+
+from conftest import ROOT, canvasd_path
+from images import render_page_rgb
+from model import Model
+from test_cluster import RawClient
+
+sys.path.insert(0, str(ROOT / "scripts"))
+from cluster import Cluster, Instance  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not shutil.which("redis-server"), reason="needs redis-server (make system-deps installs it)")
+
+A, B = 0, 1
+RED = {"color": "red", "points": [{"x": 100, "y": 150}, {"x": 250, "y": 160}], "tool": "pen", "width": 8}
+BLUE = {"color": "blue", "points": [{"x": 100, "y": 250}, {"x": 250, "y": 260}], "tool": "pen", "width": 8}
+# What an instance may answer instead of a result when the session moved under it or the store
+# did not answer: nothing was acknowledged, and the client sends the same request again.
+RETRY_REASONS = ("sessionMoved", "sessionStore")
+
+
+# -- the cluster, without HAProxy ---------------------------------------------------------------
+
+@contextlib.contextmanager
+def two_instances(tmp_path: Path, documents: Tuple[str, ...] = ("x.pdf", "y.pdf")) -> Iterator[Cluster]:
+    """Redis and two canvasd on one document folder, started by scripts/cluster.py's Cluster
+    but without its balancer: the tests choose the instance of every request themselves."""
+    folder = tmp_path / "documents"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in documents:
+        shutil.copy(ROOT / "samples" / "notes.pdf", folder / name)
+    # Every revision kept, so that every acknowledged one can be checked at the end.
+    cluster = Cluster(canvasd_path(), folder, tmp_path / "cluster", instances=2, log_level="info",
+                      extra=["--keep-revisions", "1000"])
+    try:
+        cluster.folder.mkdir(parents=True, exist_ok=True)
+        cluster.start_redis()
+        for instance in cluster.instances:
+            cluster.start_instance(instance)
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def stopped(instance: Instance) -> bool:
+    """Whether the process is in the stopped state (`T` in /proc/<pid>/stat)."""
+    stat = Path(f"/proc/{instance.process.pid}/stat").read_text()
+    return stat.rsplit(")", 1)[1].split()[0] in ("T", "t")
+
+
+@contextlib.contextmanager
+def paused(instance: Instance) -> Iterator[float]:
+    """SIGSTOP now, SIGCONT on leaving (whatever happens); yields when it stopped."""
+    os.kill(instance.process.pid, signal.SIGSTOP)
+    wait_until(lambda: stopped(instance), f"{instance.name} stopped")
+    since = time.monotonic()
+    try:
+        yield since
+    finally:
+        if instance.alive:
+            os.kill(instance.process.pid, signal.SIGCONT)
+
+
+def wait_until(condition, what: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"waited {timeout} s for: {what}"
+        time.sleep(0.01)
+
+
+@contextlib.contextmanager
+def document_lock(path: Path) -> Iterator[None]:
+    """Holds the lock every writer of the document takes (flock on the file itself): a save
+    into it waits until the block ends."""
+    with open(path, "rb") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(held.fileno(), fcntl.LOCK_UN)
+
+
+def waiting_for_a_lock(instance: Instance) -> bool:
+    """Whether /proc/locks shows the process blocked on a flock (a `->` line with its pid)."""
+    pid = str(instance.process.pid)
+    for line in Path("/proc/locks").read_text().splitlines():
+        fields = line.split()
+        if "->" in fields and "FLOCK" in fields and pid in fields:
+            return True
+    return False
+
+
+# -- a client whose session roams ---------------------------------------------------------------
+
+class Channel(RawClient):
+    """A DEALER to one instance. Replies that come for other ids (a paused instance answering
+    late) are kept in `late` rather than dropped."""
+
+    def __init__(self, context: zmq.Context, endpoint: str):
+        super().__init__(context, endpoint)
+        self.late: Dict[Any, bytes] = {}
+
+    def exchange(self, request_id: Any, frame: bytes, timeout: float, tries: int) -> Optional[bytes]:
+        for _ in range(tries):
+            if request_id in self.late:
+                return self.late.pop(request_id)
+            self.socket.send(frame)
+            if (reply := self.receive(request_id, timeout)) is not None:
+                return reply
+        return None
+
+    def receive(self, request_id: Any, timeout: float) -> Optional[bytes]:
+        if request_id in self.late:
+            return self.late.pop(request_id)
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            if self.socket.poll(max(1, int(left * 1000))):
+                reply = self.socket.recv()
+                got = json.loads(reply)["id"]
+                if got == request_id:
+                    return reply
+                self.late[got] = reply
+        return None
+
+
+class Roamer:
+    """One client with one session, talking to either instance. Every request gets an id of
+    its own; `ask` sends it as spec 2.4 and 6.1 say a client must: again with the same id on no
+    reply, and on `UNAVAILABLE` sessionMoved or sessionStore. `answered` keeps the first reply
+    to every request that was answered, for checking retries."""
+
+    def __init__(self, cluster: Cluster):
+        self.cluster = cluster
+        self.context = zmq.Context()
+        self.channels = [Channel(self.context, f"tcp://127.0.0.1:{i.requests}") for i in cluster.instances]
+        self.session: Optional[str] = None
+        self.next_id = 100
+        self.requests: Dict[int, Tuple[str, dict]] = {}
+        self.answered: Dict[int, bytes] = {}
+        self.switches = 0
+        self.last: Optional[int] = None
+
+    def close(self) -> None:
+        for channel in self.channels:
+            channel.socket.close(0)
+        self.context.destroy(linger=0)
+
+    def __enter__(self) -> "Roamer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def frame(self, request_id: int, method: str, params: Optional[dict], session: bool) -> bytes:
+        message = {"id": request_id, "method": method, "params": params or {}}
+        if session:
+            message["session"] = self.session
+        return json.dumps(message).encode()
+
+    def new_request(self, method: str, params: Optional[dict] = None) -> int:
+        self.next_id += 1
+        self.requests[self.next_id] = (method, params or {})
+        return self.next_id
+
+    def ask(self, where: int, method: str, params: Optional[dict] = None, **kwargs: Any) -> dict:
+        return json.loads(self.ask_raw(where, method, params, **kwargs))
+
+    def ask_raw(self, where: int, method: str, params: Optional[dict] = None, *, request_id: Optional[int] = None,
+                session: bool = True, timeout: float = 20.0) -> bytes:
+        """The reply's bytes once it is not a retry-later; the same id all along."""
+        if request_id is None:
+            request_id = self.new_request(method, params)
+        method, params = self.requests.get(request_id, (method, params))
+        if where != self.last and session:
+            self.switches += self.last is not None
+            self.last = where
+        frame = self.frame(request_id, method, params, session)
+        deadline = time.monotonic() + timeout
+        while True:
+            raw = self.channels[where].exchange(request_id, frame, timeout=2.0, tries=1)
+            if raw is not None:
+                error = json.loads(raw).get("error", {})
+                if not (error.get("code") == "UNAVAILABLE" and error.get("data", {}).get("reason") in RETRY_REASONS):
+                    if session:
+                        self.answered.setdefault(request_id, raw)
+                    return raw
+            assert time.monotonic() < deadline, f"{method} id {request_id}: not answered within {timeout} s: {raw!r}"
+            time.sleep(0.05)
+
+    def ok(self, where: int, method: str, params: Optional[dict] = None, **kwargs: Any) -> dict:
+        reply = self.ask(where, method, params, **kwargs)
+        assert "result" in reply, f"{method} {params} on instance {where}: {reply}"
+        return reply["result"]
+
+    def send_unanswered(self, where: int, method: str, params: Optional[dict], wait: float = 0.5) -> int:
+        """Sends a new request to an instance that cannot answer (stopped, or held in a save) and
+        checks that no reply came within `wait`: the client's view of a timeout."""
+        request_id = self.new_request(method, params)
+        channel = self.channels[where]
+        channel.socket.send(self.frame(request_id, method, params, True))
+        assert channel.receive(request_id, wait) is None, f"{method} was answered by a paused instance"
+        self.last = where
+        return request_id
+
+    def open_session(self, where: int) -> None:
+        self.session = self.ok(where, "session.open", {"transitions": "instant"}, session=False)["session"]
+        self.last = where
+
+    def retry_everywhere(self, request_id: int, alive: Tuple[int, ...] = (A, B)) -> List[str]:
+        """A repeat of an answered request, on each instance: the first reply, byte for byte."""
+        problems = []
+        first = self.answered[request_id]
+        method, _ = self.requests[request_id]
+        for where in alive:
+            raw = self.ask_raw(where, method, request_id=request_id)
+            if raw != first:
+                problems.append(f"retry of id {request_id} ({method}) on instance {where} answered {raw.decode()[:300]}, "
+                                f"first {first.decode()[:300]}")
+        return problems
+
+
+# -- what a document holds ----------------------------------------------------------------------
+
+def revision_bytes(roamer: Roamer, where: int, name: str, revision: int) -> Tuple[bytes, str]:
+    got = roamer.ok(where, "document.get", {"name": name, "revision": revision}, session=False)
+    data = base64.b64decode(got["data"])
+    assert got["size"] == len(data), f"{name} revision {revision} is larger than one piece"
+    return data, got["sha256"]
+
+
+def stored_drawings(pdf: bytes) -> List[dict]:
+    """The drawings flattened into a PDF, each as the save stored it beside its ink."""
+    with tempfile.TemporaryDirectory() as folder:
+        source, expanded = Path(folder) / "in.pdf", Path(folder) / "out.pdf"
+        source.write_bytes(pdf)
+        subprocess.run(["qpdf", "--qdf", "--object-streams=disable", str(source), str(expanded)], check=True,
+                       capture_output=True)
+        text = expanded.read_bytes()
+    found = re.findall(rb"/Type /CanvasBridgeDrawing\n.*?>>\nstream\n(.*?)\nendstream", text, re.S)
+    return [json.loads(body) for body in found]
+
+
+def describe(drawings: List[List[dict]]) -> str:
+    return "[" + "; ".join(",".join(s["color"] for s in strokes) or "-" for strokes in drawings) + "]"
+
+
+class Documents:
+    """What the client was acknowledged of each document: revision -> (sha256, the strokes that
+    submit flattened). A revision the server lists and this does not is one nobody was
+    acknowledged; one whose drawings differ from the acknowledged saves is a save from a stale
+    copy."""
+
+    def __init__(self, names: List[str]):
+        self.names = names
+        self.saves: Dict[str, Dict[int, Tuple[str, List[dict]]]] = {name: {} for name in names}
+        self.checked: Dict[Tuple[str, int], str] = {}
+
+    def current(self, name: str) -> int:
+        return max(self.saves[name], default=1)
+
+    def saved(self, name: str, revision: int, sha256: str, strokes: List[dict]) -> None:
+        self.saves[name][revision] = (sha256, copy.deepcopy(strokes))
+
+    def check(self, roamer: Roamer, where: int) -> List[str]:
+        problems = []
+        for name in self.names:
+            listed = roamer.ok(where, "document.revisions", {"name": name}, session=False)["revisions"]
+            kept = {r["revision"]: r["sha256"] for r in listed}
+            for revision, sha in sorted(kept.items()):
+                if revision == 1:
+                    continue
+                if revision not in self.saves[name]:
+                    data, _ = revision_bytes(roamer, where, name, revision)
+                    problems.append(f"{name} revision {revision} was never acknowledged; it holds "
+                                    f"{describe([d['strokes'] for d in stored_drawings(data)])}")
+                elif sha != self.saves[name][revision][0]:
+                    problems.append(f"{name} revision {revision}: sha256 {sha[:12]} listed, {self.saves[name][revision][0][:12]} acknowledged")
+            for revision, (sha, strokes) in sorted(self.saves[name].items()):
+                if revision not in kept:
+                    problems.append(f"{name} revision {revision} was acknowledged and is not listed")
+                    continue
+                if self.checked.get((name, revision)) == sha:
+                    continue
+                data, got = revision_bytes(roamer, where, name, revision)
+                if hashlib.sha256(data).hexdigest() != sha or got != sha:
+                    problems.append(f"{name} revision {revision}: its bytes hash to {hashlib.sha256(data).hexdigest()[:12]}, "
+                                    f"acknowledged {sha[:12]}")
+                held = [d["strokes"] for d in stored_drawings(data)]
+                expected = [s for r, (_, s) in sorted(self.saves[name].items()) if r <= revision]
+                if sorted(map(canonical, held)) != sorted(map(canonical, expected)):
+                    problems.append(f"{name} revision {revision} holds the drawings {describe(held)}; "
+                                    f"acknowledged {describe(expected)}")
+                self.checked[(name, revision)] = sha
+        return problems
+
+
+def canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+def colour_at(pdf: bytes, x: int, y: int) -> str:
+    """`red`, `blue` or `none`: the ink on page 0 at (x, y), rendered at 72 dpi."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "page.pdf"
+        path.write_bytes(pdf)
+        _, _, rows = render_page_rgb(path, 0)
+    r, g, b = rows[y][x]
+    if r > 180 and g < 90 and b < 90:
+        return "red"
+    if b > 180 and r < 90 and g < 90:
+        return "blue"
+    return "none"
+
+
+def centre(stroke: dict) -> Tuple[int, int]:
+    (p, q) = stroke["points"]
+    return int((p["x"] + q["x"]) / 2), int((p["y"] + q["y"]) / 2)
+
+
+# -- 1. a save from a stale copy ----------------------------------------------------------------
+
+@pytest.mark.parametrize("reopened", ["x.pdf", "y.pdf"])
+def test_a_submit_back_on_the_first_instance_saves_what_was_acknowledged(tmp_path: Path, reopened: str) -> None:
+    """On A: open x.pdf, draw red. On B: submit (x.pdf revision 2), open `reopened`, draw blue.
+    Back on A: submit. It must save the blue stroke only (x.pdf revision 3 on top of revision 2,
+    or y.pdf revision 2), and no revision may appear that the client was not acknowledged."""
+    with two_instances(tmp_path) as cluster, Roamer(cluster) as client:
+        documents = Documents(["x.pdf", "y.pdf"])
+        client.open_session(A)
+        client.ok(A, "canvas.open", {"document": "x.pdf", "page": 0})
+        assert client.ok(A, "drawing.addStroke", RED)["strokes"] == 1
+        first = client.ok(B, "canvas.submit")["document"]
+        assert (first["name"], first["revision"]) == ("x.pdf", 2), first
+        documents.saved("x.pdf", 2, first["sha256"], [RED])
+        client.ok(B, "canvas.open", {"document": reopened, "page": 0})
+        assert client.ok(B, "drawing.addStroke", BLUE)["strokes"] == 1
+
+        submit = client.new_request("canvas.submit", {})
+        result = client.ok(A, "canvas.submit", request_id=submit)
+        expected = (reopened, documents.current(reopened) + 1)
+        problems = []
+        saved = result.get("document", {})
+        if (saved.get("name"), saved.get("revision")) != expected:
+            problems.append(f"the submit on A was acknowledged as {saved}, expected {expected[0]} revision {expected[1]}")
+        else:
+            documents.saved(reopened, expected[1], saved["sha256"], [BLUE])
+        problems += client.retry_everywhere(submit)
+        problems += documents.check(client, B)
+
+        # The same, seen as a reader sees it: the page rendered, colour where each was drawn.
+        data, _ = revision_bytes(client, B, reopened, documents.current(reopened))
+        seen = {name: colour_at(data, *centre(stroke)) for name, stroke in (("red", RED), ("blue", BLUE))}
+        wanted = {"red": "red" if reopened == "x.pdf" else "none", "blue": "blue"}
+        if seen != wanted:
+            problems.append(f"{reopened} as rendered: {seen}, expected {wanted}")
+        if reopened == "y.pdf":
+            current = client.ok(B, "document.info", {"name": "x.pdf"}, session=False)
+            if current["revision"] != 2:
+                problems.append(f"x.pdf is at revision {current['revision']}; the client saved revision 2 only")
+        assert client.ok(B, "canvas.state")["state"] == "closed"
+        assert not problems, "\n".join(problems)
