@@ -575,3 +575,98 @@ def test_a_session_moved_at_random_between_two_instances_keeps_to_what_was_ackno
     print(f"\nrandom walk (seed {seed}): {WALK['steps']} steps, {WALK['switches']} switches between instances, "
           f"{WALK['retries']} retries; " + ", ".join(f"{m}/{s}={n}" for (m, s), n in sorted((k, v) for k, v in WALK.items() if isinstance(k, tuple))))
     assert WALK["switches"] >= 100, f"only {WALK['switches']} switches: the walk shows little"
+
+
+# -- 2. a paused instance runs an acknowledged request again ------------------------------------
+
+PAUSE = 4.0   # seconds the holder stays stopped: a GC pause, a VM migration, a stopped container
+
+
+def drawing_everywhere(client: Roamer, expected: List[dict], order: Tuple[int, ...] = (B, A, B)) -> List[str]:
+    """The drawing as each instance answers it (the session moving with each ask), against the
+    strokes acknowledged."""
+    problems = []
+    for where in order:
+        strokes = client.ok(where, "drawing.get")["strokes"]
+        if [canonical(s) for s in strokes] != [canonical(s) for s in expected]:
+            held, acknowledged = Counter(map(canonical, strokes)), Counter(map(canonical, expected))
+            twice = [json.loads(s)["color"] for s, n in held.items() if n > 1]
+            missing = [json.loads(s)["color"] for s in acknowledged - held]
+            problems.append(f"drawing.get on {'AB'[where]}: the drawing has {len(strokes)} strokes, {len(expected)} acknowledged"
+                            + (f"; more than once: {twice}" if twice else "") + (f"; missing: {missing}" if missing else "")
+                            + (f"; order {describe([strokes])}, acknowledged {describe([expected])}" if not (twice or missing) else ""))
+    return problems
+
+
+def pause_and_move(cluster: Cluster, client: Roamer, strokes: List[dict]) -> Tuple[int, int]:
+    """A holds the session, open, with one stroke. A is stopped; a stroke sent to it gets no
+    reply and is sent again, same id, to B, which answers it; 80 more requests on B (every
+    tenth a stroke, the others pencil.configure, each changing the session and taking a place
+    in its reply cache); A stays stopped PAUSE seconds in all. Returns the stroke's id and
+    when A was continued. `strokes` gets what was acknowledged."""
+    client.open_session(A)
+    client.ok(A, "canvas.open")
+    strokes.append(unique_stroke(1))
+    client.ok(A, "drawing.addStroke", strokes[-1])
+    with paused(cluster.instances[A]) as since:
+        strokes.append(unique_stroke(2))
+        resent = client.send_unanswered(A, "drawing.addStroke", strokes[-1])
+        assert client.ok(B, "drawing.addStroke", request_id=resent)["strokes"] == 2
+        for number in range(80):
+            if number % 10 == 9:
+                strokes.append(unique_stroke(3 + number))
+                assert client.ok(B, "drawing.addStroke", strokes[-1])["strokes"] == len(strokes)
+            else:
+                client.ok(B, "pencil.configure", {"policy": ["alwaysToggle", "respectPreference"][number % 2]})
+        time.sleep(max(0.0, since + PAUSE - time.monotonic()))
+    return resent, time.monotonic()
+
+
+def late_reply_problems(client: Roamer, resent: int) -> List[str]:
+    """A's answer to the copy of the request it had before it was stopped: the reply B gave,
+    or a retry-later, nothing else."""
+    late = client.channels[A].receive(resent, 15.0)
+    if late is None:
+        return [f"A never answered the request (id {resent}) it had when it was stopped"]
+    reply = json.loads(late)
+    error = reply.get("error", {})
+    if late == client.answered[resent] or (error.get("code") == "UNAVAILABLE" and error.get("data", {}).get("reason") in RETRY_REASONS):
+        return []
+    return [f"A answered the stroke it had queued (id {resent}, acknowledged by B as {client.answered[resent].decode()}) "
+            f"with {late.decode()}"]
+
+
+def test_a_paused_holder_does_not_run_an_acknowledged_request_again(tmp_path: Path) -> None:
+    """SIGSTOP the holder; its request is answered by the other instance; SIGCONT. The drawing
+    holds each acknowledged stroke once, on either instance, and both go on serving."""
+    with two_instances(tmp_path, documents=()) as cluster, Roamer(cluster) as client:
+        strokes: List[dict] = []
+        resent, _ = pause_and_move(cluster, client, strokes)
+        problems = late_reply_problems(client, resent)
+        problems += drawing_everywhere(client, strokes)
+        # Both instances go on: a stroke on each, then the drawing on each again.
+        for where in (A, B):
+            strokes.append(unique_stroke(100 + where))
+            reply = client.ask(where, "drawing.addStroke", strokes[-1])
+            if reply.get("result", {}).get("strokes") != len(strokes):
+                problems.append(f"a new stroke on {'AB'[where]} answered {reply}, expected {len(strokes)} strokes")
+        problems += drawing_everywhere(client, strokes, (A, B))
+        assert not problems, "\n".join(problems)
+
+
+def test_a_paused_holder_serves_the_client_that_comes_back_to_it(tmp_path: Path) -> None:
+    """As above, but the client's next request goes back to the woken instance, right behind
+    the copy it still had: it must be run on the session as acknowledged (not on A's old copy,
+    not lost) and answered once."""
+    with two_instances(tmp_path, documents=()) as cluster, Roamer(cluster) as client:
+        strokes: List[dict] = []
+        resent, _ = pause_and_move(cluster, client, strokes)
+        strokes.append(unique_stroke(200))
+        back = client.new_request("drawing.addStroke", strokes[-1])
+        client.channels[A].socket.send(client.frame(back, "drawing.addStroke", strokes[-1], True))
+        problems = late_reply_problems(client, resent)
+        reply = client.ask(A, "drawing.addStroke", request_id=back)
+        if reply.get("result", {}).get("strokes") != len(strokes):
+            problems.append(f"the client's new stroke on A answered {reply}, expected {len(strokes)} strokes")
+        problems += drawing_everywhere(client, strokes, (A, B, A))
+        assert not problems, "\n".join(problems)
