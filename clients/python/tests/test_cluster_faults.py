@@ -670,3 +670,100 @@ def test_a_paused_holder_serves_the_client_that_comes_back_to_it(tmp_path: Path)
             problems.append(f"the client's new stroke on A answered {reply}, expected {len(strokes)} strokes")
         problems += drawing_everywhere(client, strokes, (A, B, A))
         assert not problems, "\n".join(problems)
+
+
+# -- 3. faults inside a save, and under the store -----------------------------------------------
+
+def submit_held_in_a_save(cluster: Cluster, client: Roamer, documents: Documents) -> Tuple[int, Any]:
+    """A holds the session, open on x.pdf with the red stroke; the test holds x.pdf's lock and
+    sends A the submit, and returns once A waits for the lock, inside its save (the request's
+    id, and the open lock file: closing it lets the save go on)."""
+    client.open_session(A)
+    client.ok(A, "canvas.open", {"document": "x.pdf", "page": 0})
+    client.ok(A, "drawing.addStroke", RED)
+    held = open(cluster.documents / "x.pdf", "rb")
+    fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+    submit = client.send_unanswered(A, "canvas.submit", {}, wait=0.1)
+    wait_until(lambda: waiting_for_a_lock(cluster.instances[A]), "A waiting for x.pdf's lock, in its save")
+    return submit, held
+
+
+def test_a_holder_killed_inside_a_save_leaves_one_revision_answered_once(tmp_path: Path) -> None:
+    """kill -9 of the holder while its save waits for the document: the submit sent again to
+    the other instance is answered with one revision holding the red stroke once, and its
+    repeat on either instance (the killed one restarted) answers the same."""
+    with two_instances(tmp_path) as cluster, Roamer(cluster) as client:
+        documents = Documents(["x.pdf", "y.pdf"])
+        submit, held = submit_held_in_a_save(cluster, client, documents)
+        cluster.kill(cluster.instances[A])
+        held.close()
+        saved = client.ok(B, "canvas.submit", request_id=submit)["document"]
+        problems = []
+        if (saved["name"], saved["revision"]) != ("x.pdf", 2):
+            problems.append(f"the submit was acknowledged as {saved}, expected x.pdf revision 2")
+        documents.saved(saved["name"], saved["revision"], saved["sha256"], [RED])
+        # The killed instance back, under a new name (the old one's lease outlives a SIGKILL).
+        cluster.instances[A].name = "canvasd1-again"
+        cluster.start_instance(cluster.instances[A])
+        problems += client.retry_everywhere(submit)
+        problems += documents.check(client, B)
+        for where in (A, B):
+            state = client.ok(where, "canvas.state")["state"]
+            if state != "closed":
+                problems.append(f"canvas.state on {'AB'[where]}: {state}, after an acknowledged submit")
+        assert not problems, "\n".join(problems)
+
+
+def test_a_holder_paused_inside_a_save_does_not_save_its_old_copy_later(tmp_path: Path) -> None:
+    """The holder stopped while its save waits for the document (a pause between deciding to
+    save and writing). The submit is sent again to B and answered (x.pdf revision 2, red);
+    on B the client opens x.pdf again, draws blue and submits (revision 3). Once A is continued
+    its save must not write: no revision 4, nobody asked for one."""
+    with two_instances(tmp_path) as cluster, Roamer(cluster) as client:
+        documents = Documents(["x.pdf", "y.pdf"])
+        submit, held = submit_held_in_a_save(cluster, client, documents)
+        with paused(cluster.instances[A]):
+            held.close()
+            saved = client.ok(B, "canvas.submit", request_id=submit)["document"]
+            assert (saved["name"], saved["revision"]) == ("x.pdf", 2), saved
+            documents.saved("x.pdf", 2, saved["sha256"], [RED])
+            client.ok(B, "canvas.open", {"document": "x.pdf", "page": 0})
+            client.ok(B, "drawing.addStroke", BLUE)
+            again = client.ok(B, "canvas.submit")["document"]
+            assert (again["name"], again["revision"]) == ("x.pdf", 3), again
+            documents.saved("x.pdf", 3, again["sha256"], [BLUE])
+        problems = late_reply_problems(client, submit)
+        problems += client.retry_everywhere(submit)
+        problems += documents.check(client, B)
+        for where in (A, B):
+            state = client.ok(where, "canvas.state")["state"]
+            if state != "closed":
+                problems.append(f"canvas.state on {'AB'[where]}: {state}, after an acknowledged submit")
+        assert not problems, "\n".join(problems)
+
+
+def test_a_holder_paused_inside_a_save_does_not_save_after_the_client_cancelled(tmp_path: Path) -> None:
+    """As above, but the client, with no reply to its submit, gives up on it: on B it cancels
+    (acknowledged: `cancelled`, the red stroke discarded). A's save, continued, would make a
+    revision from a copy older than that cancel: x.pdf must stay at revision 1 (a save there
+    after the cancel cannot be ordered before it, since the cancel found the canvas open)."""
+    with two_instances(tmp_path) as cluster, Roamer(cluster) as client:
+        documents = Documents(["x.pdf", "y.pdf"])
+        submit, held = submit_held_in_a_save(cluster, client, documents)
+        with paused(cluster.instances[A]):
+            held.close()
+            cancelled = client.ok(B, "canvas.cancel")
+            assert (cancelled["action"], cancelled["hasContent"]) == ("cancelled", True), cancelled
+        late = client.channels[A].receive(submit, 15.0)
+        problems = [] if late is None else ([] if "error" in json.loads(late) else
+                                            [f"A acknowledged the submit the client had given up on, after the cancel: {late.decode()}"])
+        problems += documents.check(client, B)
+        # The submit sent again now finds a closed canvas: it cannot be acknowledged as a save.
+        again = client.ask(B, "canvas.submit", request_id=submit)
+        if "result" in again:
+            problems.append(f"the submit sent again after the cancel was acknowledged: {again}")
+        for where in (A, B):
+            state = client.ok(where, "canvas.state")["state"]
+            if state != "closed":
+                problems.append(f"canvas.state on {'AB'[where]}: {state}, after an acknowledged cancel")
+        assert not problems, "\n".join(problems)
