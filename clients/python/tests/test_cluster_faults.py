@@ -178,6 +178,10 @@ class Roamer:
         self.answered: Dict[int, bytes] = {}
         self.switches = 0
         self.last: Optional[int] = None
+        # An instance the test has stopped: a request meant for it is sent there (it waits in the
+        # stopped process, which will read it when continued) and, with no reply, to the other.
+        self.stopped: Optional[int] = None
+        self.queued: List[int] = []
 
     def close(self) -> None:
         for channel in self.channels:
@@ -214,6 +218,13 @@ class Roamer:
             self.switches += self.last is not None
             self.last = where
         frame = self.frame(request_id, method, params, session)
+        if where == self.stopped:
+            self.channels[where].socket.send(frame)
+            assert self.channels[where].receive(request_id, 0.2) is None, f"{method} answered by a stopped instance"
+            self.queued.append(request_id)
+            where = 1 - where
+            self.switches += 1
+            self.last = where
         deadline = time.monotonic() + timeout
         while True:
             raw = self.channels[where].exchange(request_id, frame, timeout=2.0, tries=1)
@@ -225,6 +236,11 @@ class Roamer:
                     return raw
             assert time.monotonic() < deadline, f"{method} id {request_id}: not answered within {timeout} s: {raw!r}"
             time.sleep(0.05)
+
+    def reconnect(self, where: int) -> None:
+        """A new DEALER to an instance started again (on the ports it has now)."""
+        self.channels[where].socket.close(0)
+        self.channels[where] = Channel(self.context, f"tcp://127.0.0.1:{self.cluster.instances[where].requests}")
 
     def ok(self, where: int, method: str, params: Optional[dict] = None, **kwargs: Any) -> dict:
         reply = self.ask(where, method, params, **kwargs)
@@ -527,6 +543,45 @@ class RoamingSession:
             problems = self.client.retry_everywhere(max(answered), alive=(where,))
             assert not problems, "\n".join(problems)
 
+    def fault(self, kind: str, random: "Random", log: List[str]) -> List[str]:
+        """A fault between two steps, at the instance that served the last request:
+        `redis` (Redis restarted: SIGTERM, started again on its append-only log), `kill`
+        (SIGKILL, started again under a new name, as the old name's lease outlives it) or
+        `pause` (SIGSTOP for a few steps, each request meant for it sent there and then to
+        the other instance; SIGCONT, then what it answers to those it had)."""
+        where = self.client.last
+        WALK[f"fault {kind}"] += 1
+        if kind == "redis":
+            log.append("Redis restarted")
+            self.cluster.restart_redis()
+        elif kind == "kill":
+            log.append(f"{'AB'[where]} killed (-9) and started again")
+            instance = self.cluster.instances[where]
+            self.cluster.kill(instance)
+            instance.name = f"canvasd{where + 1}-{WALK['fault kill']}"
+            self.cluster.start_instance(instance)
+            self.client.reconnect(where)
+        elif kind == "pause":
+            steps = random.randint(2, 6)
+            log.append(f"{'AB'[where]} stopped for {steps} steps")
+            with paused(self.cluster.instances[where]):
+                self.client.stopped = where
+                try:
+                    for _ in range(steps):
+                        self.step(random, log)
+                finally:
+                    self.client.stopped = None
+            log.append(f"{'AB'[where]} continued: canvas.state there")
+            queued, self.client.queued = self.client.queued, []
+            # Behind what it had queued, in the session's order: the state as acknowledged.
+            state = self.client.ok(where, "canvas.state")
+            problems = late_reply_problems(self.client, queued, where=where, sentinel=False)
+            if (state["state"], state["hasContent"]) != (self.model.state, self.model.has_content):
+                problems.append(f"canvas.state on {'AB'[where]}, continued: {state['state']} hasContent {state['hasContent']}, "
+                                f"acknowledged {self.model.state} hasContent {self.model.has_content}")
+            return problems
+        return []
+
     def step(self, random: "Random", log: List[str]) -> None:
         """One random request, written to `log` before it is sent."""
         # Mostly the other instance than the last request's: the walk is about switching.
@@ -545,11 +600,16 @@ class RoamingSession:
             self.end(where, kind)
 
 
-def test_a_session_moved_at_random_between_two_instances_keeps_to_what_was_acknowledged(tmp_path: Path) -> None:
+FAULT_KINDS = os.environ.get("FAULTS_KINDS", "pause,redis,kill").split(",")
+
+
+@pytest.mark.parametrize("faults", [False, True], ids=["switches", "switches+pauses+kills+redis-restarts"])
+def test_a_session_moved_at_random_between_two_instances_keeps_to_what_was_acknowledged(tmp_path: Path, faults: bool) -> None:
     """Random walks (seeded: FAULTS_SEED, 1 by default, so CI runs the same walks every time)
     of FAULTS_STEPS requests (150) for each of 2 sessions, more than 100 switches between
-    instances in all; the model is checked after every step. A failure names the seed and the
-    steps that led to it."""
+    instances in all; the model is checked after every step. With `faults`, every 25 steps in
+    turn: the instance last used stopped for a few steps, Redis restarted, the instance last
+    used killed and started again. A failure names the seed and the steps that led to it."""
     from random import Random
 
     WALK.clear()
@@ -561,9 +621,12 @@ def test_a_session_moved_at_random_between_two_instances_keeps_to_what_was_ackno
             session = RoamingSession(cluster, f"walk{walk}", random.choice([A, B]), first_stroke=10_000 * walk)
             log: List[str] = []
             try:
-                for _ in range(steps):
+                for number in range(steps):
+                    problems = []
+                    if faults and number % 25 == 24:
+                        problems += session.fault(FAULT_KINDS[number // 25 % len(FAULT_KINDS)], random, log)
                     session.step(random, log)
-                    problems = session.documents.check(session.client, session.client.last)
+                    problems += session.documents.check(session.client, session.client.last)
                     assert not problems, "\n".join(problems)
                 session.final_check()
             except AssertionError as failure:
@@ -573,7 +636,8 @@ def test_a_session_moved_at_random_between_two_instances_keeps_to_what_was_ackno
                 WALK["switches"] += session.client.switches
                 session.close()
     print(f"\nrandom walk (seed {seed}): {WALK['steps']} steps, {WALK['switches']} switches between instances, "
-          f"{WALK['retries']} retries; " + ", ".join(f"{m}/{s}={n}" for (m, s), n in sorted((k, v) for k, v in WALK.items() if isinstance(k, tuple))))
+          f"{WALK['retries']} retries, faults {dict((k, v) for k, v in WALK.items() if str(k).startswith('fault'))}, "
+          f"{WALK['dropped']} requests a continued instance dropped; " + ", ".join(f"{m}/{s}={n}" for (m, s), n in sorted((k, v) for k, v in WALK.items() if isinstance(k, tuple))))
     assert WALK["switches"] >= 100, f"only {WALK['switches']} switches: the walk shows little"
 
 
@@ -598,12 +662,13 @@ def drawing_everywhere(client: Roamer, expected: List[dict], order: Tuple[int, .
     return problems
 
 
-def pause_and_move(cluster: Cluster, client: Roamer, strokes: List[dict]) -> Tuple[int, int]:
+def pause_and_move(cluster: Cluster, client: Roamer, strokes: List[dict], back: Optional[dict] = None) -> Tuple[int, Optional[int]]:
     """A holds the session, open, with one stroke. A is stopped; a stroke sent to it gets no
     reply and is sent again, same id, to B, which answers it; 80 more requests on B (every
     tenth a stroke, the others pencil.configure, each changing the session and taking a place
-    in its reply cache); A stays stopped PAUSE seconds in all. Returns the stroke's id and
-    when A was continued. `strokes` gets what was acknowledged."""
+    in its reply cache); A stays stopped PAUSE seconds in all. With `back`, that stroke is
+    sent to A last, as a new request, and waits there behind the old one. Returns the ids of
+    the stroke sent twice and of `back`. `strokes` gets what was acknowledged."""
     client.open_session(A)
     client.ok(A, "canvas.open")
     strokes.append(unique_stroke(1))
@@ -619,21 +684,33 @@ def pause_and_move(cluster: Cluster, client: Roamer, strokes: List[dict]) -> Tup
             else:
                 client.ok(B, "pencil.configure", {"policy": ["alwaysToggle", "respectPreference"][number % 2]})
         time.sleep(max(0.0, since + PAUSE - time.monotonic()))
-    return resent, time.monotonic()
+        if back is not None:
+            strokes.append(back)
+            later = client.new_request("drawing.addStroke", back)
+            client.channels[A].socket.send(client.frame(later, "drawing.addStroke", back, True))
+    return resent, later if back is not None else None
 
 
-def late_reply_problems(client: Roamer, resent: int) -> List[str]:
-    """A's answer to the copy of the request it had before it was stopped: the reply B gave,
-    or a retry-later, nothing else."""
-    late = client.channels[A].receive(resent, 15.0)
-    if late is None:
-        return [f"A never answered the request (id {resent}) it had when it was stopped"]
-    reply = json.loads(late)
-    error = reply.get("error", {})
-    if late == client.answered[resent] or (error.get("code") == "UNAVAILABLE" and error.get("data", {}).get("reason") in RETRY_REASONS):
-        return []
-    return [f"A answered the stroke it had queued (id {resent}, acknowledged by B as {client.answered[resent].decode()}) "
-            f"with {late.decode()}"]
+def late_reply_problems(client: Roamer, queued: List[int], where: int = A, sentinel: bool = True) -> List[str]:
+    """The woken instance's answers to the requests it had when it was stopped: each the reply
+    the client was given for it, or an error (a retry-later, or the request refused), never
+    another result. A dropped one is no fault (the client was answered elsewhere); to know
+    when they have all had their turn, a `canvas.state` is sent to it behind them (a session's
+    requests are served in order) unless `sentinel` is false and the caller sent one."""
+    if sentinel:
+        client.ok(where, "canvas.state")
+    problems = []
+    for request_id in queued:
+        late = client.channels[where].late.pop(request_id, None)
+        if late is None:
+            WALK["dropped"] += 1
+            continue
+        first = client.answered.get(request_id)
+        if late != first and "result" in json.loads(late):
+            method, _ = client.requests[request_id]
+            problems.append(f"{'AB'[where]}, continued, answered the {method} it had queued (id {request_id}) with "
+                            f"{late.decode()[:300]}; the client was answered {first.decode()[:300] if first else None}")
+    return problems
 
 
 def test_a_paused_holder_does_not_run_an_acknowledged_request_again(tmp_path: Path) -> None:
@@ -642,7 +719,7 @@ def test_a_paused_holder_does_not_run_an_acknowledged_request_again(tmp_path: Pa
     with two_instances(tmp_path, documents=()) as cluster, Roamer(cluster) as client:
         strokes: List[dict] = []
         resent, _ = pause_and_move(cluster, client, strokes)
-        problems = late_reply_problems(client, resent)
+        problems = late_reply_problems(client, [resent])
         problems += drawing_everywhere(client, strokes)
         # Both instances go on: a stroke on each, then the drawing on each again.
         for where in (A, B):
@@ -660,12 +737,15 @@ def test_a_paused_holder_serves_the_client_that_comes_back_to_it(tmp_path: Path)
     not lost) and answered once."""
     with two_instances(tmp_path, documents=()) as cluster, Roamer(cluster) as client:
         strokes: List[dict] = []
-        resent, _ = pause_and_move(cluster, client, strokes)
-        strokes.append(unique_stroke(200))
-        back = client.new_request("drawing.addStroke", strokes[-1])
-        client.channels[A].socket.send(client.frame(back, "drawing.addStroke", strokes[-1], True))
-        problems = late_reply_problems(client, resent)
-        reply = client.ask(A, "drawing.addStroke", request_id=back)
+        resent, back = pause_and_move(cluster, client, strokes, back=unique_stroke(200))
+        raw = client.channels[A].receive(back, 15.0)
+        error = json.loads(raw).get("error", {}) if raw is not None else {}
+        if raw is None or (error.get("code") == "UNAVAILABLE" and error.get("data", {}).get("reason") in RETRY_REASONS):
+            reply = client.ask(A, "drawing.addStroke", request_id=back)   # as a client would: again, same id
+        else:
+            client.answered[back] = raw
+            reply = json.loads(raw)
+        problems = late_reply_problems(client, [resent], sentinel=False)
         if reply.get("result", {}).get("strokes") != len(strokes):
             problems.append(f"the client's new stroke on A answered {reply}, expected {len(strokes)} strokes")
         problems += drawing_everywhere(client, strokes, (A, B, A))
@@ -732,7 +812,7 @@ def test_a_holder_paused_inside_a_save_does_not_save_its_old_copy_later(tmp_path
             again = client.ok(B, "canvas.submit")["document"]
             assert (again["name"], again["revision"]) == ("x.pdf", 3), again
             documents.saved("x.pdf", 3, again["sha256"], [BLUE])
-        problems = late_reply_problems(client, submit)
+        problems = late_reply_problems(client, [submit])
         problems += client.retry_everywhere(submit)
         problems += documents.check(client, B)
         for where in (A, B):
@@ -754,9 +834,7 @@ def test_a_holder_paused_inside_a_save_does_not_save_after_the_client_cancelled(
             held.close()
             cancelled = client.ok(B, "canvas.cancel")
             assert (cancelled["action"], cancelled["hasContent"]) == ("cancelled", True), cancelled
-        late = client.channels[A].receive(submit, 15.0)
-        problems = [] if late is None else ([] if "error" in json.loads(late) else
-                                            [f"A acknowledged the submit the client had given up on, after the cancel: {late.decode()}"])
+        problems = late_reply_problems(client, [submit])
         problems += documents.check(client, B)
         # The submit sent again now finds a closed canvas: it cannot be acknowledged as a save.
         again = client.ask(B, "canvas.submit", request_id=submit)
