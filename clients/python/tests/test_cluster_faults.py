@@ -855,3 +855,28 @@ def test_a_holder_paused_inside_a_save_does_not_save_after_the_client_cancelled(
                 if state != "closed":
                     problems.append(f"canvas.state on {'AB'[where]}: {state}, after an acknowledged cancel")
             assert not problems, "\n".join(problems)
+
+
+def test_one_submit_saving_on_both_instances_at_once_makes_one_revision(tmp_path: Path) -> None:
+    """A's save waits for the document; the client, with no reply, sends the submit again to
+    B, whose save waits too; the lock let go, both may go on. One revision, holding the red
+    stroke once; an instance that answers with a result answers the same one."""
+    with two_instances(tmp_path) as cluster, Roamer(cluster) as client:
+        documents = Documents(["x.pdf", "y.pdf"])
+        submit, held = submit_held_in_a_save(cluster, client, documents)
+        with held:   # the lock, let go where the test closes it, at the latest on leaving
+            other = client.channels[B]
+            other.socket.send(client.frame(submit, "canvas.submit", {}, True))
+            # (Were B to answer first, its reply is read here and asked for again below: a retry.)
+            wait_until(lambda: waiting_for_a_lock(cluster.instances[B]) or other.receive(submit, 0.01) is not None,
+                       "B waiting for x.pdf's lock too, or answering")
+            held.close()
+            saved = client.ok(B, "canvas.submit", request_id=submit)["document"]
+        problems = []
+        if (saved["name"], saved["revision"]) != ("x.pdf", 2):
+            problems.append(f"the submit was acknowledged as {saved}, expected x.pdf revision 2")
+        documents.saved(saved["name"], saved["revision"], saved["sha256"], [RED])
+        problems += late_reply_problems(client, [submit])
+        problems += client.retry_everywhere(submit)
+        problems += documents.check(client, B)
+        assert not problems, "\n".join(problems)
