@@ -14,7 +14,17 @@ were drawn.
 Faults are made with signals (SIGSTOP, SIGCONT, SIGKILL) and, to hold an instance inside a
 save, by holding the document file's lock (`flock`, which every writer takes) and waiting until
 /proc/locks shows the instance waiting for it. Nothing waits on a guessed delay but the pause
-itself.
+itself. What a continued instance had queued is known to have had its turn once it answers a
+later request of the same session sent to it (a session's requests are served in order).
+
+1. A save from a stale copy: the issue's steps, for x.pdf reopened and for y.pdf; then a
+   seeded random walk of a session between the instances (FAULTS_SEED, FAULTS_STEPS; with
+   FAULTS_SWITCH=0 it stays on one instance, which checks the model itself), also with faults
+   between steps (FAULTS_KINDS: pause, redis, kill).
+2. A paused holder: SIGSTOP 4 s, its request resent to the other instance and answered, 80
+   more there, SIGCONT; and the client's next request going back to the woken instance.
+3. Inside a save: the holder killed, or paused and the client resends (or cancels instead);
+   one submit saving on both instances at once.
 """
 
 from __future__ import annotations
@@ -109,24 +119,13 @@ def wait_until(condition, what: str, timeout: float = 10.0) -> None:
         time.sleep(0.01)
 
 
-@contextlib.contextmanager
-def document_lock(path: Path) -> Iterator[None]:
-    """Holds the lock every writer of the document takes (flock on the file itself): a save
-    into it waits until the block ends."""
-    with open(path, "rb") as held:
-        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(held.fileno(), fcntl.LOCK_UN)
-
-
 def waiting_for_a_lock(instance: Instance) -> bool:
     """Whether /proc/locks shows the process blocked on a flock (a `->` line with its pid)."""
     pid = str(instance.process.pid)
     for line in Path("/proc/locks").read_text().splitlines():
-        fields = line.split()
-        if "->" in fields and "FLOCK" in fields and pid in fields:
+        fields = line.split()   # N: -> FLOCK ADVISORY WRITE <pid> <device:inode> <start> <end>
+        if "->" in fields and fields[fields.index("->") + 1:fields.index("->") + 2] == ["FLOCK"] \
+                and fields[fields.index("->") + 4:fields.index("->") + 5] == [pid]:
             return True
     return False
 
