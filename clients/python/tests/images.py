@@ -67,3 +67,19 @@ def decode_png(data: bytes) -> Tuple[int, int, List[List[Tuple[int, int, int]]]]
         rows.append([tuple(line[x * channels:x * channels + 3]) for x in range(width)])
         previous = line
     return width, height, rows
+
+
+Rgb = Tuple[int, int, List[List[Tuple[int, int, int]]]]   # width, height, rows of (r, g, b)
+
+
+def render_page_rgb(pdf: Path, page: int, dpi: int = 72) -> Rgb:
+    """Page `page` (from 0) rendered by poppler's pdftoppm in colour."""
+    with tempfile.TemporaryDirectory() as folder:
+        subprocess.run(["pdftoppm", "-r", str(dpi), "-f", str(page + 1), "-l", str(page + 1), "-singlefile",
+                        str(pdf), f"{folder}/page"], check=True)
+        data = Path(f"{folder}/page.ppm").read_bytes()
+    magic, size, maximum, pixels = data.split(b"\n", 3)
+    width, height = map(int, size.split())
+    assert magic == b"P6" and maximum == b"255"
+    return width, height, [[tuple(pixels[(y * width + x) * 3:(y * width + x) * 3 + 3]) for x in range(width)]
+                           for y in range(height)]
