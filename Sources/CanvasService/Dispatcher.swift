@@ -64,6 +64,8 @@ public final class Dispatcher {
     /// The loop's own connection to the store, for the one question it must answer at once:
     /// whose a session held elsewhere is, when a subscriber asks for its events.
     let owners: SharedSessions?
+    /// Where store steps run (nil: in place), for a save's fence to ask the store from its thread.
+    let stores: StoreExecutor?
     let metrics: ServiceMetrics?
 
     public convenience init(configuration: ServiceConfiguration, logger: Logger, saves: SaveExecutor? = nil, reads: SaveExecutor? = nil) {
@@ -74,6 +76,7 @@ public final class Dispatcher {
          shared: SharedSessions?, owners: SharedSessions?, metrics: ServiceMetrics? = nil) {
         self.shared = shared
         self.owners = owners
+        self.stores = stores
         self.metrics = metrics
         limits = configuration.limits
         memory = MemoryPressure(budget: configuration.limits.memoryBudgetBytes)
@@ -285,7 +288,7 @@ public final class Dispatcher {
     func startDocumentJob(_ method: Method, _ params: Params, _ request: Request, envelope: [[UInt8]], client: String?,
                           now: ContinuousClock.Instant,
                           holding: (session: ServiceSession, fingerprint: [UInt8])? = nil, frames: [[UInt8]] = [],
-                          madeBy: String? = nil) throws(ProtocolError) {
+                          madeBy: String? = nil, fence: DocumentStore.WriteFence? = nil) throws(ProtocolError) {
         let documents = try DocumentMethods.available(documents)
         func job(_ kind: PendingJob.Kind) -> PendingJob {
             var job = PendingJob(kind: kind, request: request, envelope: envelope, client: client, holding: holding)
@@ -293,7 +296,7 @@ public final class Dispatcher {
             return job
         }
         if method.scope == .documentWrite {
-            let write = try documents.prepareSave(method, params, madeBy: madeBy)
+            let write = try documents.prepareSave(method, params, madeBy: madeBy, fence: fence)
             jobs.save(write.document, write.save, for: job(.documentWrite(method, publishes: write.saves, unchangedAt: write.unchangedAt)))
         } else {
             var read = job(.documentRead)

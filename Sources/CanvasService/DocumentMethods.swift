@@ -85,7 +85,9 @@ struct DocumentMethods {
 
     /// `madeBy`: the key a save leaves so that its request, run again, finds it made (see
     /// `DocumentStore.flatten`).
-    func prepareSave(_ method: Method, _ params: Params, madeBy: String? = nil) throws(ProtocolError) -> Write {
+    /// `fence`: what the save checks under the document's lock before it writes (see
+    /// `DocumentStore.WriteFence`).
+    func prepareSave(_ method: Method, _ params: Params, madeBy: String? = nil, fence: DocumentStore.WriteFence? = nil) throws(ProtocolError) -> Write {
         if method == .documentUploadCommit { return try prepareCommit(params) }
         if method == .documentRestore {
             guard let revision = try revisionParam(params, "revision") else {
@@ -94,7 +96,7 @@ struct DocumentMethods {
             let name = try params.string("name")
             let expected = try revisionParam(params, "expectedRevision")
             return Write(document: name, save: { [store] () throws(DocumentError) in
-                try store.restore(name, revision: revision, expectedRevision: expected, madeBy: madeBy)
+                try store.restore(name, revision: revision, expectedRevision: expected, madeBy: madeBy, fence: fence)
             }, saves: true, unchangedAt: revision)
         }
         let drawing = try drawingParam(params)
@@ -111,16 +113,17 @@ struct DocumentMethods {
             }, saves: false)
         }
         return Write(document: name, save: { [store] () throws(DocumentError) in
-            try store.flatten(name, page: page, drawing: drawing, expectedRevision: expected, madeBy: madeBy)
+            try store.flatten(name, page: page, drawing: drawing, expectedRevision: expected, madeBy: madeBy, fence: fence)
         }, saves: true)
     }
 
     /// A submit's save into its target: the drawing on the page, or, with nothing drawn, just
     /// the document's current summary (no new revision for an empty drawing).
-    func targetSave(_ target: DocumentTarget, _ drawing: Drawing, madeBy: String? = nil) -> PreparedSave {
+    func targetSave(_ target: DocumentTarget, _ drawing: Drawing, madeBy: String? = nil,
+                    fence: DocumentStore.WriteFence? = nil) -> PreparedSave {
         { [store] () throws(DocumentError) in
             drawing.hasContent
-                ? try store.flatten(target.name, page: target.page, drawing: drawing, expectedRevision: nil, madeBy: madeBy)
+                ? try store.flatten(target.name, page: target.page, drawing: drawing, expectedRevision: nil, madeBy: madeBy, fence: fence)
                 : try store.summary(target.name)
         }
     }

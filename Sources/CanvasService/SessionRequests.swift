@@ -146,9 +146,11 @@ extension Dispatcher {
         }
         switch method {
         case _ where method.scope == .documentRead || method.scope == .documentWrite:
+            let writes = method.scope == .documentWrite
             try startDocumentJob(method, params, request, envelope: envelope, client: call.client, now: call.now,
                                  holding: (session, fingerprint()), frames: frames,
-                                 madeBy: method.scope == .documentWrite ? madeBy(session, request, fingerprint()) : nil)
+                                 madeBy: writes ? madeBy(session, request, fingerprint()) : nil,
+                                 fence: writes ? saveFence(session, request, fingerprint()) : nil)
         case .canvasOpen:
             guard let documents, let target = try? documents.targetParams(params) else { return false }
             try jobs.read(for: job) { .page(Result { () throws(DocumentError) in try documents.store.page(target.name, target.page) }) }
@@ -173,7 +175,8 @@ extension Dispatcher {
                 _ = try params.bool("imageData", default: false)
                 let target = session.target!
                 let save = try DocumentMethods.available(documents)
-                    .targetSave(target, session.canvas.drawing, madeBy: madeBy(session, request, fingerprint()))
+                    .targetSave(target, session.canvas.drawing, madeBy: madeBy(session, request, fingerprint()),
+                                fence: saveFence(session, request, fingerprint()))
                 // Its result image, when large, is rendered after the save, beside the loop too.
                 let size = session.size, maxImageSide = limits.maxImageSide
                 let render = imageToRender(method, params, session).map { drawing in

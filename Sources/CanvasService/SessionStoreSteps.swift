@@ -1,5 +1,8 @@
 import CanvasCore
 import CanvasProtocol
+import Dispatch
+import DocumentStore
+import Synchronization
 
 /// With a session store, what a session waits on there (`StoreStep`) and how each answer is
 /// settled. Each step holds its session and runs on the store's thread; its reply, and the
@@ -66,6 +69,32 @@ extension Dispatcher {
                    holding: (session, fingerprint)) {
             Self.asking { () throws(ProtocolError) in
                 try shared.confirm(id, expected: expected, unanswered: answered) ? .kept(version: expected) : .lost
+            }
+        }
+    }
+
+    /// What a session's save checks under the document's lock, before it writes: that the store
+    /// still has this instance holding the session at the version the save was made from, and
+    /// the request unanswered. The fence before the save (`fence`) cannot see a pause between it
+    /// and the lock; this can. (A pause inside the save itself, after this, it cannot.) Asked on
+    /// the store's thread, in order with its other calls; the save's thread waits for it.
+    func saveFence(_ session: ServiceSession, _ request: Request, _ fingerprint: [UInt8]) -> DocumentStore.WriteFence? {
+        guard let shared else { return nil }
+        let id = session.id, expected = session.storedVersion, stores = stores
+        let answered = SharedSessions.Answered(id: request.id, fingerprint: fingerprint)
+        return { (name: String) throws(DocumentError) in
+            let held = Mutex<Bool>(false)
+            let asked = DispatchSemaphore(value: 0)
+            let ask: @Sendable () -> Void = {
+                let confirmed = (try? shared.confirm(id, expected: expected, unanswered: answered)) ?? false
+                held.withLock { $0 = confirmed }
+                asked.signal()
+            }
+            if let stores { stores(ask) } else { ask() }
+            asked.wait()
+            guard held.withLock({ $0 }) else {
+                throw .refused(name: name, reason: "sessionMoved",
+                               message: "the session \(id) this save was for moved to another instance (or could not be confirmed) before the save was made")
             }
         }
     }

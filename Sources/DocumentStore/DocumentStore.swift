@@ -339,8 +339,8 @@ public final class DocumentStore: Sendable {
     /// the same key, while the revision it made is kept, it answers that revision instead of
     /// saving again (for a request retried on another instance after the first lost it).
     public func flatten(_ name: String, page: Int, drawing: Drawing, expectedRevision: Int? = nil,
-                        madeBy: String? = nil) throws(DocumentError) -> DocumentSummary {
-        try writing(name, expectedRevision: expectedRevision, madeBy: madeBy) { (current, history, revision) throws(DocumentError) in
+                        madeBy: String? = nil, fence: WriteFence? = nil) throws(DocumentError) -> DocumentSummary {
+        try writing(name, expectedRevision: expectedRevision, madeBy: madeBy, fence: fence) { (current, history, revision) throws(DocumentError) in
             // A container's header is read once: it gives both where the PDF starts and the
             // metadata the save updates.
             // Read as a reader would (a document too slow to read is too slow to save), then
@@ -389,8 +389,8 @@ public final class DocumentStore: Sendable {
     /// Restoring the current revision changes nothing and answers the current summary.
     /// `madeBy` as for `flatten`.
     public func restore(_ name: String, revision: Int, expectedRevision: Int? = nil,
-                        madeBy: String? = nil) throws(DocumentError) -> DocumentSummary {
-        try writing(name, expectedRevision: expectedRevision, madeBy: madeBy) { (current, history, currentRevision) throws(DocumentError) in
+                        madeBy: String? = nil, fence: WriteFence? = nil) throws(DocumentError) -> DocumentSummary {
+        try writing(name, expectedRevision: expectedRevision, madeBy: madeBy, fence: fence) { (current, history, currentRevision) throws(DocumentError) in
             if revision == currentRevision {
                 return DocumentSummary(name: name, revision: currentRevision, pageCount: try pdf(name, current).pageCount,
                                        sha256: try hash(current, name))
@@ -407,11 +407,19 @@ public final class DocumentStore: Sendable {
         }
     }
 
+    /// What a save checks once it is the document's only writer, before it writes anything (and
+    /// after a save `madeBy` its request is looked for): that it may still be made. Throws to
+    /// refuse it. canvasd's fence: the session the save is for is still this instance's, at the
+    /// version it was saved from; an instance paused while it waited for the lock would
+    /// otherwise save a drawing the client has since changed elsewhere.
+    public typealias WriteFence = @Sendable (_ name: String) throws(DocumentError) -> Void
+
     /// Runs `body` as the document's only writer: the current file open and locked, what a
     /// killed save left behind repaired, the current revision checked against `expectedRevision`.
     /// A save `madeBy` a request that already made a revision still kept answers that one, before
     /// `expectedRevision` is checked: it is what the request's first run would have answered.
-    func writing(_ name: String, expectedRevision: Int?, madeBy: String? = nil,
+    /// `fence`, if given, is asked next (see `WriteFence`).
+    func writing(_ name: String, expectedRevision: Int?, madeBy: String? = nil, fence: WriteFence? = nil,
                          _ body: (OpenFile, RevisionHistory, Int) throws(DocumentError) -> DocumentSummary) throws(DocumentError) -> DocumentSummary {
         let current = try lockCurrent(name)
         guard let opened = try history(name, create: true) else { throw .io(operation: "open the revisions of \(name)", message: "missing") }
@@ -431,6 +439,7 @@ public final class DocumentStore: Sendable {
                 return DocumentSummary(name: name, revision: made.revision, pageCount: made.pageCount, sha256: made.sha256)
             }
         }
+        try fence?(name)
         if let expectedRevision, expectedRevision != revision {
             throw .conflict(name: name, expected: expectedRevision, current: revision)
         }
