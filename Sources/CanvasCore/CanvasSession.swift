@@ -34,7 +34,11 @@ public struct CanvasSession: Hashable, Sendable, Codable {
 
     public mutating func open() throws(CanvasRejection) -> [CanvasAction] { try canvas.open(cause: .client) }
     public mutating func minimize() throws(CanvasRejection) -> [CanvasAction] { try canvas.minimize(cause: .client) }
-    public mutating func submit() throws(CanvasRejection) -> [CanvasAction] { try canvas.submit(cause: .client) }
+    public mutating func submit(savingFirst: Bool = false) throws(CanvasRejection) -> [CanvasAction] {
+        try canvas.submit(cause: .client, savingFirst: savingFirst)
+    }
+    /// How a submit's save went (see `CanvasStateMachine.saved`).
+    public mutating func saved(_ made: Bool) throws(CanvasRejection) -> [CanvasAction] { try canvas.saved(made, cause: .client) }
     public mutating func cancel() throws(CanvasRejection) -> [CanvasAction] { try canvas.cancel(cause: .client) }
 
     /// Ends the animation under way: a client's request passes no ticket, a timer its own.

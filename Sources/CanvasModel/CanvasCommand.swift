@@ -174,7 +174,7 @@ extension CanvasSession {
                 observation.resultDrawing = drawing
             case .startTransitionTimer: observation.timerStarted = true
             case .logWarning: observation.warned = true
-            case .toolChanged: break
+            case .toolChanged, .save: break
             }
         }
         return observation

@@ -60,6 +60,8 @@ struct ActionExecutor {
                 call.timers.append(TransitionTimer(deadline: call.now + .milliseconds(milliseconds), session: session.id, ticket: ticket))
             case .toolChanged(let tools):
                 publish(&session, "pencil.toolChanged", ["tool": WireShapes.tools(tools)], &call)
+            case .save:
+                break   // a job's, not an event: the dispatcher starts it (`MethodResult.saving`)
             case .logWarning(let message):
                 logger.warning("\(message)", metadata: ["session": "\(session.id)"])
             }

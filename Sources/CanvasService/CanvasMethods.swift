@@ -4,15 +4,19 @@ import DocumentStore
 import InkRendering
 
 /// A method's result: an object, or JSON text already written (a drawing, which is large
-/// enough that building it as values first would cost more than the request).
+/// enough that building it as values first would cost more than the request); or, for a submit
+/// into a document, no result yet: the canvas is saving this drawing, and the method runs again
+/// with the save's outcome.
 enum MethodResult {
     case object([String: JSONValue])
     case raw([UInt8])
+    case saving(Drawing)
 
     func reply(id: RequestID) -> [UInt8] {
         switch self {
         case .object(let result): return ReplyEncoder.success(id: id, result: result)
         case .raw(let text): return ReplyEncoder.success(id: id, rawResult: text)
+        case .saving: preconditionFailure("a submit that is saving has no reply until its save is done")
         }
     }
 }
@@ -60,6 +64,17 @@ struct CanvasMethods {
             return .raw(session.stateText())
         case .canvasOpen:
             try open(params, &session, found: found, &call)
+        case .canvasSubmit where session.target != nil && !session.canvas.canvas.isSaving:
+            // Into a document: the canvas decides whether a save is due, and waits for it.
+            _ = try params.bool("imageData", default: false)
+            let actions: [CanvasAction]
+            do {
+                actions = try session.canvas.submit(savingFirst: true)
+            } catch {
+                throw Self.invalidState(error, session)
+            }
+            guard case .save(let drawing)? = actions.first else { preconditionFailure("a submit into a document saves first") }
+            return .saving(drawing)
         case .canvasMinimize, .canvasSubmit, .canvasCancel:
             return .object(try end(method, params, &session, found: found, &call))
         case .canvasFinishTransition:
@@ -126,21 +141,27 @@ struct CanvasMethods {
         if let size { session.size = size }
     }
 
-    /// `canvas.minimize`, `.submit`, `.cancel`. A submit with a document target has saved
-    /// first; only a save that worked ends the drawing, so a failed one leaves the canvas as
-    /// it was for another try.
+    /// `canvas.minimize`, `.submit`, `.cancel`. A submit that was saving (`MethodResult.saving`)
+    /// runs again with its save's outcome in `found`: only a save that worked ends the drawing,
+    /// so a failed one leaves the canvas as it was for another try.
     private func end(_ method: Method, _ params: Params, _ session: inout ServiceSession, found: JobOutcome?,
                      _ call: inout Call) throws(ProtocolError) -> [String: JSONValue] {
         let wantsImage = try params.bool("imageData", default: false)
         var saved: [String: JSONValue]?
-        if method == .canvasSubmit, Self.savesFirst(session) {
-            guard case .saved(let outcome, _)? = found else { preconditionFailure("a submit into a document runs after its save") }
+        if method == .canvasSubmit, session.canvas.canvas.isSaving {
+            guard case .saved(let outcome, _)? = found else { preconditionFailure("a saving canvas runs again with its save's outcome") }
             let documents = try DocumentMethods.available(documents)
-            saved = DocumentMethods.json(try documents.run { () throws(DocumentError) in try outcome.get() })
+            do throws(ProtocolError) {
+                saved = DocumentMethods.json(try documents.run { () throws(DocumentError) in try outcome.get() })
+            } catch {
+                _ = try? session.canvas.saved(false)
+                throw error
+            }
         }
         let result = try perform(&session, imageData: wantsImage, rendered: found?.image, &call) { canvas throws(CanvasRejection) in
             switch method {
             case .canvasMinimize: return try canvas.minimize()
+            case .canvasSubmit where canvas.canvas.isSaving: return try canvas.saved(true)
             case .canvasSubmit: return try canvas.submit()
             default: return try canvas.cancel()
             }
@@ -160,12 +181,6 @@ struct CanvasMethods {
             }
         }
         return reply
-    }
-
-    /// Whether a submit on `session` must save into its document before it runs: the one
-    /// place that rule is decided.
-    static func savesFirst(_ session: ServiceSession) -> Bool {
-        session.target != nil && (session.canvas.phase == .open || session.canvas.phase == .minimized)
     }
 
     private func doubleTap(_ session: inout ServiceSession, rendered: ResultImage?, _ call: inout Call) -> [String: JSONValue] {

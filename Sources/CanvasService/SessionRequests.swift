@@ -1,6 +1,7 @@
 import CanvasCore
 import CanvasProtocol
 import DocumentStore
+import InkRendering
 
 /// A session's request, from the moment its slot hands the session over to its reply: looked up
 /// among the answered ones, fenced (with a session store, before a save), sent off the loop
@@ -34,9 +35,9 @@ extension Dispatcher {
             resume(session, &call)
             return ReplyEncoder.failure(id: request.id, error: error)
         }
-        if shared != nil, Self.savesFirst(method, session), session.storedAt != call.now {
+        if shared != nil, method.scope == .documentWrite, session.storedAt != call.now {
             // Fenced: the save starts once the store has confirmed this copy (`StoreStep.fence`).
-            fence(method, request, session, fingerprint: fingerprint, frames: frames, envelope: envelope, &call)
+            fence(.request(method), request, session, fingerprint: fingerprint, frames: frames, envelope: envelope, &call)
             return nil
         }
         return proceed(method, request, params, consume session, fingerprint: nil, frames: frames, envelope: envelope, &call)
@@ -61,22 +62,77 @@ extension Dispatcher {
         if shared == nil, method.changesNothing {
             // A read: its reply is final here, so it goes first when it may, and is remembered
             // and the session put back while the client already has it.
-            let reply = run(method, request, params, &session, found: found, &call)
+            guard case .reply(let reply) = execute(method, request, params, &session, found: found, &call) else {
+                preconditionFailure("a read saves nothing")
+            }
             let sent = call.sendAtOnce(reply, to: envelope)
             remember(reply, request, fingerprint, in: &session)
             resume(session, &call)
             return sent ? nil : reply
         }
         let mark = call.output.events.count
-        let reply = run(method, request, params, &session, found: found, &call)
+        switch execute(method, request, params, &session, found: found, &call) {
+        case .saving(let drawing):
+            save(drawing, request, params, session, fingerprint: fingerprint, frames: frames, envelope: envelope, &call)
+        case .reply(let reply):
+            finish(reply, method, request, session, fingerprint: fingerprint, frames: frames, envelope: envelope, eventsFrom: mark, &call)
+        }
+        return nil
+    }
+
+    /// A request's reply is in: remembered, then sent and the session given back (or, with a
+    /// session store, the change written first, `conclude`).
+    func finish(_ reply: [UInt8], _ method: Method, _ request: Request, _ session: consuming ServiceSession, fingerprint: [UInt8],
+                frames: [[UInt8]], envelope: [[UInt8]], eventsFrom mark: Int, _ call: inout Call) {
+        var session = session
         remember(reply, request, fingerprint, in: &session)
         announceSaves(&call)
         if shared != nil {
             conclude(method, request, reply, session, fingerprint: fingerprint, frames: frames, envelope: envelope, eventsFrom: mark, &call)
-            return nil
+            return
         }
+        // The reply before what queued behind the session: a session's replies keep their order.
+        call.reply(reply, to: envelope)
         if method == .sessionClose { close(session, event: "session.closed", &call) } else { resume(session, &call) }
-        return reply
+    }
+
+    /// A submit's canvas is saving `drawing` into its document: the save starts (fenced first,
+    /// with a session store), holding the session, and the submit runs again with its outcome.
+    func save(_ drawing: Drawing, _ request: Request, _ params: Params, _ session: ServiceSession, fingerprint: [UInt8],
+              frames: [[UInt8]], envelope: [[UInt8]], _ call: inout Call) {
+        if shared != nil, session.storedAt != call.now {
+            fence(.save(drawing), request, session, fingerprint: fingerprint, frames: frames, envelope: envelope, &call)
+            return
+        }
+        startSave(drawing, request, params, session, fingerprint: fingerprint, frames: frames, envelope: envelope, &call)
+    }
+
+    /// Starts the save a saving canvas asked for, with its result image when that is to be
+    /// rendered beside the loop too.
+    func startSave(_ drawing: Drawing, _ request: Request, _ params: Params, _ session: ServiceSession, fingerprint: [UInt8],
+                   frames: [[UInt8]], envelope: [[UInt8]], _ call: inout Call) {
+        var session = session
+        do throws(ProtocolError) {
+            let target = session.target!
+            let save = try DocumentMethods.available(documents)
+                .targetSave(target, drawing, madeBy: madeBy(session, request, fingerprint), fence: saveFence(session, request, fingerprint))
+            let asked = (try? params.bool("imageData", default: false)) ?? false
+            let size = session.size, maxImageSide = limits.maxImageSide
+            var render: (@Sendable () -> Result<String, RenderError>)?
+            if asked || session.resultImages, ActionExecutor.rendersOffLoop(drawing, session, maxImageSide: maxImageSide) {
+                render = { ActionExecutor.png(drawing, size: size, maxImageSide: maxImageSide) }
+            }
+            var job = PendingJob(kind: .canvas(.canvasSubmit), request: request, envelope: envelope, client: call.client,
+                                 holding: (session, fingerprint))
+            job.frames = frames
+            job.retaking = call.retaking
+            jobs.save(target.name, save, for: job, render: render)
+        } catch {
+            // Nothing was saved: the canvas is as it was, and the refusal is the reply.
+            _ = try? session.canvas.saved(false)
+            finish(ReplyEncoder.failure(id: request.id, error: error), .canvasSubmit, request, session, fingerprint: fingerprint,
+                   frames: frames, envelope: envelope, eventsFrom: call.output.events.count, &call)
+        }
     }
 
     /// The answer to a request found answered in the session's reply cache, or in the store's
@@ -122,12 +178,6 @@ extension Dispatcher {
         }
     }
 
-    /// Whether `method` makes a revision of a document before it acts on the session: a save a
-    /// stale copy must never start.
-    static func savesFirst(_ method: Method, _ session: ServiceSession) -> Bool {
-        method.scope == .documentWrite || (method == .canvasSubmit && CanvasMethods.savesFirst(session))
-    }
-
     // MARK: Jobs
 
     /// Sends the request off the loop first when it needs file or heavy work, the job taking the
@@ -170,24 +220,8 @@ extension Dispatcher {
                 memory.release(encoding.reservedBytes)
                 throw error
             }
-        case .canvasSubmit where CanvasMethods.savesFirst(session):
-            do throws(ProtocolError) {
-                _ = try params.bool("imageData", default: false)
-                let target = session.target!
-                let save = try DocumentMethods.available(documents)
-                    .targetSave(target, session.canvas.drawing, madeBy: madeBy(session, request, fingerprint()),
-                                fence: saveFence(session, request, fingerprint()))
-                // Its result image, when large, is rendered after the save, beside the loop too.
-                let size = session.size, maxImageSide = limits.maxImageSide
-                let render = imageToRender(method, params, session).map { drawing in
-                    { @Sendable in ActionExecutor.png(drawing, size: size, maxImageSide: maxImageSide) }
-                }
-                jobs.save(target.name, save, for: job, render: render)
-            } catch {
-                // Remembered like any answer: a retry must not find the save untried.
-                remember(ReplyEncoder.failure(id: request.id, error: error), request, fingerprint(), in: &session)
-                throw error
-            }
+        case .canvasSubmit where session.target != nil:
+            return false   // the canvas asks for its save first (`save`), and its image is rendered with it
         case .canvasMinimize, .canvasSubmit, .canvasCancel, .pencilDoubleTap:
             // A result image of a large drawing or canvas takes tens of milliseconds (an
             // 8192-pixel square over a second): rendered off the loop, from a copy, it holds up
@@ -244,13 +278,22 @@ extension Dispatcher {
         return String(DocumentStore.sha256(bytes).prefix(32))
     }
 
-    /// Runs a session's request: its reply, a result or an error.
-    func run(_ method: Method, _ request: Request, _ params: Params, _ session: inout ServiceSession,
-             found: JobOutcome?, _ call: inout Call) -> [UInt8] {
+    /// What running a session's request came to: its reply (a result or an error), or a save
+    /// the canvas waits for.
+    enum Ran {
+        case reply([UInt8])
+        case saving(Drawing)
+    }
+
+    /// Runs a session's request.
+    func execute(_ method: Method, _ request: Request, _ params: Params, _ session: inout ServiceSession,
+                 found: JobOutcome?, _ call: inout Call) -> Ran {
         do throws(ProtocolError) {
-            return try canvas.run(method, params, &session, found: found, &call).reply(id: request.id)
+            let result = try canvas.run(method, params, &session, found: found, &call)
+            if case .saving(let drawing) = result { return .saving(drawing) }
+            return .reply(result.reply(id: request.id))
         } catch {
-            return ReplyEncoder.failure(id: request.id, error: error)
+            return .reply(ReplyEncoder.failure(id: request.id, error: error))
         }
     }
 
@@ -299,7 +342,7 @@ extension Dispatcher {
                     continue
                 }
                 let mark = call.output.events.count
-                let reply: [UInt8]
+                let method = Method(named: request.method)!
                 switch (job.kind, outcome) {
                 case (.canvas, .reply(let bytes)):
                     // An encoding of what the session holds: nothing changed, nothing to store.
@@ -307,22 +350,21 @@ extension Dispatcher {
                     call.reply(bytes, to: job.envelope)
                     resume(session, &call)
                     continue
-                case (.canvas(let method), _):
-                    reply = run(method, request, Params(request.params), &session, found: outcome, &call)
-                    remember(reply, request, fingerprint, in: &session)
-                    announceSaves(&call)
+                case (.canvas, _):
+                    call.retaking = job.retaking
+                    switch execute(method, request, Params(request.params), &session, found: outcome, &call) {
+                    case .saving(let drawing):
+                        save(drawing, request, Params(request.params), session, fingerprint: fingerprint, frames: job.frames,
+                             envelope: job.envelope, &call)
+                    case .reply(let reply):
+                        finish(reply, method, request, session, fingerprint: fingerprint, frames: job.frames, envelope: job.envelope,
+                               eventsFrom: mark, &call)
+                    }
                 default:
-                    reply = documentReply(job, request, outcome, &call)
-                    remember(reply, request, fingerprint, in: &session)
+                    call.retaking = job.retaking
+                    finish(documentReply(job, request, outcome, &call), method, request, session, fingerprint: fingerprint,
+                           frames: job.frames, envelope: job.envelope, eventsFrom: mark, &call)
                 }
-                guard shared != nil, let method = Method(named: request.method) else {
-                    call.reply(reply, to: job.envelope)
-                    resume(session, &call)
-                    continue
-                }
-                call.retaking = job.retaking
-                conclude(method, request, reply, session, fingerprint: fingerprint, frames: job.frames, envelope: job.envelope,
-                         eventsFrom: mark, &call)
                 call.retaking = false
             }
         }

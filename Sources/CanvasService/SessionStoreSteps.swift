@@ -61,11 +61,11 @@ extension Dispatcher {
     /// the request is not answered already. A copy some other instance moved on from would
     /// otherwise save what the client has since changed (and a retry of the request, run on the
     /// session as stored, find that save its own).
-    func fence(_ method: Method, _ request: Request, _ session: ServiceSession, fingerprint: [UInt8], frames: [[UInt8]],
+    func fence(_ fenced: Fenced, _ request: Request, _ session: ServiceSession, fingerprint: [UInt8], frames: [[UInt8]],
                envelope: [[UInt8]], _ call: inout Call) {
         let shared = shared!, id = session.id, expected = session.storedVersion
         let answered = SharedSessions.Answered(id: request.id, fingerprint: fingerprint)
-        startStore(.fence(method), for: request, envelope: envelope, client: call.client, frames: frames, retaking: call.retaking,
+        startStore(.fence(fenced), for: request, envelope: envelope, client: call.client, frames: frames, retaking: call.retaking,
                    holding: (session, fingerprint)) {
             Self.asking { () throws(ProtocolError) in
                 try shared.confirm(id, expected: expected, unanswered: answered) ? .kept(version: expected) : .lost
@@ -173,12 +173,16 @@ extension Dispatcher {
                 case .store(let failure): error = failure
                 }
                 call.reply(ReplyEncoder.failure(id: request.id, error: error), to: job.envelope)
-            case .goOn(let method):
+            case .goOn(.request(let method)):
                 let request = job.request!
                 if let reply = proceed(method, request, Params(request.params), session.take()!, fingerprint: job.holding?.fingerprint,
                                        frames: job.frames, envelope: job.envelope, &call) {
                     call.reply(reply, to: job.envelope)
                 }
+            case .goOn(.save(let drawing)):
+                let request = job.request!
+                startSave(drawing, request, Params(request.params), session.take()!, fingerprint: job.holding?.fingerprint ?? [],
+                          frames: job.frames, envelope: job.envelope, &call)
             case .close(let event):
                 close(session.take()!, event: event, &call)
             case .resume:

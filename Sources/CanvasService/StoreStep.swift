@@ -1,3 +1,4 @@
+import CanvasCore
 import CanvasProtocol
 
 /// What a session waits on in the session store (with `--session-store`), and what comes of it.
@@ -13,7 +14,7 @@ enum StoreStep {
     case takeOver
     /// A save may start once the store confirms this copy is the session as stored and the
     /// request unanswered (fencing); then the request goes on where it stopped.
-    case fence(Method)
+    case fence(Fenced)
     /// A change is written, recording its request, before `reply` and the events go out; a
     /// timer's transition has no reply.
     case persist(reply: [UInt8]?)
@@ -24,6 +25,13 @@ enum StoreStep {
     /// An idle session is removed from the store, then expires here; if another instance holds
     /// it now, it is just let go.
     case expire
+}
+
+/// What waits behind a fence: a document method sent with the session (it goes on where it
+/// stopped), or the save a submit's canvas asked for (it starts).
+enum Fenced: Equatable {
+    case request(Method)
+    case save(Drawing)
 }
 
 /// What the session store said to a step.
@@ -55,7 +63,7 @@ enum StoreAction: Equatable {
     /// The request is refused.
     case refuse(Refusal)
     /// The fence held: the request goes on to its save.
-    case goOn(Method)
+    case goOn(Fenced)
     /// The session ends here, with this event.
     case close(event: String)
     /// The session is given back.
@@ -93,8 +101,8 @@ extension StoreStep {
             return [.forget, .refuse(.store(error))]
         case (.takeOver, _), (_, .tookOver), (_, .none):
             preconditionFailure("only a take-over finds a session, or none")
-        case (.fence(let method), .kept(let version)):
-            return [.keep(version: version), .goOn(method)]
+        case (.fence(let fenced), .kept(let version)):
+            return [.keep(version: version), .goOn(fenced)]
         case (.close, .kept(let version)):
             return [.keep(version: version), .publish, .reply, .close(event: "session.closed")]
         case (.expire, .kept(let version)):
@@ -109,7 +117,7 @@ extension StoreStep {
             return [.drop]   // another instance holds the session: its copy is the one that counts
         case (_, .lost):
             return retaking ? [.drop, .refuse(.moved)] : [.drop, .retake]
-        case (.fence, .failed(let error)):
+        case (.fence(.request), .failed(let error)):
             return [.refuse(.store(error)), .resume]   // nothing ran: the copy stays as it was
         case (.expire, .failed), (.persist(nil), .failed):
             return [.drop]

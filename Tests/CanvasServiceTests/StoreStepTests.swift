@@ -13,7 +13,7 @@ struct StoreStepTests {
     static let failure = ProtocolError(.unavailable, "no store", data: ["reason": "sessionStore"])
 
     static let steps: [StoreStep] = [
-        .create(reply: [1]), .takeOver, .fence(.canvasSubmit), .persist(reply: [2]), .persist(reply: nil),
+        .create(reply: [1]), .takeOver, .fence(.request(.documentFlatten)), .fence(.save(.empty)), .persist(reply: [2]), .persist(reply: nil),
         .confirm(reply: [3]), .close(reply: [4]), .expire,
     ]
 
@@ -62,13 +62,16 @@ struct StoreStepTests {
         }
     }
 
-    @Test("a stale copy is dropped and its request answered on the session as stored, once; a save's fence keeps the copy when the store is away")
+    @Test("a stale copy is dropped and its request answered on the session as stored, once; a document method's fence keeps the copy when the store is away")
     func staleCopies() {
         #expect(StoreStep.persist(reply: [1]).settle(.lost, retaking: false) == [.drop, .retake])
         #expect(StoreStep.persist(reply: [1]).settle(.lost, retaking: true) == [.drop, .refuse(.moved)])
-        #expect(StoreStep.fence(.canvasSubmit).settle(.lost, retaking: false) == [.drop, .retake])
-        #expect(StoreStep.fence(.canvasSubmit).settle(.kept(version: 3), retaking: false) == [.keep(version: 3), .goOn(.canvasSubmit)])
-        #expect(StoreStep.fence(.canvasSubmit).settle(.failed(Self.failure), retaking: false) == [.refuse(.store(Self.failure)), .resume])
+        #expect(StoreStep.fence(.save(.empty)).settle(.lost, retaking: false) == [.drop, .retake])
+        #expect(StoreStep.fence(.save(.empty)).settle(.kept(version: 3), retaking: false) == [.keep(version: 3), .goOn(.save(.empty))])
+        #expect(StoreStep.fence(.request(.documentFlatten)).settle(.failed(Self.failure), retaking: false)
+                == [.refuse(.store(Self.failure)), .resume])
+        // A submit's canvas is saving when its fence fails: that copy goes, as one with a change.
+        #expect(StoreStep.fence(.save(.empty)).settle(.failed(Self.failure), retaking: false) == [.drop, .refuse(.store(Self.failure))])
         #expect(StoreStep.persist(reply: [1]).settle(.failed(Self.failure), retaking: false) == [.drop, .refuse(.store(Self.failure))])
         #expect(StoreStep.persist(reply: [1]).settle(.kept(version: 9), retaking: false) == [.keep(version: 9), .publish, .reply, .resume])
         // A timer's transition or an expiry on a copy another instance moved on from: let go.

@@ -8,6 +8,9 @@ public enum CanvasAction: Hashable, Sendable {
     case emitResult(CanvasResult, drawing: Drawing, cause: Cause)
     /// Finish this transition after a delay (timed transitions only).
     case startTransitionTimer(TransitionTicket, milliseconds: Int)
+    /// A submit into a document: save this drawing there first, then tell the canvas how it
+    /// went (`saved`). The canvas waits in `saving` meanwhile.
+    case save(Drawing)
     /// The tool in hand changed.
     case toolChanged(ToolSelection)
     case logWarning(String)

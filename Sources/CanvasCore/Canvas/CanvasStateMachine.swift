@@ -1,4 +1,6 @@
-/// The canvas: closed, opening, open, minimizing or minimized, and the drawing it carries.
+/// The canvas: closed, opening, open, minimizing or minimized, and the drawing it carries;
+/// and, while a submit puts its drawing into a document, saving (shown as the phase it was
+/// submitted from: nothing sees the canvas until the save's outcome is in).
 ///
 /// Each command switches over the whole state and returns the actions it calls for, or
 /// throws a `CanvasRejection` and changes nothing.
@@ -12,6 +14,8 @@ public struct CanvasStateMachine: Hashable, Sendable, Codable {
         case open(EditableDrawing)
         case minimizing(EditableDrawing, TransitionTicket)
         case minimized(EditableDrawing)
+        /// A submit waiting for its drawing's save, from `open` or `minimized`.
+        case saving(EditableDrawing, from: CanvasPhase)
     }
 
     private var state: State = .closed
@@ -31,14 +35,21 @@ public struct CanvasStateMachine: Hashable, Sendable, Codable {
         case .open: return .open
         case .minimizing: return .minimizing
         case .minimized: return .minimized
+        case .saving(_, let from): return from
         }
+    }
+
+    /// Whether a submit is waiting for its save (`saved`).
+    public var isSaving: Bool {
+        if case .saving = state { return true }
+        return false
     }
 
     /// The drawing with its history; nil while closed.
     public var editableDrawing: EditableDrawing? {
         switch state {
         case .closed: return nil
-        case .opening(let drawing, _), .open(let drawing), .minimizing(let drawing, _), .minimized(let drawing):
+        case .opening(let drawing, _), .open(let drawing), .minimizing(let drawing, _), .minimized(let drawing), .saving(let drawing, _):
             return drawing
         }
     }
@@ -50,7 +61,7 @@ public struct CanvasStateMachine: Hashable, Sendable, Codable {
     public var pendingTransition: TransitionTicket? {
         switch state {
         case .opening(_, let ticket), .minimizing(_, let ticket): return ticket
-        case .closed, .open, .minimized: return nil
+        case .closed, .open, .minimized, .saving: return nil
         }
     }
 
@@ -66,7 +77,7 @@ public struct CanvasStateMachine: Hashable, Sendable, Codable {
             return show(drawing, from: .minimized, cause: cause)
         case .open:
             return []
-        case .opening, .minimizing:
+        case .opening, .minimizing, .saving:
             throw .transition
         }
     }
@@ -90,14 +101,35 @@ public struct CanvasStateMachine: Hashable, Sendable, Codable {
             return actions
         case .closed, .minimized:
             throw .notOpen
-        case .opening, .minimizing:
+        case .opening, .minimizing, .saving:
             throw .transition
         }
     }
 
-    /// Ends the drawing and hands it over (open or minimized).
-    public mutating func submit(cause: Cause) throws(CanvasRejection) -> [CanvasAction] {
-        try end(with: .submitted, cause: cause)
+    /// Ends the drawing and hands it over (open or minimized). `savingFirst`: the drawing goes
+    /// into a document first; the canvas waits in `saving`, asking for the save (`.save`), and
+    /// `saved` then ends it, or puts it back as it was when the save failed. The one place
+    /// where a submit saves first.
+    public mutating func submit(cause: Cause, savingFirst: Bool = false) throws(CanvasRejection) -> [CanvasAction] {
+        guard savingFirst else { return try end(with: .submitted, cause: cause) }
+        switch state {
+        case .open(let drawing), .minimized(let drawing):
+            state = .saving(drawing, from: phase)
+            return [.save(drawing.drawing)]
+        case .closed:
+            throw .noDrawing
+        case .opening, .minimizing, .saving:
+            throw .transition
+        }
+    }
+
+    /// How the save a submit asked for went: made, the submit ends the drawing as one without
+    /// a save would have; failed, the canvas is as it was before the submit, drawing and all,
+    /// for another try.
+    public mutating func saved(_ made: Bool, cause: Cause) throws(CanvasRejection) -> [CanvasAction] {
+        guard case .saving(let drawing, let from) = state else { throw .noTransition }
+        state = from == .minimized ? .minimized(drawing) : .open(drawing)
+        return made ? try end(with: .submitted, cause: cause) : []
     }
 
     /// Ends the drawing and throws it away (open or minimized).
@@ -110,7 +142,7 @@ public struct CanvasStateMachine: Hashable, Sendable, Codable {
         switch state {
         case .closed, .minimized: return try open(cause: cause)
         case .open: return try minimize(cause: cause)
-        case .opening, .minimizing: throw .transition
+        case .opening, .minimizing, .saving: throw .transition
         }
     }
 
@@ -126,7 +158,7 @@ public struct CanvasStateMachine: Hashable, Sendable, Codable {
             guard ticket == nil || ticket == current else { throw .staleTransition }
             state = .minimized(drawing)
             return [.stateChanged(from: .minimizing, to: .minimized, cause: cause)]
-        case .closed, .open, .minimized:
+        case .closed, .open, .minimized, .saving:
             throw ticket == nil ? .noTransition : .staleTransition
         }
     }
@@ -145,7 +177,7 @@ public struct CanvasStateMachine: Hashable, Sendable, Codable {
             return changed
         case .closed, .minimized:
             throw .rejected(.notOpen)
-        case .opening, .minimizing:
+        case .opening, .minimizing, .saving:
             throw .rejected(.transition)
         }
     }
@@ -173,7 +205,7 @@ public struct CanvasStateMachine: Hashable, Sendable, Codable {
             ]
         case .closed:
             throw .noDrawing
-        case .opening, .minimizing:
+        case .opening, .minimizing, .saving:
             throw .transition
         }
     }
