@@ -54,7 +54,9 @@ struct SessionSnapshot: Codable {
     }
 
     static func encode(_ session: ServiceSession) throws -> [UInt8] {
-        let json = try JSONEncoder().encode(SessionSnapshot(session))
+        // Written in one pass (JSONDecoder reads it back): Foundation's encoder took most of a
+        // shared session's write.
+        let json = try StreamingJSONEncoder.encode(SessionSnapshot(session))
         var out = magic
         out.reserveCapacity(json.count + 4096)
         append(UInt32(json.count), to: &out)
