@@ -58,8 +58,8 @@ public final class CanvasServer {
     /// Reads of documents (`document.list`, `.info`, `.revisions`, the page of `canvas.open`):
     /// file and PDF work too, so off the loop as well, answered the same way.
     private let reads: SaveRunner
-    /// With a session store: the one thread that speaks to it, answering the same way.
-    private let stores: StoreLine?
+    /// With a session store: the threads that speak to it (`storeLanes`), answering the same way.
+    private let stores: [StoreLine]
     private let waker: SaveWaker
     /// Messages from this routing id are the waker's, not a client's. Random, so no client
     /// can pose as it (and one that did would only make the loop look for finished saves).
@@ -154,16 +154,20 @@ public final class CanvasServer {
         } catch {
             fatalError("unexpected error \(error)")
         }
-        var shared: SharedSessions?
+        var lanes: [(shared: SharedSessions, line: StoreLine)] = []
         var owners: SharedSessions?
         if let url = configuration.sessionStore {
             do {
-                // Redis answers in well under a millisecond here; the store's thread waits this
+                // Redis answers in well under a millisecond here; a lane's thread waits this
                 // long at most for one that does not, and then lets it rest (SharedSessions).
-                let store = try SessionSnapshotStore(url: url, instance: configuration.instanceName, ttl: configuration.idleTimeout,
-                                                     timeout: .milliseconds(500))
-                shared = SharedSessions(store: store, limits: configuration.limits, logger: logger)
-                try shared!.claimName()
+                for _ in 0..<Self.storeLanes {
+                    let store = try SessionSnapshotStore(url: url, instance: configuration.instanceName, ttl: configuration.idleTimeout,
+                                                         timeout: .milliseconds(500))
+                    let waker = self.waker
+                    lanes.append((SharedSessions(store: store, limits: configuration.limits, logger: logger), StoreLine { waker.wake() }))
+                }
+                let shared = lanes[0].shared
+                try shared.claimName()
                 // The loop's own connection, for the owner of a session a subscriber names; it
                 // waits less, since the loop does.
                 let lookups = try SessionSnapshotStore(url: url, instance: configuration.instanceName, ttl: configuration.idleTimeout,
@@ -174,9 +178,9 @@ public final class CanvasServer {
                 let relay = self.relay!
                 try feed.listen({ seq, data in relay.send([Array(String(seq).utf8), data]) },
                                 failed: { [logger] error in logger.error("document feed interrupted; listening again", metadata: ["error": "\(error)"]) })
-                shared!.feed = feed
+                shared.feed = feed
                 logger.info("sessions shared through the session store",
-                            metadata: ["store": "\(store.address)", "instance": "\(configuration.instanceName)"])
+                            metadata: ["store": "\(shared.address)", "lanes": "\(lanes.count)", "instance": "\(configuration.instanceName)"])
             } catch {
                 throw .sessionStore("\(error)")
             }
@@ -187,23 +191,26 @@ public final class CanvasServer {
         } else {
             health = nil
         }
-        shared?.metrics = metrics
+        for lane in lanes { lane.shared.metrics = metrics }
         owners?.metrics = metrics
         let waker = self.waker
         let saves = SaveRunner(width: ProcessInfo.processInfo.activeProcessorCount) { waker.wake() }
         let reads = SaveRunner(width: ProcessInfo.processInfo.activeProcessorCount) { waker.wake() }
-        let stores = shared.map { _ in StoreLine { waker.wake() } }
         self.saves = saves
         self.reads = reads
-        self.stores = stores
-        self.shared = shared
-        var storeExecutor: Dispatcher.StoreExecutor?
-        if let stores { storeExecutor = { work in stores.submit(work) } }
+        self.stores = lanes.map(\.line)
+        self.shared = lanes.first?.shared
         dispatcher = Dispatcher(configuration: configuration, logger: logger,
                                 saves: { document, save in saves.submit(document, save) },
                                 reads: { key, read in reads.submit(key, read) },
-                                stores: storeExecutor, shared: shared, owners: owners, metrics: metrics)
+                                lanes: lanes.map { lane in StoreLane(shared: lane.shared, run: { work in lane.line.submit(work) }) },
+                                owners: owners, metrics: metrics)
     }
+
+    /// Connections to the session store, each with its own thread: a session's steps go to one,
+    /// so this many sessions' steps can wait on Redis at once. (One alone bounded an instance
+    /// to one Redis round trip at a time, under the synchronous loop's throughput.)
+    static let storeLanes = 4
 
     private static func bind(requests: ZMQSocket, events eventSocket: ZMQSocket,
                              _ configuration: ServiceConfiguration) throws(ZMQError) {
@@ -364,11 +371,11 @@ public final class CanvasServer {
             if now >= nextSweep {
                 // Upgrades that never finish are found by time, not by an event.
                 web?.guardConnections(now: now)
-                if let shared, let stores {
-                    // On the store's thread, like every call to the store. Unready when two
+                if let shared, let line = stores.first {
+                    // On its lane's thread, like every call to the store. Unready when two
                     // processes share a name.
                     let pulse = self.pulse
-                    stores.submit { if !shared.renewName() { pulse.startDraining() } }
+                    line.submit { if !shared.renewName() { pulse.startDraining() } }
                 }
                 let tallies = [web?.requestGuard.tally, web?.eventGuard.tally].compactMap { $0 }
                 metrics.gauges(sessions: dispatcher.sessionCount, jobsInFlight: dispatcher.jobsInFlight,
@@ -384,11 +391,11 @@ public final class CanvasServer {
         for _ in 0..<8 {
             saves.wait()
             reads.wait()
-            stores?.wait()
+            for line in stores { line.wait() }
             deliver(dispatcher.collectSaves(at: clock.now))
             if dispatcher.jobsInFlight == 0 { break }
         }
-        stores?.stop()
+        for line in stores { line.stop() }
         logger.info("canvasd stopping", metadata: ["sessions": "\(dispatcher.sessionCount)"])
         shared?.releaseName()
         zap?.stop()

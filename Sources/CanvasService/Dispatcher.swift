@@ -32,7 +32,7 @@ public final class Dispatcher {
     /// Where saves run, given the document each writes. The server runs them on workers beside
     /// its loop, so no request waits on a disk; nil runs each save in place (tests, the fuzzer).
     public typealias SaveExecutor = @Sendable (_ document: String, _ save: @escaping @Sendable () -> Void) -> Void
-    /// Where the session store is spoken to: one thread, in order (`StoreLine`).
+    /// Where a lane of the session store is spoken to: one thread, in order (`StoreLine`).
     typealias StoreExecutor = @Sendable (_ work: @escaping @Sendable () -> Void) -> Void
 
     public static let serverName = ServerMethods.serverName
@@ -58,32 +58,32 @@ public final class Dispatcher {
     /// Sequence numbers of the server-wide `documents.*` events.
     var documentSeq: UInt64 = 0
     /// With `--session-store`: sessions written there before each acknowledgement, and taken
-    /// over from there when another instance held them. Used only on the store's thread, from
-    /// the work the store steps give it. nil costs nothing.
-    let shared: SharedSessions?
+    /// over from there when another instance held them, each session through one of these
+    /// lanes (its own thread and connection; `lane(for:)`). Empty costs nothing.
+    let lanes: [StoreLane]
+    /// The first lane's store, which also announces saves on the document feed; nil without a
+    /// session store. Used only on its lane's thread.
+    var shared: SharedSessions? { lanes.first?.shared }
     /// The loop's own connection to the store, for the one question it must answer at once:
     /// whose a session held elsewhere is, when a subscriber asks for its events.
     let owners: SharedSessions?
-    /// Where store steps run (nil: in place), for a save's fence to ask the store from its thread.
-    let stores: StoreExecutor?
     let metrics: ServiceMetrics?
 
     public convenience init(configuration: ServiceConfiguration, logger: Logger, saves: SaveExecutor? = nil, reads: SaveExecutor? = nil) {
-        self.init(configuration: configuration, logger: logger, saves: saves, reads: reads, stores: nil, shared: nil, owners: nil)
+        self.init(configuration: configuration, logger: logger, saves: saves, reads: reads, lanes: [], owners: nil)
     }
 
-    init(configuration: ServiceConfiguration, logger: Logger, saves: SaveExecutor?, reads: SaveExecutor?, stores: StoreExecutor?,
-         shared: SharedSessions?, owners: SharedSessions?, metrics: ServiceMetrics? = nil) {
-        self.shared = shared
+    init(configuration: ServiceConfiguration, logger: Logger, saves: SaveExecutor?, reads: SaveExecutor?, lanes: [StoreLane],
+         owners: SharedSessions?, metrics: ServiceMetrics? = nil) {
+        self.lanes = lanes
         self.owners = owners
-        self.stores = stores
         self.metrics = metrics
         limits = configuration.limits
         memory = MemoryPressure(budget: configuration.limits.memoryBudgetBytes)
         idleTimeout = configuration.idleTimeout
         self.logger = logger
         if case .curve = configuration.security { authenticated = true } else { authenticated = false }
-        jobs = Jobs(saves: saves, reads: reads, stores: stores)
+        jobs = Jobs(saves: saves, reads: reads)
         do {
             let store = try DocumentStore(folder: URL(fileURLWithPath: configuration.documentsPath),
                                           keepRevisions: configuration.keepRevisions,
@@ -95,7 +95,7 @@ public final class Dispatcher {
         }
         let params = SessionParams(limits: limits)
         server = ServerMethods(limits: limits, params: params, idleTimeout: idleTimeout, authenticated: authenticated, logger: logger,
-                               shared: shared, instance: configuration.instanceName)
+                               shared: lanes.first?.shared, instance: configuration.instanceName)
         canvas = CanvasMethods(params: params, executor: ActionExecutor(logger: logger, maxImageSide: limits.maxImageSide),
                                documents: documents)
     }
@@ -368,13 +368,13 @@ public final class Dispatcher {
         for save in call.saves {
             var data = WireShapes.saved(save.summary, cause: save.cause)
             if let session = save.session, !authenticated { data["session"] = .string(session) }
-            if let shared, shared.feed != nil {
+            if let lane = lanes.first, let shared, shared.feed != nil {
                 // Numbered and published once for every instance; each relays it (`relay`). Told
                 // on the store's thread, like everything said to the store.
                 if case .string(let name)? = data["name"], case .integer(let revision)? = data["revision"],
                    case .string(let sha256)? = data["sha256"] {
                     let bytes = JSONCodec.serialize(.object(data))
-                    jobs.inStoreOrder { _ = shared.announce(name: name, revision: Int(revision), sha256: sha256, data: bytes) }
+                    lane { _ = shared.announce(name: name, revision: Int(revision), sha256: sha256, data: bytes) }
                 }
                 continue
             }

@@ -75,8 +75,6 @@ struct Jobs {
     private let saves: Dispatcher.SaveExecutor?
     /// Where reads run; nil runs each in place.
     private let reads: Dispatcher.SaveExecutor?
-    /// Where the session store is spoken to, in order; nil runs each step in place.
-    private let stores: Dispatcher.StoreExecutor?
     private let inbox = Inbox()
     /// Each job, and for one on the read runner, its kind and owner (nil: the local owner).
     private var pending: [UInt64: (job: PendingJob, read: (kind: ReadKind, owner: String?)?)] = [:]
@@ -93,24 +91,16 @@ struct Jobs {
     /// of a core, so a few are all one owner gets; past that a result goes without its image.
     static let maxRendersPerOwner = 4
 
-    init(saves: Dispatcher.SaveExecutor?, reads: Dispatcher.SaveExecutor?, stores: Dispatcher.StoreExecutor?) {
+    init(saves: Dispatcher.SaveExecutor?, reads: Dispatcher.SaveExecutor?) {
         self.saves = saves
         self.reads = reads
-        self.stores = stores
     }
 
-    /// Starts a step in the session store. Not bounded here: each holds its session, and a
-    /// session has one step at a time.
-    mutating func store(for job: PendingJob, _ step: @escaping @Sendable () -> StoreAnswer) {
-        let id = add(job, read: nil), inbox = self.inbox
-        let work: @Sendable () -> Void = { inbox.post(id, .stored(step())) }
-        if let stores { stores(work) } else { work() }
-    }
-
-    /// Runs work where store steps run, after those already started, answering nothing (an
-    /// announcement on the document feed, the instance name's renewal).
-    func inStoreOrder(_ work: @escaping @Sendable () -> Void) {
-        if let stores { stores(work) } else { work() }
+    /// Starts a step in the session store, on `lane`. Not bounded here: each holds its session,
+    /// and a session has one step at a time.
+    mutating func store(for job: PendingJob, on lane: StoreLane, _ step: @escaping @Sendable (SharedSessions) -> StoreAnswer) {
+        let id = add(job, read: nil), inbox = self.inbox, shared = lane.shared
+        lane { inbox.post(id, .stored(step(shared))) }
     }
 
     /// Starts a save where saves of `document` run. `render`, for a submit whose result has an

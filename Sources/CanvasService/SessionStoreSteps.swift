@@ -11,15 +11,23 @@ import Synchronization
 /// stored, where the store's record of answered requests answers it if another instance did:
 /// a request is never run a second time on a stale copy.
 extension Dispatcher {
-    /// Starts a store step for a request (or a session's own step, with no request).
-    func startStore(_ step: StoreStep, for request: Request?, envelope: [[UInt8]] = [], client: String?, frames: [[UInt8]] = [],
-                    retaking: Bool = false, holding: (session: ServiceSession, fingerprint: [UInt8])?, events: [[[UInt8]]] = [],
-                    _ work: @escaping @Sendable () -> StoreAnswer) {
+    /// The lane a session's store steps go through: always the same one for an id.
+    func lane(for id: String) -> StoreLane {
+        var hash: UInt32 = 2_166_136_261   // FNV-1a: stable, unlike Hasher, which is seeded per process
+        for byte in id.utf8 { hash = (hash ^ UInt32(byte)) &* 16_777_619 }
+        return lanes[Int(hash % UInt32(lanes.count))]
+    }
+
+    /// Starts a store step for a request (or a session's own step, with no request), on the
+    /// session's lane; `work` gets that lane's store.
+    func startStore(_ step: StoreStep, session id: String, for request: Request?, envelope: [[UInt8]] = [], client: String?,
+                    frames: [[UInt8]] = [], retaking: Bool = false, holding: (session: ServiceSession, fingerprint: [UInt8])?,
+                    events: [[[UInt8]]] = [], _ work: @escaping @Sendable (SharedSessions) -> StoreAnswer) {
         var job = PendingJob(kind: .store(step), request: request, envelope: envelope, client: client, holding: holding)
         job.frames = frames
         job.retaking = retaking
         job.events = events
-        jobs.store(for: job, work)
+        jobs.store(for: job, on: lane(for: id), work)
     }
 
     /// A store call's answer, or the store's failure as one.
@@ -33,8 +41,8 @@ extension Dispatcher {
 
     /// A new session, held until the store has it at version 1; then `reply` (its id) goes.
     func create(_ session: ServiceSession, reply: [UInt8], for request: Request, envelope: [[UInt8]], _ call: inout Call) {
-        let shared = shared!
-        startStore(.create(reply: reply), for: request, envelope: envelope, client: call.client, holding: (session, [])) {
+        startStore(.create(reply: reply), session: session.id, for: request, envelope: envelope, client: call.client,
+                   holding: (session, [])) { shared in
             Self.asking { () throws(ProtocolError) in try shared.create(session) ? .kept(version: 1) : .lost }
         }
     }
@@ -44,12 +52,12 @@ extension Dispatcher {
     /// with the request, so one it has on record as answered (by any instance, however long
     /// ago) is answered from there and not run again.
     func takeOver(_ request: Request, frames: [[UInt8]], envelope: [[UInt8]], _ call: inout Call) {
-        let shared = shared!, id = request.session!
+        let id = request.session!
         table.insertTakingOver(id, owner: call.client, connection: call.connection)
         let asking = SharedSessions.Answered(id: request.id, fingerprint: ReplyCache.fingerprint(request))
         let owner = call.client, connection = call.connection, now = call.now
-        startStore(.takeOver, for: request, envelope: envelope, client: call.client, frames: frames, retaking: call.retaking,
-                   holding: nil) {
+        startStore(.takeOver, session: id, for: request, envelope: envelope, client: call.client, frames: frames,
+                   retaking: call.retaking, holding: nil) { shared in
             Self.asking { () throws(ProtocolError) in
                 guard let taken = try shared.takeOver(id, owner: owner, connection: connection, now: now, asking: asking) else { return .none }
                 return .tookOver(taken.session, answered: taken.answered)
@@ -63,10 +71,10 @@ extension Dispatcher {
     /// session as stored, find that save its own).
     func fence(_ fenced: Fenced, _ request: Request, _ session: ServiceSession, fingerprint: [UInt8], frames: [[UInt8]],
                envelope: [[UInt8]], _ call: inout Call) {
-        let shared = shared!, id = session.id, expected = session.storedVersion
+        let id = session.id, expected = session.storedVersion
         let answered = SharedSessions.Answered(id: request.id, fingerprint: fingerprint)
-        startStore(.fence(fenced), for: request, envelope: envelope, client: call.client, frames: frames, retaking: call.retaking,
-                   holding: (session, fingerprint)) {
+        startStore(.fence(fenced), session: id, for: request, envelope: envelope, client: call.client, frames: frames,
+                   retaking: call.retaking, holding: (session, fingerprint)) { shared in
             Self.asking { () throws(ProtocolError) in
                 try shared.confirm(id, expected: expected, unanswered: answered) ? .kept(version: expected) : .lost
             }
@@ -79,8 +87,8 @@ extension Dispatcher {
     /// and the lock; this can. (A pause inside the save itself, after this, it cannot.) Asked on
     /// the store's thread, in order with its other calls; the save's thread waits for it.
     func saveFence(_ session: ServiceSession, _ request: Request, _ fingerprint: [UInt8]) -> DocumentStore.WriteFence? {
-        guard let shared else { return nil }
-        let id = session.id, expected = session.storedVersion, stores = stores
+        guard !lanes.isEmpty else { return nil }
+        let id = session.id, expected = session.storedVersion, lane = lane(for: id), shared = lane.shared
         let answered = SharedSessions.Answered(id: request.id, fingerprint: fingerprint)
         return { (name: String) throws(DocumentError) in
             let held = Mutex<Bool>(false)
@@ -90,7 +98,7 @@ extension Dispatcher {
                 held.withLock { $0 = confirmed }
                 asked.signal()
             }
-            if let stores { stores(ask) } else { ask() }
+            lane(ask)
             asked.wait()
             guard held.withLock({ $0 }) else {
                 throw .refused(name: name, reason: "sessionMoved",
@@ -103,38 +111,42 @@ extension Dispatcher {
     /// read's copy, or removes a closed session, before the reply and the request's events go.
     func conclude(_ method: Method, _ request: Request, _ reply: [UInt8], _ session: ServiceSession, fingerprint: [UInt8],
                   frames: [[UInt8]], envelope: [[UInt8]], eventsFrom mark: Int, _ call: inout Call) {
-        let shared = shared!, id = session.id, expected = session.storedVersion
+        let id = session.id, expected = session.storedVersion
         let events = call.takeEvents(from: mark)
         let step: StoreStep
-        let work: @Sendable () -> StoreAnswer
+        let work: @Sendable (SharedSessions) -> StoreAnswer
         if method == .sessionClose {
             // Removed only by its holder: a stale copy is taken back first, then closed.
             step = .close(reply: reply)
-            work = { Self.asking { () throws(ProtocolError) in try shared.remove(id) ? .kept(version: expected) : .lost } }
+            work = { shared in Self.asking { () throws(ProtocolError) in try shared.remove(id) ? .kept(version: expected) : .lost } }
         } else if method.changesNothing {
             step = .confirm(reply: reply)
-            work = { Self.asking { () throws(ProtocolError) in try shared.confirm(id, expected: expected) ? .kept(version: expected) : .lost } }
+            work = { shared in
+                Self.asking { () throws(ProtocolError) in try shared.confirm(id, expected: expected) ? .kept(version: expected) : .lost }
+            }
         } else {
             step = .persist(reply: reply)
             let answering = (SharedSessions.Answered(id: request.id, fingerprint: fingerprint), reply)
-            work = { Self.asking { () throws(ProtocolError) in try shared.persist(session, answering: answering).map { .kept(version: $0) } ?? .lost } }
+            work = { shared in
+                Self.asking { () throws(ProtocolError) in try shared.persist(session, answering: answering).map { .kept(version: $0) } ?? .lost }
+            }
         }
-        startStore(step, for: request, envelope: envelope, client: call.client, frames: frames, retaking: call.retaking,
+        startStore(step, session: id, for: request, envelope: envelope, client: call.client, frames: frames, retaking: call.retaking,
                    holding: (session, fingerprint), events: events, work)
     }
 
     /// A timed transition that finished: written before its events go.
     func persistTransition(_ session: ServiceSession, eventsFrom mark: Int, _ call: inout Call) {
-        let shared = shared!
-        startStore(.persist(reply: nil), for: nil, client: nil, holding: (session, []), events: call.takeEvents(from: mark)) {
+        startStore(.persist(reply: nil), session: session.id, for: nil, client: nil, holding: (session, []),
+                   events: call.takeEvents(from: mark)) { shared in
             Self.asking { () throws(ProtocolError) in try shared.persist(session).map { .kept(version: $0) } ?? .lost }
         }
     }
 
     /// An idle session: removed from the store by its holder, then expired here.
     func expire(_ session: ServiceSession) {
-        let shared = shared!, id = session.id, expected = session.storedVersion
-        startStore(.expire, for: nil, client: nil, holding: (session, [])) {
+        let id = session.id, expected = session.storedVersion
+        startStore(.expire, session: id, for: nil, client: nil, holding: (session, [])) { shared in
             Self.asking { () throws(ProtocolError) in try shared.remove(id) ? .kept(version: expected) : .lost }
         }
     }

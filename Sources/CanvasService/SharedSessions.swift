@@ -29,6 +29,7 @@ final class SharedSessions: @unchecked Sendable {
     }
 
     var instance: String { store.instance }
+    var address: String { store.address }
 
     /// The document feed every instance relays, once the server has set it up.
     var feed: DocumentFeed?

@@ -1,6 +1,19 @@
 import CanvasCore
 import CanvasProtocol
 
+/// One connection to the session store and the thread that alone uses it. A session's steps
+/// all go to one lane (by its id), one at a time since a step holds its session; several lanes
+/// let several sessions' steps wait on the store at once.
+struct StoreLane {
+    let shared: SharedSessions
+    /// Where its work runs; nil runs it in place (tests).
+    let run: Dispatcher.StoreExecutor?
+
+    func callAsFunction(_ work: @escaping @Sendable () -> Void) {
+        if let run { run(work) } else { work() }
+    }
+}
+
 /// What a session waits on in the session store (with `--session-store`), and what comes of it.
 ///
 /// Every step holds its session (`SessionSlot.held`), runs on the store's own thread
