@@ -12,18 +12,9 @@ struct SavingStateTests {
     }
 
     static func rows() throws -> [Row] {
-        let text = try String(contentsOf: StateTableTests.tableURL, encoding: .utf8)
-        var rows: [Row] = []
-        var inside = false
-        for (number, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-            if line.contains("saving:begin") { inside = true; continue }
-            if line.contains("saving:end") { break }
-            guard inside, line.hasPrefix("|") else { continue }
-            let cells = line.split(separator: "|").map { $0.trimmingCharacters(in: .whitespaces) }
-            guard cells.count == 5, cells[0] != "state", !cells[0].hasPrefix("---") else { continue }
-            rows.append(Row(state: cells[0], event: cells[1], reply: cells[2], result: cells[3], next: cells[4], line: number + 1))
+        try StateTableTests.table("saving", columns: 5).map { row in
+            Row(state: row.cells[0], event: row.cells[1], reply: row.cells[2], result: row.cells[3], next: row.cells[4], line: row.line)
         }
-        return rows
     }
 
     static let stroke = DrawingEdit.addStroke(try! Stroke(tool: .pen, color: InkColor("red"), width: 2,

@@ -25,16 +25,27 @@ struct StateTableTests {
         .appendingPathComponent("protocol/state-table.md")
 
     static func rows() throws -> [Row] {
+        try table("table", columns: 9).map { Row(cells: $0.cells, line: $0.line) }
+    }
+
+    /// The rows of the table between `<!-- name:begin -->` and `<!-- name:end -->` in the file,
+    /// each with its line number, without the header and the rule under it.
+    static func table(_ name: String, columns: Int) throws -> [(cells: [String], line: Int)] {
         let text = try String(contentsOf: tableURL, encoding: .utf8)
-        var rows: [Row] = []
+        var rows: [(cells: [String], line: Int)] = []
         var inside = false
+        var header = true
         for (number, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-            if line.contains("table:begin") { inside = true; continue }
-            if line.contains("table:end") { break }
+            if line.contains("\(name):begin") { inside = true; continue }
+            if line.contains("\(name):end") { break }
             guard inside, line.hasPrefix("|") else { continue }
             let cells = line.split(separator: "|").map { $0.trimmingCharacters(in: .whitespaces) }
-            guard cells.count == 9, cells[0] != "transitions", !cells[0].hasPrefix("---") else { continue }
-            rows.append(Row(cells: cells, line: number + 1))
+            guard cells.count == columns, !cells[0].hasPrefix("---") else { continue }
+            if header {
+                header = false
+                continue
+            }
+            rows.append((cells, number + 1))
         }
         return rows
     }
