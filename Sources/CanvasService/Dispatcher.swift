@@ -370,7 +370,7 @@ public final class Dispatcher {
             if let session = save.session, !authenticated { data["session"] = .string(session) }
             if let lane = lanes.first, let shared, shared.feed != nil {
                 // Numbered and published once for every instance; each relays it (`relay`). Told
-                // on the store's thread, like everything said to the store.
+                // on the first store lane's thread, like everything said to the store.
                 if case .string(let name)? = data["name"], case .integer(let revision)? = data["revision"],
                    case .string(let sha256)? = data["sha256"] {
                     let bytes = JSONCodec.serialize(.object(data))

@@ -38,7 +38,7 @@ public final class ServiceMetrics: @unchecked Sendable {
 
     private var counting = State()
     private let published = Mutex(State())
-    /// What the store's thread counts (`StoreLine`): its own, behind a lock, taken into what is
+    /// What the store lanes' threads count (`StoreLine`): their own, behind a lock, taken into what is
     /// published with the rest.
     private let storeCounting = Mutex((store: Histogram(), failures: UInt64(0), takeovers: UInt64(0)))
 
@@ -61,14 +61,14 @@ public final class ServiceMetrics: @unchecked Sendable {
     }
 
     func handled(seconds: Double) { counting.handling.observe(seconds) }
-    /// Called on the store's thread.
+    /// Called on a store lane's thread.
     func askedStore(seconds: Double, failed: Bool) {
         storeCounting.withLock {
             $0.store.observe(seconds)
             if failed { $0.failures += 1 }
         }
     }
-    /// Called on the store's thread.
+    /// Called on a store lane's thread.
     func tookOver() { storeCounting.withLock { $0.takeovers += 1 } }
     func saved(_ count: Int) { counting.saves += UInt64(count) }
     func gauges(sessions: Int, jobsInFlight: Int, webConnections: Int, webCutOff: Int) {

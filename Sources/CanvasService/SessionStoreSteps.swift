@@ -5,7 +5,7 @@ import DocumentStore
 import Synchronization
 
 /// With a session store, what a session waits on there (`StoreStep`) and how each answer is
-/// settled. Each step holds its session and runs on the store's thread; its reply, and the
+/// settled. Each step holds its session and runs on its lane's thread; its reply, and the
 /// events its request made, go out only once the store has answered. A copy of a session that
 /// the store says is stale is dropped, and its request answered once more on the session as
 /// stored, where the store's record of answered requests answers it if another instance did:
@@ -85,7 +85,7 @@ extension Dispatcher {
     /// still has this instance holding the session at the version the save was made from, and
     /// the request unanswered. The fence before the save (`fence`) cannot see a pause between it
     /// and the lock; this can. (A pause inside the save itself, after this, it cannot.) Asked on
-    /// the store's thread, in order with its other calls; the save's thread waits for it.
+    /// the session's lane, in order with its other calls; the save's thread waits for it.
     func saveFence(_ session: ServiceSession, _ request: Request, _ fingerprint: [UInt8]) -> DocumentStore.WriteFence? {
         guard !lanes.isEmpty else { return nil }
         let id = session.id, expected = session.storedVersion, lane = lane(for: id), shared = lane.shared

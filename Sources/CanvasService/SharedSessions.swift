@@ -11,8 +11,8 @@ import SessionStore
 /// both hold a copy, only the one that took it over last can write, so no change is ever
 /// acknowledged on a stale copy.
 ///
-/// One thread uses an instance: the store's own (`StoreLine`) for everything a request waits
-/// on, and a second instance, on a connection of its own, for the loop's subscription checks.
+/// One thread uses an instance: its store lane's (`StoreLine`) for everything a request waits
+/// on, and another, on a connection of its own, for the loop's subscription checks.
 /// Nothing it does changes a session: it answers, and the loop applies the answer.
 final class SharedSessions: @unchecked Sendable {
     // @unchecked: confined to one thread at a time (see above); its connection is not shared.
@@ -92,8 +92,9 @@ final class SharedSessions: @unchecked Sendable {
     }
 
     /// After a failure the store is not asked again until this time: each call to a store that
-    /// does not answer holds the loop for the connection's timeout, so a stopped Redis would
-    /// otherwise hold every client, `hello` included, for that long per session request.
+    /// does not answer holds its thread for the connection's timeout, so a stopped Redis would
+    /// otherwise hold every session request on that lane (or, for the loop's own lookups, every
+    /// client) for that long each.
     private var resting: (until: ContinuousClock.Instant, backoff: Duration)?
     private static let firstBackoff: Duration = .milliseconds(250)
     private static let longestBackoff: Duration = .seconds(5)

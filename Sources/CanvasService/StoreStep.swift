@@ -16,7 +16,7 @@ struct StoreLane {
 
 /// What a session waits on in the session store (with `--session-store`), and what comes of it.
 ///
-/// Every step holds its session (`SessionSlot.held`), runs on the store's own thread
+/// Every step holds its session (`SessionSlot.held`), runs on its session's store lane
 /// (`StoreLine`) and is settled on the loop when the store has answered: the loop never waits
 /// on the store, and a slow or absent store holds up only the sessions that need it.
 enum StoreStep {
