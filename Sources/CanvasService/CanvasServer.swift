@@ -160,11 +160,13 @@ public final class CanvasServer {
             do {
                 // Redis answers in well under a millisecond here; a lane's thread waits this
                 // long at most for one that does not, and then lets it rest (SharedSessions).
+                let rest = StoreRest()
                 for _ in 0..<Self.storeLanes {
                     let store = try SessionSnapshotStore(url: url, instance: configuration.instanceName, ttl: configuration.idleTimeout,
                                                          timeout: .milliseconds(500))
                     let waker = self.waker
-                    lanes.append((SharedSessions(store: store, limits: configuration.limits, logger: logger), StoreLine { waker.wake() }))
+                    lanes.append((SharedSessions(store: store, limits: configuration.limits, logger: logger, rest: rest),
+                                  StoreLine { waker.wake() }))
                 }
                 let shared = lanes[0].shared
                 try shared.claimName()

@@ -2,6 +2,7 @@ import CanvasProtocol
 import DocumentStore
 import Logging
 import SessionStore
+import Synchronization
 
 /// Sessions shared by several canvasd instances through a session store (Redis).
 ///
@@ -22,8 +23,10 @@ final class SharedSessions: @unchecked Sendable {
     /// Where store calls and takeovers are counted, once the server has set it.
     var metrics: ServiceMetrics?
 
-    init(store: SessionSnapshotStore, limits: Limits, logger: Logger) {
+    /// `rest`: shared by the connections that should stop asking together (the lanes).
+    init(store: SessionSnapshotStore, limits: Limits, logger: Logger, rest: StoreRest = StoreRest()) {
         self.store = store
+        self.rest = rest
         self.limits = limits
         self.logger = logger
     }
@@ -91,35 +94,26 @@ final class SharedSessions: @unchecked Sendable {
         }
     }
 
-    /// After a failure the store is not asked again until this time: each call to a store that
-    /// does not answer holds its thread for the connection's timeout, so a stopped Redis would
-    /// otherwise hold every session request on that lane (or, for the loop's own lookups, every
-    /// client) for that long each.
-    private var resting: (until: ContinuousClock.Instant, backoff: Duration)?
-    private static let firstBackoff: Duration = .milliseconds(250)
-    private static let longestBackoff: Duration = .seconds(5)
+    /// After a failure the store is not asked again for a while (`StoreRest`), by any lane.
+    private let rest: StoreRest
 
     /// One call to the store about `session`; a store that fails is `UNAVAILABLE` to the client,
     /// and so is every call while it rests (one call after each rest tries it again).
     private func asking<Answer>(about session: String, _ call: () throws -> Answer) throws(ProtocolError) -> Answer {
         let unavailable = ProtocolError(.unavailable, "the session store did not answer; try again", data: ["reason": "sessionStore"])
         let now = ContinuousClock.now
-        if let resting, now < resting.until {
+        guard rest.mayAsk(at: now) else {
             metrics?.askedStore(seconds: 0, failed: true)
             throw unavailable
         }
         do {
             let answer = try call()
             metrics?.askedStore(seconds: Self.seconds(ContinuousClock.now - now), failed: false)
-            if resting != nil {
-                logger.notice("session store answering again")
-                resting = nil
-            }
+            if rest.answered() { logger.notice("session store answering again") }
             return answer
         } catch {
             metrics?.askedStore(seconds: Self.seconds(ContinuousClock.now - now), failed: true)
-            let backoff = resting.map { min($0.backoff * 2, Self.longestBackoff) } ?? Self.firstBackoff
-            resting = (ContinuousClock.now + backoff, backoff)
+            let backoff = rest.failed(at: ContinuousClock.now)
             logger.error("session store failed; not asked again for a while", metadata: [
                 "session": "\(session)", "error": "\(error)", "restMs": "\(backoff.components.seconds * 1000 + backoff.components.attoseconds / 1_000_000_000_000_000)",
             ])
@@ -252,6 +246,52 @@ final class SharedSessions: @unchecked Sendable {
             return try asking(about: id) { try store.owner(of: id) }
         } catch {
             return nil   // logged by `asking`; a subscription not applied is the safe answer
+        }
+    }
+}
+
+/// When the session store may be asked again, shared by every lane: after a failure nobody asks
+/// it for a while (250 ms, doubling up to 5 s while it keeps failing), and then one call alone
+/// tries it, the others still answered `UNAVAILABLE` at once. Each call to a store that does not
+/// answer holds its caller for the connection's timeout; with each lane trying on its own, a
+/// client's requests met that timeout once per lane per rest.
+final class StoreRest: Sendable {
+    private struct State {
+        var until: ContinuousClock.Instant
+        var backoff: Duration
+        var probing = false
+    }
+
+    private static let firstBackoff: Duration = .milliseconds(250)
+    private static let longestBackoff: Duration = .seconds(5)
+    private let state = Mutex<State?>(nil)
+
+    /// Whether a call may go to the store now: it is not resting, or this call is the one that
+    /// tries it after a rest.
+    func mayAsk(at now: ContinuousClock.Instant) -> Bool {
+        state.withLock { state in
+            guard var resting = state else { return true }
+            guard now >= resting.until, !resting.probing else { return false }
+            resting.probing = true
+            state = resting
+            return true
+        }
+    }
+
+    /// The store answered. Returns whether it had been resting.
+    func answered() -> Bool {
+        state.withLock { state in
+            defer { state = nil }
+            return state != nil
+        }
+    }
+
+    /// The store failed: it rests, longer each time. Returns how long.
+    func failed(at now: ContinuousClock.Instant) -> Duration {
+        state.withLock { state in
+            let backoff = state.map { min($0.backoff * 2, Self.longestBackoff) } ?? Self.firstBackoff
+            state = State(until: now + backoff, backoff: backoff)
+            return backoff
         }
     }
 }

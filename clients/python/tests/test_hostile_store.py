@@ -118,7 +118,9 @@ def test_a_stopped_store_holds_up_no_one_for_long(tmp_path: Path, store):
         assert set(codes) == {"sessionStore"}, codes
         worst = max(latencies)
         print(f"\nRedis stopped, 45 session requests: a bystander's hello worst {worst * 1000:.0f} ms over {len(latencies)} calls")
-        assert worst < 1.5, f"a bystander waited {worst:.2f} s"
+        # Under the store's 500 ms timeout: nothing the bystander asks waits on the store (with
+        # the store asked from the request loop, one hello waited out a probe: 510 ms).
+        assert worst < 0.4, f"a bystander waited {worst:.2f} s"
         # Back, the store is asked again and the sessions are there.
         deadline = time.monotonic() + 15
         with server.client(timeout=10, retries=0) as client:
