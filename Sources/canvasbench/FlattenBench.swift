@@ -69,7 +69,8 @@ struct FlattenBench: ParsableCommand {
     private func pad(_ s: String, _ width: Int) -> String { s + String(repeating: " ", count: max(0, width - s.count)) }
 }
 
-/// One flatten in its own process, so its peak memory can be read on its own.
+/// One flatten in its own process, so its peak memory can be read on its own, or so a whole
+/// process can be timed against the qpdf command line.
 struct FlattenOne: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "flatten-one", abstract: "Flatten one page once (for memory measurements).",
                                                     shouldDisplay: false)
@@ -77,12 +78,39 @@ struct FlattenOne: ParsableCommand {
     @Option var name: String
     @Option var page: Int
     @Flag(help: "Flatten the handwriting page instead of one dot.") var handwriting = false
+    @Flag(help: "Flatten the recorded handwriting page (UNIPEN words) instead of one dot.") var recorded = false
+    @Option(help: "Only flatten, without the document store: write the increment to this file.") var increment: String?
 
     func run() throws {
+        let drawing = try recorded ? RecordedHandwriting.page() : handwriting ? Handwriting.jitteryPage()
+            : Drawing(strokes: [Stroke(tool: .pen, color: InkColor("red"), width: 4, points: [InkPoint(x: 100, y: 100)])])
+        let document = URL(fileURLWithPath: folder).appendingPathComponent(name)
+        if let increment {
+            let bytes = try Flattener.increment(PDFLocation(path: document.path), page: page, adding: drawing)
+            try Data(bytes).write(to: URL(fileURLWithPath: increment))
+            return
+        }
         let store = try DocumentStore(folder: URL(fileURLWithPath: folder), keepRevisions: 2)
-        let drawing = handwriting ? Handwriting.jitteryPage()
-            : try Drawing(strokes: [Stroke(tool: .pen, color: InkColor("red"), width: 4, points: [InkPoint(x: 100, y: 100)])])
         _ = try store.flatten(name, page: page, drawing: drawing)
+    }
+}
+
+/// Writes a benchmark document, and the one-page overlay PDF qpdf places for a drawing, so
+/// whole commands can be timed against each other outside this program.
+struct BenchDocument: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "bench-document", abstract: "Write a benchmark document.",
+                                                    shouldDisplay: false)
+    @Option var pages = 2000
+    @Flag var scanned = false
+    @Option var imageSide = 500
+    @Option var output: String
+    @Option(help: "Also write the recorded handwriting page as a one-page PDF here (qpdf's overlay).") var overlay: String?
+
+    func run() throws {
+        try BenchDocuments.write(to: URL(fileURLWithPath: output), pages: pages, scanned: scanned, imageSide: imageSide)
+        if let overlay {
+            _ = try OverlayPDF.write(RecordedHandwriting.page(), width: 612, height: 792, to: URL(fileURLWithPath: overlay))
+        }
     }
 }
 
