@@ -50,7 +50,7 @@ let package = Package(
         .target(
             name: "CPDFSurgery",
             cxxSettings: [.unsafeFlags(["-std=c++17"]), .define("POINTERHOLDER_TRANSITION", to: "4")],
-            linkerSettings: [.linkedLibrary("qpdf")]
+            linkerSettings: [.linkedLibrary("qpdf"), .linkedLibrary("z")]
         ),
         .target(name: "PDFSurgery", dependencies: ["CPDFSurgery", .product(name: "SystemPackage", package: "swift-system")],
                 swiftSettings: swiftSettings),

@@ -25,12 +25,12 @@ struct FlattenPhases: ParsableCommand {
             return value
         }
         for _ in 0...runs {
-            let file = try timed("open") { try PDFFile(path: document) }
-            let geometry = try timed("page") { try file.page(page) }
+            var opened: PDFFile? = try timed("open") { try PDFFile(path: document) }
+            let geometry = try timed("page") { try opened!.page(page) }
             let layers = try timed("render") { try InkRenderer.pdfLayers(drawing, width: geometry.width, height: geometry.height) }
             let json = timed("json") { StoredDrawing.json(drawing) }
-            _ = try timed("increment") { try file.flattenIncrement(page: page, strokes: layers.strokes, texts: layers.texts, drawing: json) }
-            _ = timed("close") { withExtendedLifetime(file) {} }
+            _ = try timed("increment") { try opened!.flattenIncrement(page: page, strokes: layers.strokes, texts: layers.texts, drawing: json) }
+            timed("close") { opened = nil }
         }
         for (name, samples) in times.sorted(by: { $0.key < $1.key }) {
             let counted = Stats(Array(samples.dropFirst()))
