@@ -19,6 +19,7 @@ struct FlattenBench: ParsableCommand {
     @Option(help: "Where to build the documents (a large scratch space).") var scratch = FileManager.default.temporaryDirectory.path
     @Option(help: "Edits of one page in the repeated-edit workload.") var edits = 10
     @Option(help: "Size of the scanned document whose flatten's peak memory is measured, in MB (0: skip).") var memoryDocument = 500
+    @Flag(help: "Skip the table of documents by size: only the handwriting workload.") var handwritingOnly = false
 
     func run() throws {
         let folder = URL(fileURLWithPath: scratch).appendingPathComponent("canvasbench-\(UUID().uuidString)")
@@ -29,6 +30,12 @@ struct FlattenBench: ParsableCommand {
                                   texts: [TextAnnotation(text: "Checked ✓", x: 80, y: 60, fontSize: 14, color: InkColor("blue"))])
         let overlay = try OverlayPDF.write(drawing, width: 612, height: 792, to: folder.appendingPathComponent("overlay.pdf"))
 
+        if !handwritingOnly { try table(drawing, overlay: overlay, in: folder) }
+        try HandwritingWorkload(runs: runs, edits: edits, memoryDocumentMegabytes: memoryDocument, imageSide: imageSide).run(in: folder)
+    }
+
+    /// Each document of `pages` pages, text and scanned: one flatten by canvas bridge and by qpdf.
+    private func table(_ drawing: Drawing, overlay: URL, in folder: URL) throws {
         print("flatten one page (the middle one), \(runs) runs each, medians; peak resident memory of one flatten in its own process")
         print("  document                       size      canvas bridge    qpdf --overlay   ratio   peak RSS ours / qpdf")
         for kind in ["text", "scanned"] {
@@ -63,7 +70,6 @@ struct FlattenBench: ParsableCommand {
         }
         print("ratio = qpdf / canvas bridge (above 1: canvas bridge is faster)")
         print("")
-        try HandwritingWorkload(runs: runs, edits: edits, memoryDocumentMegabytes: memoryDocument, imageSide: imageSide).run(in: folder)
     }
 
     private func pad(_ s: String, _ width: Int) -> String { s + String(repeating: " ", count: max(0, width - s.count)) }
