@@ -29,6 +29,11 @@ struct InkEnvelope {
     private var starts: [Int32] = []
     private var members: [Int32] = []
     private var sparse: [Int64: [Int32]] = [:]
+    /// The capsule that last held a point or a curve, tried first: the questions follow the
+    /// stroke, so it mostly answers at once. It changes the order of a search whose answer is
+    /// whether any capsule of the cell holds the shape, never the answer.
+    private final class Hint { var capsule = -1 }
+    private let hint = Hint()
 
     init(_ centres: [InkVector], radii: [Double]) {
         precondition(centres.count == radii.count && !centres.isEmpty)
@@ -158,7 +163,23 @@ struct InkEnvelope {
 
     /// Whether `p` lies inside: the first capsule that has room for it answers.
     func contains(_ p: InkVector, slack: Double = 1e-9) -> Bool {
-        capsules.withUnsafeBufferPointer { capsules in anyCandidate(p) { Self.room(p, in: capsules[$0]) >= -slack } }
+        capsules.withUnsafeBufferPointer { capsules in
+            if let hinted = hinted(for: p), Self.room(p, in: capsules[hinted]) >= -slack { return true }
+            return anyCandidate(p) { index in
+                guard Self.room(p, in: capsules[index]) >= -slack else { return false }
+                hint.capsule = index
+                return true
+            }
+        }
+    }
+
+    /// The hinted capsule, if it is one of the candidates for `p` (its cells hold `p`'s cell).
+    @inline(__always)
+    private func hinted(for p: InkVector) -> Int? {
+        let index = hint.capsule
+        guard index >= 0 else { return nil }
+        let (low, high) = bounds(capsules[index]), cell = cellOf(p)
+        return cell.0 >= low.0 && cell.0 <= high.0 && cell.1 >= low.1 && cell.1 <= high.1 ? index : nil
     }
 
     /// Whether a curve lies inside: its control points do, and it is covered by halves (of
@@ -170,10 +191,15 @@ struct InkEnvelope {
 
     private func covered(_ curve: Cubic, depth: Int) -> Bool {
         let inOne = capsules.withUnsafeBufferPointer { capsules in
-            anyCandidate(curve.p0) { index in
-                let c = capsules[index]
-                return Self.room(curve.p0, in: c) >= -1e-9 && Self.room(curve.c1, in: c) >= -1e-9
+            func holds(_ c: Capsule) -> Bool {
+                Self.room(curve.p0, in: c) >= -1e-9 && Self.room(curve.c1, in: c) >= -1e-9
                     && Self.room(curve.c2, in: c) >= -1e-9 && Self.room(curve.p3, in: c) >= -1e-9
+            }
+            if let hinted = hinted(for: curve.p0), holds(capsules[hinted]) { return true }
+            return anyCandidate(curve.p0) { index in
+                guard holds(capsules[index]) else { return false }
+                hint.capsule = index
+                return true
             }
         }
         if inOne { return true }
