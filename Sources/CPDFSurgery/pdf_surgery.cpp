@@ -139,8 +139,10 @@ class DescriptorInputSource : public InputSource {
     void rewind() override { position_ = 0; }
     size_t read(char *buffer, size_t length) override {
         last_offset = position_;
-        if (position_ >= size_ || length == 0) {
-            last_offset = position_ = std::max(position_, size_);
+        if (length == 0) return 0;
+        if (position_ >= size_) {
+            // As qpdf's FileInputSource: a read at the end leaves the position at the end.
+            last_offset = position_ = size_;
             return 0;
         }
         length = static_cast<size_t>(std::min<qpdf_offset_t>(static_cast<qpdf_offset_t>(length), size_ - position_));
