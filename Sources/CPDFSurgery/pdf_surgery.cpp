@@ -36,6 +36,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <memory>
 #include <set>
@@ -109,6 +110,8 @@ class DescriptorInputSource : public InputSource {
         while (position_ < size_) {
             Block const &block = blockAt(position_);
             size_t from = static_cast<size_t>(position_ - block.offset);
+            // (Fewer bytes than fstat promised: the file was cut short while open.)
+            if (from >= block.data.size()) break;
             char const *data = block.data.data();
             for (size_t i = from; i < block.data.size(); ++i) {
                 if (data[i] == '\r' || data[i] == '\n') {
@@ -180,6 +183,8 @@ class DescriptorInputSource : public InputSource {
     // Up to `length` bytes from `offset`, read past the cache and without moving the position.
     size_t peek(qpdf_offset_t offset, char *buffer, size_t length) {
         size_t got = 0;
+        // (A damaged cross-reference stream can give any offset: one outside the file has no bytes.)
+        if (offset < 0) return 0;
         while (got < length && offset + static_cast<qpdf_offset_t>(got) < size_) {
             ssize_t n = ::pread(fd_, buffer + got, length - got, offset + static_cast<qpdf_offset_t>(got));
             if (n < 0 && errno == EINTR) continue;
@@ -484,6 +489,7 @@ std::string placement(ps_page_info const &p) {
 // ink: 7.1 ms and 36,743 bytes at 6, 3.2 ms and 36,994 bytes at 5). qpdf's own Pl_Flate has a
 // level only for the whole process, which a rewrite through QPDFWriter uses as well.
 std::shared_ptr<Buffer> deflated(std::string const &data) {
+    if (data.size() > std::numeric_limits<uInt>::max()) throw Failure(PS_INTERNAL, "compress the ink: " + std::to_string(data.size()) + " bytes is more than zlib takes at once");
     z_stream z{};
     if (deflateInit(&z, 5) != Z_OK) throw Failure(PS_INTERNAL, "start zlib: " + std::string(z.msg ? z.msg : "no message"));
     std::vector<unsigned char> out(deflateBound(&z, static_cast<uLong>(data.size())));
