@@ -101,7 +101,7 @@ let package = Package(
         .executableTarget(
             name: "canvasbench",
             dependencies: [
-                "CanvasClient", "CanvasCore", "CanvasProtocol", "CanvasService", "DocumentStore", "InkRendering", "TestSupport",
+                "CanvasClient", "CanvasCore", "CanvasProtocol", "CanvasService", "DocumentStore", "InkRendering", "PDFSurgery", "TestSupport",
                 "ZeroMQ",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
