@@ -50,7 +50,7 @@ let package = Package(
         .target(
             name: "CPDFSurgery",
             cxxSettings: [.unsafeFlags(["-std=c++17"]), .define("POINTERHOLDER_TRANSITION", to: "4")],
-            linkerSettings: [.linkedLibrary("qpdf")]
+            linkerSettings: [.linkedLibrary("qpdf"), .linkedLibrary("z")]
         ),
         .target(name: "PDFSurgery", dependencies: ["CPDFSurgery", .product(name: "SystemPackage", package: "swift-system")],
                 swiftSettings: swiftSettings),
@@ -101,7 +101,7 @@ let package = Package(
         .executableTarget(
             name: "canvasbench",
             dependencies: [
-                "CanvasClient", "CanvasCore", "CanvasProtocol", "CanvasService", "DocumentStore", "InkRendering", "TestSupport",
+                "CanvasClient", "CanvasCore", "CanvasProtocol", "CanvasService", "DocumentStore", "InkRendering", "PDFSurgery", "TestSupport",
                 "ZeroMQ",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),

@@ -13,11 +13,8 @@
 #include "pdf_surgery.h"
 
 #include <qpdf/Buffer.hh>
-#include <qpdf/FileInputSource.hh>
 #include <qpdf/InputSource.hh>
 #include <qpdf/Pl_Buffer.hh>
-#include <qpdf/Pl_Flate.hh>
-#include <qpdf/BufferInputSource.hh>
 #include <qpdf/Pipeline.hh>
 #include <qpdf/QPDF.hh>
 #include <qpdf/QPDFExc.hh>
@@ -28,7 +25,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <chrono>
@@ -37,12 +36,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <memory>
 #include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace {
@@ -88,6 +89,160 @@ class DescriptorPipeline : public Pipeline {
 
   private:
     int fd_;
+};
+
+// The document's file, read with pread through a few cached blocks. qpdf's tokenizer reads
+// 128 bytes at a time and seeks between objects; through stdio each seek drops the buffer and
+// costs an lseek and a read of its own, which made reading a 2000-page document's cross-reference
+// table and page objects take about three times as long as parsing them.
+class DescriptorInputSource : public InputSource {
+  public:
+    DescriptorInputSource(int fd, std::string name) : fd_(fd), name_(std::move(name)) {
+        struct stat info;
+        if (fstat(fd_, &info) != 0) fail("measure the document");
+        size_ = info.st_size;
+    }
+    ~DescriptorInputSource() override { ::close(fd_); }
+
+    qpdf_offset_t findAndSkipNextEOL() override {
+        // As qpdf's FileInputSource: the offset of the next \r or \n, and the position after
+        // the run of \r and \n that starts there (the end of the file when there is none).
+        while (position_ < size_) {
+            Block const &block = blockAt(position_);
+            size_t from = static_cast<size_t>(position_ - block.offset);
+            // (Fewer bytes than fstat promised: the file was cut short while open.)
+            if (from >= block.data.size()) break;
+            char const *data = block.data.data();
+            for (size_t i = from; i < block.data.size(); ++i) {
+                if (data[i] == '\r' || data[i] == '\n') {
+                    qpdf_offset_t found = block.offset + static_cast<qpdf_offset_t>(i);
+                    position_ = found + 1;
+                    char ch;
+                    while (read(&ch, 1) == 1) {
+                        if (ch != '\r' && ch != '\n') {
+                            unreadCh(ch);
+                            break;
+                        }
+                    }
+                    return found;
+                }
+            }
+            position_ = block.offset + static_cast<qpdf_offset_t>(block.data.size());
+        }
+        position_ = size_;
+        return size_;
+    }
+    std::string const &getName() const override { return name_; }
+    qpdf_offset_t tell() override { return position_; }
+    void seek(qpdf_offset_t offset, int whence) override {
+        qpdf_offset_t to = whence == SEEK_SET ? offset : whence == SEEK_END ? size_ + offset : position_ + offset;
+        if (to < 0) throw std::runtime_error(name_ + ": seek before the start of the file");
+        position_ = to;
+    }
+    void rewind() override { position_ = 0; }
+    size_t read(char *buffer, size_t length) override {
+        last_offset = position_;
+        if (length == 0) return 0;
+        if (position_ >= size_) {
+            // As qpdf's FileInputSource: a read at the end leaves the position at the end.
+            last_offset = position_ = size_;
+            return 0;
+        }
+        length = static_cast<size_t>(std::min<qpdf_offset_t>(static_cast<qpdf_offset_t>(length), size_ - position_));
+        size_t done = 0;
+        // Large reads (stream data) go straight to the caller's buffer.
+        if (length >= kBlockSize) {
+            while (done < length) {
+                ssize_t n = ::pread(fd_, buffer + done, length - done, position_ + static_cast<qpdf_offset_t>(done));
+                if (n < 0 && errno == EINTR) continue;
+                if (n < 0) fail("read the document");
+                if (n == 0) break;
+                done += static_cast<size_t>(n);
+            }
+        } else {
+            while (done < length) {
+                Block const &block = blockAt(position_ + static_cast<qpdf_offset_t>(done));
+                size_t from = static_cast<size_t>(position_ + static_cast<qpdf_offset_t>(done) - block.offset);
+                if (from >= block.data.size()) break;
+                size_t n = std::min(length - done, block.data.size() - from);
+                std::memcpy(buffer + done, block.data.data() + from, n);
+                done += n;
+            }
+        }
+        position_ += static_cast<qpdf_offset_t>(done);
+        return done;
+    }
+    void unreadCh(char) override {
+        if (position_ > 0) --position_;
+    }
+
+    // The errno of the read that failed, kept because qpdf turns some failed reads into
+    // warnings or missing objects (0 when none failed).
+    int failure() const { return failure_; }
+
+    // Up to `length` bytes from `offset`, read past the cache and without moving the position.
+    size_t peek(qpdf_offset_t offset, char *buffer, size_t length) {
+        size_t got = 0;
+        // (A damaged cross-reference stream can give any offset: one outside the file has no bytes.)
+        if (offset < 0) return 0;
+        while (got < length && offset + static_cast<qpdf_offset_t>(got) < size_) {
+            ssize_t n = ::pread(fd_, buffer + got, length - got, offset + static_cast<qpdf_offset_t>(got));
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0) fail("read the document");
+            if (n == 0) break;
+            got += static_cast<size_t>(n);
+        }
+        return got;
+    }
+
+  private:
+    static constexpr size_t kBlockSize = 16384;
+    static constexpr size_t kBlocks = 8;
+    struct Block {
+        qpdf_offset_t offset = -1;
+        std::string data;
+        unsigned long long used = 0;
+    };
+
+    [[noreturn]] void fail(char const *what) {
+        failure_ = errno;
+        throw Failure(PS_IO, std::string(what) + " (" + name_ + "): " + std::strerror(failure_), failure_);
+    }
+
+    // The cached block holding `offset`, read if no block holds it (the least recently used
+    // one is replaced).
+    Block const &blockAt(qpdf_offset_t offset) {
+        qpdf_offset_t start = offset - offset % static_cast<qpdf_offset_t>(kBlockSize);
+        Block *victim = &blocks_[0];
+        for (auto &block : blocks_) {
+            if (block.offset == start) {
+                block.used = ++clock_;
+                return block;
+            }
+            if (block.used < victim->used) victim = &block;
+        }
+        victim->offset = -1;
+        victim->data.resize(kBlockSize);
+        size_t got = 0;
+        while (got < kBlockSize) {
+            ssize_t n = ::pread(fd_, victim->data.data() + got, kBlockSize - got, start + static_cast<qpdf_offset_t>(got));
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0) fail("read the document");
+            if (n == 0) break;
+            got += static_cast<size_t>(n);
+        }
+        victim->data.resize(got);
+        victim->offset = start;
+        victim->used = ++clock_;
+        return *victim;
+    }
+
+    int fd_;
+    std::string name_;
+    qpdf_offset_t size_ = 0, position_ = 0;
+    Block blocks_[kBlocks];
+    unsigned long long clock_ = 0;
+    int failure_ = 0;
 };
 
 // A window on a file: the PDF that starts `start` bytes in. QPDF sees offsets from the PDF's
@@ -184,11 +339,13 @@ struct ps_document {
     std::shared_ptr<QPDF> ink;
     // The whole file (a .yianazip container's metadata included), read through the
     // descriptor the caller opened: the path is never opened again.
-    std::shared_ptr<InputSource> file;
+    std::shared_ptr<DescriptorInputSource> file;
     // The same source, seen as the PDF's region: it holds the time budget.
     std::shared_ptr<RegionInputSource> region;
     // Points of ink the next flatten adds, counted into the page's total under /Points.
     long long addedPoints = 0;
+    // Where the PDF starts in the file, and its length.
+    qpdf_offset_t start = 0;
     qpdf_offset_t size = 0;
     std::vector<QPDFPageObjectHelper> pages;
     // Read only after repair, or encrypted: its bytes cannot take an appended update.
@@ -232,13 +389,18 @@ ps_status guarded(char *message, size_t size, ps_status fallback, Body body) {
 }
 
 // `guarded`, for work on `document`: once a read came after the deadline, the outcome is a
-// timeout, whatever qpdf made of the failed read (it turns an unreadable object into null, and
-// a page without its MediaBox would then look damaged).
+// timeout, and once a read failed, an I/O error, whatever qpdf made of the failed read (it turns
+// an unreadable object into null, and a page without its MediaBox would then look damaged).
 template <typename Body>
 ps_status guardedOn(ps_document *document, char *message, size_t size, ps_status fallback, Body body) {
     ps_status status = guarded(message, size, fallback, body);
     if (status != PS_TIMEOUT && document->region && document->region->expired()) {
         status = guarded(message, size, fallback, [&] { document->region->checkDeadline(); });
+    } else if (status != PS_OK && status != PS_IO && document->file && document->file->failure() != 0) {
+        int code = document->file->failure();
+        status = guarded(message, size, fallback, [&] {
+            throw Failure(PS_IO, std::string("read the document: ") + std::strerror(code), code);
+        });
     }
     return status;
 }
@@ -322,12 +484,26 @@ std::string placement(ps_page_info const &p) {
     return out.str();
 }
 
+// `data`, zlib-compressed at level 5. The ink and its drawing are long runs of numbers, on which
+// zlib's default level 6 spends about twice as long for 0.7% fewer bytes (84 KB of handwriting
+// ink: 7.1 ms and 36,743 bytes at 6, 3.2 ms and 36,994 bytes at 5). qpdf's own Pl_Flate has a
+// level only for the whole process, which a rewrite through QPDFWriter uses as well.
 std::shared_ptr<Buffer> deflated(std::string const &data) {
-    Pl_Buffer sink("deflated");
-    Pl_Flate flate("deflate", &sink, Pl_Flate::a_deflate);
-    flate.write(reinterpret_cast<unsigned char const *>(data.data()), data.size());
-    flate.finish();
-    return sink.getBufferSharedPointer();
+    if (data.size() > std::numeric_limits<uInt>::max()) throw Failure(PS_INTERNAL, "compress the ink: " + std::to_string(data.size()) + " bytes is more than zlib takes at once");
+    z_stream z{};
+    if (deflateInit(&z, 5) != Z_OK) throw Failure(PS_INTERNAL, "start zlib: " + std::string(z.msg ? z.msg : "no message"));
+    std::vector<unsigned char> out(deflateBound(&z, static_cast<uLong>(data.size())));
+    z.next_in = reinterpret_cast<Bytef *>(const_cast<char *>(data.data()));
+    z.avail_in = static_cast<uInt>(data.size());
+    z.next_out = out.data();
+    z.avail_out = static_cast<uInt>(out.size());
+    int status = deflate(&z, Z_FINISH);
+    size_t written = out.size() - z.avail_out;
+    deflateEnd(&z);
+    if (status != Z_STREAM_END) throw Failure(PS_INTERNAL, "compress the ink: zlib status " + std::to_string(status));
+    auto result = std::make_shared<Buffer>(written);
+    std::memcpy(result->getBuffer(), out.data(), written);
+    return result;
 }
 
 // A new stream in `pdf` holding `data`, Flate-compressed.
@@ -376,20 +552,94 @@ qpdf_offset_t lastStartXref(ps_document *document, bool &isStream) {
     return offset;
 }
 
-std::string objectBody(QPDFObjectHandle h) {
-    if (!h.isStream()) return h.unparseResolved();
-    std::shared_ptr<Buffer> data = h.getRawStreamData();
-    QPDFObjectHandle dict = h.getDict().shallowCopy();
-    dict.replaceKey("/Length", QPDFObjectHandle::newInteger(static_cast<long long>(data->getSize())));
-    std::string body = dict.unparseResolved();
-    body += "\nstream\n";
-    body.append(reinterpret_cast<char const *>(data->getBuffer()), data->getSize());
-    body += "\nendstream";
-    return body;
-}
-
 void bigEndian(std::string &out, unsigned long long value, int width) {
     for (int i = width - 1; i >= 0; --i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xFF));
+}
+
+// Whether the bytes of object `og`, where the cross-reference table puts it, show a dictionary
+// without a /Kids key: a page, as far as numbering pages goes. Only plain text answers yes: the
+// object's own header at its offset, then `<<`, then up to `endobj` no /Kids, and nothing that
+// could hide one from a search (a literal string, a comment, a name written with #, a stream).
+// Anything else is left to qpdf (false).
+bool plainLeaf(ps_document *document, std::map<QPDFObjGen, QPDFXRefEntry> const &table, QPDFObjGen og) {
+    auto entry = table.find(og);
+    if (entry == table.end() || entry->second.getType() != 1) return false;
+    char buffer[2048];
+    qpdf_offset_t start = document->start + entry->second.getOffset();
+    size_t length = document->file->peek(start, buffer, sizeof buffer);
+    std::string_view text(buffer, length);
+    std::string header = std::to_string(og.getObj()) + " " + std::to_string(og.getGen()) + " obj";
+    if (text.substr(0, header.size()) != header) return false;
+    size_t at = header.size();
+    while (at < text.size() && (text[at] == ' ' || text[at] == '\r' || text[at] == '\n' || text[at] == '\t')) ++at;
+    if (text.substr(at, 2) != "<<") return false;
+    // The keyword, not a name that contains it (/endobj): after white space or a dictionary's end.
+    size_t end = text.find("endobj", at);
+    if (end == std::string_view::npos || std::strchr(" \r\n\t\f>", text[end - 1]) == nullptr || text[end - 1] == '\0') return false;
+    std::string_view body = text.substr(at, end - at);
+    for (char const *hidden : {"/Kids", "(", "%", "#", "stream"}) {
+        if (body.find(hidden) != std::string_view::npos) return false;
+    }
+    return true;
+}
+
+// The pages in order, as qpdf's own walk (getAllPages) would list them, without parsing every
+// page object: qpdf resolves each kid of the tree to see whether it has /Kids, 8 µs an object,
+// which for a long document was a third of a flatten (16 ms for 2000 pages), and a 500 MB scan's
+// one stroke cost 16 times a one-page scan's. Here a kid whose bytes show a plain dictionary
+// without /Kids (`plainLeaf`) is counted as the page qpdf would count it as, unparsed; qpdf
+// resolves the rest. False, with `pages` unspecified, wherever qpdf's walk would warn, repair
+// or refuse (a node not of /Type /Pages, a direct, repeated or non-dictionary kid, a loop, a
+// root with /Parent): qpdf's walk then decides, as before. Refuses a tree deeper than
+// kMaxPageTreeDepth as checkPageTreeDepth does.
+bool listPagesQuickly(ps_document *document, std::vector<QPDFObjGen> &pages) {
+    QPDF &pdf = *document->pdf;
+    if (pdf.anyWarnings() || pdf.isEncrypted()) return false;
+    QPDFObjectHandle root = pdf.getTrailer().getKey("/Root");
+    if (!root.isDictionary() || !root.getKey("/Type").isNameAndEquals("/Catalog")) return false;
+    QPDFObjectHandle top = root.getKey("/Pages");
+    if (!top.isIndirect() || !top.isDictionary() || top.hasKey("/Parent") || !top.hasKey("/Kids")) return false;
+    std::map<QPDFObjGen, QPDFXRefEntry> const table = pdf.getXRefTable();
+    std::set<QPDFObjGen> nodes, leaves;
+    struct Frame {
+        QPDFObjectHandle kids;
+        int next, count, depth;
+    };
+    std::vector<Frame> stack;
+    auto enter = [&](QPDFObjectHandle node, int depth) {
+        if (!nodes.insert(node.getObjGen()).second || !node.isDictionaryOfType("/Pages")) return false;
+        QPDFObjectHandle kids = node.getKey("/Kids");
+        if (!kids.isArray()) return false;
+        if (depth >= kMaxPageTreeDepth) {
+            throw Failure(PS_DAMAGED, "the page tree is more than " + std::to_string(kMaxPageTreeDepth) +
+                                          " levels deep; a document's is a few levels deep");
+        }
+        stack.push_back({kids, 0, kids.getArrayNItems(), depth});
+        return true;
+    };
+    if (!enter(top, 1)) return false;
+    while (!stack.empty()) {
+        Frame &frame = stack.back();
+        if (frame.next == frame.count) {
+            stack.pop_back();
+            continue;
+        }
+        QPDFObjectHandle kid = frame.kids.getArrayItem(frame.next++);
+        if (!kid.isIndirect()) return false;
+        QPDFObjGen og = kid.getObjGen();
+        if (frame.next % 64 == 0) document->region->checkDeadline();
+        if (!plainLeaf(document, table, og)) {
+            if (!kid.isDictionary()) return false;
+            if (kid.hasKey("/Kids")) {
+                if (!enter(kid, frame.depth + 1)) return false;
+                continue;
+            }
+            if (!kid.isDictionaryOfType("/Page")) return false;
+        }
+        if (!leaves.insert(og).second) return false;
+        pages.push_back(og);
+    }
+    return !pdf.anyWarnings();
 }
 
 }  // namespace
@@ -401,20 +651,21 @@ ps_status ps_open(int fd, const char *name, int64_t offset, int64_t budget_ms, p
     *out = nullptr;
     auto document = std::make_unique<ps_document>();
     ps_status status = guardedOn(document.get(), message, message_size, PS_DAMAGED, [&] {
-        // qpdf reads through a stdio stream of its own, on a duplicate of the caller's descriptor.
+        // qpdf reads through a duplicate of the caller's descriptor, which the source owns.
         int copy = fcntl(fd, F_DUPFD_CLOEXEC, 0);
         if (copy < 0) throw Failure(PS_IO, std::string("duplicate the descriptor: ") + std::strerror(errno), errno);
-        FILE *stream = fdopen(copy, "rb");
-        if (!stream) {
-            int code = errno;
+        std::shared_ptr<DescriptorInputSource> file;
+        try {
+            file = std::make_shared<DescriptorInputSource>(copy, name);
+        } catch (...) {
             close(copy);
-            throw Failure(PS_IO, std::string("read the document: ") + std::strerror(code), code);
+            throw;
         }
-        auto file = std::make_shared<FileInputSource>(name, stream, true);
         document->file = file;
         file->seek(0, SEEK_END);
         qpdf_offset_t total = file->tell();
         if (offset < 0 || offset > total) throw Failure(PS_DAMAGED, "the PDF's offset is outside the file");
+        document->start = offset;
         document->size = total - offset;
         auto region = std::make_shared<RegionInputSource>(file, offset, document->size, budget_ms);
         document->region = region;
@@ -429,8 +680,13 @@ ps_status ps_open(int fd, const char *name, int64_t offset, int64_t budget_ms, p
             }
             throw Failure(PS_DAMAGED, std::string("the PDF cannot be read: ") + error.what());
         }
-        checkPageTreeDepth(*document->pdf);
-        document->pages = QPDFPageDocumentHelper(*document->pdf).getAllPages();
+        std::vector<QPDFObjGen> quick;
+        if (listPagesQuickly(document.get(), quick)) {
+            for (QPDFObjGen og : quick) document->pages.emplace_back(document->pdf->getObject(og));
+        } else {
+            checkPageTreeDepth(*document->pdf);
+            document->pages = QPDFPageDocumentHelper(*document->pdf).getAllPages();
+        }
         if (document->pages.empty()) throw Failure(PS_DAMAGED, "the PDF has no pages");
         // Offsets repaired by qpdf, or encryption, rule out appending an update: such a
         // document is written out whole (encrypted as it was) instead.
@@ -484,23 +740,41 @@ ps_status ps_page_drawing(ps_document *document, int page, unsigned char **bytes
 
 namespace {
 
-// Adds one edit's ink to the page in `document`'s objects; says which objects changed.
-struct Applied {
-    int firstNew = 0;
-    QPDFObjectHandle page;
-};
+// A direct copy of a dictionary's entries (an empty one for anything else). A fresh container
+// belongs to no document, so it may hold objects of the document and of the ink's scratch
+// document side by side.
+QPDFObjectHandle entriesOf(QPDFObjectHandle dictionary) {
+    QPDFObjectHandle copy = QPDFObjectHandle::newDictionary();
+    if (dictionary.isDictionary()) {
+        for (auto &entry : dictionary.getDictAsMap()) copy.replaceKey(entry.first, entry.second);
+    }
+    return copy;
+}
 
-Applied applyInk(ps_document *document, int page, const unsigned char *overlay, size_t overlay_length,
-                 const unsigned char *strokes, size_t strokes_length, const unsigned char *drawing, size_t drawing_length) {
+QPDFObjectHandle itemsOf(QPDFObjectHandle array) {
+    QPDFObjectHandle copy = QPDFObjectHandle::newArray();
+    if (array.isArray()) {
+        for (auto &item : array.getArrayAsVector()) copy.appendItem(item);
+    }
+    return copy;
+}
+
+// Adds one edit's ink to page `page` of `document`: the new objects (the form, the drawing it
+// was made from, the streams that draw it, what the texts use) are made in `made`, and the
+// page's new dictionary is returned as a direct object, its values either the document's
+// objects or `made`'s.
+//
+// `made` is the document itself when the whole document is rewritten. For an appended update
+// it is a scratch document: qpdf numbers an object made in a document after every object that
+// document could hold, and finds that number by reading every object of the file, which for a
+// long document cost more than the rest of the flatten (12 ms of 2000 pages' objects).
+QPDFObjectHandle applyInk(ps_document *document, QPDF &made, int page, const unsigned char *overlay, size_t overlay_length,
+                          const unsigned char *strokes, size_t strokes_length, const unsigned char *drawing, size_t drawing_length) {
         if (document->spent) throw Failure(PS_INTERNAL, "this document handle was already used for a flatten");
         document->spent = true;
-        QPDF &pdf = *document->pdf;
         QPDFPageObjectHelper &target = pageAt(document, page);
         ps_page_info info = inspect(target);
         QPDFObjectHandle pageObject = target.getObjectHandle();
-
-        Applied applied;
-        applied.firstNew = pdf.getObjectCount() + 1;
 
         // The form: the strokes (flipped from display points, y down), then the texts as Cairo
         // drew them, with the resources they use. It has no transparency group, so that a
@@ -537,7 +811,7 @@ Applied applyInk(ps_document *document, int page, const unsigned char *overlay, 
             if (overlayResources.isDictionary()) {
                 for (auto &entry : overlayResources.getDictAsMap()) {
                     QPDFObjectHandle mine = resources.getKey(entry.first);
-                    QPDFObjectHandle theirs = imported(pdf, entry.second);
+                    QPDFObjectHandle theirs = imported(made, entry.second);
                     if (mine.isDictionary() && theirs.isDictionary()) {
                         for (auto &item : theirs.getDictAsMap()) mine.replaceKey(item.first, item.second);
                     } else {
@@ -546,59 +820,50 @@ Applied applyInk(ps_document *document, int page, const unsigned char *overlay, 
                 }
             }
         }
-        QPDFObjectHandle form = compressedStream(pdf, content);
+        QPDFObjectHandle form = compressedStream(made, content);
         QPDFObjectHandle formDict = form.getDict();
         formDict.replaceKey("/Type", QPDFObjectHandle::newName("/XObject"));
         formDict.replaceKey("/Subtype", QPDFObjectHandle::newName("/Form"));
         formDict.replaceKey("/BBox", QPDFObjectHandle::newArray(QPDFObjectHandle::Rectangle(0, 0, info.display_width, info.display_height)));
         formDict.replaceKey("/Resources", resources);
-        QPDFObjectHandle source = compressedStream(pdf, std::string(reinterpret_cast<char const *>(drawing), drawing_length));
+        QPDFObjectHandle source = compressedStream(made, std::string(reinterpret_cast<char const *>(drawing), drawing_length));
         source.getDict().replaceKey("/Type", QPDFObjectHandle::newName("/CanvasBridgeDrawing"));
         formDict.replaceKey(kDrawingKey, source);
 
-        // The page's own resources, copied if it shares or inherits them, get the form under a
-        // name of its own.
-        // Only a dictionary is asked for a copy: qpdf cannot copy anything else (a damaged file
-        // can have a stream there), and a page's resources are a dictionary or nothing.
-        QPDFObjectHandle pageResources = target.getAttribute("/Resources", false);
-        if (pageResources.isDictionary()) pageResources = target.getAttribute("/Resources", true);
-        if (!pageResources.isDictionary()) {
-            pageResources = QPDFObjectHandle::newDictionary();
-            pageObject.replaceKey("/Resources", pageResources);
-        }
-        QPDFObjectHandle xobjects = pageResources.getKey("/XObject");
-        xobjects = xobjects.isDictionary() ? xobjects.shallowCopy() : QPDFObjectHandle::newDictionary();
+        // The page's new dictionary: its own entries, and its resources (its own, shared or
+        // inherited: copied onto the page either way) with the form under a name of its own.
+        // Only a dictionary is read for resources: a damaged file can have a stream there, and
+        // a page's resources are a dictionary or nothing.
+        QPDFObjectHandle dictionary = entriesOf(pageObject);
+        QPDFObjectHandle pageResources = entriesOf(target.getAttribute("/Resources", false));
+        QPDFObjectHandle xobjects = entriesOf(pageResources.getKey("/XObject"));
         QPDFObjectHandle marker = pageObject.getKey(kMarker);
         bool firstEdit = !marker.isDictionary();
-        if (firstEdit) {
-            marker = QPDFObjectHandle::newDictionary();
-        } else if (marker.isIndirect()) {
-            marker = marker.shallowCopy();
-        }
-        QPDFObjectHandle forms = marker.getKey("/Forms");
-        forms = forms.isArray() ? forms.shallowCopy() : QPDFObjectHandle::newArray();
+        marker = entriesOf(marker);
+        QPDFObjectHandle forms = itemsOf(marker.getKey("/Forms"));
         int number = forms.getArrayNItems() + 1;
         while (xobjects.hasKey(kFormPrefix + std::to_string(number))) ++number;
         std::string name = kFormPrefix + std::to_string(number);
         xobjects.replaceKey(name, form);
         pageResources.replaceKey("/XObject", xobjects);
+        dictionary.replaceKey("/Resources", pageResources);
 
         // The page's content: its own streams, untouched; on the first edit a `q` before them
         // and a `Q` after, so that whatever state they leave does not reach the ink; then one
         // stream per edit drawing its form.
         QPDFObjectHandle contents = pageObject.getKey("/Contents");
-        std::vector<QPDFObjectHandle> streams;
+        QPDFObjectHandle streams = QPDFObjectHandle::newArray();
         if (firstEdit) {
-            QPDFObjectHandle opening = QPDFObjectHandle::newStream(&pdf, "q\n");
-            streams.push_back(opening);
+            QPDFObjectHandle opening = QPDFObjectHandle::newStream(&made, "q\n");
+            streams.appendItem(opening);
             marker.replaceKey("/Open", opening);
         }
         for (auto &stream : contents.isArray() ? contents.getArrayAsVector() : std::vector<QPDFObjectHandle>{contents}) {
-            if (!stream.isNull()) streams.push_back(stream);
+            if (!stream.isNull()) streams.appendItem(stream);
         }
         std::string draw = std::string(firstEdit ? "Q\n" : "") + "q\n" + placement(info) + "\n" + name + " Do\nQ\n";
-        streams.push_back(QPDFObjectHandle::newStream(&pdf, draw));
-        pageObject.replaceKey("/Contents", QPDFObjectHandle::newArray(streams));
+        streams.appendItem(QPDFObjectHandle::newStream(&made, draw));
+        dictionary.replaceKey("/Contents", streams);
 
         forms.appendItem(form);
         marker.replaceKey("/Forms", forms);
@@ -607,11 +872,68 @@ Applied applyInk(ps_document *document, int page, const unsigned char *overlay, 
         long long before = counted.isInteger() ? std::max(0LL, counted.getIntValue()) : 0;
         long long after = before > LLONG_MAX - document->addedPoints ? LLONG_MAX : before + document->addedPoints;
         marker.replaceKey("/Points", QPDFObjectHandle::newInteger(after));
-        pageObject.replaceKey(kMarker, marker);
-
-        applied.page = pageObject;
-        return applied;
+        dictionary.replaceKey(kMarker, marker);
+        return dictionary;
 }
+
+// Writes objects for an appended update: the document's own keep their numbers, the scratch
+// document's objects numbered from `firstNumber` in the order made.
+class Renumbering {
+  public:
+    Renumbering(QPDF &scratch, int firstMade, int firstNumber) : scratch_(scratch), firstMade_(firstMade), firstNumber_(firstNumber) {}
+
+    int number(QPDFObjectHandle const &h) {
+        int id = h.getObjGen().getObj();
+        return h.getOwningQPDF() == &scratch_ ? firstNumber_ + (id - firstMade_) : id;
+    }
+
+    // The object as PDF syntax: its direct values written out, indirect ones as references
+    // (`h` itself written out even when indirect, with `whole`).
+    void write(QPDFObjectHandle h, std::string &out, bool whole = false) {
+        if (h.isIndirect() && !whole) {
+            out += std::to_string(number(h)) + " " + std::to_string(h.getObjGen().getGen()) + " R";
+        } else if (h.isDictionary()) {
+            out += "<< ";
+            for (auto &entry : h.getDictAsMap()) {
+                out += QPDFObjectHandle::newName(entry.first).unparse();
+                out += ' ';
+                write(entry.second, out);
+                out += ' ';
+            }
+            out += ">>";
+        } else if (h.isArray()) {
+            out += "[ ";
+            for (auto &item : h.getArrayAsVector()) {
+                write(item, out);
+                out += ' ';
+            }
+            out += "]";
+        } else {
+            out += h.unparseResolved();
+        }
+    }
+
+    // An indirect object's body: its dictionary, and for a stream its data as stored.
+    std::string body(QPDFObjectHandle h) {
+        std::string out;
+        if (!h.isStream()) {
+            write(h, out, true);
+            return out;
+        }
+        std::shared_ptr<Buffer> data = h.getRawStreamData();
+        QPDFObjectHandle dict = entriesOf(h.getDict());
+        dict.replaceKey("/Length", QPDFObjectHandle::newInteger(static_cast<long long>(data->getSize())));
+        write(dict, out);
+        out += "\nstream\n";
+        out.append(reinterpret_cast<char const *>(data->getBuffer()), data->getSize());
+        out += "\nendstream";
+        return out;
+    }
+
+  private:
+    QPDF &scratch_;
+    int firstMade_, firstNumber_;
+};
 
 }  // namespace
 
@@ -631,23 +953,36 @@ ps_status ps_flatten_increment(ps_document *document, int page, const unsigned c
         qpdf_offset_t previousXref = lastStartXref(document, xrefIsStream);
         QPDF &pdf = *document->pdf;
         QPDFObjectHandle trailer = pdf.getTrailer();
-        Applied applied = applyInk(document, page, overlay, overlay_length, strokes, strokes_length, drawing, drawing_length);
-        // Objects to write: the page, and every object made since the document was read.
-        std::vector<QPDFObjectHandle> written{applied.page};
-        int lastNew = pdf.getObjectCount();
-        for (int id = applied.firstNew; id <= lastNew; ++id) {
-            QPDFObjectHandle h = pdf.getObjectByID(id, 0);
-            // (An id that only points at an object made under another id is not written twice.)
-            if (!h.isNull() && h.getObjGen().getObj() == id) written.push_back(h);
-        }
+        QPDF scratch;
+        scratch.emptyPDF();
+        int firstMade = static_cast<int>(scratch.getObjectCount()) + 1;
+        QPDFObjectHandle dictionary = applyInk(document, scratch, page, overlay, overlay_length, strokes, strokes_length, drawing, drawing_length);
+        int lastMade = static_cast<int>(scratch.getObjectCount());
+        // New objects are numbered after every number the document's cross-reference sections
+        // use and after its /Size (which the PDF says is one past the highest number).
+        int firstNumber = trailer.getKey("/Size").isInteger() ? std::max(1, trailer.getKey("/Size").getIntValueAsInt()) : 1;
+        std::map<QPDFObjGen, QPDFXRefEntry> table = pdf.getXRefTable();
+        if (!table.empty()) firstNumber = std::max(firstNumber, table.rbegin()->first.getObj() + 1);
+        if (lastMade - firstMade >= INT_MAX - firstNumber) throw Failure(PS_DAMAGED, "the document's object numbers leave no room for new objects");
+        Renumbering numbering(scratch, firstMade, firstNumber);
 
+        // Objects to write: the page, and every object made for this edit.
+        QPDFObjectHandle pageObject = pageAt(document, page).getObjectHandle();
         std::string out = "\n";
         std::map<int, std::pair<qpdf_offset_t, int>> entries;  // id -> (offset, generation)
-        for (auto &h : written) {
-            QPDFObjGen og = h.getObjGen();
-            entries[og.getObj()] = {document->size + static_cast<qpdf_offset_t>(out.size()), og.getGen()};
-            out += std::to_string(og.getObj()) + " " + std::to_string(og.getGen()) + " obj\n" + objectBody(h) + "\nendobj\n";
+        auto emit = [&](int id, int generation, std::string const &body) {
+            entries[id] = {document->size + static_cast<qpdf_offset_t>(out.size()), generation};
+            out += std::to_string(id) + " " + std::to_string(generation) + " obj\n" + body + "\nendobj\n";
+        };
+        std::string pageBody;
+        numbering.write(dictionary, pageBody);
+        emit(pageObject.getObjGen().getObj(), pageObject.getObjGen().getGen(), pageBody);
+        for (int id = firstMade; id <= lastMade; ++id) {
+            QPDFObjectHandle h = scratch.getObjectByID(id, 0);
+            // (An id that only points at an object made under another id is not written twice.)
+            if (!h.isNull() && h.getObjGen().getObj() == id) emit(numbering.number(h), 0, numbering.body(h));
         }
+        int lastNew = firstNumber + (lastMade - firstMade);
 
         int size = std::max(lastNew + 1, trailer.getKey("/Size").isInteger() ? trailer.getKey("/Size").getIntValueAsInt() : 0);
         qpdf_offset_t xrefAt = document->size + static_cast<qpdf_offset_t>(out.size());
@@ -736,7 +1071,10 @@ ps_status ps_flatten_rewrite(ps_document *document, int page, const unsigned cha
     // What qpdf throws here comes from the input's structure (our own faults are Failures with
     // PS_INTERNAL): the document is damaged, as far as a client can tell.
     return guardedOn(document, message, message_size, PS_DAMAGED, [&] {
-        applyInk(document, page, overlay, overlay_length, strokes, strokes_length, drawing, drawing_length);
+        QPDFObjectHandle dictionary = applyInk(document, *document->pdf, page, overlay, overlay_length, strokes, strokes_length,
+                                               drawing, drawing_length);
+        QPDFObjectHandle pageObject = pageAt(document, page).getObjectHandle();
+        for (auto &entry : dictionary.getDictAsMap()) pageObject.replaceKey(entry.first, entry.second);
         DescriptorPipeline out(fd);
         QPDFWriter writer(*document->pdf);
         writer.setOutputPipeline(&out);

@@ -18,8 +18,22 @@ struct InkEnvelope {
     }
 
     private(set) var capsules: [Capsule] = []
-    private var grid: [Int64: [Int32]] = [:]
     private let cell: Double
+    /// The capsules each grid cell meets, as index ranges into `members`: cell (gx, gy) of the
+    /// box from `low` is `starts[row * columns + column]..<starts[… + 1]`. One array lookup per
+    /// point instead of a hashed one, which with the arrays it returned cost a tenth of drawing
+    /// a page of handwriting. Strokes whose box would need too many cells (points far apart)
+    /// keep a dictionary of the cells they use.
+    private var low: (Int64, Int64) = (0, 0)
+    private var columns: Int64 = 0, rows: Int64 = 0
+    private var starts: [Int32] = []
+    private var members: [Int32] = []
+    private var sparse: [Int64: [Int32]] = [:]
+    /// The capsule that last held a point or a curve, tried first: the questions follow the
+    /// stroke, so it mostly answers at once. It changes the order of a search whose answer is
+    /// whether any capsule of the cell holds the shape, never the answer.
+    private final class Hint { var capsule = -1 }
+    private let hint = Hint()
 
     init(_ centres: [InkVector], radii: [Double]) {
         precondition(centres.count == radii.count && !centres.isEmpty)
@@ -35,12 +49,48 @@ struct InkEnvelope {
             }
         }
         cell = max(4 * largest, 2)
-        for (index, capsule) in capsules.enumerated() {
-            let (low, high) = bounds(capsule)
-            for gx in low.0...high.0 {
-                for gy in low.1...high.1 { grid[key(gx, gy), default: []].append(Int32(index)) }
+        let boxes = capsules.map(bounds)
+        var low = boxes[0].0, high = boxes[0].1
+        var used = 0
+        for (a, b) in boxes {
+            low = (min(low.0, a.0), min(low.1, a.1))
+            high = (max(high.0, b.0), max(high.1, b.1))
+            used += Int((b.0 - a.0 + 1) * (b.1 - a.1 + 1))
+        }
+        let (columns, rows) = (high.0 - low.0 + 1, high.1 - low.1 + 1)
+        guard columns <= 1 << 16, rows <= 1 << 16, columns * rows <= Int64(4 * used + 4096) else {
+            for (index, (a, b)) in boxes.enumerated() {
+                for gx in a.0...b.0 {
+                    for gy in a.1...b.1 { sparse[key(gx, gy), default: []].append(Int32(index)) }
+                }
+            }
+            return
+        }
+        self.low = low
+        self.columns = columns
+        self.rows = rows
+        // Counted, then filled in capsule order: each cell lists its capsules as the
+        // dictionary did.
+        var starts = [Int32](repeating: 0, count: Int(columns * rows) + 1)
+        for (a, b) in boxes {
+            for gy in a.1...b.1 {
+                for gx in a.0...b.0 { starts[Int((gy - low.1) * columns + (gx - low.0)) + 1] += 1 }
             }
         }
+        for index in 1..<starts.count { starts[index] += starts[index - 1] }
+        var next = starts
+        var members = [Int32](repeating: 0, count: Int(starts[starts.count - 1]))
+        for (index, (a, b)) in boxes.enumerated() {
+            for gy in a.1...b.1 {
+                for gx in a.0...b.0 {
+                    let at = Int((gy - low.1) * columns + (gx - low.0))
+                    members[Int(next[at])] = Int32(index)
+                    next[at] += 1
+                }
+            }
+        }
+        self.starts = starts
+        self.members = members
     }
 
     private func cellOf(_ p: InkVector) -> (Int64, Int64) {
@@ -56,7 +106,23 @@ struct InkEnvelope {
         return (low, high)
     }
 
-    private func candidates(_ p: InkVector) -> [Int32] { grid[key(cellOf(p).0, cellOf(p).1)] ?? [] }
+    /// Calls `body` with the index of each capsule that meets `p`'s cell, until it returns true;
+    /// says whether one did.
+    @inline(__always)
+    private func anyCandidate(_ p: InkVector, _ body: (Int) -> Bool) -> Bool {
+        let (gx, gy) = cellOf(p)
+        if starts.isEmpty {
+            for index in sparse[key(gx, gy)] ?? [] where body(Int(index)) { return true }
+            return false
+        }
+        let column = gx - low.0, row = gy - low.1
+        guard column >= 0, column < columns, row >= 0, row < rows else { return false }
+        let at = Int(row * columns + column)
+        return members.withUnsafeBufferPointer { members in
+            for position in Int(starts[at])..<Int(starts[at + 1]) where body(Int(members[position])) { return true }
+            return false
+        }
+    }
 
     /// How much room a disc at `p` has inside the capsule: the largest r(t) − |p − q(t)| over
     /// the points q(t) of its segment, r(t) the radius there. A disc of that radius around `p`
@@ -86,11 +152,35 @@ struct InkEnvelope {
     /// The room a disc at `p` has inside the envelope (the most any one capsule gives it).
     func room(_ p: InkVector) -> Double {
         var best = -Double.infinity
-        for index in candidates(p) { best = max(best, Self.room(p, in: capsules[Int(index)])) }
+        capsules.withUnsafeBufferPointer { capsules in
+            _ = anyCandidate(p) { index in
+                best = max(best, Self.room(p, in: capsules[index]))
+                return false
+            }
+        }
         return best
     }
 
-    func contains(_ p: InkVector, slack: Double = 1e-9) -> Bool { room(p) >= -slack }
+    /// Whether `p` lies inside: the first capsule that has room for it answers.
+    func contains(_ p: InkVector, slack: Double = 1e-9) -> Bool {
+        capsules.withUnsafeBufferPointer { capsules in
+            if let hinted = hinted(for: p), Self.room(p, in: capsules[hinted]) >= -slack { return true }
+            return anyCandidate(p) { index in
+                guard Self.room(p, in: capsules[index]) >= -slack else { return false }
+                hint.capsule = index
+                return true
+            }
+        }
+    }
+
+    /// The hinted capsule, if it is one of the candidates for `p` (its cells hold `p`'s cell).
+    @inline(__always)
+    private func hinted(for p: InkVector) -> Int? {
+        let index = hint.capsule
+        guard index >= 0 else { return nil }
+        let (low, high) = bounds(capsules[index]), cell = cellOf(p)
+        return cell.0 >= low.0 && cell.0 <= high.0 && cell.1 >= low.1 && cell.1 <= high.1 ? index : nil
+    }
 
     /// Whether a curve lies inside: its control points do, and it is covered by halves (of
     /// halves…) whose control points each lie in a single capsule.
@@ -100,13 +190,19 @@ struct InkEnvelope {
     }
 
     private func covered(_ curve: Cubic, depth: Int) -> Bool {
-        for index in candidates(curve.p0) {
-            let c = capsules[Int(index)]
-            if Self.room(curve.p0, in: c) >= -1e-9, Self.room(curve.c1, in: c) >= -1e-9,
-               Self.room(curve.c2, in: c) >= -1e-9, Self.room(curve.p3, in: c) >= -1e-9 {
+        let inOne = capsules.withUnsafeBufferPointer { capsules in
+            func holds(_ c: Capsule) -> Bool {
+                Self.room(curve.p0, in: c) >= -1e-9 && Self.room(curve.c1, in: c) >= -1e-9
+                    && Self.room(curve.c2, in: c) >= -1e-9 && Self.room(curve.p3, in: c) >= -1e-9
+            }
+            if let hinted = hinted(for: curve.p0), holds(capsules[hinted]) { return true }
+            return anyCandidate(curve.p0) { index in
+                guard holds(capsules[index]) else { return false }
+                hint.capsule = index
                 return true
             }
         }
+        if inOne { return true }
         guard depth > 0 else { return false }
         let (first, second) = curve.halves
         return covered(first, depth: depth - 1) && covered(second, depth: depth - 1)

@@ -19,6 +19,7 @@ struct FlattenBench: ParsableCommand {
     @Option(help: "Where to build the documents (a large scratch space).") var scratch = FileManager.default.temporaryDirectory.path
     @Option(help: "Edits of one page in the repeated-edit workload.") var edits = 10
     @Option(help: "Size of the scanned document whose flatten's peak memory is measured, in MB (0: skip).") var memoryDocument = 500
+    @Flag(help: "Skip the table of documents by size: only the handwriting workload.") var handwritingOnly = false
 
     func run() throws {
         let folder = URL(fileURLWithPath: scratch).appendingPathComponent("canvasbench-\(UUID().uuidString)")
@@ -29,6 +30,12 @@ struct FlattenBench: ParsableCommand {
                                   texts: [TextAnnotation(text: "Checked ✓", x: 80, y: 60, fontSize: 14, color: InkColor("blue"))])
         let overlay = try OverlayPDF.write(drawing, width: 612, height: 792, to: folder.appendingPathComponent("overlay.pdf"))
 
+        if !handwritingOnly { try table(drawing, overlay: overlay, in: folder) }
+        try HandwritingWorkload(runs: runs, edits: edits, memoryDocumentMegabytes: memoryDocument, imageSide: imageSide).run(in: folder)
+    }
+
+    /// Each document of `pages` pages, text and scanned: one flatten by canvas bridge and by qpdf.
+    private func table(_ drawing: Drawing, overlay: URL, in folder: URL) throws {
         print("flatten one page (the middle one), \(runs) runs each, medians; peak resident memory of one flatten in its own process")
         print("  document                       size      canvas bridge    qpdf --overlay   ratio   peak RSS ours / qpdf")
         for kind in ["text", "scanned"] {
@@ -63,13 +70,13 @@ struct FlattenBench: ParsableCommand {
         }
         print("ratio = qpdf / canvas bridge (above 1: canvas bridge is faster)")
         print("")
-        try HandwritingWorkload(runs: runs, edits: edits, memoryDocumentMegabytes: memoryDocument, imageSide: imageSide).run(in: folder)
     }
 
     private func pad(_ s: String, _ width: Int) -> String { s + String(repeating: " ", count: max(0, width - s.count)) }
 }
 
-/// One flatten in its own process, so its peak memory can be read on its own.
+/// One flatten in its own process, so its peak memory can be read on its own, or so a whole
+/// process can be timed against the qpdf command line.
 struct FlattenOne: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "flatten-one", abstract: "Flatten one page once (for memory measurements).",
                                                     shouldDisplay: false)
@@ -77,12 +84,39 @@ struct FlattenOne: ParsableCommand {
     @Option var name: String
     @Option var page: Int
     @Flag(help: "Flatten the handwriting page instead of one dot.") var handwriting = false
+    @Flag(help: "Flatten the recorded handwriting page (UNIPEN words) instead of one dot.") var recorded = false
+    @Option(help: "Only flatten, without the document store: write the increment to this file.") var increment: String?
 
     func run() throws {
+        let drawing = try recorded ? RecordedHandwriting.page() : handwriting ? Handwriting.jitteryPage()
+            : Drawing(strokes: [Stroke(tool: .pen, color: InkColor("red"), width: 4, points: [InkPoint(x: 100, y: 100)])])
+        let document = URL(fileURLWithPath: folder).appendingPathComponent(name)
+        if let increment {
+            let bytes = try Flattener.increment(PDFLocation(path: document.path), page: page, adding: drawing)
+            try Data(bytes).write(to: URL(fileURLWithPath: increment))
+            return
+        }
         let store = try DocumentStore(folder: URL(fileURLWithPath: folder), keepRevisions: 2)
-        let drawing = handwriting ? Handwriting.jitteryPage()
-            : try Drawing(strokes: [Stroke(tool: .pen, color: InkColor("red"), width: 4, points: [InkPoint(x: 100, y: 100)])])
         _ = try store.flatten(name, page: page, drawing: drawing)
+    }
+}
+
+/// Writes a benchmark document, and the one-page overlay PDF qpdf places for a drawing, so
+/// whole commands can be timed against each other outside this program.
+struct BenchDocument: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "bench-document", abstract: "Write a benchmark document.",
+                                                    shouldDisplay: false)
+    @Option var pages = 2000
+    @Flag var scanned = false
+    @Option var imageSide = 500
+    @Option var output: String
+    @Option(help: "Also write the recorded handwriting page as a one-page PDF here (qpdf's overlay).") var overlay: String?
+
+    func run() throws {
+        try BenchDocuments.write(to: URL(fileURLWithPath: output), pages: pages, scanned: scanned, imageSide: imageSide)
+        if let overlay {
+            _ = try OverlayPDF.write(RecordedHandwriting.page(), width: 612, height: 792, to: URL(fileURLWithPath: overlay))
+        }
     }
 }
 

@@ -55,38 +55,68 @@ struct HandwritingWorkload {
         print("  \(edits) edits of that page: growth \(format(Double(growth.reduce(0, +)) / (Double(edits) * first), 2))x \(edits) times the first edit's; "
               + "edit \(edits) took \(format(lastTime * 1000)) ms, edit 1 \(format(firstTime * 1000)) ms: \(format(lastTime / firstTime, 2))x (medians of \(runs) sessions)")
 
-        try longDocument(drawing, in: folder, store: store)
+        try longDocument(in: folder, store: store)
         if memoryDocumentMegabytes > 0 { try memory(drawing, in: folder) }
     }
 
-    /// Page 1000 of a 2000-page text PDF: canvas bridge, and qpdf overlaying a one-page PDF of
-    /// the same ink.
-    private func longDocument(_ drawing: Drawing, in folder: URL, store: DocumentStore) throws {
+    /// The recorded handwriting page (RecordedHandwriting: 24 words people wrote, 110 to 589
+    /// pressure samples each) into page 1000 of a 2000-page text PDF, three ways in turn each
+    /// run: the document store's flatten (the flatten and the save that copies, hashes and
+    /// flushes the file), the flatten alone (the increment made and written to a scratch file),
+    /// and the qpdf command line overlaying a one-page PDF of the same ink on the same page.
+    private func longDocument(in folder: URL, store: DocumentStore) throws {
+        let drawing = try RecordedHandwriting.page()
         let pristine = folder.appendingPathComponent("text-2000.bin")
         try BenchDocuments.write(to: pristine, pages: 2000, scanned: false, imageSide: imageSide)
         let overlay = try OverlayPDF.write(drawing, width: 612, height: 792, to: folder.appendingPathComponent("handwriting-overlay.pdf"))
         let name = "text-2000.pdf", document = folder.appendingPathComponent(name)
-        var ours: [Double] = [], theirs: [Double] = []
-        for _ in 0..<runs {
+        let scratch = folder.appendingPathComponent("increment.bin"), out = folder.appendingPathComponent("qpdf-out.pdf")
+        var saved: [Double] = [], flattened: [Double] = [], qpdf: [Double] = []
+        // One of each first, not counted: the page cache and the libraries warm.
+        for run in -1..<max(runs, 5) {
             try? FileManager.default.removeItem(at: document)
             try FileManager.default.copyItem(at: pristine, to: document)
-            let start = ContinuousClock.now
+            var start = ContinuousClock.now
             _ = try store.flatten(name, page: 999, drawing: drawing)
-            ours.append((ContinuousClock.now - start).seconds)
-            let out = folder.appendingPathComponent("qpdf-out.pdf")
-            let qpdf = try Spawned.run("/usr/bin/qpdf", [pristine.path, "--overlay", overlay.path, "--to=1000", "--from=1", "--", out.path])
-            guard qpdf.status == 0 || qpdf.status == 3 else { throw ValidationError("qpdf exited \(qpdf.status)") }
-            theirs.append(qpdf.seconds)
+            let save = (ContinuousClock.now - start).seconds
+            start = ContinuousClock.now
+            let increment = try Flattener.increment(PDFLocation(path: pristine.path), page: 999, adding: drawing)
+            try Data(increment).write(to: scratch)
+            let flatten = (ContinuousClock.now - start).seconds
+            let theirs = try Spawned.run("/usr/bin/qpdf", [pristine.path, "--overlay", overlay.path, "--to=1000", "--from=1", "--", out.path])
+            guard theirs.status == 0 || theirs.status == 3 else { throw ValidationError("qpdf exited \(theirs.status)") }
             try? FileManager.default.removeItem(at: out)
+            guard run >= 0 else { continue }
+            saved.append(save)
+            flattened.append(flatten)
+            qpdf.append(theirs.seconds)
         }
         try? FileManager.default.removeItem(at: document)
         try FileManager.default.copyItem(at: pristine, to: document)
-        let peak = try Spawned.run(Sibling.path("canvasbench"), ["flatten-one", "--folder", folder.path, "--name", name, "--page", "999", "--handwriting"])
-        let mine = Stats(ours).median, qpdf = Stats(theirs).median
-        print("  into page 1000 of a 2000-page text PDF: canvas bridge \(format(mine * 1000)) ms, qpdf --overlay \(format(qpdf * 1000)) ms: "
-              + "\(format(mine / qpdf, 2))x qpdf's time (medians of \(runs)); peak RSS \(format(peak.peakMegabytes)) MB")
-        for url in [pristine, document, overlay] { try? FileManager.default.removeItem(at: url) }
+        let peak = try Spawned.run(Sibling.path("canvasbench"), ["flatten-one", "--folder", folder.path, "--name", name, "--page", "999", "--recorded"])
+        let bytes = (try FileManager.default.attributesOfItem(atPath: pristine.path)[.size] as? NSNumber)?.doubleValue ?? 0
+        print("  recorded handwriting (\(drawing.strokes.count) strokes, \(drawing.pointCount) points, \(drawing.texts.count) texts) into page 1000 "
+              + "of a 2000-page text PDF (\(format(bytes / 1e6)) MB), \(saved.count) runs, median [min-max]:")
+        print("    qpdf --overlay (the command line)          \(spread(qpdf))")
+        print("    canvas bridge, document store's flatten     \(spread(saved))   \(format(Stats(saved).median / Stats(qpdf).median, 2))x qpdf's time "
+              + "(pairwise \(pairwise(saved, qpdf)))")
+        print("    canvas bridge, the flatten alone            \(spread(flattened))   \(format(Stats(flattened).median / Stats(qpdf).median, 2))x qpdf's time "
+              + "(pairwise \(pairwise(flattened, qpdf))); the save's copy, hash and flushes: the difference")
+        print("    peak RSS of the store's flatten in its own process: \(format(peak.peakMegabytes)) MB")
+        for url in [pristine, document, overlay, scratch] { try? FileManager.default.removeItem(at: url) }
         try? FileManager.default.removeItem(at: folder.appendingPathComponent(".canvas-revisions"))
+    }
+
+    /// "median [min-max]" in milliseconds.
+    private func spread(_ samples: [Double]) -> String {
+        let stats = Stats(samples)
+        return "\(format(stats.median * 1000)) ms [\(format(stats.sorted.first! * 1000))-\(format(stats.sorted.last! * 1000))]"
+    }
+
+    /// The median and range of the ratios of samples taken in the same run.
+    private func pairwise(_ ours: [Double], _ theirs: [Double]) -> String {
+        let ratios = Stats(zip(ours, theirs).map { $0 / $1 })
+        return "\(format(ratios.median, 2))x [\(format(ratios.sorted.first!, 2))-\(format(ratios.sorted.last!, 2))]"
     }
 
     /// The handwriting page into the middle of a scanned document of about
@@ -101,7 +131,37 @@ struct HandwritingWorkload {
         let peak = try Spawned.run(Sibling.path("canvasbench"), ["flatten-one", "--folder", folder.path, "--name", name, "--page", String(pages / 2), "--handwriting"])
         guard peak.status == 0 else { throw ValidationError("flatten-one exited \(peak.status)") }
         print("  into page \(pages / 2 + 1) of a \(format(bytes / 1e6)) MB scanned PDF (\(pages) pages): peak RSS \(format(peak.peakMegabytes)) MB")
+        try strokeOnScans(large: url, pages: pages, in: folder)
         try? FileManager.default.removeItem(at: url)
         try? FileManager.default.removeItem(at: folder.appendingPathComponent(".canvas-revisions"))
+    }
+
+    /// One pen stroke (40 points with pressure) flattened alone, the increment written to a
+    /// scratch file: into the middle page of the large scan, and into a one-page scan of 1 MB
+    /// (a 1000 × 1000 grey image), in turn each run.
+    private func strokeOnScans(large: URL, pages: Int, in folder: URL) throws {
+        let small = folder.appendingPathComponent("scanned-1mb.pdf"), scratch = folder.appendingPathComponent("increment.bin")
+        try BenchDocuments.write(to: small, pages: 1, scanned: true, imageSide: 1000)
+        let stroke = try Drawing(strokes: [Stroke(tool: .pen, color: InkColor("red"), width: 3, points: (0..<40).map { step in
+            try InkPoint(x: 100 + Double(step) * 4, y: 300 + 12 * sin(Double(step) / 4), pressure: 0.3 + 0.4 * Double(step % 10) / 10)
+        })])
+        func flatten(_ url: URL, page: Int) throws -> Double {
+            let start = ContinuousClock.now
+            let increment = try Flattener.increment(PDFLocation(path: url.path), page: page, adding: stroke)
+            try Data(increment).write(to: scratch)
+            return (ContinuousClock.now - start).seconds
+        }
+        var onLarge: [Double] = [], onSmall: [Double] = []
+        for run in -1..<max(runs, 5) {
+            let large = try flatten(large, page: pages / 2), small = try flatten(small, page: 0)
+            guard run >= 0 else { continue }
+            onLarge.append(large)
+            onSmall.append(small)
+        }
+        let bytes = { (url: URL) in (try? FileManager.default.attributesOfItem(atPath: url.path)[.size] as? NSNumber)?.doubleValue ?? 0 }
+        print("  one pen stroke, the flatten alone, \(onLarge.count) runs: into the \(format(bytes(large) / 1e6)) MB scan \(spread(onLarge)), "
+              + "into a one-page \(format(bytes(small) / 1e6)) MB scan \(spread(onSmall)): \(format(Stats(onLarge).median / Stats(onSmall).median, 2))x "
+              + "(pairwise \(pairwise(onLarge, onSmall)))")
+        for url in [small, scratch] { try? FileManager.default.removeItem(at: url) }
     }
 }
