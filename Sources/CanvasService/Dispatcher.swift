@@ -114,7 +114,7 @@ public final class Dispatcher {
         // XPUB allows only then), on a connection of its own that rests when the store fails.
         guard let owners, let dot = topic.firstIndex(of: UInt8(ascii: ".")) else { return false }
         let id = String(decoding: topic[..<dot], as: UTF8.self)
-        return !table.contains(id) && owners.owner(of: id) == (client ?? "")
+        return !table.holds(id) && owners.owner(of: id) == (client ?? "")
     }
 
     // MARK: Turns

@@ -14,11 +14,15 @@ struct SessionTable {
         /// clients are not authenticated.
         let connection: [UInt8]?
         var slot: SessionSlot
+        /// A place kept while a session is taken over: its owner is only who asked for it,
+        /// until the store says whose it is.
+        let provisional: Bool
 
-        init(owner: String?, connection: [UInt8]?, slot: SessionSlot) {
+        init(owner: String?, connection: [UInt8]?, slot: SessionSlot, provisional: Bool = false) {
             self.owner = owner
             self.connection = connection
             self.slot = slot
+            self.provisional = provisional
         }
     }
 
@@ -27,6 +31,9 @@ struct SessionTable {
     var count: Int { entries.count }
 
     func contains(_ id: String) -> Bool { entries[id] != nil }
+
+    /// Whether a session of that id is here, not just being taken over.
+    func holds(_ id: String) -> Bool { entries[id].map { !$0.provisional } ?? false }
 
     /// An id no open session has: 15 hex digits, 60 random bits.
     ///
@@ -56,7 +63,7 @@ struct SessionTable {
     /// A session being taken over from the store for `owner`: held, so that what comes for it
     /// meanwhile waits, though there is no session yet. `adopt` or `remove` ends it.
     mutating func insertTakingOver(_ id: String, owner: String?, connection: [UInt8]?) {
-        entries[id] = Entry(owner: owner, connection: connection, slot: .held(queue: []))
+        entries[id] = Entry(owner: owner, connection: connection, slot: .held(queue: []), provisional: true)
     }
 
     /// The session taken over, in the place `insertTakingOver` kept, still held, with what queued.
@@ -122,6 +129,8 @@ struct SessionTable {
     func maySubscribe(_ client: String?, to topic: [UInt8]) -> Bool {
         if topic.starts(with: "documents.".utf8) { return true }
         guard let dot = topic.firstIndex(of: UInt8(ascii: ".")) else { return false }
-        return isOwned(String(decoding: topic[..<dot], as: UTF8.self), by: client)
+        // Not a session being taken over: anyone may ask for any id, and be its provisional owner.
+        guard let entry = entries[String(decoding: topic[..<dot], as: UTF8.self)], !entry.provisional else { return false }
+        return entry.owner == client
     }
 }

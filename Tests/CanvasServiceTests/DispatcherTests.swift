@@ -187,6 +187,22 @@ struct SessionSlotTests {
         #expect(slot.idle != nil)
     }
 
+    @Test("a session being taken over is nobody's to subscribe to until the store says whose it is")
+    func provisionalOwner() {
+        var table = SessionTable()
+        let alices = ServiceSession(id: "s", owner: "alice", canvas: CanvasSession(pencil: PencilConfiguration(), transitions: .instant),
+                                    transitions: .instant, size: nil, resultImages: false, lastActive: .now, replies: ReplyCache(capacity: 1))
+        // Anyone may name any id; while the store is asked, the asker is only provisionally its owner.
+        table.insertTakingOver("s", owner: "mallory", connection: nil)
+        #expect(table.isOwned("s", by: "mallory"), "what mallory sends meanwhile queues, to be checked again")
+        #expect(!table.maySubscribe("mallory", to: Array("s.".utf8)))
+        #expect(!table.holds("s"))
+        table.adopt(alices)
+        #expect(table.maySubscribe("alice", to: Array("s.".utf8)))
+        #expect(!table.maySubscribe("mallory", to: Array("s.".utf8)))
+        #expect(!table.isOwned("s", by: "mallory"))
+    }
+
     @Test("a session is a value: a copy changed leaves the original as it was, field by field")
     func sessionIsAValue() throws {
         var original = Self.session
