@@ -193,10 +193,7 @@ public final class CanvasServer {
 
     private static func bind(requests: ZMQSocket, events eventSocket: ZMQSocket,
                              _ configuration: ServiceConfiguration) throws(ZMQError) {
-        // libzmq drops a peer that sends one frame over this; requests over the limit but under
-        // it get a PAYLOAD_TOO_LARGE reply instead, so the connection survives ordinary mistakes.
-        try requests.setMaximumMessageSize(Int64(max(configuration.limits.maxMessageBytes * 4, 16 << 20)))
-        try requests.setRouterHandover(true)
+        try prepareRequestSocket(requests, limits: configuration.limits)
         try requests.bind(configuration.endpoint)
         // A subscriber that stops reading loses events past this queue; the server never waits for it.
         try eventSocket.setSendHighWaterMark(Limits.eventQueueMessages)
@@ -405,9 +402,20 @@ public final class CanvasServer {
         }
     }
 
+    /// The options of the ROUTER socket requests come in on. Public so that a benchmark's
+    /// ROUTER echo serves with exactly the same ones.
+    public static func prepareRequestSocket(_ socket: ZMQSocket, limits: Limits) throws(ZMQError) {
+        // libzmq drops a peer that sends one frame over this; requests over the limit but under
+        // it get a PAYLOAD_TOO_LARGE reply instead, so the connection survives ordinary mistakes.
+        try socket.setMaximumMessageSize(Int64(max(limits.maxMessageBytes * 4, 16 << 20)))
+        try socket.setRouterHandover(true)
+    }
+
     /// Frames of one request kept in memory: enough to see that a request of more is over the
     /// byte limit (each frame counts `Limits.frameOverheadBytes`), plus the envelope.
-    private var maxFrames: Int { configuration.limits.maxMessageBytes / Limits.frameOverheadBytes + 3 }
+    private var maxFrames: Int { Self.maxFrames(configuration.limits) }
+
+    public static func maxFrames(_ limits: Limits) -> Int { limits.maxMessageBytes / Limits.frameOverheadBytes + 3 }
 
     /// Requests read (and answered) in one go before their replies are sent. Replies held
     /// back save libzmq's I/O thread a wake-up each, but keep the first of them waiting for
