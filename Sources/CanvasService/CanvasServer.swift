@@ -272,43 +272,7 @@ public final class CanvasServer {
             let milliseconds = Int32(wait.components.seconds * 1000 + wait.components.attoseconds / 1_000_000_000_000_000)
             do {
                 if zap == nil && web == nil {
-                    // A blocking receive with a timeout, not a poll followed by a receive: one trip
-                    // into libzmq per request instead of three, which is most of the gap to a bare echo.
-                    if mayBeQueued, let queued = try requests.receive(wait: false, readUserID: false, keepingAtMost: maxFrames) {
-                        // Busy: requests already queued are answered before any reply goes out,
-                        // so libzmq's I/O thread wakes once and writes the replies together,
-                        // instead of once per reply, which is most of the cost of pipelined
-                        // requests. Each output keeps its events before its reply, in order.
-                        var outputs: [Dispatcher.Output] = []
-                        outputs.reserveCapacity(Self.burst)
-                        outputs.append(serve(queued.frames, owner: nil, dropped: queued.dropped))
-                        defer { for output in outputs { deliver(output) } }
-                        mayBeQueued = false
-                        while outputs.count < Self.burst {
-                            guard let next = try requests.receive(wait: false, readUserID: false, keepingAtMost: maxFrames) else { break }
-                            outputs.append(serve(next.frames, owner: nil, dropped: next.dropped))
-                            mayBeQueued = outputs.count == Self.burst
-                        }
-                    } else {
-                        // Idle: a request that comes is answered at once, with no look for more
-                        // in between (that would be one more system call before its reply).
-                        if milliseconds != timeout {
-                            try requests.setReceiveTimeout(milliseconds: milliseconds)
-                            timeout = milliseconds
-                        }
-                        let waiting = clock.now
-                        mayBeQueued = true
-                        if let message = try requests.receive(wait: milliseconds > 0, readUserID: false, keepingAtMost: maxFrames) {
-                            // One that was queued already comes at once, and more may be behind
-                            // it; one that had to be waited for found the queue empty, and its
-                            // client is waiting on this reply alone: it goes out first thing.
-                            let waited = clock.now - waiting >= Self.queuedWithin
-                            mayBeQueued = !waited
-                            let output = serve(message.frames, owner: nil, dropped: message.dropped, sendingAtOnce: waited)
-                            deliver(output)
-                            if waited && !output.replies.isEmpty { handOver() }
-                        }
-                    }
+                    try serveLoopback(waitingAtMost: milliseconds, timeout: &timeout, mayBeQueued: &mayBeQueued)
                 } else {
                     // Subscriptions wait to be vetted here, so both sockets are watched (and the
                     // web ones, when there are).
@@ -334,7 +298,7 @@ public final class CanvasServer {
                         var served = 0
                         while served < Self.burst,
                               let message = try requests.receive(wait: false, readUserID: zap != nil, keepingAtMost: maxFrames) {
-                            deliver(serve(message.frames, owner: message.userID, dropped: message.dropped))
+                            deliver(serve(message.frames, owner: message.userID, dropped: message.dropped, at: clock.now))
                             served += 1
                         }
                     }
@@ -364,6 +328,52 @@ public final class CanvasServer {
         logger.info("canvasd stopping", metadata: ["sessions": "\(dispatcher.sessionCount)"])
         shared?.releaseName()
         zap?.stop()
+    }
+
+    /// One turn of the loop when only the request socket needs watching (no CurveZMQ, no web
+    /// peers): a blocking receive with a timeout, not a poll followed by a receive, so one trip
+    /// into libzmq per request instead of three.
+    ///
+    /// A request that had to be waited for found the queue empty, and its client is waiting on
+    /// this reply alone: it goes out first thing. One that was queued already starts a burst:
+    /// the requests queued behind it are answered before any reply goes out, so libzmq's I/O
+    /// thread is woken once and writes the replies together. Waking it (an eventfd write, and
+    /// on two cores often a switch to it) is the largest single cost of a pipelined request,
+    /// larger than answering it. Each output keeps its events before its reply, in order.
+    private func serveLoopback(waitingAtMost milliseconds: Int32, timeout: inout Int32, mayBeQueued: inout Bool) throws(ZMQError) {
+        var first: (frames: [[UInt8]], userID: String?, dropped: Int)?
+        if mayBeQueued { first = try requests.receive(wait: false, readUserID: false, keepingAtMost: maxFrames) }
+        if first == nil {
+            if milliseconds != timeout {
+                try requests.setReceiveTimeout(milliseconds: milliseconds)
+                timeout = milliseconds
+            }
+            let waiting = clock.now
+            mayBeQueued = true
+            guard let message = try requests.receive(wait: milliseconds > 0, readUserID: false, keepingAtMost: maxFrames) else { return }
+            let now = clock.now
+            if now - waiting >= Self.queuedWithin {
+                mayBeQueued = false
+                let output = serve(message.frames, owner: nil, dropped: message.dropped, at: now, sendingAtOnce: true)
+                deliver(output)
+                if !output.replies.isEmpty { handOver() }
+                return
+            }
+            first = message
+        }
+        guard let first else { return }
+        var outputs: [Dispatcher.Output] = []
+        outputs.reserveCapacity(Self.burst)
+        defer { for output in outputs { deliver(output) } }
+        // One clock reading per request: where one ends, the next begins.
+        var mark = clock.now
+        outputs.append(serve(first.frames, owner: nil, dropped: first.dropped, at: &mark))
+        mayBeQueued = false
+        while outputs.count < Self.burst {
+            guard let next = try requests.receive(wait: false, readUserID: false, keepingAtMost: maxFrames) else { return }
+            outputs.append(serve(next.frames, owner: nil, dropped: next.dropped, at: &mark))
+        }
+        mayBeQueued = true
     }
 
     /// Ends every web connection, so that a revoked token's end with them.
@@ -419,11 +429,11 @@ public final class CanvasServer {
 
     /// Requests read (and answered) in one go before their replies are sent. Replies held
     /// back save libzmq's I/O thread a wake-up each, but keep the first of them waiting for
-    /// the rest: 8 keeps that wait to a few tens of microseconds. With 64, a pipelining
-    /// client got nothing back until all 64 were answered, and its next requests, sent as
-    /// replies come, left canvasd idle meanwhile (`canvasbench latency --pipelined-only` on
-    /// a quiet 2-core machine: 97–114k requests/s with 64, 115–126k with 4 to 16).
-    private static let burst = 8
+    /// the rest (here about 2 µs a request). With 64, a client pipelining 64 got nothing back
+    /// until all were answered and left canvasd idle meanwhile. `canvasbench latency
+    /// --pipelined-only --against` on a busy 2-core machine, 12 rounds each, 32 against: 8
+    /// 1.05x, 16 0.96x, 64 1.38x throughput; the I/O threads' CPU per request fell with it.
+    private static let burst = 32
 
     /// A receive that returns sooner than this found its request queued (libzmq hands it over
     /// without a system call); waking from a wait takes longer. Wrong either way costs little:
@@ -432,34 +442,42 @@ public final class CanvasServer {
 
     /// What to send for one message: the answers to a request, or to the saves that finished.
     /// `sendingAtOnce`: a reply ready before the dispatcher's turn ends goes out then.
-    private func serve(_ frames: [[UInt8]], owner: String?, dropped: Int = 0, marker: [UInt8]? = nil,
+    /// `mark`: when its handling began (and the dispatcher's time for it); moved on to when it
+    /// ended, which is when the next request of a burst begins, so a burst reads the clock
+    /// once per request.
+    private func serve(_ frames: [[UInt8]], owner: String?, dropped: Int = 0, at mark: inout ContinuousClock.Instant,
                        sendingAtOnce: Bool = false) -> Dispatcher.Output {
         // ROUTER prefixes the sender's identity; REQ clients add an empty delimiter, DEALER
         // clients may not. The reply goes back with the same envelope.
         guard frames.count >= 1 else { return Dispatcher.Output() }
         if frames[0] == wakerID {
-            return dispatcher.collectSaves(at: clock.now)
+            defer { mark = clock.now }
+            return dispatcher.collectSaves(at: mark)
         }
         if frames[0] == relayID, frames.count == 3, let seq = UInt64(String(decoding: frames[1], as: UTF8.self)) {
+            defer { mark = clock.now }
             return dispatcher.relay(seq: seq, data: frames[2])
         }
-        var envelope: [[UInt8]] = []
-        envelope.reserveCapacity(3)
-        envelope.append(frames[0])
-        var body = frames.dropFirst()
-        if body.count > 1 || body.first?.isEmpty == true, body.first?.isEmpty == true {
-            envelope.append([])
-            body = body.dropFirst()
-        }
-        if let marker { envelope.append(marker) }
-        let started = clock.now
-        defer { metrics.handled(seconds: Self.seconds(clock.now - started)) }
+        // The envelope and the body, each made at its size (the body a slice's copy).
+        let delimited = frames.count > 1 && frames[1].isEmpty
+        let envelope: [[UInt8]] = delimited ? [frames[0], []] : [frames[0]]
+        let body = Array(frames[(delimited ? 2 : 1)...])
         let sendNow: ((Dispatcher.Output.Reply) -> Void)? = sendingAtOnce ? { [self] reply in
             send(reply)
             handOver()
         } : nil
-        return dispatcher.handle(Array(body), envelope: envelope, from: owner, droppedFrames: dropped, at: clock.now,
-                                 sendingAtOnce: sendNow)
+        let output = dispatcher.handle(body, envelope: envelope, from: owner, droppedFrames: dropped, at: mark,
+                                       sendingAtOnce: sendNow)
+        let end = clock.now
+        metrics.handled(seconds: Self.seconds(end - mark))
+        mark = end
+        return output
+    }
+
+    private func serve(_ frames: [[UInt8]], owner: String?, dropped: Int = 0, at now: ContinuousClock.Instant,
+                       sendingAtOnce: Bool = false) -> Dispatcher.Output {
+        var mark = now
+        return serve(frames, owner: owner, dropped: dropped, at: &mark, sendingAtOnce: sendingAtOnce)
     }
 
     /// Lets libzmq's I/O thread, just woken to write a reply, run before whatever this thread

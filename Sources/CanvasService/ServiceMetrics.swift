@@ -24,7 +24,9 @@ public final class ServiceMetrics: @unchecked Sendable {
 
     struct State {
         var requests: [String: UInt64] = [:]
+        /// By error code; results are counted apart, as `ok`, in `okReplies`.
         var replies: [String: UInt64] = [:]
+        var okReplies: UInt64 = 0
         var handling = Histogram()
         var store = Histogram()
         var storeFailures: UInt64 = 0
@@ -52,7 +54,12 @@ public final class ServiceMetrics: @unchecked Sendable {
     /// A reply sent: counted by its error code, or `ok`. Read from the reply's first bytes,
     /// which `ReplyEncoder` writes as `{"error":{"code":"…"` for every failure.
     func replied(_ bytes: [UInt8]) {
-        let code = Self.errorCode(bytes) ?? "ok"
+        // A result, by far the most common reply, is told by its first byte after the brace
+        // (`{"id"` against `{"error"`) and counted without hashing a label.
+        guard bytes.count > 2, bytes[2] == UInt8(ascii: "e"), let code = Self.errorCode(bytes) else {
+            counting.okReplies += 1
+            return
+        }
         counting.replies[code, default: 0] += 1
     }
 
@@ -70,8 +77,10 @@ public final class ServiceMetrics: @unchecked Sendable {
         counting.webCutOff = UInt64(webCutOff)
     }
 
+    private static let errorPrefix = Array(#"{"error":{"code":""#.utf8)
+
     static func errorCode(_ bytes: [UInt8]) -> String? {
-        let prefix = Array(#"{"error":{"code":""#.utf8)
+        let prefix = errorPrefix
         guard bytes.count > prefix.count, bytes.starts(with: prefix) else { return nil }
         let rest = bytes[prefix.count...]
         guard let end = rest.firstIndex(of: UInt8(ascii: "\"")), end - prefix.count <= 32 else { return nil }
@@ -108,7 +117,9 @@ public final class ServiceMetrics: @unchecked Sendable {
         family("canvasd_requests_total", "counter", "Requests received, by method (unknown methods as \"other\").")
         for (method, count) in now.requests.sorted(by: { $0.key < $1.key }) { sample("canvasd_requests_total", [("method", method)], Double(count)) }
         family("canvasd_replies_total", "counter", "Replies sent, by error code (\"ok\" for results).")
-        for (code, count) in now.replies.sorted(by: { $0.key < $1.key }) { sample("canvasd_replies_total", [("code", code)], Double(count)) }
+        var replies = now.replies
+        if now.okReplies > 0 { replies["ok", default: 0] += now.okReplies }
+        for (code, count) in replies.sorted(by: { $0.key < $1.key }) { sample("canvasd_replies_total", [("code", code)], Double(count)) }
         histogram("canvasd_request_handling_seconds", "Time the request loop spent on one request (work off the loop not included).", now.handling)
         histogram("canvasd_session_store_seconds", "Time one call to the session store took.", now.store)
         family("canvasd_session_store_failures_total", "counter", "Calls to the session store that failed or were not made while it rested.")
