@@ -297,8 +297,8 @@ public final class CanvasServer {
                         // A burst is served before polling again; `receive` never blocks here.
                         var served = 0
                         while served < Self.burst,
-                              let message = try requests.receive(wait: false, readUserID: zap != nil, keepingAtMost: maxFrames) {
-                            deliver(serve(message.frames, owner: message.userID, dropped: message.dropped, at: clock.now))
+                              let message = try requests.receiveRouted(wait: false, readUserID: zap != nil, keepingAtMost: maxFrames) {
+                            deliver(serve(message, owner: message.userID, at: clock.now))
                             served += 1
                         }
                     }
@@ -341,8 +341,8 @@ public final class CanvasServer {
     /// on two cores often a switch to it) is the largest single cost of a pipelined request,
     /// larger than answering it. Each output keeps its events before its reply, in order.
     private func serveLoopback(waitingAtMost milliseconds: Int32, timeout: inout Int32, mayBeQueued: inout Bool) throws(ZMQError) {
-        var first: (frames: [[UInt8]], userID: String?, dropped: Int)?
-        if mayBeQueued { first = try requests.receive(wait: false, readUserID: false, keepingAtMost: maxFrames) }
+        var first: ZMQSocket.RoutedMessage?
+        if mayBeQueued { first = try requests.receiveRouted(wait: false, keepingAtMost: maxFrames) }
         if first == nil {
             if milliseconds != timeout {
                 try requests.setReceiveTimeout(milliseconds: milliseconds)
@@ -350,11 +350,11 @@ public final class CanvasServer {
             }
             let waiting = clock.now
             mayBeQueued = true
-            guard let message = try requests.receive(wait: milliseconds > 0, readUserID: false, keepingAtMost: maxFrames) else { return }
+            guard let message = try requests.receiveRouted(wait: milliseconds > 0, keepingAtMost: maxFrames) else { return }
             let now = clock.now
             if now - waiting >= Self.queuedWithin {
                 mayBeQueued = false
-                let output = serve(message.frames, owner: nil, dropped: message.dropped, at: now, sendingAtOnce: true)
+                let output = serve(message, owner: nil, at: now, sendingAtOnce: true)
                 deliver(output)
                 if !output.replies.isEmpty { handOver() }
                 return
@@ -367,11 +367,11 @@ public final class CanvasServer {
         defer { for output in outputs { deliver(output) } }
         // One clock reading per request: where one ends, the next begins.
         var mark = clock.now
-        outputs.append(serve(first.frames, owner: nil, dropped: first.dropped, at: &mark))
+        outputs.append(serve(first, owner: nil, at: &mark))
         mayBeQueued = false
         while outputs.count < Self.burst {
-            guard let next = try requests.receive(wait: false, readUserID: false, keepingAtMost: maxFrames) else { return }
-            outputs.append(serve(next.frames, owner: nil, dropped: next.dropped, at: &mark))
+            guard let next = try requests.receiveRouted(wait: false, keepingAtMost: maxFrames) else { return }
+            outputs.append(serve(next, owner: nil, at: &mark))
         }
         mayBeQueued = true
     }
@@ -445,39 +445,37 @@ public final class CanvasServer {
     /// `mark`: when its handling began (and the dispatcher's time for it); moved on to when it
     /// ended, which is when the next request of a burst begins, so a burst reads the clock
     /// once per request.
-    private func serve(_ frames: [[UInt8]], owner: String?, dropped: Int = 0, at mark: inout ContinuousClock.Instant,
+    ///
+    /// The reply goes back behind the request's envelope: the routing id ROUTER put first,
+    /// and the empty delimiter REQ clients send (DEALER clients may not).
+    private func serve(_ message: ZMQSocket.RoutedMessage, owner: String?, at mark: inout ContinuousClock.Instant,
                        sendingAtOnce: Bool = false) -> Dispatcher.Output {
-        // ROUTER prefixes the sender's identity; REQ clients add an empty delimiter, DEALER
-        // clients may not. The reply goes back with the same envelope.
-        guard frames.count >= 1 else { return Dispatcher.Output() }
-        if frames[0] == wakerID {
+        guard let sender = message.envelope.first else { return Dispatcher.Output() }
+        if sender == wakerID {
             defer { mark = clock.now }
             return dispatcher.collectSaves(at: mark)
         }
-        if frames[0] == relayID, frames.count == 3, let seq = UInt64(String(decoding: frames[1], as: UTF8.self)) {
+        if sender == relayID, message.envelope.count == 1, message.body.count == 2,
+           let seq = UInt64(String(decoding: message.body[0], as: UTF8.self)) {
             defer { mark = clock.now }
-            return dispatcher.relay(seq: seq, data: frames[2])
+            return dispatcher.relay(seq: seq, data: message.body[1])
         }
-        // The envelope and the body, each made at its size (the body a slice's copy).
-        let delimited = frames.count > 1 && frames[1].isEmpty
-        let envelope: [[UInt8]] = delimited ? [frames[0], []] : [frames[0]]
-        let body = Array(frames[(delimited ? 2 : 1)...])
         let sendNow: ((Dispatcher.Output.Reply) -> Void)? = sendingAtOnce ? { [self] reply in
             send(reply)
             handOver()
         } : nil
-        let output = dispatcher.handle(body, envelope: envelope, from: owner, droppedFrames: dropped, at: mark,
-                                       sendingAtOnce: sendNow)
+        let output = dispatcher.handle(message.body, envelope: message.envelope, from: owner, droppedFrames: message.dropped,
+                                       at: mark, sendingAtOnce: sendNow)
         let end = clock.now
         metrics.handled(seconds: Self.seconds(end - mark))
         mark = end
         return output
     }
 
-    private func serve(_ frames: [[UInt8]], owner: String?, dropped: Int = 0, at now: ContinuousClock.Instant,
+    private func serve(_ message: ZMQSocket.RoutedMessage, owner: String?, at now: ContinuousClock.Instant,
                        sendingAtOnce: Bool = false) -> Dispatcher.Output {
         var mark = now
-        return serve(frames, owner: owner, dropped: dropped, at: &mark, sendingAtOnce: sendingAtOnce)
+        return serve(message, owner: owner, at: &mark, sendingAtOnce: sendingAtOnce)
     }
 
     /// Lets libzmq's I/O thread, just woken to write a reply, run before whatever this thread

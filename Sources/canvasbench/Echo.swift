@@ -37,13 +37,9 @@ struct RouterEcho: ParsableCommand {
         try socket.bind(endpoint)
         let maxFrames = CanvasServer.maxFrames(limits)
         while true {
-            guard let message = try socket.receive(wait: true, readUserID: false, keepingAtMost: maxFrames),
-                  message.frames.count >= 2 else { continue }
-            let frames = message.frames
-            // The routing id, then the delimiter when there is one; the rest is the request.
-            let split = frames[1].isEmpty ? 2 : 1
-            guard split < frames.count else { continue }
-            try socket.send(envelope: Array(frames[..<split]), body: frames[split], wait: false)
+            guard let message = try socket.receiveRouted(wait: true, keepingAtMost: maxFrames),
+                  let request = message.body.first else { continue }
+            try socket.send(envelope: message.envelope, body: request, wait: false)
         }
     }
 }
