@@ -1,3 +1,4 @@
+import CanvasProtocol
 import Foundation
 import Synchronization
 
@@ -23,7 +24,10 @@ public final class ServiceMetrics: @unchecked Sendable {
     }
 
     struct State {
+        /// By method name: the protocol's methods in `requestsByMethod`, by `Method.index`;
+        /// any other label (`other`) here.
         var requests: [String: UInt64] = [:]
+        var requestsByMethod = [UInt64](repeating: 0, count: Method.allCases.count)
         /// By error code; results are counted apart, as `ok`, in `okReplies`.
         var replies: [String: UInt64] = [:]
         var okReplies: UInt64 = 0
@@ -49,7 +53,15 @@ public final class ServiceMetrics: @unchecked Sendable {
         published.withLock { $0 = snapshot }
     }
 
-    func request(method: String) { counting.requests[method, default: 0] += 1 }
+    func request(method: String) {
+        // A method of the protocol, as nearly every request names, is counted in its slot
+        // without hashing its name; any other label in the dictionary.
+        guard let known = Method(named: method) else {
+            counting.requests[method, default: 0] += 1
+            return
+        }
+        counting.requestsByMethod[known.index] += 1
+    }
 
     /// A reply sent: counted by its error code, or `ok`. Read from the reply's first bytes,
     /// which `ReplyEncoder` writes as `{"error":{"code":"…"` for every failure.
@@ -115,7 +127,11 @@ public final class ServiceMetrics: @unchecked Sendable {
         family("canvasd_info", "gauge", "This instance: its name in the session store.")
         sample("canvasd_info", [("instance", instance)], 1)
         family("canvasd_requests_total", "counter", "Requests received, by method (unknown methods as \"other\").")
-        for (method, count) in now.requests.sorted(by: { $0.key < $1.key }) { sample("canvasd_requests_total", [("method", method)], Double(count)) }
+        var requests = now.requests
+        for method in Method.allCases where now.requestsByMethod[method.index] > 0 {
+            requests[method.rawValue, default: 0] += now.requestsByMethod[method.index]
+        }
+        for (method, count) in requests.sorted(by: { $0.key < $1.key }) { sample("canvasd_requests_total", [("method", method)], Double(count)) }
         family("canvasd_replies_total", "counter", "Replies sent, by error code (\"ok\" for results).")
         var replies = now.replies
         if now.okReplies > 0 { replies["ok", default: 0] += now.okReplies }
