@@ -20,7 +20,7 @@ struct Echo: ParsableCommand {
 }
 
 /// The second baseline, the limit for a ROUTER server: what canvasd's request socket must do
-/// for each request and no more. The same socket options as canvasd's, each request read with
+/// for each request and no more. canvasd's context and socket options, each request read with
 /// its envelope (the routing id, and the empty delimiter a REQ client puts first), frames kept
 /// up to canvasd's limit, and one frame sent back behind the same envelope without waiting
 /// (the request's first, as canvasd answers with one JSON frame).
@@ -31,7 +31,7 @@ struct RouterEcho: ParsableCommand {
 
     func run() throws {
         let limits = Limits()
-        let context = try ZMQContext()
+        let context = try CanvasServer.makeContext()
         let socket = try context.socket(.router)
         try CanvasServer.prepareRequestSocket(socket, limits: limits)
         try socket.bind(endpoint)
