@@ -449,6 +449,8 @@ public final class CanvasServer {
     /// until all were answered and left canvasd idle meanwhile. `canvasbench latency
     /// --pipelined-only --against` on a busy 2-core machine, 12 rounds each, 32 against: 8
     /// 1.05x, 16 0.96x, 64 1.38x throughput; the I/O threads' CPU per request fell with it.
+    /// Since the I/O thread is a batch thread (`makeContext`): 32 against 16 0.84x and 1.11x
+    /// in two runs, against 64 1.43x; 16 against 8 1.08x.
     private static let burst = 32
 
     /// A receive that returns sooner than this found its request queued (libzmq hands it over
