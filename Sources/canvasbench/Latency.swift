@@ -33,7 +33,7 @@ struct Latency: ParsableCommand {
         let repEndpoint = try freeEndpoint(context), routerEndpoint = try freeEndpoint(context)
         let canvasEndpoint = try freeEndpoint(context)
         let rep = try Child(Sibling.path("canvasbench"), ["echo", "--endpoint", repEndpoint])
-        let router = try Child(Sibling.path("canvasbench"), ["router-echo", "--endpoint", routerEndpoint])
+        let router = try Child(Sibling.path("canvasbench"), ["echo", "--router", "--endpoint", routerEndpoint])
         let canvasd = try Child(Sibling.path("canvasd"), ["--endpoint", canvasEndpoint, "--events", try freeEndpoint(context),
                                                           "--log-level", "error", "--documents", NSTemporaryDirectory()])
         var other: Child?
