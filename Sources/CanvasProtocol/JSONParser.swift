@@ -15,7 +15,11 @@ struct JSONParser {
 
     static let maxDepth = 512
 
-    private let bytes: [UInt8]
+    /// The document's bytes, valid for as long as the parser: each parse makes its parser
+    /// inside `withUnsafeBufferPointer`. Read through a buffer rather than the array, every
+    /// byte read is without the array's bounds check and the reach through its storage; the
+    /// parser checks `index < bytes.count` itself before each read.
+    private let bytes: UnsafeBufferPointer<UInt8>
     /// Whether a well-formed number past Double's range (`1e400`) is read as an infinity
     /// instead of failing, so a request can be answered about that one field.
     private let keepsOverflow: Bool
@@ -26,12 +30,14 @@ struct JSONParser {
     private var members: [(key: String, value: JSONValue)] = []
 
     static func parse(_ bytes: [UInt8], keepingOverflow: Bool = false) throws(Failure) -> JSONValue {
-        var parser = JSONParser(bytes: bytes, keepsOverflow: keepingOverflow)
-        parser.skipWhitespace()
-        let value = try parser.parseValue()
-        parser.skipWhitespace()
-        guard parser.index == bytes.count else { throw parser.failure("unexpected bytes after the document") }
-        return value
+        try bytes.withUnsafeBufferPointer { (bytes) throws(Failure) -> JSONValue in
+            var parser = JSONParser(bytes: bytes, keepsOverflow: keepingOverflow)
+            parser.skipWhitespace()
+            let value = try parser.parseValue()
+            parser.skipWhitespace()
+            guard parser.index == bytes.count else { throw parser.failure("unexpected bytes after the document") }
+            return value
+        }
     }
 
     /// The members of a top-level object a request is read for (nil: absent; a repeated key's
@@ -58,20 +64,22 @@ struct JSONParser {
     /// a dictionary for it cost more than the rest of reading the frame, and making a string
     /// of every key and searching the members for each name was a third of what was left.
     static func parseRequest(_ bytes: [UInt8], keepingOverflow: Bool = false) throws(Failure) -> TopLevel {
-        var parser = JSONParser(bytes: bytes, keepsOverflow: keepingOverflow)
-        parser.skipWhitespace()
-        let value: TopLevel
-        if parser.index < bytes.count, bytes[parser.index] == UInt8(ascii: "{") {
-            value = .object(try parser.parseRequestMembers())
-        } else {
-            value = .other(try parser.parseValue())
+        try bytes.withUnsafeBufferPointer { (bytes) throws(Failure) -> TopLevel in
+            var parser = JSONParser(bytes: bytes, keepsOverflow: keepingOverflow)
+            parser.skipWhitespace()
+            let value: TopLevel
+            if parser.index < bytes.count, bytes[parser.index] == UInt8(ascii: "{") {
+                value = .object(try parser.parseRequestMembers())
+            } else {
+                value = .other(try parser.parseValue())
+            }
+            parser.skipWhitespace()
+            guard parser.index == bytes.count else { throw parser.failure("unexpected bytes after the document") }
+            return value
         }
-        parser.skipWhitespace()
-        guard parser.index == bytes.count else { throw parser.failure("unexpected bytes after the document") }
-        return value
     }
 
-    private init(bytes: [UInt8], keepsOverflow: Bool) {
+    private init(bytes: UnsafeBufferPointer<UInt8>, keepsOverflow: Bool) {
         self.bytes = bytes
         self.keepsOverflow = keepsOverflow
     }
@@ -340,14 +348,15 @@ struct JSONParser {
     }
 
     private func utf8(_ range: Range<Int>) throws(Failure) -> String {
-        let text = bytes.withUnsafeBufferPointer { String(validating: UnsafeBufferPointer(rebasing: $0[range]), as: UTF8.self) }
-        guard let text else { throw Failure(offset: range.lowerBound, reason: "invalid UTF-8") }
+        guard let text = String(validating: UnsafeBufferPointer(rebasing: bytes[range]), as: UTF8.self) else {
+            throw Failure(offset: range.lowerBound, reason: "invalid UTF-8")
+        }
         return text
     }
 
     /// Bytes known to be ASCII, which is always valid UTF-8.
     private func ascii(_ range: Range<Int>) -> String {
-        bytes.withUnsafeBufferPointer { String(decoding: UnsafeBufferPointer(rebasing: $0[range]), as: UTF8.self) }
+        String(decoding: UnsafeBufferPointer(rebasing: bytes[range]), as: UTF8.self)
     }
 
     private mutating func parseNumber() throws(Failure) -> JSONValue {

@@ -92,7 +92,7 @@ public final class CanvasServer {
         self.configuration = configuration
         self.logger = logger
         do {
-            context = try ZMQContext()
+            context = try Self.makeContext()
             switch configuration.security {
             case .loopbackOnly:
                 for endpoint in [configuration.endpoint, configuration.eventsEndpoint] where !ServiceSecurity.isLocal(endpoint) {
@@ -216,10 +216,7 @@ public final class CanvasServer {
 
     private static func bind(requests: ZMQSocket, events eventSocket: ZMQSocket,
                              _ configuration: ServiceConfiguration) throws(ZMQError) {
-        // libzmq drops a peer that sends one frame over this; requests over the limit but under
-        // it get a PAYLOAD_TOO_LARGE reply instead, so the connection survives ordinary mistakes.
-        try requests.setMaximumMessageSize(Int64(max(configuration.limits.maxMessageBytes * 4, 16 << 20)))
-        try requests.setRouterHandover(true)
+        try prepareRequestSocket(requests, limits: configuration.limits)
         try requests.bind(configuration.endpoint)
         // A subscriber that stops reading loses events past this queue; the server never waits for it.
         try eventSocket.setSendHighWaterMark(Limits.eventQueueMessages)
@@ -298,43 +295,7 @@ public final class CanvasServer {
             let milliseconds = Int32(wait.components.seconds * 1000 + wait.components.attoseconds / 1_000_000_000_000_000)
             do {
                 if zap == nil && web == nil {
-                    // A blocking receive with a timeout, not a poll followed by a receive: one trip
-                    // into libzmq per request instead of three, which is most of the gap to a bare echo.
-                    if mayBeQueued, let queued = try requests.receive(wait: false, readUserID: false, keepingAtMost: maxFrames) {
-                        // Busy: requests already queued are answered before any reply goes out,
-                        // so libzmq's I/O thread wakes once and writes the replies together,
-                        // instead of once per reply, which is most of the cost of pipelined
-                        // requests. Each output keeps its events before its reply, in order.
-                        var outputs: [Dispatcher.Output] = []
-                        outputs.reserveCapacity(Self.burst)
-                        outputs.append(serve(queued.frames, owner: nil, dropped: queued.dropped))
-                        defer { for output in outputs { deliver(output) } }
-                        mayBeQueued = false
-                        while outputs.count < Self.burst {
-                            guard let next = try requests.receive(wait: false, readUserID: false, keepingAtMost: maxFrames) else { break }
-                            outputs.append(serve(next.frames, owner: nil, dropped: next.dropped))
-                            mayBeQueued = outputs.count == Self.burst
-                        }
-                    } else {
-                        // Idle: a request that comes is answered at once, with no look for more
-                        // in between (that would be one more system call before its reply).
-                        if milliseconds != timeout {
-                            try requests.setReceiveTimeout(milliseconds: milliseconds)
-                            timeout = milliseconds
-                        }
-                        let waiting = clock.now
-                        mayBeQueued = true
-                        if let message = try requests.receive(wait: milliseconds > 0, readUserID: false, keepingAtMost: maxFrames) {
-                            // One that was queued already comes at once, and more may be behind
-                            // it; one that had to be waited for found the queue empty, and its
-                            // client is waiting on this reply alone: it goes out first thing.
-                            let waited = clock.now - waiting >= Self.queuedWithin
-                            mayBeQueued = !waited
-                            let output = serve(message.frames, owner: nil, dropped: message.dropped, sendingAtOnce: waited)
-                            deliver(output)
-                            if waited && !output.replies.isEmpty { handOver() }
-                        }
-                    }
+                    try serveLoopback(waitingAtMost: milliseconds, timeout: &timeout, mayBeQueued: &mayBeQueued)
                 } else {
                     // Subscriptions wait to be vetted here, so both sockets are watched (and the
                     // web ones, when there are).
@@ -359,8 +320,8 @@ public final class CanvasServer {
                         // A burst is served before polling again; `receive` never blocks here.
                         var served = 0
                         while served < Self.burst,
-                              let message = try requests.receive(wait: false, readUserID: zap != nil, keepingAtMost: maxFrames) {
-                            deliver(serve(message.frames, owner: message.userID, dropped: message.dropped))
+                              let message = try requests.receiveRouted(wait: false, readUserID: zap != nil, keepingAtMost: maxFrames) {
+                            deliver(serve(message, owner: message.userID, at: clock.now))
                             served += 1
                         }
                     }
@@ -403,6 +364,52 @@ public final class CanvasServer {
         zap?.stop()
     }
 
+    /// One turn of the loop when only the request socket needs watching (no CurveZMQ, no web
+    /// peers): a blocking receive with a timeout, not a poll followed by a receive, so one trip
+    /// into libzmq per request instead of three.
+    ///
+    /// A request that had to be waited for found the queue empty, and its client is waiting on
+    /// this reply alone: it goes out first thing. One that was queued already starts a burst:
+    /// the requests queued behind it are answered before any reply goes out, so libzmq's I/O
+    /// thread is woken once and writes the replies together. Waking it (an eventfd write, and
+    /// on two cores often a switch to it) is the largest single cost of a pipelined request,
+    /// larger than answering it. Each output keeps its events before its reply, in order.
+    private func serveLoopback(waitingAtMost milliseconds: Int32, timeout: inout Int32, mayBeQueued: inout Bool) throws(ZMQError) {
+        var first: ZMQSocket.RoutedMessage?
+        if mayBeQueued { first = try requests.receiveRouted(wait: false, keepingAtMost: maxFrames) }
+        if first == nil {
+            if milliseconds != timeout {
+                try requests.setReceiveTimeout(milliseconds: milliseconds)
+                timeout = milliseconds
+            }
+            let waiting = clock.now
+            mayBeQueued = true
+            guard let message = try requests.receiveRouted(wait: milliseconds > 0, keepingAtMost: maxFrames) else { return }
+            let now = clock.now
+            if now - waiting >= Self.queuedWithin {
+                mayBeQueued = false
+                let output = serve(message, owner: nil, at: now, sendingAtOnce: true)
+                deliver(output)
+                if !output.replies.isEmpty { handOver() }
+                return
+            }
+            first = message
+        }
+        guard let first else { return }
+        var outputs: [Dispatcher.Output] = []
+        outputs.reserveCapacity(Self.burst)
+        defer { for output in outputs { deliver(output) } }
+        // One clock reading per request: where one ends, the next begins.
+        var mark = clock.now
+        outputs.append(serve(first, owner: nil, at: &mark))
+        mayBeQueued = false
+        while outputs.count < Self.burst {
+            guard let next = try requests.receiveRouted(wait: false, keepingAtMost: maxFrames) else { return }
+            outputs.append(serve(next, owner: nil, at: &mark))
+        }
+        mayBeQueued = true
+    }
+
     /// Ends every web connection, so that a revoked token's end with them.
     private func disconnectWebPeers() {
         do {
@@ -439,17 +446,46 @@ public final class CanvasServer {
         }
     }
 
+    /// The context the server's sockets are made in. Public so that a benchmark's ROUTER echo
+    /// serves from the same.
+    ///
+    /// Its I/O thread is scheduled as a batch thread, so that waking it (every reply after a
+    /// pause does) does not take this thread's core mid-burst: with the default policy, on 2
+    /// cores, it woke once every few replies and ran while the loop waited to send the rest.
+    /// `canvasbench latency --pipelined-only --against` with only that changed (SCHED_BATCH
+    /// set on the other canvasd's I/O thread by `chrt -b`), on a busy 2-core machine: pipelined
+    /// throughput 1.59x and 1.32x, the I/O thread's CPU per request 0.92 against 1.82 µs and
+    /// 1.07 against 1.90, the client's halved too; the median round trip 6% and 5% longer.
+    public static func makeContext() throws(ZMQError) -> ZMQContext {
+        let context = try ZMQContext()
+        try context.setBackgroundScheduling(.batch)
+        return context
+    }
+
+    /// The options of the ROUTER socket requests come in on. Public so that a benchmark's
+    /// ROUTER echo serves with exactly the same ones.
+    public static func prepareRequestSocket(_ socket: ZMQSocket, limits: Limits) throws(ZMQError) {
+        // libzmq drops a peer that sends one frame over this; requests over the limit but under
+        // it get a PAYLOAD_TOO_LARGE reply instead, so the connection survives ordinary mistakes.
+        try socket.setMaximumMessageSize(Int64(max(limits.maxMessageBytes * 4, 16 << 20)))
+        try socket.setRouterHandover(true)
+    }
+
     /// Frames of one request kept in memory: enough to see that a request of more is over the
     /// byte limit (each frame counts `Limits.frameOverheadBytes`), plus the envelope.
-    private var maxFrames: Int { configuration.limits.maxMessageBytes / Limits.frameOverheadBytes + 3 }
+    private var maxFrames: Int { Self.maxFrames(configuration.limits) }
+
+    public static func maxFrames(_ limits: Limits) -> Int { limits.maxMessageBytes / Limits.frameOverheadBytes + 3 }
 
     /// Requests read (and answered) in one go before their replies are sent. Replies held
     /// back save libzmq's I/O thread a wake-up each, but keep the first of them waiting for
-    /// the rest: 8 keeps that wait to a few tens of microseconds. With 64, a pipelining
-    /// client got nothing back until all 64 were answered, and its next requests, sent as
-    /// replies come, left canvasd idle meanwhile (`canvasbench latency --pipelined-only` on
-    /// a quiet 2-core machine: 97–114k requests/s with 64, 115–126k with 4 to 16).
-    private static let burst = 8
+    /// the rest (here about 2 µs a request). With 64, a client pipelining 64 got nothing back
+    /// until all were answered and left canvasd idle meanwhile. `canvasbench latency
+    /// --pipelined-only --against` on a busy 2-core machine, 12 rounds each, 32 against: 8
+    /// 1.05x, 16 0.96x, 64 1.38x throughput; the I/O threads' CPU per request fell with it.
+    /// Since the I/O thread is a batch thread (`makeContext`): 32 against 16 0.84x and 1.11x
+    /// in two runs, against 64 1.43x; 16 against 8 1.08x.
+    private static let burst = 32
 
     /// A receive that returns sooner than this found its request queued (libzmq hands it over
     /// without a system call); waking from a wait takes longer. Wrong either way costs little:
@@ -458,34 +494,40 @@ public final class CanvasServer {
 
     /// What to send for one message: the answers to a request, or to the saves that finished.
     /// `sendingAtOnce`: a reply ready before the dispatcher's turn ends goes out then.
-    private func serve(_ frames: [[UInt8]], owner: String?, dropped: Int = 0, marker: [UInt8]? = nil,
+    /// `mark`: when its handling began (and the dispatcher's time for it); moved on to when it
+    /// ended, which is when the next request of a burst begins, so a burst reads the clock
+    /// once per request.
+    ///
+    /// The reply goes back behind the request's envelope: the routing id ROUTER put first,
+    /// and the empty delimiter REQ clients send (DEALER clients may not).
+    private func serve(_ message: ZMQSocket.RoutedMessage, owner: String?, at mark: inout ContinuousClock.Instant,
                        sendingAtOnce: Bool = false) -> Dispatcher.Output {
-        // ROUTER prefixes the sender's identity; REQ clients add an empty delimiter, DEALER
-        // clients may not. The reply goes back with the same envelope.
-        guard frames.count >= 1 else { return Dispatcher.Output() }
-        if frames[0] == wakerID {
-            return dispatcher.collectSaves(at: clock.now)
+        guard let sender = message.envelope.first else { return Dispatcher.Output() }
+        if sender == wakerID {
+            defer { mark = clock.now }
+            return dispatcher.collectSaves(at: mark)
         }
-        if frames[0] == relayID, frames.count == 3, let seq = UInt64(String(decoding: frames[1], as: UTF8.self)) {
-            return dispatcher.relay(seq: seq, data: frames[2])
+        if sender == relayID, message.envelope.count == 1, message.body.count == 2,
+           let seq = UInt64(String(decoding: message.body[0], as: UTF8.self)) {
+            defer { mark = clock.now }
+            return dispatcher.relay(seq: seq, data: message.body[1])
         }
-        var envelope: [[UInt8]] = []
-        envelope.reserveCapacity(3)
-        envelope.append(frames[0])
-        var body = frames.dropFirst()
-        if body.count > 1 || body.first?.isEmpty == true, body.first?.isEmpty == true {
-            envelope.append([])
-            body = body.dropFirst()
-        }
-        if let marker { envelope.append(marker) }
-        let started = clock.now
-        defer { metrics.handled(seconds: Self.seconds(clock.now - started)) }
         let sendNow: ((Dispatcher.Output.Reply) -> Void)? = sendingAtOnce ? { [self] reply in
             send(reply)
             handOver()
         } : nil
-        return dispatcher.handle(Array(body), envelope: envelope, from: owner, droppedFrames: dropped, at: clock.now,
-                                 sendingAtOnce: sendNow)
+        let output = dispatcher.handle(message.body, envelope: message.envelope, from: owner, droppedFrames: message.dropped,
+                                       at: mark, sendingAtOnce: sendNow)
+        let end = clock.now
+        metrics.handled(seconds: Self.seconds(end - mark))
+        mark = end
+        return output
+    }
+
+    private func serve(_ message: ZMQSocket.RoutedMessage, owner: String?, at now: ContinuousClock.Instant,
+                       sendingAtOnce: Bool = false) -> Dispatcher.Output {
+        var mark = now
+        return serve(message, owner: owner, at: &mark, sendingAtOnce: sendingAtOnce)
     }
 
     /// Lets libzmq's I/O thread, just woken to write a reply, run before whatever this thread

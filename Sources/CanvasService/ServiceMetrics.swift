@@ -1,3 +1,4 @@
+import CanvasProtocol
 import Foundation
 import Synchronization
 
@@ -23,8 +24,13 @@ public final class ServiceMetrics: @unchecked Sendable {
     }
 
     struct State {
+        /// By method name: the protocol's methods in `requestsByMethod`, by `Method.index`;
+        /// any other label (`other`) here.
         var requests: [String: UInt64] = [:]
+        var requestsByMethod = [UInt64](repeating: 0, count: Method.allCases.count)
+        /// By error code; results are counted apart, as `ok`, in `okReplies`.
         var replies: [String: UInt64] = [:]
+        var okReplies: UInt64 = 0
         var handling = Histogram()
         var store = Histogram()
         var storeFailures: UInt64 = 0
@@ -51,12 +57,25 @@ public final class ServiceMetrics: @unchecked Sendable {
         published.withLock { $0 = snapshot }
     }
 
-    func request(method: String) { counting.requests[method, default: 0] += 1 }
+    func request(method: String) {
+        // A method of the protocol, as nearly every request names, is counted in its slot
+        // without hashing its name; any other label in the dictionary.
+        guard let known = Method(named: method) else {
+            counting.requests[method, default: 0] += 1
+            return
+        }
+        counting.requestsByMethod[known.index] += 1
+    }
 
     /// A reply sent: counted by its error code, or `ok`. Read from the reply's first bytes,
     /// which `ReplyEncoder` writes as `{"error":{"code":"…"` for every failure.
     func replied(_ bytes: [UInt8]) {
-        let code = Self.errorCode(bytes) ?? "ok"
+        // A result, by far the most common reply, is told by its first byte after the brace
+        // (`{"id"` against `{"error"`) and counted without hashing a label.
+        guard bytes.count > 2, bytes[2] == UInt8(ascii: "e"), let code = Self.errorCode(bytes) else {
+            counting.okReplies += 1
+            return
+        }
         counting.replies[code, default: 0] += 1
     }
 
@@ -78,8 +97,10 @@ public final class ServiceMetrics: @unchecked Sendable {
         counting.webCutOff = UInt64(webCutOff)
     }
 
+    private static let errorPrefix = Array(#"{"error":{"code":""#.utf8)
+
     static func errorCode(_ bytes: [UInt8]) -> String? {
-        let prefix = Array(#"{"error":{"code":""#.utf8)
+        let prefix = errorPrefix
         guard bytes.count > prefix.count, bytes.starts(with: prefix) else { return nil }
         let rest = bytes[prefix.count...]
         guard let end = rest.firstIndex(of: UInt8(ascii: "\"")), end - prefix.count <= 32 else { return nil }
@@ -114,9 +135,15 @@ public final class ServiceMetrics: @unchecked Sendable {
         family("canvasd_info", "gauge", "This instance: its name in the session store.")
         sample("canvasd_info", [("instance", instance)], 1)
         family("canvasd_requests_total", "counter", "Requests received, by method (unknown methods as \"other\").")
-        for (method, count) in now.requests.sorted(by: { $0.key < $1.key }) { sample("canvasd_requests_total", [("method", method)], Double(count)) }
+        var requests = now.requests
+        for method in Method.allCases where now.requestsByMethod[method.index] > 0 {
+            requests[method.rawValue, default: 0] += now.requestsByMethod[method.index]
+        }
+        for (method, count) in requests.sorted(by: { $0.key < $1.key }) { sample("canvasd_requests_total", [("method", method)], Double(count)) }
         family("canvasd_replies_total", "counter", "Replies sent, by error code (\"ok\" for results).")
-        for (code, count) in now.replies.sorted(by: { $0.key < $1.key }) { sample("canvasd_replies_total", [("code", code)], Double(count)) }
+        var replies = now.replies
+        if now.okReplies > 0 { replies["ok", default: 0] += now.okReplies }
+        for (code, count) in replies.sorted(by: { $0.key < $1.key }) { sample("canvasd_replies_total", [("code", code)], Double(count)) }
         histogram("canvasd_request_handling_seconds", "Time the request loop spent on one request (work off the loop not included).", now.handling)
         histogram("canvasd_session_store_seconds", "Time one call to the session store took.", now.store)
         family("canvasd_session_store_failures_total", "counter", "Calls to the session store that failed or were not made while it rested.")

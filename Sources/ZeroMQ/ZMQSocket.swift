@@ -8,6 +8,8 @@ public final class ZMQSocket {
     /// libzmq keeps small messages inside the `zmq_msg_t` itself, so the struct needs an
     /// address that does not move while it is in use: one heap slot per socket.
     private let message: UnsafeMutablePointer<zmq_msg_t>
+    /// The routing id `receiveRouted` read last, handed out again while it repeats.
+    private var lastRoutingID: [UInt8] = []
 
     init(context: ZMQContext, type: ZMQSocketType) throws(ZMQError) {
         guard let handle = zmq_socket(context.handle, type.rawValue) else { throw ZMQError("zmq_socket") }
@@ -218,6 +220,58 @@ public final class ZMQSocket {
             }
         } while zmq_msg_more(message) != 0
         return (frames, userID, dropped)
+    }
+
+    /// A message as a ROUTER socket hands it over, split where a server needs it split.
+    public struct RoutedMessage {
+        /// The sender's routing id, then the empty delimiter frame when one came next (REQ
+        /// clients always send one, DEALER clients may): what a reply goes back behind.
+        public var envelope: [[UInt8]]
+        /// The frames after the envelope.
+        public var body: [[UInt8]]
+        /// The user id the sender's ZAP handler gave, when asked for.
+        public var userID: String?
+        /// Frames read and thrown away past `maxFrames`.
+        public var dropped: Int
+    }
+
+    /// Receives one message on a ROUTER socket, as `receive(wait:readUserID:keepingAtMost:)`
+    /// does (at most `maxFrames` frames kept, envelope included), but made straight into its
+    /// envelope and body, and with the routing id of the last message reused when this one
+    /// has the same: a burst from one client then allocates only its body.
+    public func receiveRouted(wait: Bool = true, readUserID: Bool = false, keepingAtMost maxFrames: Int) throws(ZMQError)
+        -> RoutedMessage? {
+        var routed = RoutedMessage(envelope: [], body: [], userID: nil, dropped: 0)
+        var frames = 0
+        repeat {
+            guard zmq_msg_init(message) == 0 else { throw ZMQError("zmq_msg_init") }
+            defer { zmq_msg_close(message) }
+            let received = zmq_msg_recv(message, handle, wait || frames > 0 ? 0 : ZMQ_DONTWAIT)
+            if received < 0 {
+                let code = zmq_errno()
+                if code == EAGAIN && frames == 0 { return nil }
+                throw ZMQError("receive", errno: code)
+            }
+            if readUserID && routed.userID == nil, let property = zmq_msg_gets(message, "User-Id") {
+                routed.userID = String(cString: property)
+            }
+            let size = zmq_msg_size(message)
+            let bytes = size == 0 ? UnsafeRawBufferPointer(start: nil, count: 0)
+                : UnsafeRawBufferPointer(start: zmq_msg_data(message)!, count: size)
+            if frames >= maxFrames {
+                routed.dropped += 1
+            } else if frames == 0 {
+                routed.envelope.reserveCapacity(2)
+                if !lastRoutingID.elementsEqual(bytes) { lastRoutingID = Array(bytes) }
+                routed.envelope.append(lastRoutingID)
+            } else if frames == 1 && size == 0 {
+                routed.envelope.append([])
+            } else {
+                routed.body.append(size == 0 ? [] : Array(bytes))
+            }
+            frames += 1
+        } while zmq_msg_more(message) != 0
+        return routed
     }
 
     /// Waits until one of `sockets` has a message to read, or the timeout passes (-1: no

@@ -4,77 +4,116 @@ import CanvasProtocol
 import Foundation
 import ZeroMQ
 
-/// Round trips of a `canvas.state` request to canvasd, next to the same bytes echoed by a
-/// bare libzmq server, over tcp loopback, with the same client code for both.
+/// Round trips of a `canvas.state` request to canvasd, next to the same bytes echoed by two
+/// bare libzmq servers, over tcp loopback, with the same client code for all: a REP echo (the
+/// latency baseline) and a ROUTER echo that handles the envelope as canvasd must (the limit
+/// for a ROUTER server, the throughput baseline).
 struct Latency: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Request round trip: canvasd against a raw libzmq echo.")
+    static let configuration = CommandConfiguration(abstract: "Request round trip: canvasd against raw libzmq echoes.")
 
     @Option(help: "Round trips measured per server and round (after a warm-up).") var requests = 10_000
     @Option(help: "Requests kept in flight for the throughput run.") var window = 64
     @Option(help: "Requests per server and round in the throughput run.") var pipelinedRequests = 50_000
-    @Option(help: "Rounds, alternating the servers; the figures are medians over rounds.") var rounds = 9
+    @Option(help: "Rounds, rotating the servers' order; the figures are medians over rounds.") var rounds = 9
     @Flag(help: "Skip the one-at-a-time round trips, to profile the pipelined run alone.") var pipelinedOnly = false
-    @Option(help: ArgumentHelp("Another canvasd binary, timed beside this one (and the echo) in the same rounds.",
+    @Option(help: ArgumentHelp("Another canvasd binary, timed beside this one (and the echoes) in the same rounds.",
                                discussion: "For changes worth a few percent, which this machine's swings hide between runs."))
     var against: String?
 
+    /// One server under test and what it is sent.
+    struct Server {
+        var label: String
+        var endpoint: String
+        var frames: [[UInt8]]
+        var child: Child
+    }
+
     func run() throws {
         let context = try ZMQContext()
-        let echoEndpoint = try freeEndpoint(context)
+        let repEndpoint = try freeEndpoint(context), routerEndpoint = try freeEndpoint(context)
         let canvasEndpoint = try freeEndpoint(context)
-        let echo = try Child(Sibling.path("canvasbench"), ["echo", "--endpoint", echoEndpoint])
+        let rep = try Child(Sibling.path("canvasbench"), ["echo", "--endpoint", repEndpoint])
+        let router = try Child(Sibling.path("canvasbench"), ["echo", "--router", "--endpoint", routerEndpoint])
         let canvasd = try Child(Sibling.path("canvasd"), ["--endpoint", canvasEndpoint, "--events", try freeEndpoint(context),
                                                           "--log-level", "error", "--documents", NSTemporaryDirectory()])
-        defer { echo.stop(); canvasd.stop() }
+        var other: Child?
+        defer { rep.stop(); router.stop(); canvasd.stop(); other?.stop() }
         let frames = try requestFrames(canvasEndpoint)
+        var servers = [Server(label: "REP echo", endpoint: repEndpoint, frames: frames, child: rep),
+                       Server(label: "ROUTER echo", endpoint: routerEndpoint, frames: frames, child: router),
+                       Server(label: "canvasd", endpoint: canvasEndpoint, frames: frames, child: canvasd)]
         if let against {
-            try compare(context, echo: (echo, echoEndpoint), canvasd: (canvasd, canvasEndpoint, frames), against: against)
-            return
+            let endpoint = try freeEndpoint(context)
+            let child = try Child(against, ["--endpoint", endpoint, "--events", try freeEndpoint(context),
+                                            "--log-level", "error", "--documents", NSTemporaryDirectory()])
+            other = child
+            servers.append(Server(label: "other canvasd", endpoint: endpoint, frames: try requestFrames(endpoint), child: child))
         }
 
-        // Rounds alternate the servers, and which goes first, so that a slow spell of the
-        // machine (two cores shared by four busy threads, on a virtual machine) falls on both
-        // alike; the ratios are taken per round, then their median, so one bad round moves it
-        // less than it moves the ratio of two medians.
-        var raw: [Measurement] = [], served: [Measurement] = []
+        // Each round measures every server once, in an order rotated (and reversed every other
+        // round) from the last, so that a slow spell of the machine (two cores shared by four
+        // busy threads, on a virtual machine) falls on all alike; ratios are taken per round,
+        // then their median, so one bad round moves it less than it moves the ratio of two medians.
+        var runs = [[Measurement]](repeating: [], count: servers.count)
         for round in 0..<rounds {
-            if round % 2 == 0 {
-                raw.append(try measure(context, echoEndpoint, frames, server: echo.process.processIdentifier))
-                served.append(try measure(context, canvasEndpoint, frames, server: canvasd.process.processIdentifier))
-            } else {
-                served.append(try measure(context, canvasEndpoint, frames, server: canvasd.process.processIdentifier))
-                raw.append(try measure(context, echoEndpoint, frames, server: echo.process.processIdentifier))
+            let shift = (round / 2) % servers.count
+            var order: [Int] = Array(servers.indices.dropFirst(shift)) + Array(servers.indices.prefix(shift))
+            if round % 2 == 1 { order.reverse() }
+            for index in order {
+                let server = servers[index]
+                runs[index].append(try measure(context, server.endpoint, server.frames, server: server.child.process.processIdentifier))
             }
         }
-        let rawLatency = Stats(raw.map(\.medianMicroseconds)).median
-        let servedLatency = Stats(served.map(\.medianMicroseconds)).median
-        let rawP99 = Stats(raw.map(\.p99Microseconds)).median
-        let servedP99 = Stats(served.map(\.p99Microseconds)).median
-        let rawRate = Stats(raw.map(\.perSecond)).median
-        let servedRate = Stats(served.map(\.perSecond)).median
-        let latencyRatios = zip(served, raw).map { $0.medianMicroseconds / $1.medianMicroseconds }
-        let throughputRatios = zip(served, raw).map { $0.perSecond / $1.perSecond }
-        print("request round trip, tcp loopback, \(frames[0].count)-byte canvas.state (a new id each), \(requests) requests x \(rounds) rounds")
-        print("                 median µs   p99 µs   pipelined req/s (window \(window))")
-        print("  raw libzmq echo  \(pad(format(rawLatency)))  \(pad(format(rawP99)))  \(format(rawRate, 0))")
-        print("  canvasd          \(pad(format(servedLatency)))  \(pad(format(servedP99)))  \(format(servedRate, 0))")
-        print("per round, canvasd / raw: " + (pipelinedOnly ? "" : "latency \(latencyRatios.map { format($0, 2) }.joined(separator: " ")); ")
-              + "throughput \(throughputRatios.map { format($0, 2) }.joined(separator: " "))")
-        if !pipelinedOnly {
-            print("latency ratio canvasd / raw: \(format(Stats(latencyRatios).median, 2))x (median of rounds; target at most 1.1x)")
+        let (repRuns, routerRuns, served) = (runs[0], runs[1], runs[2])
+        print("request round trip, tcp loopback, \(frames[0].count)-byte canvas.state (a new id each), "
+              + "\(pipelinedOnly ? 0 : requests) requests x \(rounds) rounds; pipelined: \(pipelinedRequests) requests, window \(window)")
+        print("                      median µs   p99 µs   pipelined req/s (min-max over rounds)")
+        for (server, measurements) in zip(servers, runs) {
+            let rates = Stats(measurements.map(\.perSecond))
+            let latency = pad(format(Stats(measurements.map(\.medianMicroseconds)).median))
+            let p99 = pad(format(Stats(measurements.map(\.p99Microseconds)).median))
+            let spread = "\(format(rates.sorted.first ?? .nan, 0))-\(format(rates.sorted.last ?? .nan, 0))"
+            let label = server.label.padding(toLength: 18, withPad: " ", startingAt: 0)
+            print("  \(label)\(latency)  \(p99)  \(format(rates.median, 0)) (\(spread))")
         }
-        print("throughput ratio canvasd / raw: \(format(Stats(throughputRatios).median, 2))x (median of rounds; target at least 0.5x)")
+        /// Per round, `a`'s figure over `b`'s: each round's, then their median and spread.
+        func ratios(_ a: [Measurement], _ b: [Measurement], _ figure: (Measurement) -> Double) -> (line: String, median: String) {
+            let values = zip(a, b).map { figure($0) / figure($1) }
+            let stats = Stats(values)
+            return (values.map { format($0, 2) }.joined(separator: " "),
+                    "\(format(stats.median, 2))x (median of \(values.count) rounds, \(format(stats.sorted.first ?? .nan, 2))-\(format(stats.sorted.last ?? .nan, 2)))")
+        }
+        if !pipelinedOnly {
+            let latency = ratios(served, repRuns, \.medianMicroseconds)
+            print("per round, canvasd / REP echo, round trip: \(latency.line)")
+            print("round trip, canvasd / REP echo: \(latency.median); target at most 1.1x")
+            print("round trip, ROUTER echo / REP echo: \(ratios(routerRuns, repRuns, \.medianMicroseconds).median)")
+        }
+        let overRouter = ratios(served, routerRuns, \.perSecond), overREP = ratios(served, repRuns, \.perSecond)
+        print("per round, canvasd / ROUTER echo, pipelined throughput: \(overRouter.line)")
+        print("pipelined throughput, canvasd / ROUTER echo: \(overRouter.median); target at least 0.8x")
+        print("pipelined throughput, canvasd / REP echo: \(overREP.median)")
+        print("pipelined throughput, ROUTER echo / REP echo: \(ratios(routerRuns, repRuns, \.perSecond).median)")
+        if servers.count > 3 {
+            let otherRuns = runs[3]
+            if !pipelinedOnly {
+                print("round trip, other canvasd / REP echo: \(ratios(otherRuns, repRuns, \.medianMicroseconds).median); "
+                      + "this / other: \(ratios(served, otherRuns, \.medianMicroseconds).median)")
+            }
+            print("pipelined throughput, other canvasd / ROUTER echo: \(ratios(otherRuns, routerRuns, \.perSecond).median); "
+                  + "this / other: \(ratios(served, otherRuns, \.perSecond).median)")
+        }
         // Where the pipelined run's CPU went, per request and thread, over all rounds: on two
         // cores every thread's time is taken from the others, so this is what the ratio costs.
         print("CPU per pipelined request, µs by thread (user + system, from /proc):")
-        for (label, measurements) in [("raw libzmq echo", raw), ("canvasd", served)] {
-            let server = measurements.map(\.serverCPU).reduce(ThreadTimes(), +)
+        for (server, measurements) in zip(servers, runs) {
+            let serverCPU = measurements.map(\.serverCPU).reduce(ThreadTimes(), +)
             let client = measurements.map(\.clientCPU).reduce(ThreadTimes(), +)
             let describe = { (times: ThreadTimes) in
                 times.microsecondsByName.sorted { $0.value > $1.value }.filter { $0.value > 0 }
                     .map { "\($0.key) \(format($0.value / Double(self.pipelinedRequests * self.rounds), 2))" }.joined(separator: ", ")
             }
-            print("  \(label): server \(describe(server)); client \(describe(client))")
+            print("  \(server.label): server \(describe(serverCPU)); client \(describe(client))")
         }
     }
 
@@ -96,34 +135,6 @@ struct Latency: ParsableCommand {
         return (0..<max(requests + requests / 10, pipelinedRequests)).map { index in
             JSONCodec.serialize(Request(id: .integer(Int64(index + 1)), method: "canvas.state", session: session).json)
         }
-    }
-
-    /// `--against`: the echo, this canvasd and another one, in a new random order each round;
-    /// the figures are medians of per-round ratios, as in the main run.
-    private func compare(_ context: ZMQContext, echo: (child: Child, endpoint: String),
-                         canvasd: (child: Child, endpoint: String, frames: [[UInt8]]), against path: String) throws {
-        let otherEndpoint = try freeEndpoint(context)
-        let other = try Child(path, ["--endpoint", otherEndpoint, "--events", try freeEndpoint(context),
-                                     "--log-level", "error", "--documents", NSTemporaryDirectory()])
-        defer { other.stop() }
-        let servers = [(echo.endpoint, canvasd.frames, echo.child), (canvasd.endpoint, canvasd.frames, canvasd.child),
-                       (otherEndpoint, try requestFrames(otherEndpoint), other)]
-        var runs: [[Measurement]] = [[], [], []]
-        print("round trip µs, median per round: echo, this canvasd, \(path)")
-        for round in 0..<rounds {
-            for index in [0, 1, 2].shuffled() {
-                let (endpoint, frames, child) = servers[index]
-                runs[index].append(try measure(context, endpoint, frames, server: child.process.processIdentifier))
-            }
-            print("  round \(round): " + runs.map { format($0[round].medianMicroseconds) }.joined(separator: "  "))
-        }
-        func ratio(_ a: Int, _ b: Int, _ figure: (Measurement) -> Double) -> String {
-            format(Stats(zip(runs[a], runs[b]).map { figure($0) / figure($1) }).median, 3)
-        }
-        print("latency, this / echo \(ratio(1, 0, \.medianMicroseconds)), other / echo \(ratio(2, 0, \.medianMicroseconds)), "
-              + "this / other \(ratio(1, 2, \.medianMicroseconds))")
-        print("throughput, this / echo \(ratio(1, 0, \.perSecond)), other / echo \(ratio(2, 0, \.perSecond)), "
-              + "this / other \(ratio(1, 2, \.perSecond))")
     }
 
     struct Measurement {
@@ -189,21 +200,5 @@ struct Latency: ParsableCommand {
         return Measurement(medianMicroseconds: stats.median, p99Microseconds: stats.percentile(99),
                            perSecond: Double(pipelinedRequests) / seconds,
                            serverCPU: ThreadTimes.of(server) - serverBefore, clientCPU: ThreadTimes.of(getpid()) - clientBefore)
-    }
-}
-
-/// The baseline: a REP socket that sends every message back unchanged, nothing else.
-struct Echo: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "A bare libzmq echo server, the latency baseline.")
-    @Option(help: "Where to listen.") var endpoint: String
-
-    func run() throws {
-        let context = try ZMQContext()
-        let socket = try context.socket(.rep)
-        try socket.bind(endpoint)
-        while true {
-            guard let frames = try socket.receive() else { continue }
-            try socket.send(frames)
-        }
     }
 }

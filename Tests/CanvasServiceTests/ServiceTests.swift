@@ -95,6 +95,36 @@ struct ServiceTests {
         #expect(try JSONCodec.parse(dealerReply[1])["id"] == "d")
     }
 
+    @Test("a DEALER without a delimiter is answered without one, and clients sending in turn each get their own replies")
+    func envelopes() throws {
+        let server = try LiveServer()
+        let context = try ZMQContext()
+        var dealers: [ZMQSocket] = []
+        for _ in 0..<3 {
+            let dealer = try context.socket(.dealer)
+            try dealer.setReceiveTimeout(milliseconds: 3_000)
+            try dealer.connect(server.endpoint)
+            dealers.append(dealer)
+        }
+        // The loop reuses the routing id while it repeats: ids that alternate, repeat and
+        // come back must each still route the reply to its own client.
+        for (step, index) in [0, 1, 1, 2, 0, 0, 2, 1].enumerated() {
+            let request = Array("{\"id\":\(step),\"method\":\"hello\"}".utf8)
+            try dealers[index].send(index == 2 ? [request] : [[], request])
+            let reply = try #require(try dealers[index].receive())
+            #expect(reply.count == (index == 2 ? 1 : 2))
+            #expect(try JSONCodec.parse(reply.last!)["id"] == .integer(Int64(step)))
+        }
+        // A pipelined burst from two clients at once: every reply to the client that asked.
+        for step in 0..<40 { try dealers[step % 2].send([[], Array("{\"id\":\(step),\"method\":\"hello\"}".utf8)]) }
+        for index in 0..<2 {
+            for step in stride(from: index, to: 40, by: 2) {
+                let reply = try #require(try dealers[index].receive())
+                #expect(try JSONCodec.parse(reply[1])["id"] == .integer(Int64(step)))
+            }
+        }
+    }
+
     @Test("tcp loopback serves too")
     func tcpLoopback() throws {
         let probe = try ZMQContext().socket(.rep)
