@@ -519,7 +519,7 @@ public final class DocumentStore: Sendable {
             if let found, found.record != nil { return found }
             var holder = found?.holder
             if holder == nil {
-                let entry = history.entryName(revision)
+                let entry = history.entryName(revision, line: revision)
                 try root.link(name, to: history.directory, as: entry)
                 // The name is linked, not the descriptor: make sure it was the file we hold.
                 guard try history.directory.stat(entry)?.identity == current.stat.identity else {
@@ -527,7 +527,7 @@ public final class DocumentStore: Sendable {
                     throw DocumentError.io(operation: "keep revision \(revision) of \(name)",
                                            message: "the document was replaced from outside during the save; try again")
                 }
-                holder = RevisionHistory.Entry(revision: revision, name: entry, stat: current.stat)
+                holder = RevisionHistory.Entry(revision: revision, line: revision, name: entry, stat: current.stat)
             }
             guard migrate else {
                 try history.directory.sync()
@@ -585,7 +585,7 @@ public final class DocumentStore: Sendable {
               extending base: (record: RevisionHistory.Record, file: FileDescriptor)?, madeBy: String?,
               _ body: (FileDescriptor, inout SHA256Hasher, inout SaveCost) throws(DocumentError) -> Written) throws(DocumentError) -> DocumentSummary {
         let temporary = RevisionHistory.temporaryPrefix + "\(getpid()).\(UInt32.random(in: 0...UInt32.max))"
-        let entry = history.entryName(revision)
+        let entry = history.entryName(revision, line: base?.record.line ?? revision)
         let out: FileDescriptor
         do {
             out = try history.directory.create(temporary, readable: true)

@@ -6,8 +6,10 @@ import SystemPackage
 /// An incremental update only appends, so each revision of a `.pdf` is the beginning of the
 /// next. The history keeps that shape: revisions form lines, each line one file holding its
 /// newest revision, every older revision of the line a byte length of it.
-/// - `<N>.<ext>`: the file that revision N's save made (a hard link: while N is current, it is
-///   the document itself). It holds revision N and every earlier revision of its line.
+/// - `<N>-<L>.<ext>`: the file that revision N's save made, in line L (a hard link: while N is
+///   current, it is the document itself). It holds revision N and every earlier revision of
+///   line L. `<N>.<ext>` when N starts its line (L = N). The line is in the name, so a file
+///   keeps it when the record of its own revision is pruned and it still holds older ones.
 /// - `<N>.rev.<line>.<length>.<ms>.<sha256>.<state>`: revision N's record, an empty file whose
 ///   name says it all: its line (the number of the line's first revision), its length in bytes,
 ///   when it was saved (milliseconds since 1970), its SHA-256, and SHA-256's running state after
@@ -19,7 +21,8 @@ import SystemPackage
 ///   rewrite (a repaired or encrypted file), an upload, and every save of a `.yianazip` (whose
 ///   metadata, at the front, changes with each save) start a line of their own.
 /// - An older history has `<N>.<ext>` files and no records: each is revision N, whole, read as
-///   it is. The first save migrates only the current one, by writing its record (one hash of the
+///   it is (as is any `<N>.<ext>` whose record is gone: a file holds exactly the revision whose
+///   save made it, and one starting its line holds no other). The first save migrates only the current one, by writing its record (one hash of the
 ///   file, under the document's lock); the others stay as they are until pruned.
 ///
 /// Rules that follow, for readers without a lock:
@@ -47,9 +50,11 @@ struct RevisionHistory {
 
     static let temporaryPrefix = ".tmp."
 
-    /// A file of the history: `<N>.<ext>`.
+    /// A file of the history: `<N>.<ext>` or `<N>-<L>.<ext>`.
     struct Entry {
         let revision: Int
+        /// The line whose revisions it holds.
+        let line: Int
         let name: String
         let stat: Stat
     }
@@ -103,20 +108,19 @@ struct RevisionHistory {
         var records: [Int: Record] = [:]
         var marks: [Mark] = []
 
-        /// The line a file belongs to: its record's, or its own for an older history's file.
-        func line(of file: Entry) -> Int { records[file.revision]?.line ?? file.revision }
+        func line(of file: Entry) -> Int { file.line }
 
         /// Every revision whose bytes are here, oldest first.
         var kept: [Kept] {
             var result: [Kept] = []
-            let numbers = Set(records.keys).union(files.filter { records[$0.revision] == nil }.map(\.revision))
+            let numbers = Set(records.keys).union(files.filter { records[$0.revision] == nil && $0.line == $0.revision }.map(\.revision))
             for number in numbers.sorted() {
                 if let record = records[number] {
                     // The newest file of the line that holds it (a killed save's record has none).
                     guard let holder = files.last(where: { $0.revision >= number && line(of: $0) == record.line && $0.stat.size >= record.length })
                     else { continue }
                     result.append(Kept(revision: number, line: record.line, length: record.length, record: record, holder: holder))
-                } else if let file = files.first(where: { $0.revision == number }) {
+                } else if let file = files.first(where: { $0.revision == number && $0.line == number }) {
                     result.append(Kept(revision: number, line: number, length: file.stat.size, record: nil, holder: file))
                 }
             }
@@ -130,7 +134,7 @@ struct RevisionHistory {
             if let record = records.values.filter({ $0.line == line && $0.length == size && $0.revision >= line }).max(by: { $0.revision < $1.revision }) {
                 return Kept(revision: record.revision, line: line, length: size, record: record, holder: file)
             }
-            if records[file.revision] == nil && file.stat.size == size {
+            if records[file.revision] == nil && file.line == file.revision && file.stat.size == size {
                 return Kept(revision: file.revision, line: file.revision, length: size, record: nil, holder: file)
             }
             return nil
@@ -148,10 +152,8 @@ struct RevisionHistory {
                 listing.records[record.revision] = record
             } else if let mark = Mark(name: name) {
                 listing.marks.append(mark)
-            } else if let dot = name.firstIndex(of: "."), name[name.index(after: dot)...] == kind,
-                      let revision = Int(name[..<dot]), revision > 0, String(revision) == name[..<dot],
-                      let stat = try directory.stat(name), stat.isRegularFile {
-                listing.files.append(Entry(revision: revision, name: name, stat: stat))
+            } else if let (revision, line) = fileNumbers(name), let stat = try directory.stat(name), stat.isRegularFile {
+                listing.files.append(Entry(revision: revision, line: line, name: name, stat: stat))
             }
         }
         listing.files.sort { $0.revision < $1.revision }
@@ -165,7 +167,18 @@ struct RevisionHistory {
         try Errno.rethrowing { try file.close() }
     }
 
-    func entryName(_ revision: Int) -> String { "\(revision).\(kind)" }
+    func entryName(_ revision: Int, line: Int) -> String { line == revision ? "\(revision).\(kind)" : "\(revision)-\(line).\(kind)" }
+
+    /// The revision and line of a file's name, `<N>.<ext>` or `<N>-<L>.<ext>` (L < N); nil for
+    /// any other name.
+    func fileNumbers(_ name: String) -> (Int, Int)? {
+        guard let dot = name.firstIndex(of: "."), name[name.index(after: dot)...] == kind else { return nil }
+        let numbers = name[..<dot].split(separator: "-", omittingEmptySubsequences: false)
+        guard numbers.count <= 2, let revision = Int(numbers[0]), revision > 0,
+              let line = numbers.count == 2 ? Int(numbers[1]) : revision, line > 0, line <= revision,
+              entryName(revision, line: line) == name else { return nil }
+        return (revision, line)
+    }
 
         /// What a save left for the request that made it, to be found if that request runs again.
     struct Mark: Equatable {
