@@ -132,6 +132,11 @@ enum FileLock {
         }
     }
 
+    /// Gives the lock up before the descriptor closes.
+    static func unlock(_ file: FileDescriptor) {
+        _ = flock(file.rawValue, LOCK_UN)
+    }
+
     /// Takes the lock only if nobody holds it.
     static func tryLock(_ file: FileDescriptor) throws(Errno) -> Bool {
         guard flock(file.rawValue, LOCK_EX | LOCK_NB) == 0 else {

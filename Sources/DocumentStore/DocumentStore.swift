@@ -383,7 +383,7 @@ public final class DocumentStore: Sendable {
             // continues the current revision's line and its hash. A container's metadata, at the
             // front, changes with every save, and a rewrite changes everything: a new line.
             if let increment, container == nil, let record = kept.record {
-                return try save(name, history, as: kept.revision + 1, extending: (record, current.descriptor), madeBy: madeBy) { (out, hasher, cost) throws(DocumentError) in
+                return try save(name, history, as: kept.revision + 1, extending: (record, current.descriptor), madeBy: madeBy, alreadyHashed: kept.hashedToRecord) { (out, hasher, cost) throws(DocumentError) in
                     do throws(Errno) {
                         try FileCopy.copyPrefix(current.descriptor, length: record.length, sourceSize: current.stat.size, to: out, &cost)
                     } catch {
@@ -393,7 +393,7 @@ public final class DocumentStore: Sendable {
                     return Written(hashing: .fed, pageCount: prepared.pageCount)
                 }
             }
-            return try save(name, history, as: kept.revision + 1, extending: nil, madeBy: madeBy) { (out, hasher, cost) throws(DocumentError) in
+            return try save(name, history, as: kept.revision + 1, extending: nil, madeBy: madeBy, alreadyHashed: kept.hashedToRecord) { (out, hasher, cost) throws(DocumentError) in
                 try write(out, head, &hasher, &cost)
                 if let increment {
                     try copy(current.descriptor, from: place.offset, to: out, &hasher, &cost)
@@ -430,7 +430,7 @@ public final class DocumentStore: Sendable {
                 throw .io(operation: "restore revision \(revision) of \(name)", message: "its file was replaced from outside; try again")
             }
             // The restored bytes start a line of their own; their hash is the revision's.
-            return try save(name, history, as: kept.revision + 1, extending: nil, madeBy: madeBy) { (out, hasher, cost) throws(DocumentError) in
+            return try save(name, history, as: kept.revision + 1, extending: nil, madeBy: madeBy, alreadyHashed: kept.hashedToRecord) { (out, hasher, cost) throws(DocumentError) in
                 let hashing: Written.Hashing
                 if let record = entry.record {
                     do throws(Errno) {
@@ -455,6 +455,9 @@ public final class DocumentStore: Sendable {
     func writing(_ name: String, expectedRevision: Int?, madeBy: String? = nil,
                  _ body: (OpenFile, RevisionHistory, RevisionHistory.Kept) throws(DocumentError) -> DocumentSummary) throws(DocumentError) -> DocumentSummary {
         let current = try lockCurrent(name)
+        // A save supersedes this file, and the history no longer names it: its last close frees
+        // its blocks (11 ms for 64 MB on ext4), which the reply need not wait for.
+        defer { FileRelease.later(current) }
         guard let opened = try history(name, create: true) else { throw .io(operation: "open the revisions of \(name)", message: "missing") }
         let history = try endForeignHistory(name, current, opened)
         let kept = try repair(name, current, history)
@@ -541,7 +544,8 @@ public final class DocumentStore: Sendable {
                                                 saved: Self.milliseconds(current.stat), sha256: hasher.finish(), midstate: midstate)
             try history.leave(record)
             try history.directory.sync()
-            return RevisionHistory.Kept(revision: revision, line: record.line, length: record.length, record: record, holder: holder!)
+            return RevisionHistory.Kept(revision: revision, line: record.line, length: record.length, record: record, holder: holder!,
+                                        hashedToRecord: current.stat.size)
         } catch let error as Errno {
             throw .system("repair the revisions of \(name)", error)
         } catch let error as DocumentError {
@@ -582,7 +586,7 @@ public final class DocumentStore: Sendable {
     /// is on disk, and the next writer's repair clears what was left. With `madeBy`, its mark is
     /// kept with the entry, in the same flush. Returns the new revision's summary.
     func save(_ name: String, _ history: RevisionHistory, as revision: Int,
-              extending base: (record: RevisionHistory.Record, file: FileDescriptor)?, madeBy: String?,
+              extending base: (record: RevisionHistory.Record, file: FileDescriptor)?, madeBy: String?, alreadyHashed: Int64 = 0,
               _ body: (FileDescriptor, inout SHA256Hasher, inout SaveCost) throws(DocumentError) -> Written) throws(DocumentError) -> DocumentSummary {
         let temporary = RevisionHistory.temporaryPrefix + "\(getpid()).\(UInt32.random(in: 0...UInt32.max))"
         let entry = history.entryName(revision, line: base?.record.line ?? revision)
@@ -612,12 +616,16 @@ public final class DocumentStore: Sendable {
             } else {
                 hasher = SHA256Hasher()
             }
+            var clock = ContinuousClock.now
             let written = try body(out, &hasher, &cost)
+            cost.writing = ContinuousClock.now - clock
+            clock = ContinuousClock.now
             do {
                 try Directory.check { fsync(out.rawValue) }
             } catch {
                 throw DocumentError.system("flush the new revision of \(name)", error)
             }
+            cost.flushing = ContinuousClock.now - clock
             let stat = try Errno.rethrowing { try out.stat() }
             let sha256: String, midstate: SHA256Midstate
             switch written.hashing {
@@ -634,6 +642,7 @@ public final class DocumentStore: Sendable {
                 midstate = whole.midstate
                 sha256 = whole.finish()
             }
+            clock = ContinuousClock.now
             var now = timespec()
             clock_gettime(CLOCK_REALTIME, &now)
             record = RevisionHistory.Record(revision: revision, line: base?.record.line ?? revision, length: stat.size,
@@ -658,6 +667,8 @@ public final class DocumentStore: Sendable {
                 throw DocumentError.system("replace \(name)", error)
             }
             prune(history, current: stat.identity)
+            cost.keeping = ContinuousClock.now - clock
+            cost.bytesHashed += alreadyHashed
             costs.set(cost)
             return DocumentSummary(name: name, revision: revision, pageCount: written.pageCount, sha256: sha256)
         } catch {
@@ -771,4 +782,24 @@ final class LastSaveCost: @unchecked Sendable {
     private var cost = SaveCost()
     var value: SaveCost { lock.withLock { cost } }
     func set(_ new: SaveCost) { lock.withLock { cost = new } }
+}
+
+/// Closes files off the request's path: the last close of a large unlinked file frees its
+/// blocks and its page cache, which takes time proportional to its size.
+enum FileRelease {
+    private static let queue = DispatchQueue(label: "canvas-bridge.document-release", qos: .utility)
+
+    /// Unlocks `file` now (the next writer need not wait), and closes it on a background queue.
+    static func later(_ file: DocumentStore.OpenFile) {
+        FileLock.unlock(file.descriptor)
+        let handed = Handed(file)
+        queue.async { handed.drop() }
+    }
+
+    /// @unchecked Sendable: the file is handed over whole; nobody else touches it afterwards.
+    private final class Handed: @unchecked Sendable {
+        private var file: DocumentStore.OpenFile?
+        init(_ file: DocumentStore.OpenFile) { self.file = file }
+        func drop() { file = nil }
+    }
 }

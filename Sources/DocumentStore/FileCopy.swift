@@ -72,7 +72,8 @@ public struct SaveCost: Sendable, Equatable {
         case none, clone, copyFileRange = "copy_file_range", readWrite = "read/write"
     }
 
-    /// Bytes fed to SHA-256 for the new revision's hash.
+    /// Bytes fed to SHA-256 for the new revision's hash (and, on a document's first save, for
+    /// the record of the revision it extends: one whole hash per document, once).
     public var bytesHashed: Int64 = 0
     /// Bytes the save copied from the revision before it (the kernel's or its own copy).
     public var bytesCopied: Int64 = 0
@@ -82,6 +83,11 @@ public struct SaveCost: Sendable, Equatable {
     public var bytesWritten: Int64 = 0
     /// How the bytes shared with the revision before it were copied.
     public var method: Method = .none
+    /// Time spent writing the new file (copying, appending), flushing it (`fsync`), and keeping
+    /// it (link, record, rename, and the two folders' flushes).
+    public var writing: Duration = .zero
+    public var flushing: Duration = .zero
+    public var keeping: Duration = .zero
 
     public init() {}
 }

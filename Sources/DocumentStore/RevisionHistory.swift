@@ -100,6 +100,8 @@ struct RevisionHistory {
         /// Nil for an older history's file, hashed when asked.
         let record: Record?
         let holder: Entry
+        /// Bytes the writer hashed to write its record (a file no save had kept yet).
+        var hashedToRecord: Int64 = 0
     }
 
     /// Everything in the history at one moment: one reading of the directory.

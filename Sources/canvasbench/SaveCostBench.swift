@@ -46,6 +46,18 @@ struct SaveCostBench: ParsableCommand {
             results.append((label, try SaveRun.measure(document, edits: edits, strokes: recorded, keep: keepRevisions, in: folder)))
         }
         let floorAfter = try Floor.measure(big, in: folder, runs: floorRuns)
+        // The flatten alone (qpdf reading the file, the ink drawn, the update made), no save.
+        var flattenOnly: [String: Double] = [:]
+        for (label, document) in [("big", big), ("small", small)] {
+            var times: [Double] = []
+            for edit in 0..<edits {
+                let drawing = try RecordedStrokes.drawing(recorded[edit], shift: Double(edit) * 50)
+                let start = ContinuousClock.now
+                _ = try Flattener.increment(PDFLocation(path: document.path), page: 0, adding: drawing)
+                times.append((ContinuousClock.now - start).seconds)
+            }
+            flattenOnly[label] = Stats(times).median
+        }
         let floor = Floor(copy: min(floorBefore.copy, floorAfter.copy), copyFileRange: min(floorBefore.copyFileRange, floorAfter.copyFileRange))
 
         print("  document        size        save median   save max   folder after      final + original   folder / (final + original)")
@@ -58,11 +70,25 @@ struct SaveCostBench: ParsableCommand {
         let floorTime = min(floor.copy, floor.copyFileRange)
         print("  floor: copy + fsync of the big file \(milliseconds(floor.copy)) (read/write), \(milliseconds(floor.copyFileRange)) (copy_file_range); "
               + "the floor used: \(milliseconds(floorTime))")
+        print("  the flatten alone (no save): big \(milliseconds(flattenOnly["big"]!)), small \(milliseconds(flattenOnly["small"]!))")
         print("  big save / (floor + small save) = \(format(bigRun.median / (floorTime + smallRun.median), 2))x; "
               + "big save / small save = \(format(bigRun.median / smallRun.median, 2))x")
         for (label, run) in results {
+            let increment = Double(run.finalBytes - run.originalBytes) / Double(edits)
+            func median(_ value: (SaveCost) -> Double) -> Double { Stats(run.costs.map(value)).median }
             print("  \(label): folder before the edits \(megabytes(run.folderBeforeBytes)); per save the file grew "
-                  + "\(format(Double(run.finalBytes - run.originalBytes) / Double(edits) / 1024, 1)) KiB")
+                  + "\(format(increment / 1024, 1)) KiB")
+            guard !run.costs.isEmpty else { continue }
+            print("    saves 2 to \(edits), medians: hashed \(format(median { Double($0.bytesHashed) } / 1024, 1)) KiB "
+                  + "(\(format(median { Double($0.bytesHashed) } / increment, 2))x the increment), copied \(megabytes(Int64(median { Double($0.bytesCopied) }))) "
+                  + "by \(run.costs.last!.method.rawValue), cloned \(megabytes(Int64(median { Double($0.bytesCloned) }))), "
+                  + "written \(format(median { Double($0.bytesWritten) } / 1024, 1)) KiB")
+            print("    where the time goes: writing (copy and append) \(milliseconds(median { $0.writing.seconds })), "
+                  + "fsync \(milliseconds(median { $0.flushing.seconds })), keeping (link, record, rename, folder fsyncs, prune) "
+                  + "\(milliseconds(median { $0.keeping.seconds })), the rest (reading the PDF, drawing the ink, locking) "
+                  + "\(milliseconds(run.median - median { ($0.writing + $0.flushing + $0.keeping).seconds }))")
+            print("    first save: \(milliseconds(run.times[0])), hashed \(megabytes(run.first.bytesHashed)) "
+                  + "(a document no save had kept is hashed once, whole, for its record)")
         }
     }
 
@@ -150,6 +176,10 @@ enum ScannedDocument {
 /// Ten saves into one copy of a document, in a folder of its own.
 struct SaveRun {
     var times: [Double] = []
+    /// What each save after the first read and wrote (the first of a document never saved
+    /// also hashes it once, whole, for its record).
+    var costs: [SaveCost] = []
+    var first = SaveCost()
     var originalBytes: Int64 = 0
     var finalBytes: Int64 = 0
     var folderBeforeBytes: Int64 = 0
@@ -173,6 +203,7 @@ struct SaveRun {
             let start = ContinuousClock.now
             _ = try store.flatten(name, page: 0, drawing: drawing)
             run.times.append((ContinuousClock.now - start).seconds)
+            if edit == 0 { run.first = store.lastSaveCost } else { run.costs.append(store.lastSaveCost) }
         }
         run.finalBytes = FileSystem.size(folder.appendingPathComponent(name).path)
         run.folderBytes = FileSystem.diskUse(folder.path)
