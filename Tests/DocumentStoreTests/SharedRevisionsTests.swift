@@ -236,6 +236,50 @@ struct SharedRevisionsTests {
     }
 }
 
+@Suite("Copies and readers of the folder", .serialized)
+struct FolderReaderTests {
+    @Test("a reader of the folder reading the document while saves replace it sees the old file or a new one, never a torn one")
+    func noTornFile() async throws {
+        let folder = try freshFolder("shared-torn")
+        let url = folder.appendingPathComponent("scan.pdf")
+        let original = scanPDF(imageBytes: 512 << 10)
+        try Data(original).write(to: url)
+        let store = try DocumentStore(folder: folder)
+        let reader = Task.detached { () -> [String] in
+            var seen: [String] = []
+            while !Task.isCancelled {
+                if let data = try? Data(contentsOf: url) { seen.append(DocumentStore.sha256(Array(data))) }
+            }
+            return seen
+        }
+        var known: Set<String> = [DocumentStore.sha256(original)]
+        for edit in 0..<20 { known.insert(try store.flatten("scan.pdf", page: 0, drawing: stroke(edit)).sha256) }
+        reader.cancel()
+        let seen = await reader.value
+        #expect(!seen.isEmpty)
+        #expect(seen.allSatisfy(known.contains), "a read saw bytes that were no revision")
+    }
+
+    @Test("a prefix copied by the least the file system allows has exactly the source's bytes, and the copy's end is where the caller appends")
+    func copyPrefix() throws {
+        let folder = try freshFolder("shared-copy")
+        let bytes = (0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 8) }
+        try Data(bytes).write(to: folder.appendingPathComponent("source"))
+        let directory = try Directory.open(folder.path)
+        let source = try directory.openForReading("source")
+        defer { try? source.close() }
+        for length in [0, 1, 4095, 4096, 200_001, 300_000] {
+            let out = try directory.create("out-\(length)", readable: true)
+            defer { try? out.close() }
+            var cost = SaveCost()
+            try FileCopy.copyPrefix(source, length: Int64(length), sourceSize: Int64(bytes.count), to: out, &cost)
+            _ = try out.writeAll(Array("tail".utf8))
+            #expect(try Data(contentsOf: folder.appendingPathComponent("out-\(length)")) == Data(bytes.prefix(length) + Array("tail".utf8)))
+            #expect(cost.bytesCopied + cost.bytesCloned == Int64(length))
+        }
+    }
+}
+
 /// The states a save killed at each of its steps leaves, made by hand, then read and saved over.
 @Suite("Killed saves of shared revisions", .serialized)
 struct KilledSharedSaveTests {
