@@ -85,7 +85,7 @@ let package = Package(
         .executableTarget(
             name: "canvasd",
             dependencies: [
-                "CanvasService", "ZeroMQ",
+                "CanvasService", "DocumentStore", "ZeroMQ",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],

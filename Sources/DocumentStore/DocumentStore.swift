@@ -42,6 +42,9 @@ public final class DocumentStore: Sendable {
     /// still reads `maxDocumentBytes` in it.
     public let hashBudget: Duration
     public static let defaultMaxDocumentBytes: Int64 = 1 << 30
+    /// How a save that appends reaches the disk (a rewrite, a restore and a `.yianazip` save
+    /// always replace the file).
+    public let saveMode: SaveMode
     let root: Directory
     let revisionsRoot: Directory
     private let hashes = ContentHashes()
@@ -49,6 +52,7 @@ public final class DocumentStore: Sendable {
 
     /// What the last save made by this store read and wrote (for benchmarks).
     public var lastSaveCost: SaveCost { costs.value }
+    func recordCost(_ cost: SaveCost) { costs.set(cost) }
 
     public static let extensions = ["pdf", "yianazip"]
     static let revisionsFolderName = ".canvas-revisions"
@@ -57,7 +61,9 @@ public final class DocumentStore: Sendable {
 
     public init(folder: URL, keepRevisions: Int = 20, readBudget: Duration = .seconds(2),
                 saveBudget: Duration = .seconds(120), maxInkPointsPerPage: Int = 400_000,
-                maxDocumentBytes: Int64 = DocumentStore.defaultMaxDocumentBytes, hashBudget: Duration = .seconds(10)) throws(DocumentError) {
+                maxDocumentBytes: Int64 = DocumentStore.defaultMaxDocumentBytes, hashBudget: Duration = .seconds(10),
+                saveMode: SaveMode = .replace) throws(DocumentError) {
+        self.saveMode = saveMode
         self.maxInkPointsPerPage = maxInkPointsPerPage
         self.maxDocumentBytes = max(1, maxDocumentBytes)
         self.hashBudget = hashBudget
@@ -188,20 +194,33 @@ public final class DocumentStore: Sendable {
         -> (T, revision: Int, sha256: String, kept: [RevisionHistory.Kept]) {
         for _ in 0..<Self.readAttempts {
             let file = try openDocument(name)
-            let value = try body(file)
+            var outcome: Result<T, DocumentError>
+            do {
+                outcome = .success(try body(file))
+            } catch {
+                outcome = .failure(error)
+            }
             let history = try history(name, create: false)
             let listing = try listing(history, name)
+            // Appended to while it was read (a save in append mode): read it again.
+            if let now = try? file.descriptor.stat(), now.size != file.stat.size { continue }
             // A kept file has its number for good (its length names the revision); one that is
             // not kept is the current file only while the name still leads to it (else it was
             // saved over, and perhaps pruned, while this read: read the new one).
             let stillCurrent = (try? root.stat(name))?.identity == file.stat.identity
             if let kept = listing.revision(of: file.stat.identity, size: file.stat.size) {
+                let value = try outcome.get()
                 let sha256: String
                 if let record = kept.record { sha256 = record.sha256 } else { sha256 = try hash(file, name) }
                 return (value, kept.revision, sha256, listing.kept)
             }
+            if let committed = listing.committedPrefix(of: file.stat.identity, size: file.stat.size), let history {
+                settleTail(name, file, committed, history)
+                continue
+            }
             if stillCurrent {
                 // Never saved, or a new document under an old name (see `lineage`).
+                let value = try outcome.get()
                 let kept = try lineage(file, name, history, listing)
                 return (value, (kept.last?.revision ?? 0) + 1, try hash(file, name), kept)
             }
@@ -382,6 +401,9 @@ public final class DocumentStore: Sendable {
             // A .pdf's update only appends: the new file is the current one and the update, so it
             // continues the current revision's line and its hash. A container's metadata, at the
             // front, changes with every save, and a rewrite changes everything: a new line.
+            if let increment, container == nil, let record = kept.record, saveMode == .append {
+                return try append(name, history, current, kept, record, increment, pageCount: prepared.pageCount, madeBy: madeBy)
+            }
             if let increment, container == nil, let record = kept.record {
                 return try save(name, history, as: kept.revision + 1, extending: (record, current.descriptor), madeBy: madeBy, alreadyHashed: kept.hashedToRecord) { (out, hasher, cost) throws(DocumentError) in
                     do throws(Errno) {
@@ -508,11 +530,16 @@ public final class DocumentStore: Sendable {
     /// the current revision, with its record unless `migrate` is false (at start-up, where
     /// hashing every large document before serving would hold the server up: the first save of
     /// each does it). Killed itself, it leaves nothing the next repair cannot mend.
-    private func repair(_ name: String, _ current: OpenFile, _ history: RevisionHistory, migrate: Bool = true) throws(DocumentError) -> RevisionHistory.Kept {
+    func repair(_ name: String, _ current: OpenFile, _ history: RevisionHistory, migrate: Bool = true) throws(DocumentError) -> RevisionHistory.Kept {
         do {
             try history.removeAbandonedTemporaries()
             let listing = try history.listing()
-            let found = listing.revision(of: current.stat.identity, size: current.stat.size)
+            var found = listing.revision(of: current.stat.identity, size: current.stat.size)
+            if found == nil, let committed = listing.committedPrefix(of: current.stat.identity, size: current.stat.size) {
+                try cutTail(name, current, committed)
+                found = committed
+            }
+            for intent in listing.intents { try history.directory.remove(intent.name) }
             let revision = found?.revision ?? (listing.kept.last?.revision ?? 0) + 1
             // Past the current revision, or (for a file not kept yet) at its number: a killed save's.
             let last = found == nil ? revision - 1 : revision
@@ -690,7 +717,7 @@ public final class DocumentStore: Sendable {
     /// needs (the file a save extended, now the beginning of the new one; a line none of whose
     /// revisions is kept). Never the current file. The save has already happened: a failure
     /// here is mended by the next save's pruning, so it is not reported.
-    private func prune(_ history: RevisionHistory, current: FileIdentity) {
+    func prune(_ history: RevisionHistory, current: FileIdentity) {
         guard let listing = try? history.listing() else { return }
         let victims = RevisionHistory.prunable(listing.kept, keep: keepRevisions)
         let pruned = Set(victims.map(\.revision))

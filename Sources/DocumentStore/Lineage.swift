@@ -21,7 +21,8 @@ extension DocumentStore {
     func lineage(_ file: OpenFile, _ name: String, _ history: RevisionHistory?,
                  _ listing: RevisionHistory.Listing) throws(DocumentError) -> [RevisionHistory.Kept] {
         let all = listing.kept
-        guard let history, let newest = all.last, listing.revision(of: file.stat.identity, size: file.stat.size) == nil else { return all }
+        guard let history, let newest = all.last, listing.revision(of: file.stat.identity, size: file.stat.size) == nil,
+              listing.committedPrefix(of: file.stat.identity, size: file.stat.size) == nil else { return all }
         return try sameBytes(file, as: newest, in: history, name) ? all : []
     }
 

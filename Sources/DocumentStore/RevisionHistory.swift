@@ -92,6 +92,34 @@ struct RevisionHistory {
         var modified: Date { Date(timeIntervalSince1970: Double(saved) / 1000) }
     }
 
+    /// The journal of a save that appends in place: an empty file `<N>.append.<line>.<from>`,
+    /// made durable before the update is written at byte `from` of the line's file. Bytes of that
+    /// file past its last record's length are a tail no reader may take for a revision: while the
+    /// writer holds the lock, an append under way; once it is gone, left by a killed save, and cut
+    /// by the next to hold the lock. Without an intent, bytes past the last record are no save's
+    /// (the file was changed from outside), and nothing cuts them.
+    struct Intent: Equatable {
+        let revision: Int
+        let line: Int
+        let from: Int64
+
+        static let infix = ".append."
+
+        var name: String { "\(revision)\(Self.infix)\(line).\(from)" }
+
+        init(revision: Int, line: Int, from: Int64) {
+            (self.revision, self.line, self.from) = (revision, line, from)
+        }
+
+        init?(name: String) {
+            guard let infix = name.range(of: Self.infix), let revision = Int(name[..<infix.lowerBound]), revision > 0 else { return nil }
+            let parts = name[infix.upperBound...].split(separator: ".", omittingEmptySubsequences: false)
+            guard parts.count == 2, let line = Int(parts[0]), let from = Int64(parts[1]) else { return nil }
+            self.init(revision: revision, line: line, from: from)
+            guard self.name == name else { return nil }
+        }
+    }
+
     /// A revision that can be read: `length` bytes from the start of `holder`.
     struct Kept {
         let revision: Int
@@ -109,6 +137,7 @@ struct RevisionHistory {
         var files: [Entry] = []
         var records: [Int: Record] = [:]
         var marks: [Mark] = []
+        var intents: [Intent] = []
 
         func line(of file: Entry) -> Int { file.line }
 
@@ -142,6 +171,17 @@ struct RevisionHistory {
             return nil
         }
 
+        /// For a file of the history longer than any of its line's records: the revision it holds
+        /// below an append's tail (an append under way, or one a killed save left), when an intent
+        /// says the tail is an append's.
+        func committedPrefix(of identity: FileIdentity, size: Int64) -> Kept? {
+            guard let file = files.last(where: { $0.stat.identity == identity }),
+                  let record = records.values.filter({ $0.line == file.line && $0.length < size }).max(by: { $0.length < $1.length }),
+                  record.revision >= file.revision,
+                  intents.contains(where: { $0.line == file.line && $0.from == record.length && $0.revision == record.revision + 1 }) else { return nil }
+            return Kept(revision: record.revision, line: file.line, length: record.length, record: record, holder: file)
+        }
+
         /// The number a file not kept here would get: one past the newest.
         var next: Int { max(files.last?.revision ?? 0, records.keys.max() ?? 0) + 1 }
     }
@@ -154,6 +194,8 @@ struct RevisionHistory {
                 listing.records[record.revision] = record
             } else if let mark = Mark(name: name) {
                 listing.marks.append(mark)
+            } else if let intent = Intent(name: name) {
+                listing.intents.append(intent)
             } else if let (revision, line) = fileNumbers(name), let stat = try directory.stat(name), stat.isRegularFile {
                 listing.files.append(Entry(revision: revision, line: line, name: name, stat: stat))
             }
@@ -161,6 +203,12 @@ struct RevisionHistory {
         listing.files.sort { $0.revision < $1.revision }
         listing.marks.sort { $0.revision < $1.revision }
         return listing
+    }
+
+    /// Leaves an append's intent; made durable by the directory's next flush.
+    func leave(_ intent: Intent) throws(Errno) {
+        let file = try directory.create(intent.name)
+        try Errno.rethrowing { try file.close() }
     }
 
     /// Leaves `record` beside its file; made durable by the directory's next flush.

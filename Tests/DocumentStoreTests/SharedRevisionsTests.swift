@@ -239,25 +239,28 @@ struct SharedRevisionsTests {
 @Suite("Copies and readers of the folder", .serialized)
 struct FolderReaderTests {
     @Test("a reader of the folder reading the document while saves replace it sees the old file or a new one, never a torn one")
-    func noTornFile() async throws {
+    func noTornFile() throws {
         let folder = try freshFolder("shared-torn")
         let url = folder.appendingPathComponent("scan.pdf")
         let original = scanPDF(imageBytes: 512 << 10)
         try Data(original).write(to: url)
         let store = try DocumentStore(folder: folder)
-        let reader = Task.detached { () -> [String] in
-            var seen: [String] = []
-            while !Task.isCancelled {
-                if let data = try? Data(contentsOf: url) { seen.append(DocumentStore.sha256(Array(data))) }
+        // A thread of its own: the tests' cooperative pool may be busy with other suites.
+        let seen = SeenHashes()
+        let reader = Thread {
+            while !seen.stopped {
+                if let data = try? Data(contentsOf: url) { seen.add(DocumentStore.sha256(Array(data))) }
             }
-            return seen
         }
+        reader.start()
+        while seen.count == 0 { usleep(1_000) }
         var known: Set<String> = [DocumentStore.sha256(original)]
         for edit in 0..<20 { known.insert(try store.flatten("scan.pdf", page: 0, drawing: stroke(edit)).sha256) }
-        reader.cancel()
-        let seen = await reader.value
-        #expect(!seen.isEmpty)
-        #expect(seen.allSatisfy(known.contains), "a read saw bytes that were no revision")
+        seen.stop()
+        while !reader.isFinished { usleep(1_000) }
+        let all = seen.all
+        #expect(all.count > 1)
+        #expect(all.allSatisfy(known.contains), "a read saw bytes that were no revision")
     }
 
     @Test("a prefix copied by the least the file system allows has exactly the source's bytes, and the copy's end is where the caller appends")
@@ -374,4 +377,139 @@ struct KilledSharedSaveTests {
         _ = try store.flatten("d.pdf", page: 0, drawing: stroke(5))
         #expect(!FileManager.default.fileExists(atPath: temporary.path))
     }
+}
+
+/// Saves that append the update in place (`SaveMode.append`), and what a killed one leaves.
+@Suite("Saves appended in place", .serialized)
+struct AppendInPlaceTests {
+    func setUp(_ label: String, _ original: [UInt8] = smallPDF()) throws -> (DocumentStore, URL) {
+        let folder = try freshFolder(label)
+        try Data(original).write(to: folder.appendingPathComponent("d.pdf"))
+        return (try DocumentStore(folder: folder, saveMode: .append), folder)
+    }
+
+    func current(_ folder: URL) throws -> [UInt8] { Array(try Data(contentsOf: folder.appendingPathComponent("d.pdf"))) }
+
+    @Test("ten appended saves copy nothing, write their increments, keep one file, and every revision reads back with its hash")
+    func appended() throws {
+        let original = scanPDF(imageBytes: 1 << 20)
+        let (store, folder) = try setUp("append-saves", original)
+        var answered: [Int: [UInt8]] = [1: original]
+        var identity: ino_t = 0
+        for edit in 0..<10 {
+            let before = try current(folder).count
+            let saved = try store.flatten("d.pdf", page: 0, drawing: stroke(edit))
+            let after = try current(folder)
+            answered[saved.revision] = after
+            #expect(saved.sha256 == DocumentStore.sha256(after))
+            let cost = store.lastSaveCost
+            #expect(cost.bytesCopied == 0 && cost.bytesCloned == 0 && cost.bytesWritten == Int64(after.count - before))
+            if edit > 0 { #expect(cost.bytesHashed <= 2 * Int64(after.count - before)) }
+            var status = stat()
+            #expect(lstat(folder.appendingPathComponent("d.pdf").path, &status) == 0)
+            if edit == 0 { identity = status.st_ino } else { #expect(status.st_ino == identity, "the document was replaced, not appended to") }
+        }
+        #expect(try files(folder, "d.pdf") == ["1.pdf"])
+        #expect(!(try history(folder, "d.pdf")).contains { $0.contains(".append.") }, "an intent outlived its save")
+        for summary in try store.revisions("d.pdf") {
+            let kept = try whole(store, "d.pdf", summary.revision)
+            #expect(kept.bytes == answered[summary.revision] && kept.sha256 == DocumentStore.sha256(kept.bytes), "revision \(summary.revision)")
+        }
+        #expect(try whole(store, "d.pdf").revision == 11)
+    }
+
+    @Test("a killed append's tail is no revision: a reader serves the committed one and, with no writer alive, cuts the tail under the lock")
+    func killedTail() throws {
+        let (store, folder) = try setUp("append-killed")
+        _ = try store.flatten("d.pdf", page: 0, drawing: stroke(0))
+        let committed = try store.flatten("d.pdf", page: 0, drawing: stroke(1))
+        let bytes = try current(folder)
+        // What a save killed after writing (part of) its update and before its record leaves.
+        let intent = RevisionHistory.Intent(revision: 4, line: 1, from: Int64(bytes.count))
+        #expect(FileManager.default.createFile(atPath: folder.appendingPathComponent(".canvas-revisions/d.pdf/\(intent.name)").path, contents: nil))
+        let handle = try FileHandle(forWritingTo: folder.appendingPathComponent("d.pdf"))
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data("1 0 obj\n<< /Half an upd".utf8))
+        try handle.close()
+        let summary = try store.summary("d.pdf")
+        #expect(summary.revision == 3 && summary.sha256 == committed.sha256)
+        #expect(try current(folder) == bytes, "the tail was not cut")
+        #expect(try whole(store, "d.pdf").bytes == bytes)
+        let next = try store.flatten("d.pdf", page: 0, drawing: stroke(2))
+        let after = try current(folder)
+        #expect(next.revision == 4 && Array(after.prefix(bytes.count)) == bytes)
+        #expect(!(try history(folder, "d.pdf")).contains { $0.contains(".append.") })
+    }
+
+    @Test("the next writer cuts a killed append's tail before it saves, and a second store's start-up does when no writer holds the lock")
+    func writerCutsTail() throws {
+        let (store, folder) = try setUp("append-writer-cuts")
+        _ = try store.flatten("d.pdf", page: 0, drawing: stroke(0))
+        let bytes = try current(folder)
+        for round in 0..<2 {
+            let revision = 3 + round
+            let intent = RevisionHistory.Intent(revision: revision, line: 1, from: Int64(try current(folder).count))
+            #expect(FileManager.default.createFile(atPath: folder.appendingPathComponent(".canvas-revisions/d.pdf/\(intent.name)").path, contents: nil))
+            let handle = try FileHandle(forWritingTo: folder.appendingPathComponent("d.pdf"))
+            try handle.seekToEnd()
+            try handle.write(contentsOf: Data(repeating: 0x41, count: 5000))
+            try handle.close()
+            if round == 0 {
+                let saved = try store.flatten("d.pdf", page: 0, drawing: stroke(1))
+                let after = try current(folder)
+                #expect(saved.revision == 3 && Array(after.prefix(bytes.count)) == bytes)
+                #expect(saved.sha256 == DocumentStore.sha256(try current(folder)))
+            } else {
+                let before = try current(folder).count - 5000
+                _ = try DocumentStore(folder: folder, saveMode: .append)
+                #expect(try current(folder).count == before)
+            }
+        }
+    }
+
+    @Test("bytes past the last revision with no intent (the file changed from outside) are never cut: the file is another document")
+    func foreignTail() throws {
+        let (store, folder) = try setUp("append-foreign")
+        _ = try store.flatten("d.pdf", page: 0, drawing: stroke(0))
+        let handle = try FileHandle(forWritingTo: folder.appendingPathComponent("d.pdf"))
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data("% appended by another tool\n".utf8))
+        try handle.close()
+        let changed = try current(folder)
+        #expect(try store.summary("d.pdf").revision == 1)
+        #expect(try current(folder) == changed)
+    }
+
+    @Test("append and replace saves mix on one document (two servers in different modes): every revision reads the same")
+    func mixedModes() throws {
+        let (appending, folder) = try setUp("append-mixed")
+        let replacing = try DocumentStore(folder: folder, keepRevisions: 30)
+        var answered: [Int: [UInt8]] = [1: smallPDF()]
+        for edit in 0..<8 {
+            let store = edit % 3 == 1 ? replacing : appending
+            let saved = try store.flatten("d.pdf", page: 0, drawing: stroke(edit))
+            answered[saved.revision] = try current(folder)
+        }
+        let restored = try appending.restore("d.pdf", revision: 3)
+        answered[restored.revision] = answered[3]
+        _ = try appending.flatten("d.pdf", page: 0, drawing: stroke(9)).revision
+        answered[11] = try current(folder)
+        for summary in try replacing.revisions("d.pdf") {
+            let kept = try whole(replacing, "d.pdf", summary.revision)
+            #expect(kept.bytes == answered[summary.revision] && kept.sha256 == DocumentStore.sha256(kept.bytes), "revision \(summary.revision)")
+        }
+    }
+}
+
+/// Hashes a reader thread saw, and the flag that stops it.
+private final class SeenHashes: @unchecked Sendable {
+    // @unchecked: every field is touched only under `lock`.
+    private let lock = NSLock()
+    private var hashes: [String] = []
+    private var stopFlag = false
+    var stopped: Bool { lock.withLock { stopFlag } }
+    var count: Int { lock.withLock { hashes.count } }
+    var all: [String] { lock.withLock { hashes } }
+    func add(_ hash: String) { lock.withLock { hashes.append(hash) } }
+    func stop() { lock.withLock { stopFlag = true } }
 }
