@@ -113,7 +113,8 @@ final class ContentHashes: @unchecked Sendable {
     }
 
     private let lock = NSLock()
-    private var table: [Key: String] = [:]
+    /// The digest and the state after the last whole block, for a first save to continue.
+    private var table: [Key: (String, SHA256Midstate)] = [:]
     private var order: [Key] = []
     private let capacity = 4096
     /// How old a change must be for its file to be remembered: far more than a clock tick.
@@ -128,8 +129,15 @@ final class ContentHashes: @unchecked Sendable {
     /// than the disk space it takes (a sparse file), and hashing it must not hold a worker for
     /// minutes.
     func hash(_ file: FileDescriptor, _ stat: Stat, budget: Duration? = nil) throws(Errno) -> String {
+        try hashWithState(file, stat, budget: budget).0
+    }
+
+    /// The hash, and SHA-256's state after the file's last whole block: what a revision's record
+    /// keeps, so the first save of a document that was read before does not hash it again.
+    /// `fed` says how many bytes this call read (0 when remembered).
+    func hashWithState(_ file: FileDescriptor, _ stat: Stat, budget: Duration? = nil) throws(Errno) -> (String, SHA256Midstate, fed: Int64) {
         let key = Self.key(stat)
-        if let known = lock.withLock({ table[key] }) { return known }
+        if let known = lock.withLock({ table[key] }) { return (known.0, known.1, 0) }
         let deadline = budget.map { ContinuousClock.now + $0 }
         var hasher = SHA256Hasher()
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
@@ -141,19 +149,21 @@ final class ContentHashes: @unchecked Sendable {
             buffer.withUnsafeBytes { hasher.update(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
             offset += Int64(count)
         }
+        let midstate = hasher.midstate
+        let fed = hasher.bytesFed
         let digest = hasher.finish()
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         let changed = max(stat.rawValue.st_ctim.tv_sec, stat.rawValue.st_mtim.tv_sec)
         if Int(now.tv_sec) - Int(changed) >= settled {
             lock.withLock {
-                if table.updateValue(digest, forKey: key) == nil {
+                if table.updateValue((digest, midstate), forKey: key) == nil {
                     order.append(key)
                     if order.count > capacity { table[order.removeFirst()] = nil }
                 }
             }
         }
-        return digest
+        return (digest, midstate, fed)
     }
 }
 

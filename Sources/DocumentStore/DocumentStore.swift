@@ -563,16 +563,15 @@ public final class DocumentStore: Sendable {
                 try history.directory.sync()
                 return RevisionHistory.Kept(revision: revision, line: revision, length: current.stat.size, record: nil, holder: holder!)
             }
-            // Hashed once, whole: the record's state lets every later save hash only its increment.
-            var hasher = SHA256Hasher()
-            try hasher.feed(current.descriptor, from: 0, to: current.stat.size)
-            let midstate = hasher.midstate
+            // Hashed once, whole (unless a read of it did that already): the record's state lets
+            // every later save hash only its increment.
+            let (sha256, midstate, fed) = try hashes.hashWithState(current.descriptor, current.stat)
             let record = RevisionHistory.Record(revision: revision, line: found?.line ?? revision, length: current.stat.size,
-                                                saved: Self.milliseconds(current.stat), sha256: hasher.finish(), midstate: midstate)
+                                                saved: Self.milliseconds(current.stat), sha256: sha256, midstate: midstate)
             try history.leave(record)
             try history.directory.sync()
             return RevisionHistory.Kept(revision: revision, line: record.line, length: record.length, record: record, holder: holder!,
-                                        hashedToRecord: current.stat.size)
+                                        hashedToRecord: fed)
         } catch let error as Errno {
             throw .system("repair the revisions of \(name)", error)
         } catch let error as DocumentError {

@@ -16,6 +16,7 @@ struct SaveCostBench: ParsableCommand {
                                                     abstract: "Save time and disk use of repeated one-stroke edits, big document against small, against the floor.")
 
     @Option(help: "One-stroke edits per document.") var edits = 10
+    @Option(help: "Rounds of the edits per document and mode, each on a fresh copy; the figures are medians over all rounds.") var rounds = 3
     @Option(help: "Revisions the store keeps (canvasd's default is 20).") var keepRevisions = 20
     @Option(help: "Resolution of the big document's page image (470 dpi: about 62 MB).") var bigDpi = 470
     @Option(help: "Resolution of the small document's page image (47 dpi: about 0.6 MB).") var smallDpi = 47
@@ -42,8 +43,21 @@ struct SaveCostBench: ParsableCommand {
 
         let floorBefore = try Floor.measure(big, in: folder, runs: floorRuns)
         var results: [(String, SaveRun)] = []
-        for (label, document) in [("big", big), ("small", small)] {
-            results.append((label, try SaveRun.measure(document, edits: edits, strokes: recorded, keep: keepRevisions, in: folder)))
+        for mode in SaveMode.allCases {
+            for (label, document) in [("big", big), ("small", small)] {
+                results.append(("\(label), \(mode.rawValue)", SaveRun()))
+            }
+        }
+        // Rounds alternate the cases, so a slow spell of a shared machine falls on all of them.
+        for _ in 0..<max(1, rounds) {
+            var index = 0
+            for mode in SaveMode.allCases {
+                for document in [big, small] {
+                    let run = try SaveRun.measure(document, edits: edits, strokes: recorded, keep: keepRevisions, mode: mode, in: folder)
+                    results[index].1.merge(run)
+                    index += 1
+                }
+            }
         }
         let floorAfter = try Floor.measure(big, in: folder, runs: floorRuns)
         // The flatten alone (qpdf reading the file, the ink drawn, the update made), no save.
@@ -60,19 +74,21 @@ struct SaveCostBench: ParsableCommand {
         }
         let floor = Floor(copy: min(floorBefore.copy, floorAfter.copy), copyFileRange: min(floorBefore.copyFileRange, floorAfter.copyFileRange))
 
-        print("  document        size        save median   save max   folder after      final + original   folder / (final + original)")
+        print("  document         size        saves 2-N median   max (all)  folder after      final + original   folder / (final + original)")
         for (label, run) in results {
-            print("  \(pad(label, 15)) \(pad(megabytes(run.originalBytes), 11)) \(pad(milliseconds(run.median), 13)) "
+            print("  \(pad(label, 16)) \(pad(megabytes(run.originalBytes), 11)) \(pad(milliseconds(run.median), 17)) "
                   + "\(pad(milliseconds(run.maximum), 10)) \(pad(megabytes(run.folderBytes), 16)) "
                   + "\(pad(megabytes(run.finalBytes + run.originalBytes), 18)) \(format(Double(run.folderBytes) / Double(run.finalBytes + run.originalBytes), 2))")
         }
-        let bigRun = results[0].1, smallRun = results[1].1
+        let bigRun = results[0].1, smallRun = results[1].1, bigAppend = results[2].1, smallAppend = results[3].1
         let floorTime = min(floor.copy, floor.copyFileRange)
         print("  floor: copy + fsync of the big file \(milliseconds(floor.copy)) (read/write), \(milliseconds(floor.copyFileRange)) (copy_file_range); "
               + "the floor used: \(milliseconds(floorTime))")
         print("  the flatten alone (no save): big \(milliseconds(flattenOnly["big"]!)), small \(milliseconds(flattenOnly["small"]!))")
-        print("  big save / (floor + small save) = \(format(bigRun.median / (floorTime + smallRun.median), 2))x; "
+        print("  replace: big save / (floor + small save) = \(format(bigRun.median / (floorTime + smallRun.median), 2))x (target 1.3x); "
               + "big save / small save = \(format(bigRun.median / smallRun.median, 2))x")
+        print("  append: big save / small save = \(format(bigAppend.median / smallAppend.median, 2))x (target 2x); "
+              + "big append / big replace = \(format(bigAppend.median / bigRun.median, 2))x")
         for (label, run) in results {
             let increment = Double(run.finalBytes - run.originalBytes) / Double(edits)
             func median(_ value: (SaveCost) -> Double) -> Double { Stats(run.costs.map(value)).median }
@@ -81,13 +97,13 @@ struct SaveCostBench: ParsableCommand {
             guard !run.costs.isEmpty else { continue }
             print("    saves 2 to \(edits), medians: hashed \(format(median { Double($0.bytesHashed) } / 1024, 1)) KiB "
                   + "(\(format(median { Double($0.bytesHashed) } / increment, 2))x the increment), copied \(megabytes(Int64(median { Double($0.bytesCopied) }))) "
-                  + "by \(run.costs.last!.method.rawValue), cloned \(megabytes(Int64(median { Double($0.bytesCloned) }))), "
+                  + "by \(run.costs.last!.method == .none ? "nothing" : run.costs.last!.method.rawValue), cloned \(megabytes(Int64(median { Double($0.bytesCloned) }))), "
                   + "written \(format(median { Double($0.bytesWritten) } / 1024, 1)) KiB")
             print("    where the time goes: writing (copy and append) \(milliseconds(median { $0.writing.seconds })), "
                   + "fsync \(milliseconds(median { $0.flushing.seconds })), keeping (link, record, rename, folder fsyncs, prune) "
                   + "\(milliseconds(median { $0.keeping.seconds })), the rest (reading the PDF, drawing the ink, locking) "
                   + "\(milliseconds(run.median - median { ($0.writing + $0.flushing + $0.keeping).seconds }))")
-            print("    first save: \(milliseconds(run.times[0])), hashed \(megabytes(run.first.bytesHashed)) "
+            print("    first save (median of the rounds): \(milliseconds(Stats(run.firsts).median)), hashed \(megabytes(run.first.bytesHashed)) "
                   + "(a document no save had kept is hashed once, whole, for its record)")
         }
     }
@@ -185,16 +201,30 @@ struct SaveRun {
     var folderBeforeBytes: Int64 = 0
     var folderBytes: Int64 = 0
 
-    var median: Double { Stats(times).median }
+    /// Saves 2 to N of every round (the first of each round also hashes the document whole).
+    var later: [Double] = []
+    var firsts: [Double] = []
+
+    var median: Double { Stats(later).median }
+
+    mutating func merge(_ round: SaveRun) {
+        times += round.times
+        later += round.times.dropFirst()
+        firsts.append(round.times.first ?? .nan)
+        costs += round.costs
+        first = round.first
+        (originalBytes, finalBytes, folderBeforeBytes, folderBytes) = (round.originalBytes, round.finalBytes, round.folderBeforeBytes, round.folderBytes)
+    }
     var maximum: Double { times.max() ?? .nan }
 
-    static func measure(_ document: URL, edits: Int, strokes: [[(Double, Double, Double)]], keep: Int, in scratch: URL) throws -> SaveRun {
-        let folder = scratch.appendingPathComponent("folder-\(document.deletingPathExtension().lastPathComponent)")
+    static func measure(_ document: URL, edits: Int, strokes: [[(Double, Double, Double)]], keep: Int, mode: SaveMode,
+                        in scratch: URL) throws -> SaveRun {
+        let folder = scratch.appendingPathComponent("folder-\(document.deletingPathExtension().lastPathComponent)-\(mode.rawValue)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
         let name = "document.pdf"
         try FileManager.default.copyItem(at: document, to: folder.appendingPathComponent(name))
-        let store = try DocumentStore(folder: folder, keepRevisions: keep)
+        let store = try DocumentStore(folder: folder, keepRevisions: keep, saveMode: mode)
         var run = SaveRun()
         run.originalBytes = FileSystem.size(folder.appendingPathComponent(name).path)
         run.folderBeforeBytes = FileSystem.diskUse(folder.path)

@@ -128,6 +128,19 @@ struct SharedRevisionsTests {
         }
     }
 
+    @Test("the first save of a document read before (its hash remembered) does not hash it again")
+    func firstSaveAfterRead() throws {
+        let folder = try freshFolder("shared-first-save")
+        try Data(scanPDF(imageBytes: 512 << 10)).write(to: folder.appendingPathComponent("scan.pdf"))
+        // Only a file unchanged for some seconds is remembered (see ContentHashes).
+        sleep(3)
+        let store = try DocumentStore(folder: folder)
+        let before = Int64(try store.summary("scan.pdf").revision == 1 ? Data(contentsOf: folder.appendingPathComponent("scan.pdf")).count : 0)
+        _ = try store.flatten("scan.pdf", page: 0, drawing: stroke(0))
+        let after = Int64(try Data(contentsOf: folder.appendingPathComponent("scan.pdf")).count)
+        #expect(store.lastSaveCost.bytesHashed <= 2 * (after - before), "hashed \(store.lastSaveCost.bytesHashed)")
+    }
+
     @Test("SHA-256 continued from a saved state equals the hash of the whole, at every cut around a block")
     func hashContinuation() {
         var random = SystemRandomNumberGenerator()
