@@ -105,13 +105,20 @@ public final class DocumentStore: Sendable {
     final class OpenFile {
         let descriptor: FileDescriptor
         let stat: Stat
+        private var owned = true
 
         init(_ descriptor: FileDescriptor, _ stat: Stat) {
             self.descriptor = descriptor
             self.stat = stat
         }
 
-        deinit { try? descriptor.close() }
+        /// Hands the descriptor (and its lock) to a new owner: this one no longer closes it.
+        func takeDescriptor() -> FileDescriptor {
+            owned = false
+            return descriptor
+        }
+
+        deinit { if owned { try? descriptor.close() } }
     }
 
     /// Opens `name` in `directory`, refusing links and anything that is not a regular file.
@@ -515,7 +522,16 @@ public final class DocumentStore: Sendable {
             } catch {
                 throw .system("inspect \(name)", error)
             }
-            if now?.identity == file.stat.identity { return file }
+            if let now, now.identity == file.stat.identity {
+                // What the file is now that no writer can change it: a save that appended in
+                // place while this waited made it longer under the same identity, and the stat
+                // taken at the open would name the revision before that save.
+                do {
+                    return OpenFile(file.takeDescriptor(), try file.descriptor.stat())
+                } catch {
+                    throw .system("inspect \(name)", error)
+                }
+            }
             if now == nil { throw .notFound(name) }
         }
     }
@@ -792,9 +808,12 @@ public final class DocumentStore: Sendable {
     /// this process or another, is left to its writer).
     private func repairIdleDocuments() {
         for name in (try? revisionsRoot.names()) ?? [] where (try? Self.check(name)) != nil {
-            guard let file = try? openDocument(name), (try? FileLock.tryLock(file.descriptor)) == true,
-                  (try? root.stat(name))?.identity == file.stat.identity,
-                  let opened = try? history(name, create: false),
+            guard let opening = try? openDocument(name), (try? FileLock.tryLock(opening.descriptor)) == true,
+                  (try? root.stat(name))?.identity == opening.stat.identity,
+                  // As it is under the lock (see lockCurrent).
+                  let locked = try? opening.descriptor.stat() else { continue }
+            let file = OpenFile(opening.takeDescriptor(), locked)
+            guard let opened = try? history(name, create: false),
                   let history = try? endForeignHistory(name, file, opened) else { continue }
             _ = try? repair(name, file, history, migrate: false)
         }

@@ -18,8 +18,9 @@ enum FileCopy {
         defer { _ = lseek(out.rawValue, off_t(length), SEEK_SET) }
         if length == 0 { return }
         if canvas_clone_file(out.rawValue, source.rawValue) == 0 {
-            // The clone is the whole file: cut it back to the revision's length.
-            if sourceSize != length { try Directory.check { ftruncate(out.rawValue, off_t(length)) } }
+            // The clone is the whole file as it is now (appended to in place, it may have grown
+            // since `sourceSize` was read): cut it back to the revision's length.
+            try Directory.check { ftruncate(out.rawValue, off_t(length)) }
             cost.bytesCloned += length
             cost.method = .clone
             return

@@ -493,6 +493,33 @@ struct AppendInPlaceTests {
         #expect(try current(folder) == changed)
     }
 
+    @Test("two writers at once, one appending and one replacing: no number handed out twice, every revision what was acknowledged")
+    func concurrentModes() throws {
+        let (_, folder) = try setUp("append-concurrent")
+        let appending = try DocumentStore(folder: folder, keepRevisions: 200, saveMode: .append)
+        let replacing = try DocumentStore(folder: folder, keepRevisions: 200, saveMode: .replace)
+        let acknowledged = Acknowledged()
+        let threads = [appending, replacing].enumerated().map { index, store in
+            Thread {
+                for edit in 0..<25 {
+                    if let saved = try? store.flatten("d.pdf", page: 0, drawing: stroke(edit % 20 + index)) { acknowledged.add(saved) }
+                }
+                acknowledged.finish()
+            }
+        }
+        threads.forEach { $0.start() }
+        while acknowledged.finished < 2 { usleep(1_000) }
+        let saves = acknowledged.all
+        #expect(saves.count == 50)
+        #expect(Set(saves.map(\.revision)).count == saves.count, "a revision number was handed out twice")
+        let kept = Dictionary(uniqueKeysWithValues: try replacing.revisions("d.pdf").map { ($0.revision, $0.sha256) })
+        for saved in saves {
+            #expect(kept[saved.revision] == saved.sha256, "revision \(saved.revision)")
+            let bytes = try whole(replacing, "d.pdf", saved.revision)
+            #expect(DocumentStore.sha256(bytes.bytes) == saved.sha256)
+        }
+    }
+
     @Test("append and replace saves mix on one document (two servers in different modes): every revision reads the same")
     func mixedModes() throws {
         let (appending, folder) = try setUp("append-mixed")
@@ -525,4 +552,16 @@ private final class SeenHashes: @unchecked Sendable {
     var all: [String] { lock.withLock { hashes } }
     func add(_ hash: String) { lock.withLock { hashes.append(hash) } }
     func stop() { lock.withLock { stopFlag = true } }
+}
+
+/// Saves acknowledged by writer threads.
+private final class Acknowledged: @unchecked Sendable {
+    // @unchecked: every field is touched only under `lock`.
+    private let lock = NSLock()
+    private var saves: [DocumentSummary] = []
+    private var done = 0
+    var all: [DocumentSummary] { lock.withLock { saves } }
+    var finished: Int { lock.withLock { done } }
+    func add(_ save: DocumentSummary) { lock.withLock { saves.append(save) } }
+    func finish() { lock.withLock { done += 1 } }
 }

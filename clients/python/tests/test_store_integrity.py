@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 from typing import Dict, List, Tuple
 
+import pytest
+
 from canvasbridge import CanvasClient, CanvasError, CanvasTimeout
 from conftest import Server
 from pdfs import tiny_pdf
@@ -52,7 +54,10 @@ class Mix:
                 print("SEEN", name, revision, sha256[:8], source, time.monotonic())
 
 
-def test_two_servers_readers_writers_kills(tmp_path):
+@pytest.mark.parametrize("first_mode", ["replace", "append"])
+def test_two_servers_readers_writers_kills(tmp_path, first_mode):
+    """With `append`, the first server appends its saves in place while the second replaces the
+    file: both modes on one document at once, killed at any moment."""
     seconds = float(os.environ.get("STORE_STRESS_SECONDS", "12"))
     rng = random.Random(os.environ.get("STORE_STRESS_SEED", "11"))
     documents = tmp_path / "documents"
@@ -60,7 +65,7 @@ def test_two_servers_readers_writers_kills(tmp_path):
     for name, data in DOCUMENTS.items():
         (documents / name).write_bytes(data)
     originals = {name: hashlib.sha256(data).hexdigest() for name, data in DOCUMENTS.items()}
-    settings = [["--keep-revisions", "2"], []]
+    settings = [["--keep-revisions", "2", "--save-mode", first_mode], []]
     servers = [Server(tmp_path / f"s{i}", ["--log-level", "error", *settings[i]], documents=documents) for i in range(2)]
     servers_lock = threading.Lock()
     mix = Mix()
