@@ -147,8 +147,10 @@ struct RevisionHistory {
             let numbers = Set(records.keys).union(files.filter { records[$0.revision] == nil && $0.line == $0.revision }.map(\.revision))
             for number in numbers.sorted() {
                 if let record = records[number] {
-                    // The newest file of the line that holds it (a killed save's record has none).
-                    guard let holder = files.last(where: { $0.revision >= number && line(of: $0) == record.line && $0.stat.size >= record.length })
+                    // The newest file of the line long enough to hold it: every file of a line begins
+                    // with the bytes of all its shorter ones (a file appended to in place holds
+                    // revisions numbered past its own). A killed save's record has none.
+                    guard let holder = files.last(where: { line(of: $0) == record.line && $0.stat.size >= record.length })
                     else { continue }
                     result.append(Kept(revision: number, line: record.line, length: record.length, record: record, holder: holder))
                 } else if let file = files.first(where: { $0.revision == number && $0.line == number }) {

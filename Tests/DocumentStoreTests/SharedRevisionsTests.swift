@@ -424,6 +424,7 @@ struct AppendInPlaceTests {
         }
         #expect(try files(folder, "d.pdf") == ["1.pdf"])
         #expect(!(try history(folder, "d.pdf")).contains { $0.contains(".append.") }, "an intent outlived its save")
+        #expect(try store.revisions("d.pdf").map(\.revision) == Array(1...11))
         for summary in try store.revisions("d.pdf") {
             let kept = try whole(store, "d.pdf", summary.revision)
             #expect(kept.bytes == answered[summary.revision] && kept.sha256 == DocumentStore.sha256(kept.bytes), "revision \(summary.revision)")
