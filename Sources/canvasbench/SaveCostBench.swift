@@ -16,6 +16,8 @@ struct SaveCostBench: ParsableCommand {
                                                     abstract: "Save time and disk use of repeated one-stroke edits, big document against small, against the floor.")
 
     @Option(help: "One-stroke edits per document.") var edits = 10
+    @Option(help: "Pause between two saves, in ms, not timed: a person's edits are seconds apart, and a save's freeing of the file it replaced (in the background) is not the next save's cost.")
+    var pauseMs = 100
     @Option(help: "Rounds of the edits per document and mode, each on a fresh copy; the figures are medians over all rounds.") var rounds = 3
     @Option(help: "Revisions the store keeps (canvasd's default is 20).") var keepRevisions = 20
     @Option(help: "Resolution of the big document's page image (470 dpi: about 62 MB).") var bigDpi = 470
@@ -53,7 +55,7 @@ struct SaveCostBench: ParsableCommand {
             var index = 0
             for mode in SaveMode.allCases {
                 for document in [big, small] {
-                    let run = try SaveRun.measure(document, edits: edits, strokes: recorded, keep: keepRevisions, mode: mode, in: folder)
+                    let run = try SaveRun.measure(document, edits: edits, strokes: recorded, keep: keepRevisions, mode: mode, pauseMs: pauseMs, in: folder)
                     results[index].1.merge(run)
                     index += 1
                 }
@@ -218,7 +220,7 @@ struct SaveRun {
     var maximum: Double { times.max() ?? .nan }
 
     static func measure(_ document: URL, edits: Int, strokes: [[(Double, Double, Double)]], keep: Int, mode: SaveMode,
-                        in scratch: URL) throws -> SaveRun {
+                        pauseMs: Int, in scratch: URL) throws -> SaveRun {
         let folder = scratch.appendingPathComponent("folder-\(document.deletingPathExtension().lastPathComponent)-\(mode.rawValue)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
@@ -230,6 +232,7 @@ struct SaveRun {
         run.folderBeforeBytes = FileSystem.diskUse(folder.path)
         for edit in 0..<edits {
             let drawing = try RecordedStrokes.drawing(strokes[edit], shift: Double(edit) * 50)
+            if pauseMs > 0 { usleep(UInt32(pauseMs) * 1000) }
             let start = ContinuousClock.now
             _ = try store.flatten(name, page: 0, drawing: drawing)
             run.times.append((ContinuousClock.now - start).seconds)
