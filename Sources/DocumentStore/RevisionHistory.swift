@@ -21,8 +21,7 @@ import SystemPackage
 ///   rewrite (a repaired or encrypted file), an upload, and every save of a `.yianazip` (whose
 ///   metadata, at the front, changes with each save) start a line of their own.
 /// - An older history has `<N>.<ext>` files and no records: each is revision N, whole, read as
-///   it is (as is any `<N>.<ext>` whose record is gone: a file holds exactly the revision whose
-///   save made it, and one starting its line holds no other). The first save migrates only the current one, by writing its record (one hash of the
+///   it is (as is an `<N>.<ext>` whose record is gone when no record of its line is left). The first save migrates only the current one, by writing its record (one hash of the
 ///   file, under the document's lock); the others stay as they are until pruned.
 ///
 /// Rules that follow, for readers without a lock:
@@ -141,10 +140,18 @@ struct RevisionHistory {
 
         func line(of file: Entry) -> Int { file.line }
 
+        /// Whether a file is an older history's revision, whole: `<N>.<ext>` with no record in its
+        /// line. A file of a line that has records is only where they are: appended to in
+        /// place, it holds revisions past its own, so its own revision, once its record is
+        /// pruned, is no longer the whole file.
+        func isWhole(_ file: Entry) -> Bool {
+            file.line == file.revision && records[file.revision] == nil && !records.values.contains { $0.line == file.line }
+        }
+
         /// Every revision whose bytes are here, oldest first.
         var kept: [Kept] {
             var result: [Kept] = []
-            let numbers = Set(records.keys).union(files.filter { records[$0.revision] == nil && $0.line == $0.revision }.map(\.revision))
+            let numbers = Set(records.keys).union(files.filter(isWhole).map(\.revision))
             for number in numbers.sorted() {
                 if let record = records[number] {
                     // The newest file of the line long enough to hold it: every file of a line begins
@@ -153,7 +160,7 @@ struct RevisionHistory {
                     guard let holder = files.last(where: { line(of: $0) == record.line && $0.stat.size >= record.length })
                     else { continue }
                     result.append(Kept(revision: number, line: record.line, length: record.length, record: record, holder: holder))
-                } else if let file = files.first(where: { $0.revision == number && $0.line == number }) {
+                } else if let file = files.first(where: { $0.revision == number && isWhole($0) }) {
                     result.append(Kept(revision: number, line: number, length: file.stat.size, record: nil, holder: file))
                 }
             }
@@ -167,7 +174,7 @@ struct RevisionHistory {
             if let record = records.values.filter({ $0.line == line && $0.length == size && $0.revision >= line }).max(by: { $0.revision < $1.revision }) {
                 return Kept(revision: record.revision, line: line, length: size, record: record, holder: file)
             }
-            if records[file.revision] == nil && file.line == file.revision && file.stat.size == size {
+            if isWhole(file) && file.stat.size == size {
                 return Kept(revision: file.revision, line: file.revision, length: size, record: nil, holder: file)
             }
             return nil
@@ -273,9 +280,8 @@ struct RevisionHistory {
 
     /// The files no revision but `dropped` needs: in each line only the newest file is read (it
     /// holds all the line's revisions), and a line none of whose other revisions is kept needs
-    /// none. Removed before the records of `dropped`: a file whose record is gone would read as
-    /// an older history's revision (still its exact bytes: a file holds the revision that made
-    /// it), so a pruning killed half-way keeps a revision too many, never loses one.
+    /// none. Removed before the records of `dropped`, so a pruning killed half-way keeps a
+    /// revision too many, never loses one.
     static func unneededFiles(_ listing: Listing, dropping dropped: Set<Int>) -> [Entry] {
         let lines = Set(listing.kept.filter { !dropped.contains($0.revision) }.map(\.line))
         var newest: [Int: Int] = [:]

@@ -494,6 +494,26 @@ struct AppendInPlaceTests {
         #expect(try current(folder) == changed)
     }
 
+    @Test("with two revisions kept, a pruned revision whose file holds later ones (appended in place) is not served as that file")
+    func prunedInAppendedFile() throws {
+        let folder = try freshFolder("append-pruned")
+        try Data(smallPDF()).write(to: folder.appendingPathComponent("d.pdf"))
+        let store = try DocumentStore(folder: folder, keepRevisions: 2, saveMode: .append)
+        var answered: [Int: String] = [1: DocumentStore.sha256(smallPDF())]
+        for edit in 0..<3 { let saved = try store.flatten("d.pdf", page: 0, drawing: stroke(edit)); answered[saved.revision] = saved.sha256 }
+        let restored = try store.restore("d.pdf", revision: 1)
+        answered[restored.revision] = restored.sha256
+        for edit in 3..<6 { let saved = try store.flatten("d.pdf", page: 0, drawing: stroke(edit)); answered[saved.revision] = saved.sha256 }
+        let listed = try store.revisions("d.pdf")
+        #expect(listed.map(\.revision) == [1, 8])
+        for summary in listed {
+            let kept = try whole(store, "d.pdf", summary.revision)
+            #expect(summary.sha256 == answered[summary.revision] && DocumentStore.sha256(kept.bytes) == summary.sha256, "revision \(summary.revision)")
+        }
+        // Revision 5 (the restore) started the file 5.pdf that now holds 6, 7 and 8; its record is pruned.
+        #expect(throws: DocumentError.revisionNotFound(name: "d.pdf", revision: 5)) { try store.bytes("d.pdf", revision: 5, offset: 0, length: 10) }
+    }
+
     @Test("two writers at once, one appending and one replacing: no number handed out twice, every revision what was acknowledged")
     func concurrentModes() throws {
         let (_, folder) = try setUp("append-concurrent")
