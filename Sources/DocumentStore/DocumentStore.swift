@@ -19,7 +19,8 @@ import Glibc
 ///   (`flock`) and checks it is still the current one; a new file is locked before it is
 ///   renamed into place, so the next writer waits for the first to finish.
 /// - Readers take no lock and change nothing: they open the current file and name its revision
-///   by which kept entry is the same file.
+///   by which kept file it is and its length. The one exception: a tail a killed append left
+///   (`SaveMode.append`), which a reader cuts under the lock when no writer holds it.
 ///
 /// Sendable: its state is fixed at init but for the hash cache, which locks.
 public final class DocumentStore: Sendable {
