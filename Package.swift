@@ -52,11 +52,13 @@ let package = Package(
             cxxSettings: [.unsafeFlags(["-std=c++17"]), .define("POINTERHOLDER_TRANSITION", to: "4")],
             linkerSettings: [.linkedLibrary("qpdf"), .linkedLibrary("z")]
         ),
+        // copy_file_range, FICLONE and fstatfs, which Glibc's Swift module does not export.
+        .target(name: "CFileCopy"),
         .target(name: "PDFSurgery", dependencies: ["CPDFSurgery", .product(name: "SystemPackage", package: "swift-system")],
                 swiftSettings: swiftSettings),
         // Documents: .pdf and .yianazip files in one folder, flattening, atomic saves, revisions.
         .target(name: "DocumentStore",
-                dependencies: ["CanvasCore", "CanvasProtocol", "CCrypto", "InkRendering", "PDFSurgery",
+                dependencies: ["CanvasCore", "CanvasProtocol", "CCrypto", "CFileCopy", "InkRendering", "PDFSurgery",
                                .product(name: "SystemPackage", package: "swift-system")],
                 swiftSettings: swiftSettings),
         // A thin, owning layer over libzmq: typed errors, no raw pointers in its API.
@@ -83,7 +85,7 @@ let package = Package(
         .executableTarget(
             name: "canvasd",
             dependencies: [
-                "CanvasService", "ZeroMQ",
+                "CanvasService", "DocumentStore", "ZeroMQ",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -101,7 +103,7 @@ let package = Package(
         .executableTarget(
             name: "canvasbench",
             dependencies: [
-                "CanvasClient", "CanvasCore", "CanvasProtocol", "CanvasService", "DocumentStore", "InkRendering", "PDFSurgery", "TestSupport",
+                "CanvasClient", "CanvasCore", "CFileCopy", "CanvasProtocol", "CanvasService", "DocumentStore", "InkRendering", "PDFSurgery", "TestSupport",
                 "ZeroMQ",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),

@@ -87,7 +87,7 @@ public final class Dispatcher {
         do {
             let store = try DocumentStore(folder: URL(fileURLWithPath: configuration.documentsPath),
                                           keepRevisions: configuration.keepRevisions,
-                                          maxInkPointsPerPage: configuration.limits.maxPointsPerPage)
+                                          maxInkPointsPerPage: configuration.limits.maxPointsPerPage, saveMode: configuration.saveMode)
             documents = DocumentMethods(store: store, limits: configuration.limits)
         } catch {
             logger.error("documents not served", metadata: ["folder": "\(configuration.documentsPath)", "error": "\(error)"])

@@ -1,3 +1,4 @@
+public import DocumentStore
 import Foundation
 public import CanvasProtocol
 
@@ -91,6 +92,9 @@ public struct ServiceConfiguration: Sendable {
     public var documentsPath = "documents"
     /// Revisions kept per document, the current one included (at least 2: the original and the latest).
     public var keepRevisions = 20
+    /// How a save that appends reaches the disk: a new file renamed over the document (the
+    /// default), or the update appended in place.
+    public var saveMode = SaveMode.replace
     /// A session nobody has touched for this long is closed.
     public var idleTimeout: Duration = .seconds(600)
     public var limits = Limits()

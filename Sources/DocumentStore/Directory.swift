@@ -49,6 +49,14 @@ final class Directory: Sendable {
         })
     }
 
+    /// Opens the existing file `name` for writing in place (never following a link); the caller
+    /// checks with `stat()` that it is the file it means.
+    func openForWriting(_ name: String) throws(Errno) -> FileDescriptor {
+        FileDescriptor(rawValue: try Self.check {
+            openat(descriptor.rawValue, name, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        })
+    }
+
     /// Creates the file `name`, which must not exist yet, for writing (and reading back).
     func create(_ name: String, readable: Bool = false) throws(Errno) -> FileDescriptor {
         FileDescriptor(rawValue: try Self.check {
@@ -130,6 +138,11 @@ enum FileLock {
         while flock(file.rawValue, LOCK_EX) != 0 {
             guard Glibc.errno == EINTR else { throw Errno(rawValue: Glibc.errno) }
         }
+    }
+
+    /// Gives the lock up before the descriptor closes.
+    static func unlock(_ file: FileDescriptor) {
+        _ = flock(file.rawValue, LOCK_UN)
     }
 
     /// Takes the lock only if nobody holds it.

@@ -16,27 +16,30 @@ import SystemPackage
 extension DocumentStore {
     static let endedFolderName = ".ended"
 
-    /// The entries of `name`'s history that are the current file's: all of them, or none when
-    /// the file starts a new history.
-    func lineage(_ file: OpenFile, _ name: String, _ history: RevisionHistory?) throws(DocumentError) -> [RevisionHistory.Entry] {
-        let all = try entries(history, name)
-        guard let history, let newest = all.last, !RevisionHistory.isKept(file.stat.identity, in: all) else { return all }
+    /// The kept revisions of `name`'s history that are the current file's: all of them, or none
+    /// when the file starts a new history.
+    func lineage(_ file: OpenFile, _ name: String, _ history: RevisionHistory?,
+                 _ listing: RevisionHistory.Listing) throws(DocumentError) -> [RevisionHistory.Kept] {
+        let all = listing.kept
+        guard let history, let newest = all.last, listing.revision(of: file.stat.identity, size: file.stat.size) == nil,
+              listing.committedPrefix(of: file.stat.identity, size: file.stat.size) == nil else { return all }
         return try sameBytes(file, as: newest, in: history, name) ? all : []
     }
 
-    /// Whether the file has the newest entry's bytes (sizes first: most files differ there).
-    private func sameBytes(_ file: OpenFile, as entry: RevisionHistory.Entry, in history: RevisionHistory,
+    /// Whether the file has the newest revision's bytes (sizes first: most files differ there).
+    private func sameBytes(_ file: OpenFile, as newest: RevisionHistory.Kept, in history: RevisionHistory,
                            _ name: String) throws(DocumentError) -> Bool {
-        guard entry.stat.size == file.stat.size else { return false }
-        guard let kept = try? openRegular(history.directory, entry.name, document: name) else { return false }
+        guard newest.length == file.stat.size else { return false }
+        if let record = newest.record { return try hash(file, name) == record.sha256 }
+        guard let kept = try? openRegular(history.directory, newest.holder.name, document: name) else { return false }
         return try hash(kept, name) == hash(file, name)
     }
 
     /// Under the document's write lock: when the current file starts a new history, moves the
     /// old one out of reach and returns a fresh (empty) history; else returns `history`.
     func endForeignHistory(_ name: String, _ current: OpenFile, _ history: RevisionHistory) throws(DocumentError) -> RevisionHistory {
-        let all = try entries(history, name)
-        guard !all.isEmpty, try lineage(current, name, history).isEmpty else { return history }
+        let listing = try listing(history, name)
+        guard !listing.kept.isEmpty, try lineage(current, name, history, listing).isEmpty else { return history }
         do {
             let ended = try revisionsRoot.directory(Self.endedFolderName, create: true)
             let stamp = "\(name).\(Int(Date().timeIntervalSince1970)).\(UInt32.random(in: 0...UInt32.max))"

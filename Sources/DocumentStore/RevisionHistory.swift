@@ -1,20 +1,37 @@
+import Foundation
 import SystemPackage
 
-/// One document's kept revisions: `.canvas-revisions/<name>/<N>.<ext>`, each a hard link to
-/// the file that was the document at revision N.
+/// One document's kept revisions, in `.canvas-revisions/<name>/`.
 ///
-/// A save links its new file here under the next number before renaming it over the document,
-/// so the current file is always kept under its own number (a document never saved gets
-/// revision 1 when its first save begins). That gives every rule the store needs without a
-/// counter that could disagree with the files:
-/// - the revision of a file is the number of the entry that is the same file, which any reader
-///   can find without a lock;
-/// - a current file with no entry is revision 1 of a new history when it was never saved or
-///   has other bytes than the newest entry (a new document under a deleted one's name: see
-///   `lineage`), and one past the newest when it has its bytes (a folder copied without links);
-/// - an entry numbered past the current file's was linked by a save killed before its rename:
-///   it was never the document nor reported, and the next writer removes it;
-/// - numbers only grow, because the current file is the newest entry and pruning never removes
+/// An incremental update only appends, so each revision of a `.pdf` is the beginning of the
+/// next. The history keeps that shape: revisions form lines, each line one file holding its
+/// newest revision, every older revision of the line a byte length of it.
+/// - `<N>-<L>.<ext>`: the file that revision N's save made, in line L (a hard link: while N is
+///   current, it is the document itself). It holds revision N and every earlier revision of
+///   line L. `<N>.<ext>` when N starts its line (L = N). The line is in the name, so a file
+///   keeps it when the record of its own revision is pruned and it still holds older ones.
+/// - `<N>.rev.<line>.<length>.<ms>.<sha256>.<state>`: revision N's record, an empty file whose
+///   name says it all: its line (the number of the line's first revision), its length in bytes,
+///   when it was saved (milliseconds since 1970), its SHA-256, and SHA-256's running state after
+///   its last whole 64-byte block, from which the next save of the line continues the hash.
+///   A record is made by the directory flush that keeps its file, so neither is ever without
+///   the other on disk once the document was renamed.
+/// - A save that appends starts no line: its file is the last one's bytes and the update, and
+///   the last one's file, now the beginning of the new one, goes. A restore, qpdf's whole
+///   rewrite (a repaired or encrypted file), an upload, and every save of a `.yianazip` (whose
+///   metadata, at the front, changes with each save) start a line of their own.
+/// - An older history has `<N>.<ext>` files and no records: each is revision N, whole, read as
+///   it is (as is an `<N>.<ext>` whose record is gone when no record of its line is left). The first save migrates only the current one, by writing its record (one hash of the
+///   file, under the document's lock); the others stay as they are until pruned.
+///
+/// Rules that follow, for readers without a lock:
+/// - the current file is revision N when it is the same file as a kept `<M>.<ext>` and N is the
+///   revision of M's line with the current file's length (M itself, for a file made by a
+///   replacing save); a legacy `<M>.<ext>` without a record is revision M;
+/// - a current file that no kept file is is a new document or a copy (see `lineage`);
+/// - anything numbered past the current revision was left by a save killed before its rename:
+///   never the document nor reported, the next writer removes it;
+/// - numbers only grow, because the current revision is the newest and pruning never removes
 ///   it, nor revision 1 (the original).
 /// Files whose names start with `.tmp.` are saves being written; outside the document's write
 /// lock, they belong to a writer that is still alive.
@@ -23,8 +40,7 @@ import SystemPackage
 /// instances) also leaves a mark: an empty file `<N>.madeby.<key>.<pages>.<sha256>`, created
 /// beside its entry before the rename, so that the request, run again on another instance after
 /// the first died or lost the session before it could record the save, finds revision N made
-/// instead of saving the same ink twice. Everything is in the name, so the directory's flush
-/// that keeps the entry keeps the mark; a mark numbered past the current file (its save killed
+/// instead of saving the same ink twice. A mark numbered past the current file (its save killed
 /// before the rename) goes with that entry, and a mark goes when its revision is pruned.
 struct RevisionHistory {
     let directory: Directory
@@ -33,15 +49,197 @@ struct RevisionHistory {
 
     static let temporaryPrefix = ".tmp."
 
+    /// A file of the history: `<N>.<ext>` or `<N>-<L>.<ext>`.
     struct Entry {
         let revision: Int
+        /// The line whose revisions it holds.
+        let line: Int
         let name: String
         let stat: Stat
     }
 
-    func entryName(_ revision: Int) -> String { "\(revision).\(kind)" }
+    /// Revision N's record: where its bytes are, and what they hash to.
+    struct Record: Equatable {
+        let revision: Int
+        /// The number of the line's first revision.
+        let line: Int
+        let length: Int64
+        /// Milliseconds since 1970 when it was saved.
+        let saved: Int64
+        let sha256: String
+        /// The hash's state after the last whole block of the revision's bytes.
+        let midstate: SHA256Midstate
 
-    /// What a save left for the request that made it, to be found if that request runs again.
+        static let infix = ".rev."
+
+        var name: String { "\(revision)\(Self.infix)\(line).\(length).\(saved).\(sha256).\(midstate.hex)" }
+
+        init(revision: Int, line: Int, length: Int64, saved: Int64, sha256: String, midstate: SHA256Midstate) {
+            (self.revision, self.line, self.length, self.saved, self.sha256, self.midstate) = (revision, line, length, saved, sha256, midstate)
+        }
+
+        init?(name: String) {
+            guard let infix = name.range(of: Self.infix), let revision = Int(name[..<infix.lowerBound]), revision > 0 else { return nil }
+            let parts = name[infix.upperBound...].split(separator: ".", omittingEmptySubsequences: false)
+            guard parts.count == 5, let line = Int(parts[0]), line > 0, line <= revision, let length = Int64(parts[1]), length > 0,
+                  let saved = Int64(parts[2]), parts[3].utf8.count == 64,
+                  let midstate = SHA256Midstate(hex: parts[4], coveringAtMost: length) else { return nil }
+            self.init(revision: revision, line: line, length: length, saved: saved, sha256: String(parts[3]), midstate: midstate)
+            guard self.name == name else { return nil }
+        }
+
+        var modified: Date { Date(timeIntervalSince1970: Double(saved) / 1000) }
+    }
+
+    /// The journal of a save that appends in place: an empty file `<N>.append.<line>.<from>`,
+    /// made durable before the update is written at byte `from` of the line's file. Bytes of that
+    /// file past its last record's length are a tail no reader may take for a revision: while the
+    /// writer holds the lock, an append under way; once it is gone, left by a killed save, and cut
+    /// by the next to hold the lock. Without an intent, bytes past the last record are no save's
+    /// (the file was changed from outside), and nothing cuts them.
+    struct Intent: Equatable {
+        let revision: Int
+        let line: Int
+        let from: Int64
+
+        static let infix = ".append."
+
+        var name: String { "\(revision)\(Self.infix)\(line).\(from)" }
+
+        init(revision: Int, line: Int, from: Int64) {
+            (self.revision, self.line, self.from) = (revision, line, from)
+        }
+
+        init?(name: String) {
+            guard let infix = name.range(of: Self.infix), let revision = Int(name[..<infix.lowerBound]), revision > 0 else { return nil }
+            let parts = name[infix.upperBound...].split(separator: ".", omittingEmptySubsequences: false)
+            guard parts.count == 2, let line = Int(parts[0]), let from = Int64(parts[1]) else { return nil }
+            self.init(revision: revision, line: line, from: from)
+            guard self.name == name else { return nil }
+        }
+    }
+
+    /// A revision that can be read: `length` bytes from the start of `holder`.
+    struct Kept {
+        let revision: Int
+        let line: Int
+        let length: Int64
+        /// Nil for an older history's file, hashed when asked.
+        let record: Record?
+        let holder: Entry
+        /// Bytes the writer hashed to write its record (a file no save had kept yet).
+        var hashedToRecord: Int64 = 0
+    }
+
+    /// Everything in the history at one moment: one reading of the directory.
+    struct Listing {
+        var files: [Entry] = []
+        var records: [Int: Record] = [:]
+        var marks: [Mark] = []
+        var intents: [Intent] = []
+
+        func line(of file: Entry) -> Int { file.line }
+
+        /// Whether a file is an older history's revision, whole: `<N>.<ext>` with no record in its
+        /// line. A file of a line that has records is only where they are: appended to in
+        /// place, it holds revisions past its own, so its own revision, once its record is
+        /// pruned, is no longer the whole file.
+        func isWhole(_ file: Entry) -> Bool {
+            file.line == file.revision && records[file.revision] == nil && !records.values.contains { $0.line == file.line }
+        }
+
+        /// Every revision whose bytes are here, oldest first.
+        var kept: [Kept] {
+            var result: [Kept] = []
+            let numbers = Set(records.keys).union(files.filter(isWhole).map(\.revision))
+            for number in numbers.sorted() {
+                if let record = records[number] {
+                    // The newest file of the line long enough to hold it: every file of a line begins
+                    // with the bytes of all its shorter ones (a file appended to in place holds
+                    // revisions numbered past its own). A killed save's record has none.
+                    guard let holder = files.last(where: { line(of: $0) == record.line && $0.stat.size >= record.length })
+                    else { continue }
+                    result.append(Kept(revision: number, line: record.line, length: record.length, record: record, holder: holder))
+                } else if let file = files.first(where: { $0.revision == number && isWhole($0) }) {
+                    result.append(Kept(revision: number, line: number, length: file.stat.size, record: nil, holder: file))
+                }
+            }
+            return result
+        }
+
+        /// The revision of the file with `identity` and `size`, when it is one of these.
+        func revision(of identity: FileIdentity, size: Int64) -> Kept? {
+            guard let file = files.last(where: { $0.stat.identity == identity }) else { return nil }
+            let line = line(of: file)
+            if let record = records.values.filter({ $0.line == line && $0.length == size && $0.revision >= line }).max(by: { $0.revision < $1.revision }) {
+                return Kept(revision: record.revision, line: line, length: size, record: record, holder: file)
+            }
+            if isWhole(file) && file.stat.size == size {
+                return Kept(revision: file.revision, line: file.revision, length: size, record: nil, holder: file)
+            }
+            return nil
+        }
+
+        /// For a file of the history longer than any of its line's records: the revision it holds
+        /// below an append's tail (an append under way, or one a killed save left), when an intent
+        /// says the tail is an append's.
+        func committedPrefix(of identity: FileIdentity, size: Int64) -> Kept? {
+            guard let file = files.last(where: { $0.stat.identity == identity }),
+                  let record = records.values.filter({ $0.line == file.line && $0.length < size }).max(by: { $0.length < $1.length }),
+                  record.revision >= file.revision,
+                  intents.contains(where: { $0.line == file.line && $0.from == record.length && $0.revision == record.revision + 1 }) else { return nil }
+            return Kept(revision: record.revision, line: file.line, length: record.length, record: record, holder: file)
+        }
+
+        /// The number a file not kept here would get: one past the newest.
+        var next: Int { max(files.last?.revision ?? 0, records.keys.max() ?? 0) + 1 }
+    }
+
+    /// Reads the directory once: files (with their `stat`), records and marks.
+    func listing() throws(Errno) -> Listing {
+        var listing = Listing()
+        for name in try directory.names() {
+            if let record = Record(name: name) {
+                listing.records[record.revision] = record
+            } else if let mark = Mark(name: name) {
+                listing.marks.append(mark)
+            } else if let intent = Intent(name: name) {
+                listing.intents.append(intent)
+            } else if let (revision, line) = fileNumbers(name), let stat = try directory.stat(name), stat.isRegularFile {
+                listing.files.append(Entry(revision: revision, line: line, name: name, stat: stat))
+            }
+        }
+        listing.files.sort { $0.revision < $1.revision }
+        listing.marks.sort { $0.revision < $1.revision }
+        return listing
+    }
+
+    /// Leaves an append's intent; made durable by the directory's next flush.
+    func leave(_ intent: Intent) throws(Errno) {
+        let file = try directory.create(intent.name)
+        try Errno.rethrowing { try file.close() }
+    }
+
+    /// Leaves `record` beside its file; made durable by the directory's next flush.
+    func leave(_ record: Record) throws(Errno) {
+        let file = try directory.create(record.name)
+        try Errno.rethrowing { try file.close() }
+    }
+
+    func entryName(_ revision: Int, line: Int) -> String { line == revision ? "\(revision).\(kind)" : "\(revision)-\(line).\(kind)" }
+
+    /// The revision and line of a file's name, `<N>.<ext>` or `<N>-<L>.<ext>` (L < N); nil for
+    /// any other name.
+    func fileNumbers(_ name: String) -> (Int, Int)? {
+        guard let dot = name.firstIndex(of: "."), name[name.index(after: dot)...] == kind else { return nil }
+        let numbers = name[..<dot].split(separator: "-", omittingEmptySubsequences: false)
+        guard numbers.count <= 2, let revision = Int(numbers[0]), revision > 0,
+              let line = numbers.count == 2 ? Int(numbers[1]) : revision, line > 0, line <= revision,
+              entryName(revision, line: line) == name else { return nil }
+        return (revision, line)
+    }
+
+        /// What a save left for the request that made it, to be found if that request runs again.
     struct Mark: Equatable {
         let revision: Int
         /// Who made it: an opaque key of ASCII letters and digits, from the request.
@@ -66,10 +264,6 @@ struct RevisionHistory {
         }
     }
 
-    /// The marks left beside the entries, oldest first.
-    func marks() throws(Errno) -> [Mark] {
-        try directory.names().compactMap(Mark.init(name:)).sorted { $0.revision < $1.revision }
-    }
 
     /// Leaves `mark` beside its entry; made durable by the directory's next flush.
     func leave(_ mark: Mark) throws(Errno) {
@@ -77,34 +271,25 @@ struct RevisionHistory {
         try Errno.rethrowing { try file.close() }
     }
 
-    /// The kept revisions, oldest first.
-    func entries() throws(Errno) -> [Entry] {
-        var entries: [Entry] = []
-        for name in try directory.names() {
-            guard let dot = name.firstIndex(of: "."), name[name.index(after: dot)...] == kind,
-                  let revision = Int(name[..<dot]), revision > 0, String(revision) == name[..<dot],
-                  let stat = try directory.stat(name), stat.isRegularFile else { continue }
-            entries.append(Entry(revision: revision, name: name, stat: stat))
-        }
-        return entries.sorted { $0.revision < $1.revision }
-    }
-
-    /// The revision of the file with `identity`, as the rules above give it.
-    static func revision(of identity: FileIdentity, in entries: [Entry]) -> Int {
-        if let entry = entries.last(where: { $0.stat.identity == identity }) { return entry.revision }
-        return (entries.last?.revision ?? 0) + 1
-    }
-
-    /// Whether the file has an entry of its own (else it is current and not yet linked).
-    static func isKept(_ identity: FileIdentity, in entries: [Entry]) -> Bool {
-        entries.contains { $0.stat.identity == identity }
-    }
-
     /// The entries to remove so that `keep` revisions remain, the current one included: always
     /// revision 1 and the newest.
-    static func prunable(_ entries: [Entry], keep: Int) -> [Entry] {
-        let newest = Set(entries.suffix(max(1, keep - 1)).map(\.revision))
-        return entries.filter { $0.revision != 1 && !newest.contains($0.revision) }
+    static func prunable(_ kept: [Kept], keep: Int) -> [Kept] {
+        let newest = Set(kept.suffix(max(1, keep - 1)).map(\.revision))
+        return kept.filter { $0.revision != 1 && !newest.contains($0.revision) }
+    }
+
+    /// The files no revision but `dropped` needs: in each line only the newest file is read (it
+    /// holds all the line's revisions), and a line none of whose other revisions is kept needs
+    /// none. Removed before the records of `dropped`, so a pruning killed half-way keeps a
+    /// revision too many, never loses one.
+    static func unneededFiles(_ listing: Listing, dropping dropped: Set<Int>) -> [Entry] {
+        let lines = Set(listing.kept.filter { !dropped.contains($0.revision) }.map(\.line))
+        var newest: [Int: Int] = [:]
+        for file in listing.files { newest[listing.line(of: file)] = max(newest[listing.line(of: file)] ?? 0, file.revision) }
+        return listing.files.filter { file in
+            let line = listing.line(of: file)
+            return !lines.contains(line) || newest[line] != file.revision
+        }
     }
 
     /// Removes what killed saves left: only ever called under the document's write lock, when no

@@ -60,7 +60,9 @@ extension DocumentStore {
     public func require(_ name: String, at expectedRevision: Int) throws(DocumentError) {
         let file = try openDocument(name)
         let history = try history(name, create: false)
-        let revision = RevisionHistory.revision(of: file.stat.identity, in: try lineage(file, name, history))
+        let listing = try listing(history, name)
+        var revision = listing.revision(of: file.stat.identity, size: file.stat.size)?.revision ?? 0
+        if revision == 0 { revision = (try lineage(file, name, history, listing).last?.revision ?? 0) + 1 }
         if revision != expectedRevision { throw .conflict(name: name, expected: expectedRevision, current: revision) }
     }
 
@@ -71,12 +73,12 @@ extension DocumentStore {
     public func store(upload spool: UploadSpool, as name: String, expectedRevision: Int?) throws(DocumentError) -> DocumentSummary {
         try Self.check(name)
         if let expectedRevision {
-            return try writing(name, expectedRevision: expectedRevision) { (_, history, revision) throws(DocumentError) in
+            return try writing(name, expectedRevision: expectedRevision) { (_, history, kept) throws(DocumentError) in
                 // Its pages are counted once it is the document (the caller's check counted them
                 // in a copy); no mark is left, so the count the save is given is not kept.
-                let saved = try save(name, history, as: revision + 1, pageCount: 0, madeBy: nil) { (out, hasher) throws(DocumentError) in
-                    try copy(spool.file, from: 0, to: out, &hasher)
-                    return true
+                let saved = try save(name, history, as: kept.revision + 1, extending: nil, madeBy: nil) { (out, hasher, cost) throws(DocumentError) in
+                    try copy(spool.file, from: 0, to: out, &hasher, &cost)
+                    return Written(hashing: .fed, pageCount: 0)
                 }
                 let pages = try pdf(name, try openDocument(name)).pageCount
                 return DocumentSummary(name: name, revision: saved.revision, pageCount: pages, sha256: saved.sha256)
@@ -95,7 +97,8 @@ extension DocumentStore {
             try? root.remove(temporary)
         }
         var hasher = SHA256Hasher()
-        try copy(spool.file, from: 0, to: out, &hasher)
+        var cost = SaveCost()
+        try copy(spool.file, from: 0, to: out, &hasher, &cost)
         do {
             try Directory.check { fsync(out.rawValue) }
             try root.link(temporary, to: root, as: name)

@@ -1,5 +1,6 @@
 public import ArgumentParser
 import CanvasService
+import DocumentStore
 import Foundation
 import Logging
 import Synchronization
@@ -43,6 +44,10 @@ struct Canvasd: ParsableCommand {
 
     @Option(name: .customLong("keep-revisions"), help: "Revisions kept per document, the current one included (at least 2).")
     var keepRevisions = defaults.keepRevisions
+
+    @Option(name: .customLong("save-mode"),
+            help: "replace (a new file renamed over the document: readers of the folder never see a torn file) or append (the update appended in place: a save costs its increment, a reader of the folder may see part of it until it commits).")
+    var saveMode = "replace"
 
     @Option(name: .customLong("curve-secret-key"),
             help: "The server's CurveZMQ key pair file (canvasctl keygen). With it, only --allowed-keys get in.")
@@ -103,6 +108,7 @@ struct Canvasd: ParsableCommand {
         guard idleTimeout > 0 else { throw ValidationError("--idle-timeout must be positive") }
         guard maxUploadBytes > 0 else { throw ValidationError("--max-upload-bytes must be positive") }
         guard maxMessageBytes >= 1024 else { throw ValidationError("--max-message-bytes must be at least 1024") }
+        guard SaveMode(rawValue: saveMode) != nil else { throw ValidationError("--save-mode is replace or append, not \(saveMode)") }
         guard keepRevisions >= 2 else { throw ValidationError("--keep-revisions must be at least 2: the original and the latest") }
         guard maxSessions > 0 else { throw ValidationError("--max-sessions must be positive") }
         guard maxSessionsPerClient > 0 else { throw ValidationError("--max-sessions-per-client must be positive") }
@@ -134,6 +140,7 @@ struct Canvasd: ParsableCommand {
         configuration.eventsEndpoint = events
         configuration.documentsPath = documents
         configuration.keepRevisions = keepRevisions
+        configuration.saveMode = SaveMode(rawValue: saveMode)!
         configuration.idleTimeout = .seconds(idleTimeout)
         configuration.limits.maxMessageBytes = maxMessageBytes
         configuration.limits.maxSessions = maxSessions

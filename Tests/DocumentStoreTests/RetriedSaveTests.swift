@@ -67,8 +67,10 @@ struct RetriedSaveTests {
         for index in 0..<5 {
             _ = try store.flatten("a.pdf", page: 0, drawing: Drawing(strokes: [dot(20 + Double(index) * 10, 20)]), madeBy: "k\(index)")
         }
-        #expect(try history(folder) == ["1.pdf", "5.madeby.k3.1.\(try store.revisions("a.pdf")[1].sha256)", "5.pdf",
-                                        "6.madeby.k4.1.\(DocumentStore.sha256(try current(folder)))", "6.pdf"])
+        // Revisions 1, 5 and 6 are kept, all lengths of one file (6-1.pdf, the document itself).
+        #expect(try history(folder).filter { !$0.contains(".rev.") } == ["5.madeby.k3.1.\(try store.revisions("a.pdf")[1].sha256)", "6-1.pdf",
+                                                                         "6.madeby.k4.1.\(DocumentStore.sha256(try current(folder)))"])
+        #expect(try history(folder).compactMap { RevisionHistory.Record(name: $0)?.revision }.sorted() == [1, 5, 6])
         // k0's revision is gone: the same request now saves again, as any request would.
         #expect(try store.flatten("a.pdf", page: 0, drawing: Drawing(strokes: [dot(20, 20)]), madeBy: "k0").revision == 7)
     }
