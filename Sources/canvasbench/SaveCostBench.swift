@@ -3,6 +3,7 @@ import CanvasCore
 import CFileCopy
 import DocumentStore
 import Foundation
+import TestSupport
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -229,7 +230,7 @@ struct SaveRun {
         let store = try DocumentStore(folder: folder, keepRevisions: keep, saveMode: mode)
         var run = SaveRun()
         run.originalBytes = FileSystem.size(folder.appendingPathComponent(name).path)
-        run.folderBeforeBytes = FileSystem.diskUse(folder.path)
+        run.folderBeforeBytes = TestSupport.diskUse(folder.path)
         for edit in 0..<edits {
             let drawing = try RecordedStrokes.drawing(strokes[edit], shift: Double(edit) * 50)
             if pauseMs > 0 { usleep(UInt32(pauseMs) * 1000) }
@@ -239,7 +240,7 @@ struct SaveRun {
             if edit == 0 { run.first = store.lastSaveCost } else { run.costs.append(store.lastSaveCost) }
         }
         run.finalBytes = FileSystem.size(folder.appendingPathComponent(name).path)
-        run.folderBytes = FileSystem.diskUse(folder.path)
+        run.folderBytes = TestSupport.diskUse(folder.path)
         return run
     }
 }
@@ -296,28 +297,11 @@ struct Floor {
     }
 }
 
-/// Sizes as `ls` and `du` give them.
+/// A file's size as `ls` gives it, and the file system it is on (`du` is `TestSupport.diskUse`).
 enum FileSystem {
     static func size(_ path: String) -> Int64 {
         var status = stat()
         return lstat(path, &status) == 0 ? Int64(status.st_size) : 0
-    }
-
-    /// The disk a folder takes, as `du -s` counts it: allocated blocks of every file under it,
-    /// a file with several links counted once.
-    static func diskUse(_ path: String) -> Int64 {
-        var seen = Set<[UInt64]>()
-        var total: Int64 = 0
-        func visit(_ path: String) {
-            var status = stat()
-            guard lstat(path, &status) == 0 else { return }
-            if seen.insert([UInt64(status.st_dev), UInt64(status.st_ino)]).inserted { total += Int64(status.st_blocks) * 512 }
-            if status.st_mode & S_IFMT == S_IFDIR {
-                for child in (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? [] { visit(path + "/" + child) }
-            }
-        }
-        visit(path)
-        return total
     }
 
     static func type(of path: String) -> String {

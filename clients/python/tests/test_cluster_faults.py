@@ -690,6 +690,16 @@ def pause_and_move(cluster: Cluster, client: Roamer, strokes: List[dict], back: 
     return resent, later if back is not None else None
 
 
+def closed_on_both(client: Roamer, after: str) -> List[str]:
+    """The canvas closed, as asked on either instance, after an acknowledged `after`."""
+    problems = []
+    for where in (A, B):
+        state = client.ok(where, "canvas.state")["state"]
+        if state != "closed":
+            problems.append(f"canvas.state on {'AB'[where]}: {state}, after an acknowledged {after}")
+    return problems
+
+
 def late_reply_problems(client: Roamer, queued: List[int], where: int = A, sentinel: bool = True) -> List[str]:
     """The woken instance's answers to the requests it had when it was stopped: each the reply
     the client was given for it, or an error (a retry-later, or the request refused), never
@@ -794,10 +804,7 @@ def test_a_holder_killed_inside_a_save_leaves_one_revision_answered_once(tmp_pat
             client.reconnect(A)
             problems += client.retry_everywhere(submit)
             problems += documents.check(client, B)
-            for where in (A, B):
-                state = client.ok(where, "canvas.state")["state"]
-                if state != "closed":
-                    problems.append(f"canvas.state on {'AB'[where]}: {state}, after an acknowledged submit")
+            problems += closed_on_both(client, after="submit")
             assert not problems, "\n".join(problems)
 
 
@@ -823,10 +830,7 @@ def test_a_holder_paused_inside_a_save_does_not_save_its_old_copy_later(tmp_path
             problems = late_reply_problems(client, [submit])
             problems += client.retry_everywhere(submit)
             problems += documents.check(client, B)
-            for where in (A, B):
-                state = client.ok(where, "canvas.state")["state"]
-                if state != "closed":
-                    problems.append(f"canvas.state on {'AB'[where]}: {state}, after an acknowledged submit")
+            problems += closed_on_both(client, after="submit")
             assert not problems, "\n".join(problems)
 
 
@@ -849,10 +853,7 @@ def test_a_holder_paused_inside_a_save_does_not_save_after_the_client_cancelled(
             again = client.ask(B, "canvas.submit", request_id=submit)
             if "result" in again:
                 problems.append(f"the submit sent again after the cancel was acknowledged: {again}")
-            for where in (A, B):
-                state = client.ok(where, "canvas.state")["state"]
-                if state != "closed":
-                    problems.append(f"canvas.state on {'AB'[where]}: {state}, after an acknowledged cancel")
+            problems += closed_on_both(client, after="cancel")
             assert not problems, "\n".join(problems)
 
 
