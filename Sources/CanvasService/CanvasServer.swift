@@ -268,7 +268,7 @@ public final class CanvasServer {
                 drainEnds = clock.now + configuration.drainTime
                 pulse.startDraining()
                 logger.notice("draining: unready now, stopping after the drain time",
-                              metadata: ["drainMs": "\(configuration.drainTime.components.seconds * 1000 + configuration.drainTime.components.attoseconds / 1_000_000_000_000_000)",
+                              metadata: ["drainMs": "\(configuration.drainTime.milliseconds)",
                                          "sessions": "\(dispatcher.sessionCount)"])
             }
             if let drainEnds, clock.now >= drainEnds { break }
@@ -292,7 +292,7 @@ public final class CanvasServer {
             }
             var wait = checkInterval
             if let deadline = dispatcher.nextDeadline { wait = min(wait, max(.zero, deadline - clock.now)) }
-            let milliseconds = Int32(wait.components.seconds * 1000 + wait.components.attoseconds / 1_000_000_000_000_000)
+            let milliseconds = Int32(wait.milliseconds)
             do {
                 if zap == nil && web == nil {
                     try serveLoopback(waitingAtMost: milliseconds, timeout: &timeout, mayBeQueued: &mayBeQueued)
@@ -519,7 +519,7 @@ public final class CanvasServer {
         let output = dispatcher.handle(message.body, envelope: message.envelope, from: owner, droppedFrames: message.dropped,
                                        at: mark, sendingAtOnce: sendNow)
         let end = clock.now
-        metrics.handled(seconds: Self.seconds(end - mark))
+        metrics.handled(seconds: (end - mark).seconds)
         mark = end
         return output
     }
@@ -556,10 +556,6 @@ public final class CanvasServer {
         // Events first: a client that has its reply can expect the events it caused to be on the way.
         publish(output.events)
         for reply in output.replies { send(reply) }
-    }
-
-    private static func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 
     private func send(_ reply: Dispatcher.Output.Reply) {

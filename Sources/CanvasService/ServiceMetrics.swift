@@ -120,6 +120,11 @@ public final class ServiceMetrics: @unchecked Sendable {
             let rendered = labels.isEmpty ? "" : "{" + labels.map { "\($0.0)=\"\(Self.escape($0.1))\"" }.joined(separator: ",") + "}"
             out += "\(name)\(rendered) \(text)\n"
         }
+        /// A family of one sample without labels.
+        func single(_ name: String, _ type: String, _ help: String, _ value: Double) {
+            family(name, type, help)
+            sample(name, [], value)
+        }
         func histogram(_ name: String, _ help: String, _ h: Histogram) {
             family(name, "histogram", help)
             var cumulative: UInt64 = 0
@@ -146,24 +151,16 @@ public final class ServiceMetrics: @unchecked Sendable {
         for (code, count) in replies.sorted(by: { $0.key < $1.key }) { sample("canvasd_replies_total", [("code", code)], Double(count)) }
         histogram("canvasd_request_handling_seconds", "Time the request loop spent on one request (work off the loop not included).", now.handling)
         histogram("canvasd_session_store_seconds", "Time one call to the session store took.", now.store)
-        family("canvasd_session_store_failures_total", "counter", "Calls to the session store that failed or were not made while it rested.")
-        sample("canvasd_session_store_failures_total", [], Double(now.storeFailures))
-        family("canvasd_session_takeovers_total", "counter", "Sessions taken over from the session store.")
-        sample("canvasd_session_takeovers_total", [], Double(now.takeovers))
-        family("canvasd_saves_total", "counter", "Revisions saved into documents.")
-        sample("canvasd_saves_total", [], Double(now.saves))
-        family("canvasd_sessions", "gauge", "Sessions held by this instance.")
-        sample("canvasd_sessions", [], Double(now.sessions))
-        family("canvasd_jobs_in_flight", "gauge", "Saves and reads running or waiting beside the loop.")
-        sample("canvasd_jobs_in_flight", [], Double(now.jobsInFlight))
-        family("canvasd_web_connections", "gauge", "Open ws:// connections, both endpoints.")
-        sample("canvasd_web_connections", [], Double(now.webConnections))
-        family("canvasd_web_connections_cut_off_total", "counter", "ws:// connections closed for passing a cap or not finishing their upgrade.")
-        sample("canvasd_web_connections_cut_off_total", [], Double(now.webCutOff))
-        for gauge in extra {
-            family(gauge.name, "gauge", gauge.help)
-            sample(gauge.name, [], gauge.value)
-        }
+        single("canvasd_session_store_failures_total", "counter", "Calls to the session store that failed or were not made while it rested.",
+               Double(now.storeFailures))
+        single("canvasd_session_takeovers_total", "counter", "Sessions taken over from the session store.", Double(now.takeovers))
+        single("canvasd_saves_total", "counter", "Revisions saved into documents.", Double(now.saves))
+        single("canvasd_sessions", "gauge", "Sessions held by this instance.", Double(now.sessions))
+        single("canvasd_jobs_in_flight", "gauge", "Saves and reads running or waiting beside the loop.", Double(now.jobsInFlight))
+        single("canvasd_web_connections", "gauge", "Open ws:// connections, both endpoints.", Double(now.webConnections))
+        single("canvasd_web_connections_cut_off_total", "counter", "ws:// connections closed for passing a cap or not finishing their upgrade.",
+               Double(now.webCutOff))
+        for gauge in extra { single(gauge.name, "gauge", gauge.help, gauge.value) }
         return out
     }
 

@@ -108,22 +108,19 @@ final class SharedSessions: @unchecked Sendable {
         }
         do {
             let answer = try call()
-            metrics?.askedStore(seconds: Self.seconds(ContinuousClock.now - now), failed: false)
+            metrics?.askedStore(seconds: (ContinuousClock.now - now).seconds, failed: false)
             if rest.answered() { logger.notice("session store answering again") }
             return answer
         } catch {
-            metrics?.askedStore(seconds: Self.seconds(ContinuousClock.now - now), failed: true)
+            metrics?.askedStore(seconds: (ContinuousClock.now - now).seconds, failed: true)
             let backoff = rest.failed(at: ContinuousClock.now)
             logger.error("session store failed; not asked again for a while", metadata: [
-                "session": "\(session)", "error": "\(error)", "restMs": "\(backoff.components.seconds * 1000 + backoff.components.attoseconds / 1_000_000_000_000_000)",
+                "session": "\(session)", "error": "\(error)", "restMs": "\(backoff.milliseconds)",
             ])
             throw unavailable
         }
     }
 
-    private static func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-    }
 
     private func encode(_ session: ServiceSession) throws(ProtocolError) -> [UInt8] {
         let bytes: [UInt8]
