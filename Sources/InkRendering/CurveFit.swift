@@ -6,20 +6,16 @@
 enum CurveFit {
     static let maximumRun = 256
 
-    /// Curves from `points[0]` to `points.last`, every point within `tolerance` of them. At the
-    /// indices in `corners`, and wherever the polyline turns by more than `corner` radians at a
-    /// point, the curves meet at an angle instead of being forced smooth through it.
-    static func fit(_ points: [InkVector], tolerance: Double, corners: Set<Int> = [], corner: Double = 1.2) -> [Cubic] {
-        fitSpans(points, tolerance: tolerance, corners: corners, corner: corner).curves.map(\.curve)
-    }
-
     /// A fitted curve and the points it was fitted to (indices into `points` of `fitSpans`).
     struct Span {
         var curve: Cubic
         var points: ClosedRange<Int>
     }
 
-    /// As `fit`, with each curve's points: the points without repeats, and the spans.
+    /// Curves from `points[0]` to `points.last`, every point within `tolerance` of them, with the
+    /// points without repeats and each curve's span of them. At the indices in `corners`, and
+    /// wherever the polyline turns by more than `corner` radians at a point, the curves meet at
+    /// an angle instead of being forced smooth through it.
     static func fitSpans(_ points: [InkVector], tolerance: Double, corners: Set<Int> = [], corner: Double = 1.2)
         -> (points: [InkVector], curves: [Span]) {
         let (points, corners) = deduplicated(points, corners)

@@ -46,11 +46,6 @@ public struct InkPath: Equatable, Sendable {
     mutating func curve(_ c1: InkVector, _ c2: InkVector, _ to: InkVector) { elements.append(.curve(c1, c2, to)) }
     mutating func close() { elements.append(.close) }
 
-    /// Appends the fitted curves (each starting where the path is).
-    mutating func append(_ curves: [Cubic]) {
-        for c in curves { curve(c.c1, c.c2, c.p3) }
-    }
-
     /// The number of segments: what the path costs to write.
     public var segmentCount: Int { elements.count }
 

@@ -37,9 +37,7 @@ public enum StrokeOutline {
             path.quantum = quantum
             return path
         }
-        var path = capsules(stroke).snapped(quantum)
-        path.quantum = quantum
-        return path
+        return capsules(stroke).snapped(quantum)
     }
 
     static func quantum(width: Double) -> Double {
@@ -220,9 +218,10 @@ public enum StrokeOutline {
             turns[i] = acos(max(-1, min(1, a.dot(b))))
         }
         var breaks = Set<Int>()
+        let cosCusp = cos(cusp)
         for i in 1..<max(count - 1, 1) {
             guard let a = (centres[i] - centres[i - 1]).unit, let b = (centres[i + 1] - centres[i]).unit else { continue }
-            if a.dot(b) < cos(cusp) { breaks.insert(i) }
+            if a.dot(b) < cosCusp { breaks.insert(i) }
         }
         var last = -2
         for i in 1..<max(count - 1, 1) where turns[i] > cusp && turns[i] >= turns[i - 1] && turns[i] >= turns[i + 1] && i - last >= 2 && !breaks.contains(i - 1) && !breaks.contains(i + 1) {

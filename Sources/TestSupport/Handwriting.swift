@@ -125,12 +125,12 @@ public enum Handwriting {
 }
 
 /// SplitMix64: tiny, seedable, and the same on every platform.
-struct SplitMix {
+public struct SplitMix {
     private var state: UInt64
 
-    init(seed: UInt64) { state = seed }
+    public init(seed: UInt64) { state = seed }
 
-    mutating func next() -> UInt64 {
+    public mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
@@ -138,7 +138,7 @@ struct SplitMix {
         return z ^ (z >> 31)
     }
 
-    mutating func uniform(_ low: Double, _ high: Double) -> Double {
+    public mutating func uniform(_ low: Double, _ high: Double) -> Double {
         low + (high - low) * Double(next() >> 11) / Double(1 << 53)
     }
 }

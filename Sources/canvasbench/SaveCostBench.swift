@@ -28,13 +28,13 @@ struct SaveCostBench: ParsableCommand {
     var scratch = FileManager.default.temporaryDirectory.path
     @Option(help: "The real page scanned into the documents.") var page = SourceTree.path("Tests/Fixtures/pdfjs/basicapi.pdf")
     @Option(help: "Recorded handwriting (UNIPEN) the edits draw, one stroke each.")
-    var strokes = SourceTree.path("Tests/Fixtures/strokes/unipen-atu.json")
+    var strokes = RecordedHandwriting.fixture.path
 
     func run() throws {
         let folder = URL(fileURLWithPath: scratch).appendingPathComponent("canvasbench-save-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
-        let recorded = try RecordedStrokes.load(strokes)
+        let recorded = try RecordedHandwriting.strokes(from: URL(fileURLWithPath: strokes))
         guard recorded.count >= edits else { throw ValidationError("\(strokes) has \(recorded.count) strokes; \(edits) edits need one each") }
 
         let big = try ScannedDocument.make(from: page, dpi: bigDpi, in: folder, name: "scan-big.pdf")
@@ -47,7 +47,7 @@ struct SaveCostBench: ParsableCommand {
         let floorBefore = try Floor.measure(big, in: folder, runs: floorRuns)
         var results: [(String, SaveRun)] = []
         for mode in SaveMode.allCases {
-            for (label, document) in [("big", big), ("small", small)] {
+            for label in ["big", "small"] {
                 results.append(("\(label), \(mode.rawValue)", SaveRun()))
             }
         }
@@ -124,19 +124,10 @@ enum SourceTree {
     }
 }
 
-/// The recorded strokes: (x, y, pressure) in the file's units, one array per stroke.
+/// The recorded strokes as the edits draw them.
 enum RecordedStrokes {
-    static func load(_ path: String) throws -> [[(Double, Double, Double)]] {
-        struct Set: Decodable {
-            struct Recorded: Decodable { let points: [[Double]] }
-            let strokes: [Recorded]
-        }
-        let set = try JSONDecoder().decode(Set.self, from: Data(contentsOf: URL(fileURLWithPath: path)))
-        return set.strokes.map { $0.points.map { ($0[0], $0[1], $0[2]) } }
-    }
-
     /// One recorded stroke as a pen stroke on a Letter page, three times its recorded size.
-    static func drawing(_ stroke: [(Double, Double, Double)], shift: Double) throws -> Drawing {
+    static func drawing(_ stroke: [(x: Double, y: Double, pressure: Double)], shift: Double) throws -> Drawing {
         try Drawing(strokes: [Stroke(tool: .pen, color: InkColor("#1F3A93"), width: 2,
                                      points: stroke.map { try InkPoint(x: 60 + 3 * $0.0, y: 100 + shift + 3 * $0.1, pressure: $0.2) })])
     }
@@ -220,7 +211,7 @@ struct SaveRun {
     }
     var maximum: Double { times.max() ?? .nan }
 
-    static func measure(_ document: URL, edits: Int, strokes: [[(Double, Double, Double)]], keep: Int, mode: SaveMode,
+    static func measure(_ document: URL, edits: Int, strokes: [[(x: Double, y: Double, pressure: Double)]], keep: Int, mode: SaveMode,
                         pauseMs: Int, in scratch: URL) throws -> SaveRun {
         let folder = scratch.appendingPathComponent("folder-\(document.deletingPathExtension().lastPathComponent)-\(mode.rawValue)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)

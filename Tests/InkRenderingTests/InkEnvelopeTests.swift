@@ -2,6 +2,7 @@ import CanvasCore
 import Foundation
 @testable import InkRendering
 import Testing
+import TestSupport
 
 /// Ink goes where it was drawn (spec §4): no inked pixel farther from the stroke's points than
 /// the envelope (plus 0.5 pt for anti-aliasing and the pixel grid at 288 dpi), and ink at every
@@ -43,7 +44,7 @@ struct InkEnvelopeTests {
     @Test("recorded handwriting stays inside the envelope, as PDF at 288 dpi")
     func recorded() throws {
         var checked = 0
-        for (index, recorded) in try RecordedStrokes.load().enumerated() {
+        for (index, recorded) in try RecordedHandwriting.strokes().enumerated() {
             let points = recorded.map { (100 + 3 * $0.0, 100 + 3 * $0.1, $0.2) }
             var speedPressure: [(Double, Double, Double?)] = []
             let speeds = points.indices.map { k -> Double in
@@ -86,21 +87,6 @@ struct InkEnvelopeTests {
     }
 }
 
-/// The recorded strokes of Tests/Fixtures/strokes/unipen-atu.json: (x, y, pressure) in points.
-enum RecordedStrokes {
-    static let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent("Fixtures/strokes/unipen-atu.json")
-
-    static func load() throws -> [[(Double, Double, Double)]] {
-        struct Set: Decodable {
-            struct Recorded: Decodable { let points: [[Double]] }
-            let strokes: [Recorded]
-        }
-        let set = try JSONDecoder().decode(Set.self, from: Data(contentsOf: file))
-        return set.strokes.map { $0.points.map { ($0[0], $0[1], $0[2]) } }
-    }
-}
-
 /// Strokes made to be hard to outline, each from a few numbers.
 enum HardStrokes {
     enum Kind: Int, CaseIterable {
@@ -121,7 +107,7 @@ enum HardStrokes {
 
     /// `pressure`: 0 none, 1 smooth, 2 jumping between 0.05 and 1.
     static func make(_ kind: Kind, seed: UInt64, width: Double, count: Int, pressure: Int, highlighter: Bool) -> Stroke {
-        var random = SeededNoise(seed)
+        var random = SplitMix(seed: seed)
         var points: [(Double, Double)] = []
         switch kind {
         case .randomWalk:
@@ -173,18 +159,4 @@ enum HardStrokes {
         return try! Stroke(tool: highlighter ? .highlighter : .pen, color: InkColor("black"), width: (width * 100).rounded() / 100,
                            points: Array(inkPoints.prefix(4096)))
     }
-}
-
-/// SplitMix64, for the generated shapes.
-struct SeededNoise {
-    private var state: UInt64
-    init(_ seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-    mutating func uniform(_ low: Double, _ high: Double) -> Double { low + (high - low) * Double(next() >> 11) / Double(1 << 53) }
 }
