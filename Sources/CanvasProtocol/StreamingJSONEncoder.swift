@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 
 /// Encodes an `Encodable` value as JSON straight into bytes, as it goes.
 ///
@@ -58,7 +58,7 @@ public enum StreamingJSONEncoder {
             case let number as Float: try writeFloat(number, path)
             case let number as Int: JSONCodec.writeInteger(Int64(number), into: &bytes)
             case let number as Int64: JSONCodec.writeInteger(number, into: &bytes)
-            case let number as UInt64: writeUnsigned(number)
+            case let number as UInt64: writeInteger(number)
             case let data as Data: JSONCodec.writeString(data.base64EncodedString(), into: &bytes)
             case let url as URL: JSONCodec.writeString(url.absoluteString, into: &bytes)
             default:
@@ -92,14 +92,6 @@ public enum StreamingJSONEncoder {
             guard number.isFinite, number.rounded() != number else { return try writeDouble(Double(number), path) }
             // The shortest text that reads back as the same Float, as JSONEncoder writes it.
             bytes.append(contentsOf: number.description.utf8)
-        }
-
-        func writeUnsigned(_ number: UInt64) {
-            if number <= UInt64(Int64.max) {
-                JSONCodec.writeInteger(Int64(number), into: &bytes)
-            } else {
-                bytes.append(contentsOf: String(number).utf8)
-            }
         }
 
         func writeInteger(_ number: some BinaryInteger) {

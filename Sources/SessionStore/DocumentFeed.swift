@@ -5,10 +5,11 @@ import Foundation
 /// subscribers. A viewer on any instance hears every save once, numbered in one sequence,
 /// instead of only the saves of the instance it reached, each instance counting its own.
 ///
-/// Announcing is the loop's (a store call, as for sessions); hearing runs on a thread of its
-/// own with a connection of its own, since a subscribed connection can do nothing else.
+/// Announcing is done on one thread at a time (canvasd's first store lane); hearing runs on a
+/// thread of its own with a connection of its own, since a subscribed connection can do
+/// nothing else.
 public final class DocumentFeed: @unchecked Sendable {
-    // @unchecked: `announcer` is used by the serving loop alone, `url` and the names are
+    // @unchecked: `announcer` is used by one thread at a time, `url` and the names are
     // immutable, and the listening thread makes its own connection.
     private let announcer: RedisConnection
     private let url: RedisURL
@@ -32,18 +33,8 @@ public final class DocumentFeed: @unchecked Sendable {
     @discardableResult
     public func announce(name: String, revision: Int, sha256: String, data: [UInt8]) throws(RedisError) -> UInt64? {
         let doing = "announcing \(name) revision \(revision) on the document feed"
-        if loadedScript == nil {
-            loadedScript = try announcer.command(["SCRIPT", "LOAD", Self.script], doing: doing).string
-        }
         let keys = [Array(sequenceKey.utf8), Array("\(announcedPrefix)\(name)\u{0}\(revision)\u{0}\(sha256)".utf8)]
-        let arguments = [Array(channel.utf8), data]
-        var reply: RedisValue
-        do {
-            reply = try announcer.command([Array("EVALSHA".utf8), Array(loadedScript!.utf8), Array("2".utf8)] + keys + arguments, doing: doing)
-        } catch where error.isNoScript {
-            loadedScript = try announcer.command(["SCRIPT", "LOAD", Self.script], doing: doing).string
-            reply = try announcer.command([Array("EVALSHA".utf8), Array(loadedScript!.utf8), Array("2".utf8)] + keys + arguments, doing: doing)
-        }
+        let reply = try announcer.evaluate(Self.script, sha: &loadedScript, keys: keys, arguments: [Array(channel.utf8), data], doing: doing)
         guard case .integer(let seq) = reply else { throw RedisError(doing: doing, cause: .unexpectedReply("\(reply)")) }
         return seq > 0 ? UInt64(seq) : nil
     }
@@ -53,7 +44,7 @@ public final class DocumentFeed: @unchecked Sendable {
     /// Returns once the first subscription is in place, so nothing announced after is missed.
     public func listen(_ heard: @escaping @Sendable (UInt64, [UInt8]) -> Void,
                        failed: @escaping @Sendable (any Error) -> Void) throws(RedisError) {
-        let first = Handoff(try subscribe())
+        let first = Handoff(try Self.subscribe(url, channel))
         let url = self.url, channel = self.channel
         let thread = Thread {
             var connection: RedisConnection? = first.connection
@@ -76,8 +67,6 @@ public final class DocumentFeed: @unchecked Sendable {
         thread.name = "canvasd document feed"
         thread.start()
     }
-
-    private func subscribe() throws(RedisError) -> RedisConnection { try Self.subscribe(url, channel) }
 
     /// The first subscribed connection, made here so that `listen` can say it is in place, and
     /// handed to the listening thread, which alone uses it from then on.

@@ -181,6 +181,26 @@ public final class RedisConnection {
         return try Self.value(raw.assumingMemoryBound(to: redisReply.self), doing: doing)
     }
 
+    /// Runs a Lua script by its SHA-1: loaded first when `sha` is nil, and loaded again once if
+    /// Redis has forgotten it since (a restart, a `SCRIPT FLUSH`). `sha` keeps the SHA-1
+    /// between calls.
+    func evaluate(_ source: String, sha: inout String?, keys: [[UInt8]], arguments: [[UInt8]], doing: String) throws(RedisError)
+        -> RedisValue {
+        for attempt in 0..<2 {
+            if sha == nil {
+                let loaded = try command(["SCRIPT", "LOAD", source], doing: "\(doing): loading its script")
+                guard let text = loaded.string else { throw RedisError(doing: doing, cause: .unexpectedReply("\(loaded)")) }
+                sha = text
+            }
+            do {
+                return try command([Array("EVALSHA".utf8), Array(sha!.utf8), Array(String(keys.count).utf8)] + keys + arguments, doing: doing)
+            } catch where attempt == 0 && error.isNoScript {
+                sha = nil
+            }
+        }
+        preconditionFailure("the loop returns or throws")
+    }
+
     /// Waits for the next reply the server pushes unasked (a subscribed channel's message),
     /// for as long as the connection's timeout.
     public func nextPush(doing: String) throws(RedisError) -> RedisValue {

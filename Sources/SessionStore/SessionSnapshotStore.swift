@@ -78,7 +78,7 @@ public final class SessionSnapshotStore {
         self.ttl = ttl
         self.keyPrefix = keyPrefix
         holder = Array(instance.utf8)
-        ttlMilliseconds = Array(String(max(1, ttl.components.seconds * 1000 + ttl.components.attoseconds / 1_000_000_000_000_000)).utf8)
+        ttlMilliseconds = Array(String(Self.milliseconds(ttl)).utf8)
         _ = try connection.command(["PING"], doing: "checking the session store at \(connection.url)")
     }
 
@@ -186,7 +186,7 @@ public final class SessionSnapshotStore {
     /// process): two processes with one name would each take the other's sessions for its own
     /// and let them expire, so the second must not start.
     public func claimInstance(token: String, lease: Duration) throws(RedisError) -> Claim {
-        let milliseconds = max(1, lease.components.seconds * 1000 + lease.components.attoseconds / 1_000_000_000_000_000)
+        let milliseconds = Self.milliseconds(lease)
         let reply = try run(.claim, keys: [Array((keyPrefix + "instance:" + instance).utf8)],
                             [Array(token.utf8), Array(String(milliseconds).utf8)], doing: "claiming the instance name \(instance)")
         switch reply {
@@ -204,22 +204,13 @@ public final class SessionSnapshotStore {
 
     // MARK: Scripts
 
+    /// Whole milliseconds, at least one: what Redis's PX and PEXPIRE take.
+    private static func milliseconds(_ duration: Duration) -> Int64 {
+        max(1, duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000)
+    }
+
     private func run(_ script: Script, keys: [[UInt8]], _ arguments: [[UInt8]], doing: String) throws(RedisError) -> RedisValue {
-        for attempt in 0..<2 {
-            if loaded[script] == nil {
-                let sha = try connection.command(["SCRIPT", "LOAD", script.source], doing: "\(doing): loading its script")
-                guard let text = sha.string else { throw RedisError(doing: doing, cause: .unexpectedReply("\(sha)")) }
-                loaded[script] = text
-            }
-            do {
-                return try connection.command([Array("EVALSHA".utf8), Array(loaded[script]!.utf8), Array(String(keys.count).utf8)]
-                                              + keys + arguments, doing: doing)
-            } catch where attempt == 0 && error.isNoScript {
-                // Redis restarted (or flushed its scripts) since we loaded it: load it again.
-                loaded = [:]
-            }
-        }
-        preconditionFailure("the loop returns or throws")
+        try connection.evaluate(script.source, sha: &loaded[script], keys: keys, arguments: arguments, doing: doing)
     }
 
     private enum Script: CaseIterable {

@@ -41,7 +41,7 @@ struct StreamingJSONEncoderTests {
 
     static let everything = Everything(
         flag: true, small: -128, large: .max, negative: .min,
-        doubles: [0, -0.0, 0.1, 1e-5, 5e-324, 1.7976931348623157e308, 123456789.125, -2.5e-8, 1, 3],
+        doubles: [0, -0.0, 0.1, 1e-5, .leastNonzeroMagnitude, 1.7976931348623157e308, 123456789.125, -2.5e-8, 1, 3],
         float: 0.3, text: "quote \" backslash \\ tab \t newline \n nul \u{0} é 😀 \u{1F}",
         none: nil, some: "",
         inner: Inner(name: "a", values: [1.5], optional: nil, nested: [[], [0, 255]]),
