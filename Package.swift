@@ -71,7 +71,7 @@ let package = Package(
         .target(
             name: "CanvasService",
             dependencies: [
-                "CanvasCore", "CanvasProtocol", "CCrypto", "DocumentStore", "InkRendering", "SessionStore", "ZeroMQ",
+                "CanvasCore", "CanvasProtocol", "DocumentStore", "InkRendering", "SessionStore", "ZeroMQ",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings

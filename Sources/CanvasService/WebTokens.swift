@@ -1,4 +1,4 @@
-import CCrypto
+import DocumentStore
 import Foundation
 import Synchronization
 
@@ -88,20 +88,15 @@ public final class WebTokens: Sendable {
             }
             let digest = Self.digest(token)
             guard seen.insert(digest).inserted else { throw LoadError(path: path, reason: "line \(number + 1): the token appears twice") }
-            let name = fields.count == 2 ? String(first) : "sha256:" + digest.map { String(format: "%02x", $0) }.joined()
+            let name = fields.count == 2 ? String(first) : "sha256:" + String(decoding: digest, as: UTF8.self)
             entries.append((digest, "web:\(name)"))
         }
         guard !entries.isEmpty else { throw LoadError(path: path, reason: "no tokens") }
         return entries
     }
 
+    /// The token's SHA-256 as lowercase hex: what is kept and compared, never the token.
     private static func digest(_ token: String) -> [UInt8] {
-        var digest = [UInt8](repeating: 0, count: 32)
-        var length: UInt32 = 0
-        let bytes = Array(token.utf8)
-        guard EVP_Digest(bytes, bytes.count, &digest, &length, EVP_sha256(), nil) == 1, length == 32 else {
-            fatalError("OpenSSL could not compute SHA-256")
-        }
-        return digest
+        Array(DocumentStore.sha256(Array(token.utf8)).utf8)
     }
 }
