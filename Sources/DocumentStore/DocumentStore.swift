@@ -415,7 +415,7 @@ public final class DocumentStore: Sendable {
             if let increment, container == nil, let record = kept.record {
                 return try save(name, history, as: kept.revision + 1, extending: (record, current.descriptor), madeBy: madeBy, alreadyHashed: kept.hashedToRecord) { (out, hasher, cost) throws(DocumentError) in
                     do throws(Errno) {
-                        try FileCopy.copyPrefix(current.descriptor, length: record.length, sourceSize: current.stat.size, to: out, &cost)
+                        try FileCopy.copyPrefix(current.descriptor, length: record.length, to: out, &cost)
                     } catch {
                         throw .system("copy \(name) for its new revision", error)
                     }
@@ -464,7 +464,7 @@ public final class DocumentStore: Sendable {
                 let hashing: Written.Hashing
                 if let record = entry.record {
                     do throws(Errno) {
-                        try FileCopy.copyPrefix(source.descriptor, length: record.length, sourceSize: source.stat.size, to: out, &cost)
+                        try FileCopy.copyPrefix(source.descriptor, length: record.length, to: out, &cost)
                     } catch {
                         throw .system("copy revision \(revision) of \(name)", error)
                     }
@@ -587,7 +587,7 @@ public final class DocumentStore: Sendable {
             }
             guard migrate else {
                 try history.directory.sync()
-                return RevisionHistory.Kept(revision: revision, line: revision, length: current.stat.size, record: nil, holder: holder!)
+                return RevisionHistory.Kept(revision: revision, length: current.stat.size, record: nil, holder: holder!)
             }
             // Hashed once, whole (unless a read of it did that already): the record's state lets
             // every later save hash only its increment.
@@ -596,7 +596,7 @@ public final class DocumentStore: Sendable {
                                                 saved: Self.milliseconds(current.stat), sha256: sha256, midstate: midstate)
             try history.leave(record)
             try history.directory.sync()
-            return RevisionHistory.Kept(revision: revision, line: record.line, length: record.length, record: record, holder: holder!,
+            return RevisionHistory.Kept(revision: revision, length: record.length, record: record, holder: holder!,
                                         hashedToRecord: fed)
         } catch let error as Errno {
             throw .system("repair the revisions of \(name)", error)

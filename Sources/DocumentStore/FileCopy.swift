@@ -11,15 +11,15 @@ public import SystemPackage
 /// Each step falls back only on the errors that say "not here" (no support, another file
 /// system), never on an I/O error.
 enum FileCopy {
-    /// Copies bytes `0..<length` of `source` (which is `sourceSize` long) into `out`, empty, and
-    /// leaves `out`'s position at `length`, where the caller appends.
-    static func copyPrefix(_ source: FileDescriptor, length: Int64, sourceSize: Int64, to out: FileDescriptor,
+    /// Copies bytes `0..<length` of `source` into `out`, empty, and leaves `out`'s position at
+    /// `length`, where the caller appends.
+    static func copyPrefix(_ source: FileDescriptor, length: Int64, to out: FileDescriptor,
                            _ cost: inout SaveCost) throws(Errno) {
         defer { _ = lseek(out.rawValue, off_t(length), SEEK_SET) }
         if length == 0 { return }
         if canvas_clone_file(out.rawValue, source.rawValue) == 0 {
             // The clone is the whole file as it is now (appended to in place, it may have grown
-            // since `sourceSize` was read): cut it back to the revision's length.
+            // past the revision): cut it back to the revision's length.
             try Directory.check { ftruncate(out.rawValue, off_t(length)) }
             cost.bytesCloned += length
             cost.method = .clone

@@ -122,13 +122,14 @@ struct RevisionHistory {
     /// A revision that can be read: `length` bytes from the start of `holder`.
     struct Kept {
         let revision: Int
-        let line: Int
         let length: Int64
         /// Nil for an older history's file, hashed when asked.
         let record: Record?
         let holder: Entry
         /// Bytes the writer hashed to write its record (a file no save had kept yet).
         var hashedToRecord: Int64 = 0
+        /// The line it is in: its holder's.
+        var line: Int { holder.line }
     }
 
     /// Everything in the history at one moment: one reading of the directory.
@@ -137,8 +138,6 @@ struct RevisionHistory {
         var records: [Int: Record] = [:]
         var marks: [Mark] = []
         var intents: [Intent] = []
-
-        func line(of file: Entry) -> Int { file.line }
 
         /// Whether a file is an older history's revision, whole: `<N>.<ext>` with no record in its
         /// line. A file of a line that has records is only where they are: appended to in
@@ -157,11 +156,11 @@ struct RevisionHistory {
                     // The newest file of the line long enough to hold it: every file of a line begins
                     // with the bytes of all its shorter ones (a file appended to in place holds
                     // revisions numbered past its own). A killed save's record has none.
-                    guard let holder = files.last(where: { line(of: $0) == record.line && $0.stat.size >= record.length })
+                    guard let holder = files.last(where: { $0.line == record.line && $0.stat.size >= record.length })
                     else { continue }
-                    result.append(Kept(revision: number, line: record.line, length: record.length, record: record, holder: holder))
+                    result.append(Kept(revision: number, length: record.length, record: record, holder: holder))
                 } else if let file = files.first(where: { $0.revision == number && isWhole($0) }) {
-                    result.append(Kept(revision: number, line: number, length: file.stat.size, record: nil, holder: file))
+                    result.append(Kept(revision: number, length: file.stat.size, record: nil, holder: file))
                 }
             }
             return result
@@ -170,12 +169,12 @@ struct RevisionHistory {
         /// The revision of the file with `identity` and `size`, when it is one of these.
         func revision(of identity: FileIdentity, size: Int64) -> Kept? {
             guard let file = files.last(where: { $0.stat.identity == identity }) else { return nil }
-            let line = line(of: file)
+            let line = file.line
             if let record = records.values.filter({ $0.line == line && $0.length == size && $0.revision >= line }).max(by: { $0.revision < $1.revision }) {
-                return Kept(revision: record.revision, line: line, length: size, record: record, holder: file)
+                return Kept(revision: record.revision, length: size, record: record, holder: file)
             }
             if isWhole(file) && file.stat.size == size {
-                return Kept(revision: file.revision, line: file.revision, length: size, record: nil, holder: file)
+                return Kept(revision: file.revision, length: size, record: nil, holder: file)
             }
             return nil
         }
@@ -188,11 +187,8 @@ struct RevisionHistory {
                   let record = records.values.filter({ $0.line == file.line && $0.length < size }).max(by: { $0.length < $1.length }),
                   record.revision >= file.revision,
                   intents.contains(where: { $0.line == file.line && $0.from == record.length && $0.revision == record.revision + 1 }) else { return nil }
-            return Kept(revision: record.revision, line: file.line, length: record.length, record: record, holder: file)
+            return Kept(revision: record.revision, length: record.length, record: record, holder: file)
         }
-
-        /// The number a file not kept here would get: one past the newest.
-        var next: Int { max(files.last?.revision ?? 0, records.keys.max() ?? 0) + 1 }
     }
 
     /// Reads the directory once: files (with their `stat`), records and marks.
@@ -285,9 +281,9 @@ struct RevisionHistory {
     static func unneededFiles(_ listing: Listing, dropping dropped: Set<Int>) -> [Entry] {
         let lines = Set(listing.kept.filter { !dropped.contains($0.revision) }.map(\.line))
         var newest: [Int: Int] = [:]
-        for file in listing.files { newest[listing.line(of: file)] = max(newest[listing.line(of: file)] ?? 0, file.revision) }
+        for file in listing.files { newest[file.line] = max(newest[file.line] ?? 0, file.revision) }
         return listing.files.filter { file in
-            let line = listing.line(of: file)
+            let line = file.line
             return !lines.contains(line) || newest[line] != file.revision
         }
     }
