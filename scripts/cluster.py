@@ -197,7 +197,7 @@ class Cluster:
                 return
             except RuntimeError:
                 log = (self.folder / f"{instance.name}.log").read_text(errors="replace")
-                if attempt == 4 or "Address already in use" not in log.splitlines()[-1]:
+                if attempt == 4 or "Address already in use" not in (log.splitlines() or [""])[-1]:
                     raise
                 if self.haproxy is None:
                     instance.requests, instance.events = free_port(), free_port()

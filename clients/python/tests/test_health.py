@@ -19,12 +19,7 @@ import pytest
 import redis
 
 from conftest import Server
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+from web import free_port
 
 
 def get(port: int, path: str):
