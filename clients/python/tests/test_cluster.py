@@ -43,6 +43,14 @@ CLIENTS = 6
 STROKE = {"tool": "pen", "color": "blue", "width": 3, "points": [{"x": 72, "y": 220, "pressure": 0.5}, {"x": 200.25, "y": 250}]}
 
 
+def lingerless_context() -> zmq.Context:
+    """A context whose sockets have no linger: a test that fails before closing them must not
+    leave a context whose clean-up (its term, from the garbage collector) waits forever."""
+    context = zmq.Context()
+    context.setsockopt(zmq.LINGER, 0)
+    return context
+
+
 class RawClient:
     """A DEALER that sends requests with chosen ids and keeps the reply bytes as they came."""
 
@@ -168,7 +176,7 @@ def test_failover_through_haproxy(tmp_path: Path) -> None:
     documents.mkdir()
     for index in range(CLIENTS):
         shutil.copy(ROOT / "samples" / "notes.pdf", documents / f"notes-{index}.pdf")
-    context = zmq.Context()
+    context = lingerless_context()
     with Cluster(canvasd_path(), documents, tmp_path / "cluster", instances=3) as cluster:
         store = redis.Redis(port=cluster.redis_port)
         clients: List[RawClient] = []
@@ -299,7 +307,7 @@ def test_a_redis_restart_keeps_every_session_and_haproxy_reads_readiness(tmp_pat
     HAProxy checks, says not ready while Redis is down and ready once it is back."""
     documents = tmp_path / "documents"
     documents.mkdir()
-    context = zmq.Context()
+    context = lingerless_context()
     with Cluster(canvasd_path(), documents, tmp_path / "cluster", instances=2) as cluster:
         clients, sessions = [], []
         try:
@@ -348,7 +356,7 @@ def test_a_drained_instance_hands_its_clients_over_without_an_error(tmp_path: Pa
     were acknowledged is in their drawing afterwards."""
     documents = tmp_path / "documents"
     documents.mkdir()
-    context = zmq.Context()
+    context = lingerless_context()
     with Cluster(canvasd_path(), documents, tmp_path / "cluster", instances=2) as cluster:
         drawers = Drawers(context, cluster, 6, first_source=60)
         try:
@@ -379,7 +387,7 @@ def test_one_document_feed_across_instances(tmp_path: Path) -> None:
     documents.mkdir()
     for index in range(6):
         shutil.copy(ROOT / "samples" / "notes.pdf", documents / f"feed-{index}.pdf")
-    context = zmq.Context()
+    context = lingerless_context()
     with Cluster(canvasd_path(), documents, tmp_path / "cluster", instances=3) as cluster:
         viewer = Subscriber(context, Cluster.from_source(cluster.events, "127.0.0.90"), "documents.")
         viewer.connected()
@@ -419,7 +427,7 @@ def test_a_rolling_restart_of_every_instance_loses_nothing(tmp_path: Path) -> No
     acknowledged."""
     documents = tmp_path / "documents"
     documents.mkdir()
-    context = zmq.Context()
+    context = lingerless_context()
     with Cluster(canvasd_path(), documents, tmp_path / "cluster", instances=3) as cluster:
         drawers = Drawers(context, cluster, 12, first_source=100)
         try:
