@@ -32,23 +32,96 @@ HAPROXY_WS_CONFIG = ROOT / "deploy" / "haproxy-ws.cfg"
 CONFIG_INSTANCES = 3
 
 
+# Every port free_port has handed out in this process. The kernel gives a port just probed
+# and closed to the next probe as readily as any other (here about one cluster's worth of
+# picks in 270 had a duplicate), and two servers given one port make the second fail to bind
+# while a check that only connects finds the first one listening there.
+_HANDED_OUT: set = set()
+
+
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    """A loopback port nothing listens on now, and never one this process handed out before."""
+    while True:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
+
+
+def _listening_inodes(port: int) -> set:
+    """The socket inodes listening on `port` (TCP, IPv4 or IPv6), from /proc/net."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            # local_address is ADDRESS:PORT in hex; state 0A is LISTEN.
+            if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(fields[9])
+    return inodes
+
+
+def _family(pid: int) -> List[int]:
+    """The process and its descendants (HAProxy's listeners may be a worker's)."""
+    children: Dict[int, List[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(parent, []).append(int(entry.name))
+    family, index = [pid], 0
+    while index < len(family):
+        family.extend(children.get(family[index], []))
+        index += 1
+    return family
+
+
+def listens(process: subprocess.Popen, port: int) -> bool:
+    """Whether `process` (or a child of it) is the one listening on `port`, not merely someone."""
+    inodes = _listening_inodes(port)
+    if not inodes:
+        return False
+    wanted = {f"socket:[{inode}]" for inode in inodes}
+    for pid in _family(process.pid):
+        try:
+            descriptors = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for descriptor in descriptors:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{descriptor}") in wanted:
+                    return True
+            except OSError:
+                continue
+    return False
 
 
 def wait_for_port(port: int, process: subprocess.Popen, what: str, timeout: float = 10.0) -> None:
+    """Waits until `process` itself listens on `port`."""
+    wait_for_ports([port], process, what, timeout)
+
+
+def wait_for_ports(ports: List[int], process: subprocess.Popen, what: str, timeout: float = 10.0) -> None:
+    """Waits until `process` itself listens on every one of `ports`. A connection alone is not
+    enough: with a port taken by another server, it succeeds while `process` dies of "Address
+    already in use", and whoever uses the port then talks to the wrong server (to a ZeroMQ
+    request, no reply at all). Every port, since a server that binds several dies at the first
+    one taken, after listening on the ones before it."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"{what} exited with status {process.returncode}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"{what} did not listen on port {port} within {timeout}s")
+        if all(listens(process, port) for port in ports):
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"{what} did not listen on ports {ports} within {timeout}s")
 
 
 class Instance:
@@ -215,7 +288,8 @@ class Cluster:
             arguments += ["--session-store", self.redis_url, "--instance", instance.name]
         with open(self.folder / f"{instance.name}.log", "ab") as log:
             instance.process = subprocess.Popen(arguments, stdout=log, stderr=subprocess.STDOUT)
-        wait_for_port(instance.requests, instance.process, instance.name)
+        wait_for_ports([instance.requests, instance.events, instance.ws_requests, instance.ws_events, instance.health],
+                       instance.process, instance.name)
 
     def instance(self, name: str) -> Instance:
         return next(i for i in self.instances if i.name == name)

@@ -286,6 +286,38 @@ def test_load_through_haproxy_loses_no_reply(tmp_path: Path) -> None:
         assert "replies: 900 of 900; lost 0, mismatched 0, wrong 0" in run.stdout, run.stdout
 
 
+def test_an_instance_whose_port_is_taken_is_started_on_others_not_taken_for_started(tmp_path: Path) -> None:
+    """The harness every cluster test stands on: an instance given a port another server
+    listens on (here its ws:// port, bound after its request port) dies of "Address already in
+    use" just after it listened on its request port. A check that only connected to the request
+    port took it for started, and the test then talked to a dead instance (a CI run waited 20 s
+    for replies that could not come). It must be started again on other ports, and answer."""
+    documents = tmp_path / "documents"
+    documents.mkdir()
+    cluster = Cluster(canvasd_path(), documents, tmp_path / "cluster", instances=1, session_store=False)
+    instance = cluster.instances[0]
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", instance.ws_requests))
+        squatter.listen()
+        taken = instance.ws_requests
+        try:
+            cluster.folder.mkdir(parents=True, exist_ok=True)
+            cluster.start_instance(instance)
+            assert instance.ws_requests != taken
+            assert "Address already in use" in (cluster.folder / f"{instance.name}.log").read_text()
+            context = lingerless_context()
+            try:
+                client = context.socket(zmq.DEALER)
+                client.connect(f"tcp://127.0.0.1:{instance.requests}")
+                client.send(json.dumps({"id": 1, "method": "document.list", "params": {}}).encode())
+                assert client.poll(5000), "the instance the harness started does not answer"
+                assert json.loads(client.recv())["id"] == 1
+            finally:
+                context.destroy(linger=0)
+        finally:
+            cluster.stop()
+
+
 def test_haproxy_configs_are_valid() -> None:
     """Both configs as HAProxy itself reads them, with every address set (the ws:// one carries
     a browser's traffic in test_web_cluster.py)."""

@@ -235,8 +235,18 @@ class Roamer:
                     if session:
                         self.answered.setdefault(request_id, raw)
                     return raw
-            assert time.monotonic() < deadline, f"{method} id {request_id}: not answered within {timeout} s: {raw!r}"
+            assert time.monotonic() < deadline, \
+                f"{method} id {request_id}: not answered within {timeout} s: {raw!r}\n{self.cluster_logs()}"
             time.sleep(0.05)
+
+    def cluster_logs(self, lines: int = 8) -> str:
+        """The last lines of each instance's log: what a failure needs to be understood in CI."""
+        tails = []
+        for instance in self.cluster.instances:
+            path = self.cluster.folder / f"{instance.name}.log"
+            text = path.read_text(errors="replace").splitlines() if path.exists() else []
+            tails.append(f"--- {instance.name} (requests port {instance.requests}):\n" + "\n".join(text[-lines:]))
+        return "\n".join(tails)
 
     def reconnect(self, where: int) -> None:
         """A new DEALER to an instance started again (on the ports it has now)."""

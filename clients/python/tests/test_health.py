@@ -16,10 +16,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-import redis
 
 from conftest import Server
-from web import free_port
+from web import free_port, wait_for_port
 
 
 def get(port: int, path: str):
@@ -105,13 +104,7 @@ def test_readiness_follows_the_session_store(tmp_path: Path):
     store = subprocess.Popen(["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "", "--dir", str(tmp_path)],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        connection = redis.Redis(port=redis_port)
-        for _ in range(100):
-            try:
-                connection.ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.05)
+        wait_for_port(redis_port, store, "redis-server")
         server = Server(tmp_path / "a", ["--session-store", f"redis://127.0.0.1:{redis_port}", "--instance", "a",
                                          "--health-endpoint", str(port)])
         try:

@@ -14,7 +14,7 @@ import pytest
 import redis
 
 from conftest import Server
-from web import free_port
+from web import free_port, wait_for_port
 
 pytestmark = pytest.mark.skipif(not shutil.which("redis-server"), reason="needs redis-server (make system-deps installs it)")
 
@@ -25,13 +25,8 @@ def store(tmp_path: Path):
     process = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
                                 "--appendonly", "no", "--dir", str(tmp_path)],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for_port(port, process, "redis-server")
     client = redis.Redis(port=port)
-    for _ in range(100):
-        try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            time.sleep(0.05)
     yield f"redis://127.0.0.1:{port}", client
     process.terminate()
     process.wait(timeout=5)

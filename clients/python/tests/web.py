@@ -18,14 +18,14 @@ import pytest
 
 from conftest import ROOT, Server
 
+sys.path.insert(0, str(ROOT / "scripts"))
+# One free_port for every test, so that no two servers of a run are handed the same port.
+from cluster import free_port, wait_for_port  # noqa: E402,F401
+
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 CHROMIUM = Path("/usr/lib/chromium/chromium-headless-shell")
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def start_demo_server(port: int, url: str, events: str, token: Optional[str] = None) -> subprocess.Popen:
