@@ -81,11 +81,12 @@ extension Dispatcher {
         }
     }
 
-    /// What a session's save checks under the document's lock, before it writes: that the store
-    /// still has this instance holding the session at the version the save was made from, and
-    /// the request unanswered. The fence before the save (`fence`) cannot see a pause between it
-    /// and the lock; this can. (A pause inside the save itself, after this, it cannot.) Asked on
-    /// the session's lane, in order with its other calls; the save's thread waits for it.
+    /// What a session's save checks under the document's lock, before it writes and again just
+    /// before it commits: that the store still has this instance holding the session at the
+    /// version the save was made from, and the request unanswered. The fence before the save
+    /// (`fence`) cannot see a pause between it and the lock, nor one while the save writes;
+    /// this can. (A pause between its answer and the commit's one system call, it cannot.)
+    /// Asked on the session's lane, in order with its other calls; the save's thread waits.
     func saveFence(_ session: ServiceSession, _ request: Request, _ fingerprint: [UInt8]) -> DocumentStore.WriteFence? {
         guard !lanes.isEmpty else { return nil }
         let id = session.id, expected = session.storedVersion, lane = lane(for: id), shared = lane.shared

@@ -64,6 +64,7 @@ extension DocumentStore {
             let sha256 = hasher.finish()
             let next = RevisionHistory.Record(revision: revision, line: record.line, length: length,
                                               saved: Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000, sha256: sha256, midstate: midstate)
+            try history.commitFence?(name)
             try history.leave(next)
             made.append(next.name)
             if let madeBy {

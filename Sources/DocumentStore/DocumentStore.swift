@@ -479,10 +479,13 @@ public final class DocumentStore: Sendable {
     }
 
     /// What a save checks once it is the document's only writer, before it writes anything (and
-    /// after a save `madeBy` its request is looked for): that it may still be made. Throws to
-    /// refuse it. canvasd's fence: the session the save is for is still this instance's, at the
-    /// version it was saved from; an instance paused while it waited for the lock would
-    /// otherwise save a drawing the client has since changed elsewhere.
+    /// after a save `madeBy` its request is looked for), and again just before it commits the
+    /// new revision: that it may still be made. Throws to refuse it; refused at the commit, the
+    /// save leaves nothing behind. canvasd's fence: the session the save is for is still this
+    /// instance's, at the version it was saved from; an instance paused while it waited for the
+    /// lock, or while it wrote, would otherwise save a drawing the client has since changed
+    /// elsewhere. What it cannot see is a pause between its own answer and the commit's one
+    /// system call (a rename, or a record's creation).
     public typealias WriteFence = @Sendable (_ name: String) throws(DocumentError) -> Void
 
     /// Runs `body` as the document's only writer: the current file open and locked, what a
@@ -497,7 +500,8 @@ public final class DocumentStore: Sendable {
         // its blocks (11 ms for 64 MB on ext4), which the reply need not wait for.
         defer { FileRelease.later(current) }
         guard let opened = try history(name, create: true) else { throw .io(operation: "open the revisions of \(name)", message: "missing") }
-        let history = try endForeignHistory(name, current, opened)
+        var history = try endForeignHistory(name, current, opened)
+        history.commitFence = fence
         let kept = try repair(name, current, history)
         let revision = kept.revision
         if let madeBy {
@@ -711,6 +715,7 @@ public final class DocumentStore: Sendable {
             } catch {
                 throw DocumentError.system("keep revision \(revision) of \(name)", error)
             }
+            try history.commitFence?(name)
             do {
                 try history.directory.rename(temporary, to: root, as: name)
                 renamed = true

@@ -46,6 +46,10 @@ struct RevisionHistory {
     let directory: Directory
     /// The document's extension, given to every entry (`pdf` or `yianazip`).
     let kind: String
+    /// The save's fence (`DocumentStore.WriteFence`), asked once more at the moment a new
+    /// revision is committed (the replacing save's rename, the appending save's record): asked
+    /// only before the save's work, it could not see a pause during that work.
+    var commitFence: DocumentStore.WriteFence?
 
     static let temporaryPrefix = ".tmp."
 

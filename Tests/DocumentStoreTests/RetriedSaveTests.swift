@@ -83,4 +83,48 @@ struct RetriedSaveTests {
             #expect(RevisionHistory.Mark(name: name) == nil, "\(name)")
         }
     }
+
+    /// A fence that lets its first `allowed` questions through and refuses the rest, counting them.
+    final class CountingFence: @unchecked Sendable {
+        // @unchecked: asked by the save on the test's own thread only.
+        var asked = 0
+        let allowed: Int
+        init(allowing allowed: Int) { self.allowed = allowed }
+
+        var fence: DocumentStore.WriteFence {
+            { (name: String) throws(DocumentError) in
+                self.asked += 1
+                guard self.asked <= self.allowed else {
+                    throw .refused(name: name, reason: "sessionMoved", message: "the session moved while the save was written")
+                }
+            }
+        }
+    }
+
+    @Test("a fence that holds before the save's work and not at its commit makes no revision and leaves nothing, in both save modes",
+          arguments: [SaveMode.replace, .append])
+    func fenceAskedAgainAtTheCommit(mode: SaveMode) throws {
+        // What a canvasd paused in the middle of a save meets when it goes on: the session it
+        // saved for moved meanwhile. Asked only before the work, the save committed anyway.
+        let folder = try freshFolder("commit-fence")
+        try Data(Self.pdf).write(to: folder.appendingPathComponent("a.pdf"))
+        let store = try DocumentStore(folder: folder, saveMode: mode)
+        _ = try store.flatten("a.pdf", page: 0, drawing: Drawing(strokes: [dot(20, 20)]))
+        let bytes = try current(folder), listed = try history(folder), revisions = try store.revisions("a.pdf")
+        let refusing = CountingFence(allowing: 1)
+        #expect(throws: DocumentError.self) {
+            _ = try store.flatten("a.pdf", page: 0, drawing: Drawing(strokes: [dot(50, 50)]), madeBy: "ab12", fence: refusing.fence)
+        }
+        #expect(refusing.asked == 2, "asked before the work and at the commit")
+        #expect(try current(folder) == bytes, "the document is as it was, byte for byte")
+        #expect(try history(folder) == listed, "no file, record, mark or temporary left in the history")
+        // (Not the modification times: an append taken back has written to the file and cut it.)
+        func kept(_ list: [RevisionSummary]) -> [String] { list.map { "\($0.revision) \($0.bytes) \($0.sha256) \($0.current)" } }
+        #expect(try kept(store.revisions("a.pdf")) == kept(revisions))
+        // A fence that holds both times saves, and the next revision is the one refused.
+        let holding = CountingFence(allowing: 2)
+        let saved = try store.flatten("a.pdf", page: 0, drawing: Drawing(strokes: [dot(50, 50)]), madeBy: "ab12", fence: holding.fence)
+        #expect(holding.asked == 2 && saved.revision == 3)
+        #expect(try saved.sha256 == DocumentStore.sha256(current(folder)))
+    }
 }
