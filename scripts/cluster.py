@@ -253,10 +253,13 @@ class Cluster:
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_for_port(self.redis_port, self.redis, "redis-server")
 
-    def restart_redis(self) -> None:
-        """SIGTERM and start again on the same port and folder: it reads its append-only log back."""
+    def restart_redis(self, kill: bool = False) -> None:
+        """SIGTERM (or, with `kill`, SIGKILL: a crash of Redis, not of the machine) and start
+        again on the same port and folder: it reads its append-only log back. Killed, it loses
+        nothing acknowledged either: Redis writes its log before it sends the replies of the
+        commands in it, and the file outlives the process."""
         if self.redis is not None and self.redis.poll() is None:
-            self.redis.send_signal(signal.SIGTERM)
+            self.redis.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
             self.redis.wait(timeout=10)
         self.start_redis()
 

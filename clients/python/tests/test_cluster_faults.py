@@ -556,15 +556,16 @@ class RoamingSession:
 
     def fault(self, kind: str, random: Random, log: List[str]) -> List[str]:
         """A fault between two steps, at the instance that served the last request:
-        `redis` (Redis restarted: SIGTERM, started again on its append-only log), `kill`
+        `redis` (Redis restarted: SIGTERM, started again on its append-only log), `redis-kill`
+        (the same after SIGKILL), `kill`
         (SIGKILL, started again under a new name, as the old name's lease outlives it) or
         `pause` (SIGSTOP for a few steps, each request meant for it sent there and then to
         the other instance; SIGCONT, then what it answers to those it had)."""
         where = self.client.last
         WALK[f"fault {kind}"] += 1
-        if kind == "redis":
-            log.append("Redis restarted")
-            self.cluster.restart_redis()
+        if kind in ("redis", "redis-kill"):
+            log.append("Redis killed (-9) and started again" if kind == "redis-kill" else "Redis restarted")
+            self.cluster.restart_redis(kill=kind == "redis-kill")
         elif kind == "kill":
             log.append(f"{'AB'[where]} killed (-9) and started again")
             instance = self.cluster.instances[where]
@@ -611,7 +612,7 @@ class RoamingSession:
             self.end(where, kind)
 
 
-FAULT_KINDS = os.environ.get("FAULTS_KINDS", "pause,redis,kill").split(",")
+FAULT_KINDS = os.environ.get("FAULTS_KINDS", "pause,redis,kill,redis-kill").split(",")
 
 
 @pytest.mark.parametrize("faults", [False, True], ids=["switches", "switches+pauses+kills+redis-restarts"])
@@ -620,7 +621,8 @@ def test_a_session_moved_at_random_between_two_instances_keeps_to_what_was_ackno
     of FAULTS_STEPS requests (150) for each of 2 sessions, more than 100 switches between
     instances in all; the model is checked after every step. With `faults`, every 25 steps in
     turn: the instance last used stopped for a few steps, Redis restarted, the instance last
-    used killed and started again. A failure names the seed and the steps that led to it."""
+    used killed and started again, Redis killed and started again. A failure names the seed
+    and the steps that led to it."""
     WALK.clear()
     seed = int(os.environ.get("FAULTS_SEED", "1"))
     steps = int(os.environ.get("FAULTS_STEPS", "150"))
