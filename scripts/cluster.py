@@ -228,10 +228,14 @@ class Cluster:
             environment[f"CANVAS{number}_WS_REQUESTS"] = str(instance.ws_requests if instance else free_port())
             environment[f"CANVAS{number}_WS_EVENTS"] = str(instance.ws_events if instance else free_port())
             environment[f"CANVAS{number}_HEALTH"] = str(instance.health if instance else free_port())
+        self.haproxy_environment = environment
+        self.start_haproxy()
+
+    def start_haproxy(self) -> None:
         haproxy = shutil.which("haproxy") or "/usr/sbin/haproxy"
-        with open(self.folder / "haproxy.log", "wb") as log:
-            self.haproxy = subprocess.Popen([haproxy, "-db", "-f", str(HAPROXY_CONFIG), "-f", str(HAPROXY_WS_CONFIG)], env=environment,
-                                            stdout=log, stderr=subprocess.STDOUT)
+        with open(self.folder / "haproxy.log", "ab") as log:
+            self.haproxy = subprocess.Popen([haproxy, "-db", "-f", str(HAPROXY_CONFIG), "-f", str(HAPROXY_WS_CONFIG)],
+                                            env=self.haproxy_environment, stdout=log, stderr=subprocess.STDOUT)
         wait_for_port(self.requests_port, self.haproxy, "haproxy")
         wait_for_port(self.events_port, self.haproxy, "haproxy")
         wait_for_port(self.ws_port, self.haproxy, "haproxy")
@@ -262,6 +266,14 @@ class Cluster:
             self.redis.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
             self.redis.wait(timeout=10)
         self.start_redis()
+
+    def restart_haproxy(self, kill: bool = True) -> None:
+        """SIGKILL (a crash; or SIGTERM) and start again on the same ports: every client's
+        connection is cut, and libzmq in the client connects again."""
+        if self.haproxy is not None and self.haproxy.poll() is None:
+            self.haproxy.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
+            self.haproxy.wait(timeout=10)
+        self.start_haproxy()
 
     def start_instance(self, instance: Instance) -> None:
         """Starts the instance. Its ports were picked free in advance, and something else on

@@ -272,6 +272,106 @@ def test_failover_through_haproxy(tmp_path: Path) -> None:
             context.destroy(linger=0)
 
 
+class Patient(RawClient):
+    """A client as spec 2.4 asks: a request without a reply, or answered `UNAVAILABLE`
+    sessionMoved or sessionStore, is sent again with the same id until it is answered."""
+
+    def ask(self, method: str, params: Optional[dict] = None, session: Optional[str] = None, within: float = 60.0) -> dict:
+        self.next_id += 1
+        deadline = time.monotonic() + within
+        while True:
+            reply = json.loads(self.send(self.next_id, method, params, session, timeout=1.0, tries=int(within)))
+            error = reply.get("error", {})
+            if not (error.get("code") == "UNAVAILABLE" and error.get("data", {}).get("reason") in ("sessionMoved", "sessionStore")):
+                assert "result" in reply, f"{method}: {reply}"
+                return reply["result"]
+            assert time.monotonic() < deadline, f"{method}: still {reply} after {within} s"
+            time.sleep(0.05)
+
+
+def test_haproxy_killed_and_restarted_mid_session_loses_nothing(tmp_path: Path) -> None:
+    """Clients drawing and saving through HAProxy while it is killed (-9) and started again
+    three times, and the instance holding a session is killed once: every client's connection
+    is cut, libzmq connects again, and requests without a reply are sent again. At the end
+    each drawing holds exactly the strokes acknowledged since its last save, and each document
+    exactly the revisions acknowledged, with their sha256: none lost, none made twice or
+    unasked."""
+    documents = tmp_path / "documents"
+    documents.mkdir()
+    clients_count, rounds = 4, 24
+    for index in range(clients_count):
+        shutil.copy(ROOT / "samples" / "notes.pdf", documents / f"notes-{index}.pdf")
+    context = lingerless_context()
+    failures: List[str] = []
+    acknowledged: Dict[int, Dict[str, object]] = {}
+    progress = [0] * clients_count
+
+    def drive(index: int) -> None:
+        client = Patient(context, Cluster.from_source(cluster.endpoint, f"127.0.0.{40 + index}"))
+        name = f"notes-{index}.pdf"
+        model: Dict[str, object] = {"revisions": {}, "strokes": []}
+        acknowledged[index] = model
+        try:
+            session = client.ask("session.open", {"transitions": "instant"})["session"]
+            model["session"] = session
+            client.ask("canvas.open", {"document": name, "page": 0}, session)
+            for number in range(rounds):
+                stroke = dict(STROKE, points=[{"x": 20 + 10 * number, "y": 40 + index * 60}, {"x": 25 + 10 * number, "y": 80 + index * 60}])
+                strokes = client.ask("drawing.addStroke", stroke, session)["strokes"]
+                model["strokes"].append(stroke)
+                assert strokes == len(model["strokes"]), f"client {index}: {strokes} strokes, {len(model['strokes'])} acknowledged"
+                if number % 6 == 5:
+                    saved = client.ask("canvas.submit", {}, session)["document"]
+                    model["revisions"][saved["revision"]] = saved["sha256"]
+                    model["strokes"] = []
+                    client.ask("canvas.open", {"document": name, "page": 0}, session)
+                progress[index] = number + 1
+                time.sleep(0.05)
+        except AssertionError as failure:
+            failures.append(f"client {index}: {failure}")
+        finally:
+            client.socket.close(0)
+
+    with Cluster(canvasd_path(), documents, tmp_path / "cluster", instances=3) as cluster:
+        try:
+            threads = [threading.Thread(target=drive, args=(index,)) for index in range(clients_count)]
+            for thread in threads:
+                thread.start()
+            for fault in range(4):
+                # Each fault once every client has gone on since the last.
+                marks = list(progress)
+                deadline = time.monotonic() + 60
+                while any(p <= m and p < rounds for p, m in zip(progress, marks)) and not failures:
+                    assert time.monotonic() < deadline, f"no progress since the last fault: {progress}"
+                    time.sleep(0.05)
+                if fault == 2:
+                    # The instance holding the first client's session: at least one session moves.
+                    holder = redis.Redis(port=cluster.redis_port).hget(f"canvas:session:{acknowledged[0]['session']}", "holder")
+                    cluster.kill(cluster.instance(holder.decode()))
+                else:
+                    cluster.restart_haproxy(kill=True)
+            for thread in threads:
+                thread.join(timeout=120)
+            assert not failures, "\n".join(failures)
+            assert progress == [rounds] * clients_count, f"clients did not finish: {progress}"
+            checker = Patient(context, Cluster.from_source(cluster.endpoint, "127.0.0.99"))
+            checker.next_id = 1_000_000   # ids of its own within each client's session
+            for index, model in acknowledged.items():
+                drawing = checker.ask("drawing.get", None, model["session"])
+                if drawing["strokes"] != model["strokes"]:
+                    failures.append(f"client {index}: the drawing has {len(drawing['strokes'])} strokes, "
+                                    f"{len(model['strokes'])} acknowledged since the last save")
+                listed = checker.ask("document.revisions", {"name": f"notes-{index}.pdf"})["revisions"]
+                kept = {r["revision"]: r["sha256"] for r in listed if r["revision"] != 1}
+                if kept != model["revisions"]:
+                    failures.append(f"notes-{index}.pdf: revisions {sorted(kept)} kept, {sorted(model['revisions'])} acknowledged"
+                                    + ("" if set(kept) != set(model["revisions"]) else ": their sha256 differ"))
+            checker.socket.close(0)
+            assert not failures, "\n".join(failures)
+        finally:
+            context.destroy(linger=0)
+
+
 def test_load_through_haproxy_loses_no_reply(tmp_path: Path) -> None:
     bench = canvasd_path().parent / "canvasbench"
     if not bench.exists():
