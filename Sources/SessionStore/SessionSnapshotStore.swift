@@ -183,14 +183,25 @@ public final class SessionSnapshotStore {
         return .lost(holder: heldBy, version: version)
     }
 
-    /// Takes the session over: this instance becomes its holder, and gets its latest snapshot,
-    /// with what was recorded for the request `asking` names if it was answered. nil when there
+    /// Takes the session over: this instance becomes its holder, and gets its last whole
+    /// snapshot and the log after it (`Snapshot.assembled` makes the session), with what was recorded for the request `asking` names if it was answered. nil when there
     /// is no such session, or it belongs to another client (told apart from nothing, so ids
     /// cannot be probed).
     public func takeOver(_ session: String, owner: String?, asking: [UInt8]? = nil) throws(RedisError) -> Snapshot? {
         let doing = "taking session \(session) over"
         let reply = try run(.takeOver, keys: keys(session),
                             [holder, Array((owner ?? "").utf8), ttlMilliseconds, asking ?? []], doing: doing)
+        return try Self.snapshot(reply, doing: doing)
+    }
+
+    /// The session as stored, without taking it over: for tests and tools.
+    public func read(_ session: String) throws(RedisError) -> Snapshot? {
+        let doing = "reading session \(session)"
+        return try Self.snapshot(try run(.read, keys: keys(session), [], doing: doing), doing: doing)
+    }
+
+    /// A take-over's or a read's reply: {version, whole snapshot, its version, log, [answer]}.
+    private static func snapshot(_ reply: RedisValue, doing: String) throws(RedisError) -> Snapshot? {
         switch reply {
         case .null: return nil
         case .array(let fields) where fields.count == 4 || fields.count == 5:
@@ -283,7 +294,7 @@ public final class SessionSnapshotStore {
     }
 
     private enum Script: CaseIterable {
-        case create, write, takeOver, remove, confirm, claim, release
+        case create, write, takeOver, read, remove, confirm, claim, release
 
         var source: String {
             switch self {
@@ -363,6 +374,13 @@ public final class SessionSnapshotStore {
                   if found then taken[5] = found end
                 end
                 return taken
+                """
+            case .read:
+                return """
+                local current = redis.call('HMGET', KEYS[1], 'version', 'snapshot', 'base', 'baseVersion')
+                if not current[1] then return false end
+                if current[2] then return {current[1], current[2], current[1], {}} end
+                return {current[1], current[3] or '', current[4] or current[1], redis.call('LRANGE', KEYS[4], 0, -1)}
                 """
             case .remove:
                 return """
