@@ -103,8 +103,8 @@ let package = Package(
         .executableTarget(
             name: "canvasbench",
             dependencies: [
-                "CanvasClient", "CanvasCore", "CFileCopy", "CanvasProtocol", "CanvasService", "DocumentStore", "InkRendering", "PDFSurgery", "TestSupport",
-                "ZeroMQ",
+                "CanvasClient", "CanvasCore", "CFileCopy", "CanvasProtocol", "CanvasService", "DocumentStore", "InkRendering", "PDFSurgery", "SessionStore",
+                "TestSupport", "ZeroMQ",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
