@@ -184,8 +184,9 @@ public final class SessionSnapshotStore {
     }
 
     /// Takes the session over: this instance becomes its holder, and gets its last whole
-    /// snapshot and the log after it (`Snapshot.assembled` makes the session), with what was recorded for the request `asking` names if it was answered. nil when there
-    /// is no such session, or it belongs to another client (told apart from nothing, so ids
+    /// snapshot and the log after it (`Snapshot.assembled` makes the session of them), with
+    /// what was recorded for the request `asking` names if it was answered. nil when there is
+    /// no such session, or it belongs to another client (told apart from nothing, so ids
     /// cannot be probed).
     public func takeOver(_ session: String, owner: String?, asking: [UInt8]? = nil) throws(RedisError) -> Snapshot? {
         let doing = "taking session \(session) over"
