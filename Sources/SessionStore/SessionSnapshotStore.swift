@@ -80,13 +80,13 @@ public final class SessionSnapshotStore {
             guard baseVersion <= version, version - baseVersion == UInt64(log.count) else {
                 throw SnapshotDelta.Refusal("a log of \(log.count) after version \(baseVersion) does not make version \(version)")
             }
-            var session = bytes, made = baseVersion
-            for delta in log {
+            for (index, delta) in log.enumerated() {
                 let header = try SnapshotDelta.header(delta)
-                guard header.version == made + 1 else { throw SnapshotDelta.Refusal("version \(header.version) logged after \(made)") }
-                session = try SnapshotDelta.apply(delta, to: session, maxCount: maxCount)
-                made += 1
+                guard header.version == baseVersion + UInt64(index) + 1 else {
+                    throw SnapshotDelta.Refusal("version \(header.version) logged after \(baseVersion + UInt64(index))")
+                }
             }
+            let session = try SnapshotDelta.apply(log: log, to: bytes, maxCount: maxCount)
             return StoredSnapshot(version: version, bytes: session, wholeCount: bytes.count, logEntries: log.count,
                                   logBytes: log.reduce(0) { $0 + $1.count })
         }

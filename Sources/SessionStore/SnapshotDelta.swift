@@ -121,6 +121,97 @@ public enum SnapshotDelta {
         return out
     }
 
+    /// `old` with every delta of `log` applied in order, each to what the one before made: what
+    /// `apply` entry after entry gives, without copying the whole snapshot once per entry. The
+    /// session is kept as pieces of `old` and of the entries' inserted bytes, and written out
+    /// once at the end; sooner only if the log cuts it into more pieces than bytes are worth
+    /// (a log written by hand could ask for a piece per byte). Every entry is checked as `apply`
+    /// checks it but for its checksum: only the last entry's result is made, so only its
+    /// checksum is checked, and that is what matters: the bytes its writer had.
+    public static func apply(log: [[UInt8]], to old: [UInt8], maxCount: Int) throws(Refusal) -> [UInt8] {
+        guard !log.isEmpty else { return old }
+        var base = old, count = old.count, sum: UInt64 = 0
+        var pieces = old.isEmpty ? [] : [Piece(source: -1, offset: 0, count: old.count)]
+        for (index, delta) in log.enumerated() {
+            var reader = Reader(bytes: delta)
+            let header = try reader.header()
+            guard header.oldCount == count else { throw Refusal("entry \(index) was made from \(header.oldCount) bytes, applied to \(count)") }
+            guard header.newCount <= maxCount else { throw Refusal("entry \(index) makes \(header.newCount) bytes; the limit is \(maxCount)") }
+            sum = try reader.word()
+            var starts: [Int] = []
+            starts.reserveCapacity(pieces.count)
+            var at = 0
+            for piece in pieces {
+                starts.append(at)
+                at += piece.count
+            }
+            var next: [Piece] = [], made = 0
+            while !reader.atEnd {
+                let operation = try reader.byte()
+                switch operation {
+                case 0:
+                    let offset = try reader.count(), length = try reader.count()
+                    guard offset <= count, length <= count - offset else { throw Refusal("entry \(index) copies \(length) bytes at \(offset) from \(count)") }
+                    guard length <= header.newCount - made else { throw Refusal("entry \(index) copies past the \(header.newCount) bytes it makes") }
+                    guard length > 0 else { continue }
+                    // The last piece starting at or before `offset`.
+                    var low = 0, high = starts.count - 1
+                    while low < high {
+                        let middle = (low + high + 1) / 2
+                        if starts[middle] <= offset { low = middle } else { high = middle - 1 }
+                    }
+                    var place = low, from = offset, left = length
+                    while left > 0 {
+                        let piece = pieces[place], within = from - starts[place]
+                        let taken = min(left, piece.count - within)
+                        next.append(Piece(source: piece.source, offset: piece.offset + within, count: taken))
+                        from += taken
+                        left -= taken
+                        place += 1
+                    }
+                    made += length
+                case 1:
+                    let length = try reader.count()
+                    guard length <= header.newCount - made else { throw Refusal("entry \(index) inserts past the \(header.newCount) bytes it makes") }
+                    let start = reader.offset
+                    _ = try reader.take(length)
+                    if length > 0 { next.append(Piece(source: index, offset: start, count: length)) }
+                    made += length
+                default:
+                    throw Refusal("entry \(index): operation \(operation)")
+                }
+            }
+            guard made == header.newCount else { throw Refusal("entry \(index) made \(made) bytes, not \(header.newCount)") }
+            pieces = next
+            count = made
+            if pieces.count > 4096 + count / 256 {
+                base = written(pieces, count: count, base: base, log: log)
+                guard checksum(base) == sum else { throw Refusal("what entry \(index) made is not what it was made for") }
+                pieces = count == 0 ? [] : [Piece(source: -1, offset: 0, count: count)]
+            }
+        }
+        let out = written(pieces, count: count, base: base, log: log)
+        guard checksum(out) == sum else { throw Refusal("what the log made is not what its last entry was made for (another old snapshot?)") }
+        return out
+    }
+
+    /// A range of a session being assembled: of the base (`source` -1) or of a log entry.
+    private struct Piece {
+        var source: Int
+        var offset: Int
+        var count: Int
+    }
+
+    private static func written(_ pieces: [Piece], count: Int, base: [UInt8], log: [[UInt8]]) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(count)
+        for piece in pieces {
+            let range = piece.offset..<piece.offset + piece.count
+            if piece.source < 0 { out.append(contentsOf: base[range]) } else { out.append(contentsOf: log[piece.source][range]) }
+        }
+        return out
+    }
+
     /// A 64-bit hash of the bytes, eight at a time: not a defence against anyone (who can write
     /// a delta can write its checksum), but a delta applied to any old snapshot but its own is
     /// caught instead of becoming the session.

@@ -15,9 +15,10 @@ public struct StoredSnapshot: Sendable, Equatable {
     public private(set) var logEntries: Int
     public private(set) var logBytes: Int
 
-    /// Once the log has this many entries, the next change is written whole: taking a session
-    /// over applies every entry, each copying the whole snapshot once.
-    public static let maxLogEntries = 64
+    /// Once the log has this many entries, the next change is written whole: a take-over reads
+    /// and applies every entry (together, copying the snapshot once: `SnapshotDelta.apply(log:)`).
+    /// Most logs are folded by their bytes first; this bounds one of many small changes.
+    public static let maxLogEntries = 256
 
     /// Written whole, or just taken over with a log of `logEntries` entries of `logBytes` bytes
     /// after a whole snapshot of `wholeCount` bytes.

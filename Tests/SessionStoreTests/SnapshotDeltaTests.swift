@@ -158,4 +158,78 @@ import TestSupport
         #expect(try SnapshotDelta.apply(delta(4, [0, 0, 4], sum: sum), to: old, maxCount: 100) == Array("0123".utf8))
         #expect(try SnapshotDelta.apply(delta(4, [0, 0, 2, 1, 2, 0x32, 0x33], sum: sum), to: old, maxCount: 100) == Array("0123".utf8))
     }
+
+    /// LEB128, as deltas write their numbers.
+    static func number(_ value: Int) -> [UInt8] {
+        var value = value, out: [UInt8] = []
+        while value >= 0x80 {
+            out.append(UInt8(value & 0x7F) | 0x80)
+            value >>= 7
+        }
+        return out + [UInt8(value)]
+    }
+
+    /// A delta written by hand, with a true checksum of `result`.
+    static func handMade(version: Int, oldCount: Int, result: [UInt8], operations: [UInt8]) -> [UInt8] {
+        var sum: [UInt8] = []
+        withUnsafeBytes(of: SnapshotDelta.checksum(result).bigEndian) { sum.append(contentsOf: $0) }
+        return Array("CBD1".utf8) + number(version) + number(oldCount) + number(result.count) + sum + operations
+    }
+
+    @Test("a log applied at once makes what its entries applied one by one make")
+    func wholeLogs() throws {
+        for seed in UInt64(100)...140 {
+            var random = SplitMix(seed: seed)
+            let first = Self.snapshotLike(&random, count: Int(random.next() % 100_000))
+            var log: [[UInt8]] = [], bytes = first
+            for step in 0..<Int(random.next() % 40) {
+                let next = Self.edit(bytes, &random)
+                log.append(SnapshotDelta.make(from: bytes, to: next, version: UInt64(step + 2)))
+                bytes = next
+            }
+            var oneByOne = first
+            for delta in log { oneByOne = try SnapshotDelta.apply(delta, to: oneByOne, maxCount: 1 << 20) }
+            #expect(oneByOne == bytes)
+            #expect(try SnapshotDelta.apply(log: log, to: first, maxCount: 1 << 20) == bytes, "seed \(seed)")
+        }
+    }
+
+    @Test("a log with an entry made from other bytes, or one too long, is refused")
+    func wrongLogs() throws {
+        var random = SplitMix(seed: 12)
+        let first = Self.snapshotLike(&random, count: 20_000)
+        let second = Self.edit(first, &random), third = Self.edit(second, &random)
+        var other = first
+        other[100] ^= 1
+        let log = [SnapshotDelta.make(from: first, to: second, version: 2), SnapshotDelta.make(from: second, to: third, version: 3)]
+        #expect(try SnapshotDelta.apply(log: log, to: first, maxCount: 1 << 20) == third)
+        #expect(throws: SnapshotDelta.Refusal.self) { try SnapshotDelta.apply(log: log, to: other, maxCount: 1 << 20) }
+        // An entry made from bytes of the same length that differ where it copies.
+        var otherSecond = second
+        otherSecond[second.count / 2] ^= 1
+        let astray = [log[0], SnapshotDelta.make(from: otherSecond, to: otherSecond + [9], version: 3)]
+        #expect(throws: SnapshotDelta.Refusal.self) { try SnapshotDelta.apply(log: astray, to: first, maxCount: 1 << 20) }
+        #expect(throws: SnapshotDelta.Refusal.self) { try SnapshotDelta.apply(log: [SnapshotDelta.make(from: other, to: other + [9], version: 2)], to: first, maxCount: 1 << 20) }
+        #expect(throws: SnapshotDelta.Refusal.self) { try SnapshotDelta.apply(log: [log[1], log[0]], to: first, maxCount: 1 << 20) }
+        #expect(throws: SnapshotDelta.Refusal.self) { try SnapshotDelta.apply(log: log, to: first, maxCount: third.count - 1) }
+        #expect(throws: SnapshotDelta.Refusal.self) { try SnapshotDelta.apply(log: log + [Array(log[1].dropLast())], to: first, maxCount: 1 << 20) }
+    }
+
+    @Test("a log that cuts the session into a piece per byte is written out on the way, and still makes the right bytes")
+    func manyPieces() throws {
+        let first: [UInt8] = [7]
+        // A thousand copies of the one byte, then a hundred copies of those, each copy one piece.
+        let thousand = [UInt8](repeating: 7, count: 1000)
+        let one = Self.handMade(version: 2, oldCount: 1, result: thousand,
+                                operations: Array(repeating: [0, 0, 1], count: 1000).flatMap { $0 })
+        let hundred = [UInt8](repeating: 7, count: 100_000)
+        let two = Self.handMade(version: 3, oldCount: 1000, result: hundred,
+                                operations: Array(repeating: [0, 0] + Self.number(1000), count: 100).flatMap { $0 })
+        let three = Self.handMade(version: 4, oldCount: 100_000, result: hundred + [1, 2],
+                                  operations: [0, 0] + Self.number(100_000) + [1, 2, 1, 2])
+        #expect(try SnapshotDelta.apply(log: [one, two, three], to: first, maxCount: 1 << 20) == hundred + [1, 2])
+        var oneByOne = first
+        for delta in [one, two, three] { oneByOne = try SnapshotDelta.apply(delta, to: oneByOne, maxCount: 1 << 20) }
+        #expect(oneByOne == hundred + [1, 2])
+    }
 }
