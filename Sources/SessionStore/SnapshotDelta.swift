@@ -54,8 +54,7 @@ public enum SnapshotDelta {
             new.withUnsafeBytes { new in
                 var writer = OperationWriter(new: new)
                 let index = Index(old)
-                // The common start first: most changes leave a long one, and it is found by
-                // comparing, not hashing.
+                // A common start is found by comparing, not hashing.
                 var at = sharedRun(old, 0, new, 0)
                 if at > 0 { writer.copy(from: 0, count: at, endingAt: at, into: &out) }
                 while at + key <= new.count {
@@ -260,8 +259,8 @@ public enum SnapshotDelta {
     }
 
     /// The old snapshot's keys: open addressing, a key's hash beside the offset it was first
-    /// seen at (plus one; zero is empty). A key seen again is not added: repeats add nothing
-    /// that growing the first match does not find.
+    /// seen at (plus one; zero is empty; 32 bits, as snapshots are far below 2 GB). A key seen
+    /// again is not added: repeats add nothing that growing the first match does not find.
     private struct Index {
         var hashes: [UInt64]
         var offsets: [Int32]
