@@ -173,6 +173,7 @@ final class SharedSessions: @unchecked Sendable {
     func create(_ session: ServiceSession) throws(ProtocolError) -> StoredSnapshot? {
         let bytes = try encode(session)
         guard try asking(about: session.id, { try store.create(session.id, owner: session.owner, snapshot: bytes) }) else { return nil }
+        metrics?.stored(bytes: bytes.count, whole: true)
         return StoredSnapshot(version: 1, bytes: bytes)
     }
 
@@ -193,6 +194,7 @@ final class SharedSessions: @unchecked Sendable {
         let change = before?.change(to: bytes) ?? .whole(bytes)
         switch try asking(about: id, { try store.write(id, change, expected: expected, answering: answer) }) {
         case .written(let version):
+            metrics?.stored(bytes: change.bytes.count, whole: !change.isDelta)
             return before.map { $0.after(change, next: bytes, version: version) } ?? StoredSnapshot(version: version, bytes: bytes)
         case .lost(let holder, let version):
             logger.notice("session moved: the local copy is dropped", metadata: [

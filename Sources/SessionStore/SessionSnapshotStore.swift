@@ -44,6 +44,11 @@ public final class SessionSnapshotStore {
         case whole([UInt8])
         case delta([UInt8])
 
+        public var isDelta: Bool {
+            if case .delta = self { return true }
+            return false
+        }
+
         /// What goes to the store.
         public var bytes: [UInt8] {
             switch self {
