@@ -53,10 +53,11 @@ struct SessionLogServiceTests {
         }
         let drawingOnA = try SharedSessionTests.send(pair.toA, id: 1000, "drawing.get", session: session)
         let whole = strokes.reduce(0) { $0 + $1.storedBytes }
-        // Most changes cost what they add to the snapshot, and the request's record (about 700
-        // bytes); now and then one is a whole snapshot, and spread over the others that stays
-        // a fraction of what whole snapshots every time would send (the median, before the log:
-        // 640 kB more than the stroke).
+        // Most changes cost at most what they add to the snapshot and the request's record (less,
+        // as a rule: parts of the request's JSON, its pressures say, are copies of earlier ones);
+        // now and then one is a whole snapshot, and spread over the others that stays a fraction
+        // of what whole snapshots every time would send (the median before the log: 640 kB more
+        // than what the change added).
         let costs = sent.map { $0.bytes - $0.stroke }.sorted()
         let median = costs[costs.count / 2]
         #expect(median < 2_000, "a change sent what it added and \(median) bytes more (strokes \(sent.map(\.stroke)), sent \(sent.map(\.bytes)))")
