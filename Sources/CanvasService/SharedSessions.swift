@@ -186,6 +186,7 @@ final class SharedSessions: @unchecked Sendable {
     /// The change goes as a delta from the snapshot last stored (`StoredSnapshot.change`), when
     /// this copy knows it at the version it expects: the store takes the write only at that
     /// version, from this instance, so the delta is applied to the very bytes it was made from.
+    /// The session is still encoded whole here, as before; what goes to Redis is the change.
     func persist(_ session: ServiceSession, answering: (request: Answered, reply: [UInt8])? = nil) throws(ProtocolError) -> StoredSnapshot? {
         let bytes = try encode(session)
         let answer = answering.map { SessionSnapshotStore.Answer(key: $0.request.key, entry: $0.request.entry(reply: $0.reply)) }
