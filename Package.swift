@@ -103,8 +103,8 @@ let package = Package(
         .executableTarget(
             name: "canvasbench",
             dependencies: [
-                "CanvasClient", "CanvasCore", "CFileCopy", "CanvasProtocol", "CanvasService", "DocumentStore", "InkRendering", "PDFSurgery", "TestSupport",
-                "ZeroMQ",
+                "CanvasClient", "CanvasCore", "CFileCopy", "CanvasProtocol", "CanvasService", "DocumentStore", "InkRendering", "PDFSurgery", "SessionStore",
+                "TestSupport", "ZeroMQ",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -118,7 +118,7 @@ let package = Package(
         .target(
             name: "FuzzTargets",
             dependencies: [
-                "CanvasCore", "CanvasProtocol", "CanvasService", "DocumentStore", "InkRendering", "TestSupport",
+                "CanvasCore", "CanvasProtocol", "CanvasService", "DocumentStore", "InkRendering", "SessionStore", "TestSupport",
                 .product(name: "Logging", package: "swift-log"), .product(name: "SystemPackage", package: "swift-system"),
             ],
             swiftSettings: swiftSettings
@@ -159,7 +159,7 @@ let package = Package(
 // libFuzzer targets, only when asked for (`make fuzz`): they have no main() of their own, so an
 // ordinary build could not link them.
 if Context.environment["CANVAS_FUZZ"] != nil {
-    for name in ["request", "drawing", "yianazip"] {
+    for name in ["request", "drawing", "yianazip", "delta"] {
         package.targets.append(.executableTarget(name: "fuzz-\(name)", dependencies: ["FuzzTargets"], swiftSettings: swiftSettings))
     }
 }

@@ -5,6 +5,8 @@ request:  every case of protocol/vectors, one input per case, in RequestTarget's
           (requests on lines, frames split by 0x1F, "$session" for the case's session).
 drawing:  every drawing edit and drawing the vectors send, in DrawingTarget's format.
 yianazip: every PDF of Tests/Fixtures/pdfjs wrapped as a .yianazip, and a few broken containers.
+delta:    pairs of byte strings in DeltaTarget's format (a PDF of the corpus and that PDF edited),
+          and a log of deltas made by hand.
 """
 
 import base64
@@ -52,9 +54,9 @@ def request_frames(step) -> bytes:
 
 
 def main(out: Path) -> None:
-    for target in ("request", "drawing", "yianazip"):
+    for target in ("request", "drawing", "yianazip", "delta"):
         (out / target).mkdir(parents=True, exist_ok=True)
-    count = {"request": 0, "drawing": 0, "yianazip": 0}
+    count = {"request": 0, "drawing": 0, "yianazip": 0, "delta": 0}
     for vectors in sorted((ROOT / "protocol" / "vectors").glob("*.json")):
         for index, case in enumerate(json.loads(vectors.read_text())["cases"]):
             lines = []
@@ -89,6 +91,15 @@ def main(out: Path) -> None:
     for name, data in broken.items():
         (out / "yianazip" / name).write_bytes(data)
         count["yianazip"] += 1
+    # DeltaTarget: two bytes of length, the old bytes, then the new (also read as a log).
+    for pdf in sorted(CORPUS.glob("*.pdf"))[:8]:
+        old = pdf.read_bytes()[:20000]
+        edited = old[: len(old) // 3] + b"a stroke's worth of new bytes" + old[len(old) // 3 + 40:]
+        (out / "delta" / pdf.stem).write_bytes(len(old).to_bytes(2, "big") + old + edited)
+        count["delta"] += 1
+    for name in ("copy-and-insert", "two-entries"):
+        (out / "delta" / name).write_bytes((ROOT / "Tests" / "FuzzRegressionTests" / "Inputs" / "delta" / name).read_bytes())
+        count["delta"] += 1
     print("seeds: " + ", ".join(f"{target} {n}" for target, n in count.items()))
 
 

@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${FUZZ_SECONDS:-60}"
-targets="${FUZZ_TARGETS:-request drawing yianazip}"
+targets="${FUZZ_TARGETS:-request drawing yianazip delta}"
 scratch=.build-fuzz
 # The targets' document folder goes to memory when it can: a save's fsync there costs nothing.
 if [ -d /dev/shm ] && [ -w /dev/shm ]; then export TMPDIR=/dev/shm; fi

@@ -35,6 +35,9 @@ public final class ServiceMetrics: @unchecked Sendable {
         var store = Histogram()
         var storeFailures: UInt64 = 0
         var takeovers: UInt64 = 0
+        /// Bytes of session changes written to the session store: deltas, and whole snapshots.
+        var storedDeltaBytes: UInt64 = 0
+        var storedWholeBytes: UInt64 = 0
         var saves: UInt64 = 0
         var sessions = 0
         var jobsInFlight = 0
@@ -46,14 +49,15 @@ public final class ServiceMetrics: @unchecked Sendable {
     private let published = Mutex(State())
     /// What the store lanes' threads count (`StoreLine`): their own, behind a lock, taken into what is
     /// published with the rest.
-    private let storeCounting = Mutex((store: Histogram(), failures: UInt64(0), takeovers: UInt64(0)))
+    private let storeCounting = Mutex((store: Histogram(), failures: UInt64(0), takeovers: UInt64(0), delta: UInt64(0), whole: UInt64(0)))
 
     public init() {}
 
     /// Makes what the loop counted visible to the endpoint (the loop calls it once a second).
     func publish() {
         var snapshot = counting
-        (snapshot.store, snapshot.storeFailures, snapshot.takeovers) = storeCounting.withLock { $0 }
+        (snapshot.store, snapshot.storeFailures, snapshot.takeovers, snapshot.storedDeltaBytes, snapshot.storedWholeBytes) =
+            storeCounting.withLock { $0 }
         published.withLock { $0 = snapshot }
     }
 
@@ -89,6 +93,12 @@ public final class ServiceMetrics: @unchecked Sendable {
     }
     /// Called on a store lane's thread.
     func tookOver() { storeCounting.withLock { $0.takeovers += 1 } }
+    /// A session's change written to the store, as a delta or whole.
+    func stored(bytes: Int, whole: Bool) {
+        storeCounting.withLock {
+            if whole { $0.whole += UInt64(bytes) } else { $0.delta += UInt64(bytes) }
+        }
+    }
     func saved(_ count: Int) { counting.saves += UInt64(count) }
     func gauges(sessions: Int, jobsInFlight: Int, webConnections: Int, webCutOff: Int) {
         counting.sessions = sessions
@@ -154,6 +164,10 @@ public final class ServiceMetrics: @unchecked Sendable {
         single("canvasd_session_store_failures_total", "counter", "Calls to the session store that failed or were not made while it rested.",
                Double(now.storeFailures))
         single("canvasd_session_takeovers_total", "counter", "Sessions taken over from the session store.", Double(now.takeovers))
+        family("canvasd_session_store_written_bytes_total", "counter",
+               "Bytes of session changes written to the session store, as deltas on a session's log or whole snapshots.")
+        sample("canvasd_session_store_written_bytes_total", [("kind", "delta")], Double(now.storedDeltaBytes))
+        sample("canvasd_session_store_written_bytes_total", [("kind", "whole")], Double(now.storedWholeBytes))
         single("canvasd_saves_total", "counter", "Revisions saved into documents.", Double(now.saves))
         single("canvasd_sessions", "gauge", "Sessions held by this instance.", Double(now.sessions))
         single("canvasd_jobs_in_flight", "gauge", "Saves and reads running or waiting beside the loop.", Double(now.jobsInFlight))

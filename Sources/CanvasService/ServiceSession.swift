@@ -1,5 +1,6 @@
 import CanvasCore
 import CanvasProtocol
+import SessionStore
 
 /// One session as the service holds it: the pure canvas session plus what the wire needs.
 ///
@@ -27,6 +28,7 @@ struct ServiceSession: @unchecked Sendable {
         var strokeParts: StrokeParts?
         var storedVersion: UInt64
         var storedAt: ContinuousClock.Instant?
+        var stored: StoredSnapshot?
         /// `canvas.state`'s result as last written, until what it shows changes.
         var stateText: [UInt8]?
     }
@@ -46,7 +48,7 @@ struct ServiceSession: @unchecked Sendable {
          replies: ReplyCache, target: DocumentTarget? = nil, strokeParts: StrokeParts? = nil) {
         storage = Storage(Fields(id: id, owner: owner, connection: connection, canvas: canvas, transitions: transitions,
                                  size: size, resultImages: resultImages, lastActive: lastActive, seq: seq, replies: replies,
-                                 target: target, strokeParts: strokeParts, storedVersion: 0, storedAt: nil, stateText: nil))
+                                 target: target, strokeParts: strokeParts, storedVersion: 0, storedAt: nil, stored: nil, stateText: nil))
     }
 
     /// The fields, to change: this session's own copy first if another value shares them.
@@ -124,6 +126,12 @@ struct ServiceSession: @unchecked Sendable {
     var storedAt: ContinuousClock.Instant? {
         _read { yield storage.fields.storedAt }
         _modify { yield &unique.storedAt }
+    }
+    /// With a shared session store: the snapshot as the store has it (at `storedVersion`, when
+    /// its version says so), which the next change is written against as a delta.
+    var stored: StoredSnapshot? {
+        _read { yield storage.fields.stored }
+        _modify { yield &unique.stored }
     }
 
     /// `canvas.state`'s result: written once, then the same bytes until the session changes

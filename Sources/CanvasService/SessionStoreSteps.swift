@@ -43,7 +43,7 @@ extension Dispatcher {
     func create(_ session: ServiceSession, reply: [UInt8], for request: Request, envelope: [[UInt8]], _ call: inout Call) {
         startStore(.create(reply: reply), session: session.id, for: request, envelope: envelope, client: call.client,
                    holding: (session, [])) { shared in
-            Self.asking { () throws(ProtocolError) in try shared.create(session) ? .kept(version: 1) : .lost }
+            Self.asking { () throws(ProtocolError) in try shared.create(session).map { .kept(version: $0.version, stored: $0) } ?? .lost }
         }
     }
 
@@ -129,7 +129,7 @@ extension Dispatcher {
             step = .persist(reply: reply)
             let answering = (SharedSessions.Answered(id: request.id, fingerprint: fingerprint), reply)
             work = { shared in
-                Self.asking { () throws(ProtocolError) in try shared.persist(session, answering: answering).map { .kept(version: $0) } ?? .lost }
+                Self.asking { () throws(ProtocolError) in try shared.persist(session, answering: answering).map { .kept(version: $0.version, stored: $0) } ?? .lost }
             }
         }
         startStore(step, session: id, for: request, envelope: envelope, client: call.client, frames: frames, retaking: call.retaking,
@@ -140,7 +140,7 @@ extension Dispatcher {
     func persistTransition(_ session: ServiceSession, eventsFrom mark: Int, _ call: inout Call) {
         startStore(.persist(reply: nil), session: session.id, for: nil, client: nil, holding: (session, []),
                    events: call.takeEvents(from: mark)) { shared in
-            Self.asking { () throws(ProtocolError) in try shared.persist(session).map { .kept(version: $0) } ?? .lost }
+            Self.asking { () throws(ProtocolError) in try shared.persist(session).map { .kept(version: $0.version, stored: $0) } ?? .lost }
         }
     }
 
@@ -167,6 +167,7 @@ extension Dispatcher {
             case .keep(let version):
                 session?.storedVersion = version
                 session?.storedAt = call.now
+                if case .kept(_, let stored?) = answer { session?.stored = stored }
             case .publish:
                 call.output.events += job.events
             case .reply:

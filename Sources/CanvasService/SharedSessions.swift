@@ -168,24 +168,35 @@ final class SharedSessions: @unchecked Sendable {
         }
     }
 
-    /// Stores a new session at version 1. False when another instance has a session of that id.
-    func create(_ session: ServiceSession) throws(ProtocolError) -> Bool {
+    /// Stores a new session at version 1, and returns it as stored. nil when another instance
+    /// has a session of that id.
+    func create(_ session: ServiceSession) throws(ProtocolError) -> StoredSnapshot? {
         let bytes = try encode(session)
-        return try asking(about: session.id, { try store.create(session.id, owner: session.owner, snapshot: bytes) })
+        guard try asking(about: session.id, { try store.create(session.id, owner: session.owner, snapshot: bytes) }) else { return nil }
+        metrics?.stored(bytes: bytes.count, whole: true)
+        return StoredSnapshot(version: 1, bytes: bytes)
     }
 
     /// Writes the session's next version, recording the request that changed it (`answering`,
-    /// with its reply) as answered. Returns the version written, or nil when the copy is stale
-    /// (another instance took the session over, or it expired in the store) or the request was
-    /// answered already: the copy must then be dropped, unacknowledged, and the request
-    /// answered from the store.
-    func persist(_ session: ServiceSession, answering: (request: Answered, reply: [UInt8])? = nil) throws(ProtocolError) -> UInt64? {
+    /// with its reply) as answered. Returns the session as now stored, or nil when the copy is
+    /// stale (another instance took the session over, or it expired in the store) or the
+    /// request was answered already: the copy must then be dropped, unacknowledged, and the
+    /// request answered from the store.
+    ///
+    /// The change goes as a delta from the snapshot last stored (`StoredSnapshot.change`), when
+    /// this copy knows it at the version it expects: the store takes the write only at that
+    /// version, from this instance, so the delta is applied to the very bytes it was made from.
+    /// The session is still encoded whole here, as before; what goes to Redis is the change.
+    func persist(_ session: ServiceSession, answering: (request: Answered, reply: [UInt8])? = nil) throws(ProtocolError) -> StoredSnapshot? {
         let bytes = try encode(session)
         let answer = answering.map { SessionSnapshotStore.Answer(key: $0.request.key, entry: $0.request.entry(reply: $0.reply)) }
         let expected = session.storedVersion, id = session.id
-        switch try asking(about: id, { try store.write(id, snapshot: bytes, expected: expected, answering: answer) }) {
+        let before = session.stored.flatMap { $0.version == expected ? $0 : nil }
+        let change = before?.change(to: bytes) ?? .whole(bytes)
+        switch try asking(about: id, { try store.write(id, change, expected: expected, answering: answer) }) {
         case .written(let version):
-            return version
+            metrics?.stored(bytes: change.bytes.count, whole: !change.isDelta)
+            return before.map { $0.after(change, next: bytes, version: version) } ?? StoredSnapshot(version: version, bytes: bytes)
         case .lost(let holder, let version):
             logger.notice("session moved: the local copy is dropped", metadata: [
                 "session": "\(id)", "holder": "\(holder ?? "-")", "version": "\(version.map(String.init) ?? "-")",
@@ -219,9 +230,11 @@ final class SharedSessions: @unchecked Sendable {
         let key = request?.key
         guard let snapshot = try asking(about: id, { try store.takeOver(id, owner: owner, asking: key) }) else { return nil }
         do {
-            var session = try SessionSnapshot.decode(snapshot.bytes, session: id, connection: connection, now: now, limits: limits)
+            let stored = try snapshot.assembled(maxCount: SessionSnapshot.maxBytes)
+            var session = try SessionSnapshot.decode(stored.bytes, session: id, connection: connection, now: now, limits: limits)
             session.storedVersion = snapshot.version
             session.storedAt = now
+            session.stored = stored
             metrics?.tookOver()
             logger.info("session taken over", metadata: ["session": "\(id)", "version": "\(snapshot.version)", "seq": "\(session.seq)"])
             guard let request, let entry = snapshot.answer else { return (session, nil) }

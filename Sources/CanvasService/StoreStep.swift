@@ -1,5 +1,6 @@
 import CanvasCore
 import CanvasProtocol
+import SessionStore
 
 /// One connection to the session store and the thread that alone uses it. A session's steps
 /// all go to one lane (by its id), one at a time since a step holds its session; several lanes
@@ -51,8 +52,9 @@ enum Fenced: Equatable {
 enum StoreAnswer: @unchecked Sendable {
     // @unchecked: a `ServiceSession` is Sendable as its fields are (see its comment); the
     // enum's payloads are values.
-    /// Written, created, confirmed or removed: the session is at this version in the store.
-    case kept(version: UInt64)
+    /// Written, created, confirmed or removed: the session is at this version in the store;
+    /// `stored` is what the store has of it, when this step wrote it.
+    case kept(version: UInt64, stored: StoredSnapshot? = nil)
     /// The local copy is stale (another instance holds the session, or answered the request), or
     /// the id is taken: nothing was written.
     case lost
@@ -114,15 +116,15 @@ extension StoreStep {
             return [.forget, .refuse(.store(error))]
         case (.takeOver, _), (_, .tookOver), (_, .none):
             preconditionFailure("only a take-over finds a session, or none")
-        case (.fence(let fenced), .kept(let version)):
+        case (.fence(let fenced), .kept(let version, _)):
             return [.keep(version: version), .goOn(fenced)]
-        case (.close, .kept(let version)):
+        case (.close, .kept(let version, _)):
             return [.keep(version: version), .publish, .reply, .close(event: "session.closed")]
-        case (.expire, .kept(let version)):
+        case (.expire, .kept(let version, _)):
             return [.keep(version: version), .close(event: "session.expired")]
-        case (.persist(nil), .kept(let version)):
+        case (.persist(nil), .kept(let version, _)):
             return [.keep(version: version), .publish, .resume]
-        case (.create, .kept(let version)), (.confirm, .kept(let version)), (.persist, .kept(let version)):
+        case (.create, .kept(let version, _)), (.confirm, .kept(let version, _)), (.persist, .kept(let version, _)):
             return [.keep(version: version), .publish, .reply, .resume]
         case (.create, .lost):
             return [.drop, .refuse(.noFreeID)]

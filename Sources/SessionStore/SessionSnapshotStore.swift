@@ -4,7 +4,11 @@ import Foundation
 ///
 /// A session is one hash, `canvas:session:<id>`: `holder` (the instance acting on it),
 /// `owner` (the client key that opened it, empty without authentication), `version` (counts
-/// up by one per write) and `snapshot` (opaque bytes). A write lands only if the session is
+/// up by one per write), `base` (a whole snapshot, opaque bytes) and `baseVersion` (its
+/// version); and beside it `<key>:log`, the changes written since the base (`SnapshotDelta`),
+/// oldest first, one per version: the session at `version` is the base with the log applied.
+/// A change is written as one more log entry, or, when its writer says so (`StoredSnapshot`),
+/// as a new base with the log emptied. A write lands only if the session is
 /// still at the version the writer read and the writer is still its holder, so two instances
 /// never both acknowledge a change to one session: an instance that took a session over makes
 /// every later write of the instance it took it from fail. The key expires after the idle
@@ -15,6 +19,11 @@ import Foundation
 /// A write that records a request lands only if the request is not recorded already, in the
 /// same script as the compare-and-set: whichever instances run a request, and however late a
 /// paused one wakes with it, its change is acknowledged once. The last `answersKept` are kept.
+///
+/// Sessions stored before the log have a whole snapshot in `snapshot` and no base or log; they
+/// are read as that snapshot with an empty log, and the first write moves it to `base`. The
+/// name is a new one so that an earlier canvasd, which reads `snapshot` alone, cannot take a
+/// base without its log for the session: it finds no snapshot and refuses the session.
 ///
 /// Each operation is one Lua script, atomic in Redis, run by its SHA-1 once loaded.
 public final class SessionSnapshotStore {
@@ -29,16 +38,62 @@ public final class SessionSnapshotStore {
         case answered(entry: [UInt8])
     }
 
+    /// How a change is written: the whole snapshot, or a delta from the one before
+    /// (`SnapshotDelta`), which the store appends to the session's log.
+    public enum Change: Sendable, Equatable {
+        case whole([UInt8])
+        case delta([UInt8])
+
+        public var isDelta: Bool {
+            if case .delta = self { return true }
+            return false
+        }
+
+        /// What goes to the store.
+        public var bytes: [UInt8] {
+            switch self {
+            case .whole(let bytes), .delta(let bytes): return bytes
+            }
+        }
+    }
+
+    /// A session as a take-over found it: a whole snapshot and the log after it.
     public struct Snapshot: Sendable, Equatable {
         public var version: UInt64
+        /// The last whole snapshot written, at `baseVersion`.
         public var bytes: [UInt8]
+        public var baseVersion: UInt64
+        /// The changes since, oldest first, one version each.
+        public var log: [[UInt8]]
         /// What was recorded for the request the take-over asked about, if it was answered.
         public var answer: [UInt8]?
 
-        public init(version: UInt64, bytes: [UInt8], answer: [UInt8]? = nil) {
+        public init(version: UInt64, bytes: [UInt8], baseVersion: UInt64? = nil, log: [[UInt8]] = [], answer: [UInt8]? = nil) {
             self.version = version
             self.bytes = bytes
+            self.baseVersion = baseVersion ?? version
+            self.log = log
             self.answer = answer
+        }
+
+        /// The session at `version`: the whole snapshot with the log applied in order, each
+        /// entry checked to be the next version, made from what the one before made, and the
+        /// last to make `version`; none larger than `maxCount` bytes. What its holder keeps
+        /// beside the session to write the next change against.
+        public func assembled(maxCount: Int) throws(SnapshotDelta.Refusal) -> StoredSnapshot {
+            guard bytes.count <= maxCount else { throw SnapshotDelta.Refusal("the whole snapshot is \(bytes.count) bytes; the limit is \(maxCount)") }
+            guard baseVersion <= version, version - baseVersion == UInt64(log.count) else {
+                throw SnapshotDelta.Refusal("a log of \(log.count) after version \(baseVersion) does not make version \(version)")
+            }
+            for (index, delta) in log.enumerated() {
+                let header = try SnapshotDelta.header(delta)
+                guard header.version == baseVersion + UInt64(index) + 1 else {
+                    throw SnapshotDelta.Refusal("version \(header.version) logged after \(baseVersion + UInt64(index))")
+                }
+            }
+            let session = try SnapshotDelta.apply(log: log, to: bytes, maxCount: maxCount)
+            return StoredSnapshot(version: version, bytes: session, wholeCount: bytes.count, logEntries: log.count,
+                                  logBytes: log.reduce(0) { $0 + $1.count })
         }
     }
 
@@ -86,10 +141,11 @@ public final class SessionSnapshotStore {
 
     private func key(_ session: String) -> [UInt8] { Array((keyPrefix + session).utf8) }
 
-    /// The session's hash, its answered requests and their order: every script gets all three.
+    /// The session's hash, its answered requests, their order and its log: every script gets
+    /// all four.
     private func keys(_ session: String) -> [[UInt8]] {
         let base = keyPrefix + session
-        return [Array(base.utf8), Array((base + ":answered").utf8), Array((base + ":order").utf8)]
+        return [Array(base.utf8), Array((base + ":answered").utf8), Array((base + ":order").utf8), Array((base + ":log").utf8)]
     }
 
     /// Stores a new session at version 1, held by this instance. False if the id is taken.
@@ -103,10 +159,22 @@ public final class SessionSnapshotStore {
     /// Writes the session's next version, if it is still at `expected` and held by this instance,
     /// and `answering` (the request that made the change) was not answered before.
     public func write(_ session: String, snapshot: [UInt8], expected: UInt64, answering: Answer? = nil) throws(RedisError) -> WriteOutcome {
+        try write(session, .whole(snapshot), expected: expected, answering: answering)
+    }
+
+    /// Writes the session's next version as `change`: a whole snapshot, or a delta from the
+    /// session at `expected` (which the store then holds at `expected` only if this instance
+    /// wrote or took over that very version, so the delta's writer knows what it applies to).
+    public func write(_ session: String, _ change: Change, expected: UInt64, answering: Answer? = nil) throws(RedisError) -> WriteOutcome {
         let doing = "writing session \(session) at version \(expected + 1)"
+        let kind: [UInt8]
+        switch change {
+        case .whole: kind = Array("whole".utf8)
+        case .delta: kind = Array("delta".utf8)
+        }
         let reply = try run(.write, keys: keys(session),
-                            [holder, Array(String(expected).utf8), snapshot, ttlMilliseconds,
-                             answering?.key ?? [], answering?.entry ?? [], Array(String(Self.answersKept).utf8)],
+                            [holder, Array(String(expected).utf8), change.bytes, ttlMilliseconds,
+                             answering?.key ?? [], answering?.entry ?? [], Array(String(Self.answersKept).utf8), kind],
                             doing: doing)
         if case .array(let fields) = reply, fields.count == 4, fields[0] == .integer(2), case .bytes(let entry) = fields[3] {
             return .answered(entry: entry)
@@ -120,23 +188,41 @@ public final class SessionSnapshotStore {
         return .lost(holder: heldBy, version: version)
     }
 
-    /// Takes the session over: this instance becomes its holder, and gets its latest snapshot,
-    /// with what was recorded for the request `asking` names if it was answered. nil when there
-    /// is no such session, or it belongs to another client (told apart from nothing, so ids
+    /// Takes the session over: this instance becomes its holder, and gets its last whole
+    /// snapshot and the log after it (`Snapshot.assembled` makes the session of them), with
+    /// what was recorded for the request `asking` names if it was answered. nil when there is
+    /// no such session, or it belongs to another client (told apart from nothing, so ids
     /// cannot be probed).
     public func takeOver(_ session: String, owner: String?, asking: [UInt8]? = nil) throws(RedisError) -> Snapshot? {
         let doing = "taking session \(session) over"
         let reply = try run(.takeOver, keys: keys(session),
                             [holder, Array((owner ?? "").utf8), ttlMilliseconds, asking ?? []], doing: doing)
+        return try Self.snapshot(reply, doing: doing)
+    }
+
+    /// The session as stored, without taking it over: for tests and tools.
+    public func read(_ session: String) throws(RedisError) -> Snapshot? {
+        let doing = "reading session \(session)"
+        return try Self.snapshot(try run(.read, keys: keys(session), [], doing: doing), doing: doing)
+    }
+
+    /// A take-over's or a read's reply: {version, whole snapshot, its version, log, [answer]}.
+    private static func snapshot(_ reply: RedisValue, doing: String) throws(RedisError) -> Snapshot? {
         switch reply {
         case .null: return nil
-        case .array(let fields) where fields.count == 2 || fields.count == 3:
-            guard let version = fields[0].string.flatMap({ UInt64($0) }), case .bytes(let bytes) = fields[1] else {
+        case .array(let fields) where fields.count == 4 || fields.count == 5:
+            guard let version = fields[0].string.flatMap({ UInt64($0) }), case .bytes(let bytes) = fields[1],
+                  let baseVersion = fields[2].string.flatMap({ UInt64($0) }), case .array(let entries) = fields[3] else {
                 throw RedisError(doing: doing, cause: .unexpectedReply("\(reply)"))
             }
+            var log: [[UInt8]] = []
+            for entry in entries {
+                guard case .bytes(let delta) = entry else { throw RedisError(doing: doing, cause: .unexpectedReply("a log entry \(entry)")) }
+                log.append(delta)
+            }
             var answer: [UInt8]?
-            if fields.count == 3, case .bytes(let entry) = fields[2] { answer = entry }
-            return Snapshot(version: version, bytes: bytes, answer: answer)
+            if fields.count == 5, case .bytes(let entry) = fields[4] { answer = entry }
+            return Snapshot(version: version, bytes: bytes, baseVersion: baseVersion, log: log, answer: answer)
         default:
             throw RedisError(doing: doing, cause: .unexpectedReply("\(reply)"))
         }
@@ -214,23 +300,28 @@ public final class SessionSnapshotStore {
     }
 
     private enum Script: CaseIterable {
-        case create, write, takeOver, remove, confirm, claim, release
+        case create, write, takeOver, read, remove, confirm, claim, release
 
         var source: String {
             switch self {
-            // KEYS: the session, its answered requests, their order (see the type's comment).
+            // KEYS: the session, its answered requests, their order, its log (see the type's
+            // comment). Every key a script touches gets the same time to live.
             case .create:
-                // A session's answered requests start empty, whatever an earlier one of the id left.
+                // A session's answered requests and log start empty, whatever an earlier one of
+                // the id left.
                 return """
                 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-                redis.call('HSET', KEYS[1], 'holder', ARGV[1], 'owner', ARGV[2], 'version', '1', 'snapshot', ARGV[3])
+                redis.call('HSET', KEYS[1], 'holder', ARGV[1], 'owner', ARGV[2], 'version', '1', 'base', ARGV[3], 'baseVersion', '1')
                 redis.call('PEXPIRE', KEYS[1], ARGV[4])
-                redis.call('DEL', KEYS[2], KEYS[3])
+                redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
                 return 1
                 """
             case .write:
-                // ARGV: holder, expected version, snapshot, ttl, answered key ('' for none), its
-                // entry, how many answers to keep. {2, ..., entry}: the request was answered.
+                // ARGV: holder, expected version, the change, ttl, answered key ('' for none), its
+                // entry, how many answers to keep, 'whole' or 'delta'. {2, ..., entry}: the
+                // request was answered. A delta goes on the log; a whole snapshot replaces the
+                // base and empties it. A session last written by an earlier canvasd has its whole
+                // snapshot in 'snapshot': that is the base a first delta follows.
                 return """
                 local current = redis.call('HMGET', KEYS[1], 'holder', 'version')
                 if current[1] ~= ARGV[1] or current[2] ~= ARGV[2] then
@@ -241,8 +332,22 @@ public final class SessionSnapshotStore {
                   if found then return {2, current[1], current[2], found} end
                 end
                 local version = string.format('%d', tonumber(ARGV[2]) + 1)
-                redis.call('HSET', KEYS[1], 'version', version, 'snapshot', ARGV[3])
+                if ARGV[8] == 'delta' then
+                  local whole = redis.call('HGET', KEYS[1], 'snapshot')
+                  if whole then
+                    redis.call('HSET', KEYS[1], 'base', whole, 'baseVersion', ARGV[2])
+                    redis.call('HDEL', KEYS[1], 'snapshot')
+                    redis.call('DEL', KEYS[4])
+                  end
+                  redis.call('RPUSH', KEYS[4], ARGV[3])
+                  redis.call('HSET', KEYS[1], 'version', version)
+                else
+                  redis.call('HSET', KEYS[1], 'version', version, 'base', ARGV[3], 'baseVersion', version)
+                  redis.call('HDEL', KEYS[1], 'snapshot')
+                  redis.call('DEL', KEYS[4])
+                end
                 redis.call('PEXPIRE', KEYS[1], ARGV[4])
+                redis.call('PEXPIRE', KEYS[4], ARGV[4])
                 if ARGV[5] ~= '' then
                   redis.call('HSET', KEYS[2], ARGV[5], ARGV[6])
                   if redis.call('RPUSH', KEYS[3], ARGV[5]) > tonumber(ARGV[7]) then
@@ -254,22 +359,38 @@ public final class SessionSnapshotStore {
                 return {1, ARGV[1], version}
                 """
             case .takeOver:
+                // {version, whole snapshot, its version, log, [answer]}. A session an earlier
+                // canvasd wrote is its 'snapshot' with an empty log.
                 return """
-                local current = redis.call('HMGET', KEYS[1], 'owner', 'version', 'snapshot')
+                local current = redis.call('HMGET', KEYS[1], 'owner', 'version', 'snapshot', 'base', 'baseVersion')
                 if not current[2] or current[1] ~= ARGV[2] then return false end
                 redis.call('HSET', KEYS[1], 'holder', ARGV[1])
                 redis.call('PEXPIRE', KEYS[1], ARGV[3])
                 redis.call('PEXPIRE', KEYS[2], ARGV[3])
                 redis.call('PEXPIRE', KEYS[3], ARGV[3])
+                redis.call('PEXPIRE', KEYS[4], ARGV[3])
+                local taken
+                if current[3] then
+                  taken = {current[2], current[3], current[2], {}}
+                else
+                  taken = {current[2], current[4] or '', current[5] or current[2], redis.call('LRANGE', KEYS[4], 0, -1)}
+                end
                 if ARGV[4] ~= '' then
                   local found = redis.call('HGET', KEYS[2], ARGV[4])
-                  if found then return {current[2], current[3], found} end
+                  if found then taken[5] = found end
                 end
-                return {current[2], current[3]}
+                return taken
+                """
+            case .read:
+                return """
+                local current = redis.call('HMGET', KEYS[1], 'version', 'snapshot', 'base', 'baseVersion')
+                if not current[1] then return false end
+                if current[2] then return {current[1], current[2], current[1], {}} end
+                return {current[1], current[3] or '', current[4] or current[1], redis.call('LRANGE', KEYS[4], 0, -1)}
                 """
             case .remove:
                 return """
-                if redis.call('HGET', KEYS[1], 'holder') == ARGV[1] then return redis.call('DEL', KEYS[1], KEYS[2], KEYS[3]) > 0 and 1 or 0 end
+                if redis.call('HGET', KEYS[1], 'holder') == ARGV[1] then return redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4]) > 0 and 1 or 0 end
                 return 0
                 """
             case .confirm:
@@ -279,6 +400,7 @@ public final class SessionSnapshotStore {
                 if ARGV[4] ~= '' and redis.call('HEXISTS', KEYS[2], ARGV[4]) == 1 then return 0 end
                 redis.call('PEXPIRE', KEYS[2], ARGV[3])
                 redis.call('PEXPIRE', KEYS[3], ARGV[3])
+                redis.call('PEXPIRE', KEYS[4], ARGV[3])
                 return redis.call('PEXPIRE', KEYS[1], ARGV[3])
                 """
             case .claim:

@@ -29,8 +29,11 @@ struct FuzzRegressionTests {
     @Test(".yianazip reader", arguments: files("yianazip"))
     func yianazip(_ name: String) throws { YianazipTarget.run(try Self.bytes("yianazip", name)) }
 
+    @Test("session snapshot deltas", arguments: files("delta"))
+    func delta(_ name: String) throws { DeltaTarget.run(try Self.bytes("delta", name)) }
+
     @Test("every target has saved inputs")
     func present() {
-        for target in ["request", "drawing", "yianazip"] { #expect(!Self.files(target).isEmpty, "no inputs for \(target)") }
+        for target in ["request", "drawing", "yianazip", "delta"] { #expect(!Self.files(target).isEmpty, "no inputs for \(target)") }
     }
 }

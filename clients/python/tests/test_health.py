@@ -124,6 +124,15 @@ def test_readiness_follows_the_session_store(tmp_path: Path):
             while get(port, "/readyz")[0] != 200:
                 assert time.monotonic() < deadline, "not ready again after the store came back"
                 time.sleep(0.1)
+            # What the store was sent: a new session whole, its changes as deltas on its log.
+            with server.client() as client:
+                session = client.open_session()
+                session.open()
+                session.add_stroke([(10, 10), (20, 20), (30, 25)])
+            time.sleep(1.2)   # the loop publishes what it counted once a second
+            samples = parse(get(port, "/metrics")[1])
+            assert samples['canvasd_session_store_written_bytes_total{kind="whole"}'] > 0, samples
+            assert samples['canvasd_session_store_written_bytes_total{kind="delta"}'] > 0, samples
         finally:
             server.stop()
     finally:
