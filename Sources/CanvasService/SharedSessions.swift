@@ -192,8 +192,18 @@ final class SharedSessions: @unchecked Sendable {
         let answer = answering.map { SessionSnapshotStore.Answer(key: $0.request.key, entry: $0.request.entry(reply: $0.reply)) }
         let expected = session.storedVersion, id = session.id
         let before = session.stored.flatMap { $0.version == expected ? $0 : nil }
-        let change = before?.change(to: bytes) ?? .whole(bytes)
-        switch try asking(about: id, { try store.write(id, change, expected: expected, answering: answer) }) {
+        var change = before?.change(to: bytes) ?? .whole(bytes)
+        var outcome = try asking(about: id, { try store.write(id, change, expected: expected, answering: answer) })
+        if case .wholeNeeded = outcome {
+            logger.warning("the session's log in the store does not lead to its version; written whole", metadata: [
+                "session": "\(id)", "version": "\(expected)",
+            ])
+            change = .whole(bytes)
+            outcome = try asking(about: id, { try store.write(id, change, expected: expected, answering: answer) })
+        }
+        switch outcome {
+        case .wholeNeeded:
+            throw ProtocolError(.internal, "the session store refused a whole snapshot as if it were a delta")
         case .written(let version):
             metrics?.stored(bytes: change.bytes.count, whole: !change.isDelta)
             return before.map { $0.after(change, next: bytes, version: version) } ?? StoredSnapshot(version: version, bytes: bytes)

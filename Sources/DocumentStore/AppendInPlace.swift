@@ -65,13 +65,17 @@ extension DocumentStore {
             let next = RevisionHistory.Record(revision: revision, line: record.line, length: length,
                                               saved: Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000, sha256: sha256, midstate: midstate)
             try history.commitFence?(name)
-            try history.leave(next)
-            made.append(next.name)
+            // The mark before the record that commits: killed between the two, a mark with no
+            // record is cleared by the next repair (it names a revision past the current one),
+            // where a record with no mark would be a revision its request, run again on another
+            // instance, could not find, and would save a second time.
             if let madeBy {
                 let mark = RevisionHistory.Mark(revision: revision, key: madeBy, pageCount: pageCount, sha256: sha256)
                 try history.leave(mark)
                 made.append(mark.name)
             }
+            try history.leave(next)
+            made.append(next.name)
             try history.directory.sync()
             committed = true
             try? history.directory.remove(intent.name)

@@ -36,6 +36,10 @@ public final class SessionSnapshotStore {
         /// The request the write records was answered already (by this instance or another):
         /// nothing was written, and `entry` is what was recorded for it.
         case answered(entry: [UInt8])
+        /// A delta was refused, nothing written: the session's log in the store does not lead
+        /// from its base to the version the delta follows (the log's key was evicted, or
+        /// expired apart from the session's). The change must be written whole.
+        case wholeNeeded
     }
 
     /// How a change is written: the whole snapshot, or a delta from the one before
@@ -179,6 +183,7 @@ public final class SessionSnapshotStore {
         if case .array(let fields) = reply, fields.count == 4, fields[0] == .integer(2), case .bytes(let entry) = fields[3] {
             return .answered(entry: entry)
         }
+        if case .array(let fields) = reply, fields.count == 3, fields[0] == .integer(3) { return .wholeNeeded }
         guard case .array(let fields) = reply, fields.count == 3 else {
             throw RedisError(doing: doing, cause: .unexpectedReply("\(reply)"))
         }
@@ -320,7 +325,9 @@ public final class SessionSnapshotStore {
                 // ARGV: holder, expected version, the change, ttl, answered key ('' for none), its
                 // entry, how many answers to keep, 'whole' or 'delta'. {2, ..., entry}: the
                 // request was answered. A delta goes on the log; a whole snapshot replaces the
-                // base and empties it. A session last written by an earlier canvasd has its whole
+                // base and empties it. {3, ...}: the log does not lead from the base to the
+                // version the delta follows (its key evicted or expired apart from the hash),
+                // so nothing is written and the change must come whole. A session last written by an earlier canvasd has its whole
                 // snapshot in 'snapshot': that is the base a first delta follows.
                 return """
                 local current = redis.call('HMGET', KEYS[1], 'holder', 'version')
@@ -338,6 +345,10 @@ public final class SessionSnapshotStore {
                     redis.call('HSET', KEYS[1], 'base', whole, 'baseVersion', ARGV[2])
                     redis.call('HDEL', KEYS[1], 'snapshot')
                     redis.call('DEL', KEYS[4])
+                  end
+                  local since = redis.call('HGET', KEYS[1], 'baseVersion')
+                  if not since or redis.call('LLEN', KEYS[4]) ~= tonumber(ARGV[2]) - tonumber(since) then
+                    return {3, current[1], current[2]}
                   end
                   redis.call('RPUSH', KEYS[4], ARGV[3])
                   redis.call('HSET', KEYS[1], 'version', version)

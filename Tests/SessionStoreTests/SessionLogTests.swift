@@ -72,6 +72,30 @@ import TestSupport
         #expect(try a.takeOver("m", owner: "alice")?.assembled(maxCount: 1 << 24).bytes == bytes + [2])
     }
 
+    @Test("a log lost apart from its session (evicted, or expired a moment before it) refuses a delta, and the change written whole makes it whole again")
+    func aLostLogRefusesDeltas() throws {
+        let a = try store("a"), b = try store("b")
+        var random = SplitMix(seed: 34)
+        var bytes = SnapshotDeltaTests.snapshotLike(&random, count: 50_000)
+        #expect(try a.create("lost", owner: nil, snapshot: bytes))
+        var writer = Writer(store: a, session: "lost", stored: StoredSnapshot(version: 1, bytes: bytes))
+        for step in 0..<5 {
+            bytes = SnapshotDeltaTests.edit(bytes, &random)
+            #expect(try writer.write(bytes) == .written(version: UInt64(step + 2)))
+        }
+        #expect(try logLengths("lost").count == 5)
+        _ = try ask("DEL", "canvas:session:lost:log")
+        // Appended to the empty log, this delta would follow a base five versions older.
+        bytes = SnapshotDeltaTests.edit(bytes, &random)
+        let change = writer.stored.change(to: bytes)
+        guard case .delta = change else { Issue.record("the change should have gone as a delta"); return }
+        #expect(try a.write("lost", change, expected: 6) == .wholeNeeded)
+        #expect(try ask("HGET", "canvas:session:lost", "version") == .bytes(Array("6".utf8)), "nothing written")
+        #expect(try logLengths("lost").isEmpty)
+        #expect(try a.write("lost", .whole(bytes), expected: 6) == .written(version: 7))
+        #expect(try b.takeOver("lost", owner: nil)?.assembled(maxCount: 1 << 24).bytes == bytes)
+    }
+
     @Test("a stroke's worth of change to a large session puts about that much into Redis, not the session")
     func aChangeCostsItsSize() throws {
         let a = try store("a")
