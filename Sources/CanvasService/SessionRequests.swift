@@ -18,7 +18,7 @@ extension Dispatcher {
         session.lastActive = call.now
         // Written only when needed: to store the reply (for a read, after it went out), or to
         // tell a retry from a reused id.
-        lazy var fingerprint = ReplyCache.fingerprint(request)
+        lazy var fingerprint = ReplyCache.fingerprint(request, method: method)
         do throws(ProtocolError) {
             // A retry of a request already answered gets the same reply, and nothing runs twice.
             switch session.replies.lookup(request.id, request: fingerprint) {
@@ -48,7 +48,7 @@ extension Dispatcher {
     func proceed(_ method: Method, _ request: Request, _ params: Params, _ session: consuming ServiceSession,
                  fingerprint known: [UInt8]?, frames: [[UInt8]], envelope: [[UInt8]], _ call: inout Call) -> [UInt8]? {
         var session = session
-        lazy var fingerprint = known ?? ReplyCache.fingerprint(request)
+        lazy var fingerprint = known ?? ReplyCache.fingerprint(request, method: method)
         do throws(ProtocolError) {
             if try startJob(method, request, params, &session, fingerprint, frames: frames, envelope: envelope, call) {
                 return nil
