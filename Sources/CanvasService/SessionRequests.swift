@@ -50,7 +50,7 @@ extension Dispatcher {
         var session = session
         lazy var fingerprint = known ?? ReplyCache.fingerprint(request, method: method)
         do throws(ProtocolError) {
-            if try startJob(method, request, params, &session, fingerprint, frames: frames, envelope: envelope, call) {
+            if Self.mayStartJob(method), try startJob(method, request, params, &session, fingerprint, frames: frames, envelope: envelope, call) {
                 return nil
             }
         } catch {
@@ -203,6 +203,12 @@ extension Dispatcher {
 
     // MARK: Jobs
 
+    /// Whether `startJob` may send `method` off the loop: most requests (a `canvas.state`, an
+    /// edit) never are, and are spared the call.
+    static func mayStartJob(_ method: Method) -> Bool {
+        method.scope != .session || method == .canvasOpen || method == .drawingGet
+    }
+
     /// Sends the request off the loop first when it needs file or heavy work, the job taking the
     /// session with it: a document method, the page a `canvas.open` names, a large drawing's
     /// encoding. Returns whether it did. (A submit's save, and a result's image, are asked for
@@ -216,6 +222,7 @@ extension Dispatcher {
             job.retaking = call.retaking
             return job
         }
+        // The methods here are those `mayStartJob` lets through.
         switch method {
         case _ where method.scope == .documentRead || method.scope == .documentWrite:
             let writes = method.scope == .documentWrite
