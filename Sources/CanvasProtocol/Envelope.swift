@@ -133,7 +133,12 @@ public enum ReplyEncoder {
     /// build as a `JSONValue` first.
     public static func success(id: RequestID, rawResult: [UInt8]) -> [UInt8] {
         var out = JSONText(capacity: rawResult.count + 48)
-        out.raw(#"{"id":"#); out.value(id.json)
+        out.raw(#"{"id":"#)
+        // Written as `value(id.json)` would, without making the value first: every reply has one.
+        switch id {
+        case .integer(let id): out.integer(id)
+        case .string(let id): out.string(id)
+        }
         out.raw(#","result":"#); out.json(rawResult)
         out.raw("}")
         return out.bytes

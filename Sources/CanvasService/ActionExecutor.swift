@@ -93,6 +93,15 @@ struct ActionExecutor {
         return Result { () throws(RenderError) in Data(try InkRenderer.png(drawing, width: width, height: height)).base64EncodedString() }
     }
 
+    /// The drawing of the result among `actions` whose image `run` would render for `session`
+    /// (`imageData`: the reply asks for it), when rendering it on the loop would take long: a
+    /// job renders it first, and `run` is given the image.
+    func imageToRender(_ actions: [CanvasAction], _ session: ServiceSession, imageData: Bool) -> Drawing? {
+        guard imageData || session.resultImages, let drawing = actions.emittedResult?.drawing,
+              Self.rendersOffLoop(drawing, session, maxImageSide: maxImageSide) else { return nil }
+        return drawing
+    }
+
     /// Whether rendering `drawing` for `session` takes long enough (a millisecond or more) to
     /// hold up every other client if done on the loop: many points, or many pixels to encode.
     static func rendersOffLoop(_ drawing: Drawing, _ session: ServiceSession, maxImageSide: Int) -> Bool {

@@ -4,21 +4,42 @@ import DocumentStore
 import InkRendering
 
 /// A method's result: an object, or JSON text already written (a drawing, which is large
-/// enough that building it as values first would cost more than the request); or, for a submit
-/// into a document, no result yet: the canvas is saving this drawing, and the method runs again
-/// with the save's outcome.
+/// enough that building it as values first would cost more than the request); or no result yet:
+/// for a submit into a document, the canvas is saving this drawing, and the method runs again
+/// with the save's outcome; for a result whose image takes long to render, the canvas has run,
+/// and what it did is reported once a job has rendered the image (`CanvasMethods.report`).
 enum MethodResult {
     case object([String: JSONValue])
     case raw([UInt8])
     case saving(Drawing)
+    case rendering(UnreportedResult)
 
     func reply(id: RequestID) -> [UInt8] {
         switch self {
         case .object(let result): return ReplyEncoder.success(id: id, result: result)
         case .raw(let text): return ReplyEncoder.success(id: id, rawResult: text)
         case .saving: preconditionFailure("a submit that is saving has no reply until its save is done")
+        case .rendering: preconditionFailure("a result whose image is rendering has no reply until the image is in")
         }
     }
+}
+
+/// A canvas command that ran and emitted a result whose image is to be rendered off the loop
+/// first (`ActionExecutor.imageToRender`). The canvas has moved already; its actions (events,
+/// timers) are carried out and its reply written once the image is in, while the session is
+/// held, so nothing sees the canvas before its events go.
+struct UnreportedResult {
+    enum Command {
+        /// `canvas.minimize`, `.submit` or `.cancel`. `imageData`: whether the reply carries
+        /// the image; `saved`: a submit's save, as its reply reports it.
+        case ended(Method, imageData: Bool, saved: [String: JSONValue]?)
+        case doubleTap(DoubleTapOutcome)
+    }
+
+    let command: Command
+    let actions: [CanvasAction]
+    /// The result's drawing, whose image is rendered.
+    let drawing: Drawing
 }
 
 /// The methods that act on one session: `session.close`, `canvas.*`, `pencil.*`, `drawing.*`.
@@ -76,11 +97,11 @@ struct CanvasMethods {
             guard case .save(let drawing)? = actions.first else { preconditionFailure("a submit into a document saves first") }
             return .saving(drawing)
         case .canvasMinimize, .canvasSubmit, .canvasCancel:
-            return .object(try end(method, params, &session, found: found, &call))
+            return try end(method, params, &session, found: found, &call)
         case .canvasFinishTransition:
-            try perform(&session, imageData: false, &call) { canvas throws(CanvasRejection) in try canvas.finishTransition() }
+            try perform(&session, &call) { canvas throws(CanvasRejection) in try canvas.finishTransition() }
         case .pencilDoubleTap:
-            return .object(doubleTap(&session, rendered: found?.image, &call))
+            return doubleTap(&session, &call)
         case .pencilConfigure:
             let pencil = session.canvas.pencil
             let change = try self.params.pencilChange(params, current: pencil.configuration, initialized: pencil.initialized)
@@ -132,7 +153,7 @@ struct CanvasMethods {
                 throw ProtocolError(.conflict, "the canvas is already open on \(current); submit or cancel it first", data: data)
             }
         }
-        try perform(&session, imageData: false, &call) { canvas throws(CanvasRejection) in try canvas.open() }
+        try perform(&session, &call) { canvas throws(CanvasRejection) in try canvas.open() }
         guard opens else { return }
         if let target {
             session.target = target.target
@@ -145,7 +166,7 @@ struct CanvasMethods {
     /// runs again with its save's outcome in `found`: only a save that worked ends the drawing,
     /// so a failed one leaves the canvas as it was for another try.
     private func end(_ method: Method, _ params: Params, _ session: inout ServiceSession, found: JobOutcome?,
-                     _ call: inout Call) throws(ProtocolError) -> [String: JSONValue] {
+                     _ call: inout Call) throws(ProtocolError) -> MethodResult {
         let wantsImage = try params.bool("imageData", default: false)
         var saved: [String: JSONValue]?
         if method == .canvasSubmit, session.canvas.canvas.isSaving {
@@ -158,7 +179,7 @@ struct CanvasMethods {
                 throw error
             }
         }
-        let result = try perform(&session, imageData: wantsImage, rendered: found?.image, &call) { canvas throws(CanvasRejection) in
+        let actions = try actions(&session) { canvas throws(CanvasRejection) in
             switch method {
             case .canvasMinimize: return try canvas.minimize()
             case .canvasSubmit where canvas.canvas.isSaving: return try canvas.saved(true)
@@ -166,7 +187,30 @@ struct CanvasMethods {
             default: return try canvas.cancel()
             }
         }
-        var reply = result ?? [:]
+        // A save's outcome brings the image its result needs (`Dispatcher.startSave`).
+        let rendered = found?.image
+        if rendered == nil, let drawing = executor.imageToRender(actions, session, imageData: wantsImage) {
+            return .rendering(UnreportedResult(command: .ended(method, imageData: wantsImage, saved: saved), actions: actions, drawing: drawing))
+        }
+        return .object(ended(method, actions, imageData: wantsImage, saved: saved, rendered: rendered, &session, &call))
+    }
+
+    /// Reports a result whose image a job rendered off the loop, or could not (`image`): what
+    /// its command asked for is carried out, and the reply written.
+    func report(_ unreported: UnreportedResult, image: ResultImage, _ session: inout ServiceSession, _ call: inout Call) -> MethodResult {
+        switch unreported.command {
+        case .ended(let method, let imageData, let saved):
+            return .object(ended(method, unreported.actions, imageData: imageData, saved: saved, rendered: image, &session, &call))
+        case .doubleTap(let outcome):
+            return .object(tapped(outcome, unreported.actions, rendered: image, &session, &call))
+        }
+    }
+
+    /// What an end's command asked for, carried out, and its reply. `rendered`: its result's
+    /// image, when made before (nil: rendered here, a small one).
+    private func ended(_ method: Method, _ actions: [CanvasAction], imageData: Bool, saved: [String: JSONValue]?,
+                       rendered: ResultImage?, _ session: inout ServiceSession, _ call: inout Call) -> [String: JSONValue] {
+        var reply = executor.run(actions, &session, imageData: imageData, rendered: rendered, &call) ?? [:]
         reply["state"] = .string(session.canvas.phase.rawValue)
         if method != .canvasMinimize { session.target = nil }
         if let saved {
@@ -183,15 +227,24 @@ struct CanvasMethods {
         return reply
     }
 
-    private func doubleTap(_ session: inout ServiceSession, rendered: ResultImage?, _ call: inout Call) -> [String: JSONValue] {
+    private func doubleTap(_ session: inout ServiceSession, _ call: inout Call) -> MethodResult {
         let report = session.canvas.doubleTap()
-        let canvasResult = executor.run(report.actions, &session, imageData: false, rendered: rendered, &call)
+        if let drawing = executor.imageToRender(report.actions, session, imageData: false) {
+            return .rendering(UnreportedResult(command: .doubleTap(report.outcome), actions: report.actions, drawing: drawing))
+        }
+        return .object(tapped(report.outcome, report.actions, rendered: nil, &session, &call))
+    }
+
+    /// What a double-tap asked for, carried out, and its reply.
+    private func tapped(_ outcome: DoubleTapOutcome, _ actions: [CanvasAction], rendered: ResultImage?, _ session: inout ServiceSession,
+                        _ call: inout Call) -> [String: JSONValue] {
+        let canvasResult = executor.run(actions, &session, imageData: false, rendered: rendered, &call)
         var result: [String: JSONValue] = [
-            "outcome": .string(report.outcome.name),
+            "outcome": .string(outcome.name),
             "state": .string(session.canvas.phase.rawValue),
         ]
-        var eventData: [String: JSONValue] = ["outcome": .string(report.outcome.name)]
-        switch report.outcome {
+        var eventData: [String: JSONValue] = ["outcome": .string(outcome.name)]
+        switch outcome {
         case .ignored(let reason):
             result["reason"] = .string(reason.rawValue)
             eventData["reason"] = .string(reason.rawValue)
@@ -235,17 +288,20 @@ struct CanvasMethods {
         ]
     }
 
-    /// Runs a canvas command and its actions; returns the CanvasResult it produced, as JSON.
-    @discardableResult
-    private func perform(_ session: inout ServiceSession, imageData: Bool, rendered: ResultImage? = nil, _ call: inout Call,
-                         _ command: (inout CanvasSession) throws(CanvasRejection) -> [CanvasAction]) throws(ProtocolError) -> [String: JSONValue]? {
-        let actions: [CanvasAction]
+    /// Runs a canvas command that emits no result (an open, a transition's end), and its actions.
+    private func perform(_ session: inout ServiceSession, _ call: inout Call,
+                         _ command: (inout CanvasSession) throws(CanvasRejection) -> [CanvasAction]) throws(ProtocolError) {
+        executor.run(try actions(&session, command), &session, imageData: false, &call)
+    }
+
+    /// Runs a canvas command: the actions it asks for, or its refusal as the wire says it.
+    private func actions(_ session: inout ServiceSession,
+                         _ command: (inout CanvasSession) throws(CanvasRejection) -> [CanvasAction]) throws(ProtocolError) -> [CanvasAction] {
         do {
-            actions = try command(&session.canvas)
+            return try command(&session.canvas)
         } catch {
             throw Self.invalidState(error, session)
         }
-        return executor.run(actions, &session, imageData: imageData, rendered: rendered, &call)
     }
 
     static func requireOpen(_ session: ServiceSession) throws(ProtocolError) {

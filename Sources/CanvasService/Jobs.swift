@@ -11,19 +11,13 @@ enum JobOutcome: Sendable {
     case reply([UInt8])
     case page(Result<PageSummary, DocumentError>)
     case image(Result<String, RenderError>)
-    /// No job: the result image could not be rendered off the loop now (`reason`, "busy" or
-    /// "ownerBusy"), so the method runs without it rather than render it on the loop.
-    case imageOmitted(reason: String)
     /// What the session store said to a step (`StoreStep`).
     case stored(StoreAnswer)
 
+    /// A submit's result image, rendered with its save.
     var image: ResultImage? {
-        switch self {
-        case .image(let image): return .rendered(image)
-        case .saved(_, let image?): return .rendered(image)
-        case .imageOmitted(let reason): return .omitted(reason: reason)
-        default: return nil
-        }
+        if case .saved(_, let image?) = self { return .rendered(image) }
+        return nil
     }
 }
 
@@ -39,6 +33,8 @@ struct PendingJob {
         /// A session method that needs the job first: a submit's save, the page a
         /// `canvas.open` names, a large drawing's encoding.
         case canvas(Method)
+        /// A result's image, for a canvas command that ran already: reported with it.
+        case rendering(UnreportedResult)
         /// A step in the session store that the session's request (or timer) waits on.
         case store(StoreStep)
     }

@@ -24,10 +24,10 @@ public final class ServiceMetrics: @unchecked Sendable {
     }
 
     struct State {
-        /// By method name: the protocol's methods in `requestsByMethod`, by `Method.index`;
-        /// any other label (`other`) here.
-        var requests: [String: UInt64] = [:]
+        /// By method: the protocol's methods by `Method.index`; names this server has no
+        /// method of, together, as `other`.
         var requestsByMethod = [UInt64](repeating: 0, count: Method.allCases.count)
+        var otherRequests: UInt64 = 0
         /// By error code; results are counted apart, as `ok`, in `okReplies`.
         var replies: [String: UInt64] = [:]
         var okReplies: UInt64 = 0
@@ -45,7 +45,9 @@ public final class ServiceMetrics: @unchecked Sendable {
         var webCutOff: UInt64 = 0
     }
 
-    private var counting = State()
+    // Counted on every request and reply, and changed by nothing that counts again: without
+    // the run-time exclusivity check (see `Dispatcher.table`).
+    @exclusivity(unchecked) private var counting = State()
     private let published = Mutex(State())
     /// What the store lanes' threads count (`StoreLine`): their own, behind a lock, taken into what is
     /// published with the rest.
@@ -61,14 +63,13 @@ public final class ServiceMetrics: @unchecked Sendable {
         published.withLock { $0 = snapshot }
     }
 
-    func request(method: String) {
-        // A method of the protocol, as nearly every request names, is counted in its slot
-        // without hashing its name; any other label in the dictionary.
-        guard let known = Method(named: method) else {
-            counting.requests[method, default: 0] += 1
+    /// A request for `method`; nil: a name this server has no method of, counted as `other`.
+    func request(_ method: Method?) {
+        guard let method else {
+            counting.otherRequests += 1
             return
         }
-        counting.requestsByMethod[known.index] += 1
+        counting.requestsByMethod[method.index] += 1
     }
 
     /// A reply sent: counted by its error code, or `ok`. Read from the reply's first bytes,
@@ -150,7 +151,7 @@ public final class ServiceMetrics: @unchecked Sendable {
         family("canvasd_info", "gauge", "This instance: its name in the session store.")
         sample("canvasd_info", [("instance", instance)], 1)
         family("canvasd_requests_total", "counter", "Requests received, by method (unknown methods as \"other\").")
-        var requests = now.requests
+        var requests: [String: UInt64] = now.otherRequests > 0 ? ["other": now.otherRequests] : [:]
         for method in Method.allCases where now.requestsByMethod[method.index] > 0 {
             requests[method.rawValue, default: 0] += now.requestsByMethod[method.index]
         }

@@ -167,13 +167,28 @@ struct DocumentTarget: Sendable {
 struct ReplyCache {
     /// What a retry must repeat: `{"method":…,"params":…}` as `JSONCodec.serialize` writes it
     /// (keys sorted, numbers in one form), written directly instead of building that object.
-    static func fingerprint(_ request: Request) -> [UInt8] {
+    /// `method`: the one `request` names, when known.
+    static func fingerprint(_ request: Request, method: Method? = nil) -> [UInt8] {
+        // Without params, as most reads come (`canvas.state`, which clients poll), each
+        // method's is the same bytes: written once, and shared by every entry that keeps them.
+        if let method, request.params.isEmpty { return withoutParams[method.index] }
+        return fingerprint(method: request.method, params: request.params)
+    }
+
+    private static func fingerprint(method: String, params: [String: JSONValue]) -> [UInt8] {
         var out = JSONText(capacity: 64)
-        out.raw(#"{"method":"#); out.string(request.method)
-        out.raw(#","params":"#); out.value(.object(request.params))
+        out.raw(#"{"method":"#); out.string(method)
+        out.raw(#","params":"#); out.value(.object(params))
         out.raw("}")
         return out.bytes
     }
+
+    /// Each method's fingerprint without params, by `Method.index`.
+    private static let withoutParams: [[UInt8]] = {
+        var table = [[UInt8]](repeating: [], count: Method.allCases.count)
+        for method in Method.allCases { table[method.index] = fingerprint(method: method.rawValue, params: [:]) }
+        return table
+    }()
 
 
     private struct Entry {
@@ -281,7 +296,18 @@ struct ReplyCache {
     private func place(of id: RequestID) -> Int? {
         let tag = Self.tag(id)
         return tags.withUnsafeBufferPointer { tags in
-            for place in tags.indices where tags[place] == tag && ring[place].id == id { return place }
+            // Eight tags compared at once: most ids are new, and finding that reads every tag
+            // (twice a request: asked for, then stored).
+            let wanted = SIMD8<UInt32>(repeating: tag)
+            var start = 0
+            while start + 8 <= tags.count {
+                let eight = UnsafeRawPointer(tags.baseAddress! + start).loadUnaligned(as: SIMD8<UInt32>.self)
+                if any(eight .== wanted) {
+                    for place in start..<start + 8 where tags[place] == tag && ring[place].id == id { return place }
+                }
+                start += 8
+            }
+            for place in start..<tags.count where tags[place] == tag && ring[place].id == id { return place }
             return nil
         }
     }

@@ -18,7 +18,7 @@ extension Dispatcher {
         session.lastActive = call.now
         // Written only when needed: to store the reply (for a read, after it went out), or to
         // tell a retry from a reused id.
-        lazy var fingerprint = ReplyCache.fingerprint(request)
+        lazy var fingerprint = ReplyCache.fingerprint(request, method: method)
         do throws(ProtocolError) {
             // A retry of a request already answered gets the same reply, and nothing runs twice.
             switch session.replies.lookup(request.id, request: fingerprint) {
@@ -48,11 +48,9 @@ extension Dispatcher {
     func proceed(_ method: Method, _ request: Request, _ params: Params, _ session: consuming ServiceSession,
                  fingerprint known: [UInt8]?, frames: [[UInt8]], envelope: [[UInt8]], _ call: inout Call) -> [UInt8]? {
         var session = session
-        lazy var fingerprint = known ?? ReplyCache.fingerprint(request)
-        // What the method finds before it runs when no job ran for it: a result image left out.
-        var found: JobOutcome?
+        lazy var fingerprint = known ?? ReplyCache.fingerprint(request, method: method)
         do throws(ProtocolError) {
-            if try startJob(method, request, params, &session, fingerprint, frames: frames, envelope: envelope, call, found: &found) {
+            if Self.mayStartJob(method), try startJob(method, request, params, &session, fingerprint, frames: frames, envelope: envelope, call) {
                 return nil
             }
         } catch {
@@ -62,7 +60,7 @@ extension Dispatcher {
         if shared == nil, method.changesNothing {
             // A read: its reply is final here, so it goes first when it may, and is remembered
             // and the session put back while the client already has it.
-            guard case .reply(let reply) = execute(method, request, params, &session, found: found, &call) else {
+            guard case .reply(let reply) = execute(method, request, params, &session, found: nil, &call) else {
                 preconditionFailure("a read saves nothing")
             }
             let sent = call.sendAtOnce(reply, to: envelope)
@@ -71,9 +69,11 @@ extension Dispatcher {
             return sent ? nil : reply
         }
         let mark = call.output.events.count
-        switch execute(method, request, params, &session, found: found, &call) {
+        switch execute(method, request, params, &session, found: nil, &call) {
         case .saving(let drawing):
             save(drawing, request, params, session, fingerprint: fingerprint, frames: frames, envelope: envelope, &call)
+        case .rendering(let unreported):
+            render(unreported, method, request, session, fingerprint: fingerprint, frames: frames, envelope: envelope, eventsFrom: mark, &call)
         case .reply(let reply):
             finish(reply, method, request, session, fingerprint: fingerprint, frames: frames, envelope: envelope, eventsFrom: mark, &call)
         }
@@ -135,6 +135,29 @@ extension Dispatcher {
         }
     }
 
+    /// A result whose image takes long to render (tens of milliseconds for a large drawing or
+    /// canvas, an 8192-pixel square over a second): rendered off the loop, holding only this
+    /// session, and reported when it is in (`finishJobs`). Never on the loop: with the runner
+    /// full, or this owner's renders at their bound, it is reported now without the image.
+    func render(_ unreported: UnreportedResult, _ method: Method, _ request: Request, _ session: consuming ServiceSession,
+                fingerprint: [UInt8], frames: [[UInt8]], envelope: [[UInt8]], eventsFrom mark: Int, _ call: inout Call) {
+        let omitted: String
+        do throws(ProtocolError) {
+            let drawing = unreported.drawing, size = session.size, maxImageSide = limits.maxImageSide
+            var job = PendingJob(kind: .rendering(unreported), request: request, envelope: envelope, client: call.client,
+                                 holding: (session, fingerprint))
+            job.frames = frames
+            job.retaking = call.retaking
+            try jobs.read(for: job, kind: .render) { .image(ActionExecutor.png(drawing, size: size, maxImageSide: maxImageSide)) }
+            return
+        } catch {
+            omitted = error.data["reason"]?.stringValue ?? "busy"
+        }
+        var session = session
+        let reply = canvas.report(unreported, image: .omitted(reason: omitted), &session, &call).reply(id: request.id)
+        finish(reply, method, request, session, fingerprint: fingerprint, frames: frames, envelope: envelope, eventsFrom: mark, &call)
+    }
+
     /// The answer to a request found answered in the session's reply cache, or in the store's
     /// record of answered requests: its first reply, whichever instance gave it.
     func recorded(_ lookup: ReplyCache.Lookup, _ request: Request) throws(ProtocolError) -> [UInt8] {
@@ -180,13 +203,18 @@ extension Dispatcher {
 
     // MARK: Jobs
 
+    /// Whether `startJob` may send `method` off the loop: most requests (a `canvas.state`, an
+    /// edit) never are, and are spared the call.
+    static func mayStartJob(_ method: Method) -> Bool {
+        method.scope != .session || method == .canvasOpen || method == .drawingGet
+    }
+
     /// Sends the request off the loop first when it needs file or heavy work, the job taking the
     /// session with it: a document method, the page a `canvas.open` names, a large drawing's
-    /// encoding, a submit's save. Returns whether it did. `found`: set when the method is to run
-    /// here without its result image (`imageOmitted`), which could not be rendered off the loop.
+    /// encoding. Returns whether it did. (A submit's save, and a result's image, are asked for
+    /// by the canvas as it runs: `save`, `render`.)
     func startJob(_ method: Method, _ request: Request, _ params: Params, _ session: inout ServiceSession,
-                  _ fingerprint: @autoclosure () -> [UInt8], frames: [[UInt8]], envelope: [[UInt8]], _ call: Call,
-                  found: inout JobOutcome?) throws(ProtocolError) -> Bool {
+                  _ fingerprint: @autoclosure () -> [UInt8], frames: [[UInt8]], envelope: [[UInt8]], _ call: Call) throws(ProtocolError) -> Bool {
         var job: PendingJob {
             var job = PendingJob(kind: .canvas(method), request: request, envelope: envelope, client: call.client,
                                  holding: (session, fingerprint()))
@@ -194,6 +222,7 @@ extension Dispatcher {
             job.retaking = call.retaking
             return job
         }
+        // The methods here are those `mayStartJob` lets through.
         switch method {
         case _ where method.scope == .documentRead || method.scope == .documentWrite:
             let writes = method.scope == .documentWrite
@@ -220,46 +249,10 @@ extension Dispatcher {
                 memory.release(encoding.reservedBytes)
                 throw error
             }
-        case .canvasSubmit where session.target != nil:
-            return false   // the canvas asks for its save first (`save`), and its image is rendered with it
-        case .canvasMinimize, .canvasSubmit, .canvasCancel, .pencilDoubleTap:
-            // A result image of a large drawing or canvas takes tens of milliseconds (an
-            // 8192-pixel square over a second): rendered off the loop, from a copy, it holds up
-            // only this session. Never on the loop: with the runner full, or this owner's
-            // renders at their bound, the method runs now and its result goes without the image.
-            guard let drawing = imageToRender(method, params, session) else { return false }
-            let size = session.size, maxImageSide = limits.maxImageSide
-            do {
-                try jobs.read(for: job, kind: .render) { .image(ActionExecutor.png(drawing, size: size, maxImageSide: maxImageSide)) }
-            } catch {
-                found = .imageOmitted(reason: error.data["reason"]?.stringValue ?? "busy")
-                return false
-            }
         default:
             return false
         }
         return true
-    }
-
-    /// The drawing whose result image `method` will render, when rendering it here would take
-    /// long: found by running the method on a copy of the canvas, so only a request that will
-    /// emit a result with an image (and not one refused, or a double-tap that does something
-    /// else) waits for one.
-    func imageToRender(_ method: Method, _ params: Params, _ session: ServiceSession) -> Drawing? {
-        let asked = (try? params.bool("imageData", default: false)) ?? false
-        guard (asked && method != .pencilDoubleTap) || session.resultImages else { return nil }
-        var trial = session.canvas
-        let actions: [CanvasAction]?
-        switch method {
-        case .canvasMinimize: actions = try? trial.minimize()
-        case .canvasSubmit: actions = try? trial.submit()
-        case .canvasCancel: actions = try? trial.cancel()
-        default: actions = trial.doubleTap().actions
-        }
-        for case .emitResult(_, let drawing, _) in actions ?? [] {
-            return ActionExecutor.rendersOffLoop(drawing, session, maxImageSide: limits.maxImageSide) ? drawing : nil
-        }
-        return nil
     }
 
     /// What a session's save leaves in the document's history so that the same request, run
@@ -278,11 +271,12 @@ extension Dispatcher {
         return String(DocumentStore.sha256(bytes).prefix(32))
     }
 
-    /// What running a session's request came to: its reply (a result or an error), or a save
-    /// the canvas waits for.
+    /// What running a session's request came to: its reply (a result or an error), a save the
+    /// canvas waits for, or a result image to render before what the canvas did is reported.
     enum Ran {
         case reply([UInt8])
         case saving(Drawing)
+        case rendering(UnreportedResult)
     }
 
     /// Runs a session's request.
@@ -290,8 +284,11 @@ extension Dispatcher {
                  found: JobOutcome?, _ call: inout Call) -> Ran {
         do throws(ProtocolError) {
             let result = try canvas.run(method, params, &session, found: found, &call)
-            if case .saving(let drawing) = result { return .saving(drawing) }
-            return .reply(result.reply(id: request.id))
+            switch result {
+            case .saving(let drawing): return .saving(drawing)
+            case .rendering(let unreported): return .rendering(unreported)
+            case .object, .raw: return .reply(result.reply(id: request.id))
+            }
         } catch {
             return .reply(ReplyEncoder.failure(id: request.id, error: error))
         }
@@ -356,10 +353,17 @@ extension Dispatcher {
                     case .saving(let drawing):
                         save(drawing, request, Params(request.params), session, fingerprint: fingerprint, frames: job.frames,
                              envelope: job.envelope, &call)
+                    case .rendering:
+                        preconditionFailure("a method run with its job's outcome has its image")
                     case .reply(let reply):
                         finish(reply, method, request, session, fingerprint: fingerprint, frames: job.frames, envelope: job.envelope,
                                eventsFrom: mark, &call)
                     }
+                case (.rendering(let unreported), .image(let image)):
+                    call.retaking = job.retaking
+                    let reply = canvas.report(unreported, image: .rendered(image), &session, &call).reply(id: request.id)
+                    finish(reply, method, request, session, fingerprint: fingerprint, frames: job.frames, envelope: job.envelope,
+                           eventsFrom: mark, &call)
                 default:
                     call.retaking = job.retaking
                     finish(documentReply(job, request, outcome, &call), method, request, session, fingerprint: fingerprint,

@@ -235,7 +235,7 @@ extension Dispatcher {
                 reply = ReplyEncoder.failure(id: request.id, error: error)
             }
         } else {
-            reply = answer(request, frames: job.frames, envelope: job.envelope, &call)
+            reply = answer(request, Method(named: request.method), frames: job.frames, envelope: job.envelope, &call)
         }
         if let reply { call.reply(reply, to: job.envelope) }
         return queued

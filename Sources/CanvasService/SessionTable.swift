@@ -13,7 +13,9 @@ struct SessionTable {
         /// The connection that opened it, which counts toward the per-client limit when
         /// clients are not authenticated.
         let connection: [UInt8]?
-        var slot: SessionSlot
+        // Changed by the slot's own events only, which reach nothing else of the table: without
+        // the run-time exclusivity check (see `Dispatcher.table`).
+        @exclusivity(unchecked) var slot: SessionSlot
         /// A place kept while a session is taken over: its owner is only who asked for it,
         /// until the store says whose it is.
         let provisional: Bool
@@ -27,6 +29,11 @@ struct SessionTable {
     }
 
     private var entries: [String: Entry] = [:]
+    /// The entry of the session `arrive` handed out last, and its id: giving a session back
+    /// (nearly always that one, at the end of its request) then finds its slot without hashing
+    /// the id again. Forgotten whenever an entry is put in or taken out, so it is always the
+    /// entry the table holds for that id.
+    private var handedOut: (id: String, entry: Entry)?
 
     var count: Int { entries.count }
 
@@ -52,22 +59,26 @@ struct SessionTable {
     static let idDigits = 15
 
     mutating func insert(_ session: ServiceSession) {
+        handedOut = nil
         entries[session.id] = Entry(owner: session.owner, connection: session.connection, slot: .ready(session))
     }
 
     /// A session that is held from the start: one whose creation the store has yet to confirm.
     mutating func insertHeld(_ session: ServiceSession) {
+        handedOut = nil
         entries[session.id] = Entry(owner: session.owner, connection: session.connection, slot: .held(queue: []))
     }
 
     /// A session being taken over from the store for `owner`: held, so that what comes for it
     /// meanwhile waits, though there is no session yet. `adopt` or `remove` ends it.
     mutating func insertTakingOver(_ id: String, owner: String?, connection: [UInt8]?) {
+        handedOut = nil
         entries[id] = Entry(owner: owner, connection: connection, slot: .held(queue: []), provisional: true)
     }
 
     /// The session taken over, in the place `insertTakingOver` kept, still held, with what queued.
     mutating func adopt(_ session: ServiceSession) {
+        handedOut = nil
         let queue: [QueuedWork]
         if case .held(let queued)? = entries[session.id]?.slot { queue = queued } else { queue = [] }
         entries[session.id] = Entry(owner: session.owner, connection: session.connection, slot: .held(queue: queue))
@@ -94,10 +105,25 @@ struct SessionTable {
     }
 
     /// A request or due timer for an existing session: the session to run it on now, or nil
-    /// when it was queued behind a job. (A session returned, not a wrapper matched by the
-    /// caller: a copy held by a wrapper would make the request copy the session's buffers.)
+    /// when it was queued behind a job (or there is no such session). (A session returned, not
+    /// a wrapper matched by the caller: a copy held by a wrapper would make the request copy
+    /// the session's buffers.)
     mutating func arrive(_ id: String, _ work: QueuedWork) -> ServiceSession? {
-        entries[id]?.slot.arrive(work)
+        guard let entry = entries[id] else { return nil }
+        return arrive(entry, id, work)
+    }
+
+    /// A client's request for a session: as `arrive`, but nil too when the session is not the
+    /// client's, and then nothing is queued. One lookup of the id for both the owner and the slot.
+    mutating func arrive(_ id: String, from client: String?, _ work: QueuedWork) -> ServiceSession? {
+        guard let entry = entries[id], entry.owner == client else { return nil }
+        return arrive(entry, id, work)
+    }
+
+    private mutating func arrive(_ entry: Entry, _ id: String, _ work: QueuedWork) -> ServiceSession? {
+        guard let session = entry.slot.arrive(work) else { return nil }
+        handedOut = (id, entry)
+        return session
     }
 
     /// Holds a ready session for something of its own; nil when it is held already (or gone).
@@ -106,7 +132,8 @@ struct SessionTable {
     /// The holder of a session is done with it. Returns what queued meanwhile, to replay.
     mutating func release(_ session: consuming ServiceSession) -> [QueuedWork] {
         // The id read first, so that the session itself is moved into the slot, not copied.
-        let entry = entries[session.id]
+        let id = session.id
+        let entry = handedOut.flatMap { $0.id == id ? $0.entry : nil } ?? entries[id]
         return entry?.slot.release(session) ?? []
     }
 
@@ -116,7 +143,10 @@ struct SessionTable {
         return []
     }
 
-    mutating func remove(_ id: String) { entries[id] = nil }
+    mutating func remove(_ id: String) {
+        handedOut = nil
+        entries[id] = nil
+    }
 
     /// Sessions nobody has touched since `cutoff`; one held is not idle.
     func idle(before cutoff: ContinuousClock.Instant) -> [ServiceSession] {

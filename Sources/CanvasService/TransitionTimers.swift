@@ -13,7 +13,11 @@ struct TransitionTimers {
 
     var nextDeadline: ContinuousClock.Instant? { timers.map(\.deadline).min() }
 
-    mutating func add(_ new: [TransitionTimer]) { timers += new }
+    mutating func add(_ new: [TransitionTimer]) {
+        // Asked after every request, nearly always with none: `+=` would still make the empty
+        // array's storage its own, an allocation per request.
+        if !new.isEmpty { timers += new }
+    }
 
     /// Takes out the timers due at `now`, earliest first.
     mutating func due(at now: ContinuousClock.Instant) -> [TransitionTimer] {

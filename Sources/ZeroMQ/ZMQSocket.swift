@@ -8,8 +8,8 @@ public final class ZMQSocket {
     /// libzmq keeps small messages inside the `zmq_msg_t` itself, so the struct needs an
     /// address that does not move while it is in use: one heap slot per socket.
     private let message: UnsafeMutablePointer<zmq_msg_t>
-    /// The routing id `receiveRouted` read last, handed out again while it repeats.
-    private var lastRoutingID: [UInt8] = []
+    /// The envelope `receiveRouted` made last, handed out again while it repeats.
+    private var lastEnvelope: [[UInt8]] = []
 
     init(context: ZMQContext, type: ZMQSocketType) throws(ZMQError) {
         guard let handle = zmq_socket(context.handle, type.rawValue) else { throw ZMQError("zmq_socket") }
@@ -237,12 +237,15 @@ public final class ZMQSocket {
 
     /// Receives one message on a ROUTER socket, as `receive(wait:readUserID:keepingAtMost:)`
     /// does (at most `maxFrames` frames kept, envelope included), but made straight into its
-    /// envelope and body, and with the routing id of the last message reused when this one
-    /// has the same: a burst from one client then allocates only its body.
+    /// envelope and body, and with the envelope of the last message reused when this one has
+    /// the same: a burst from one client then allocates only its body.
     public func receiveRouted(wait: Bool = true, readUserID: Bool = false, keepingAtMost maxFrames: Int) throws(ZMQError)
         -> RoutedMessage? {
         var routed = RoutedMessage(envelope: [], body: [], userID: nil, dropped: 0)
         var frames = 0
+        // The routing id: the last envelope's (nil), or another; whether the delimiter followed.
+        var sender: [UInt8]?
+        var delimited = false
         repeat {
             guard zmq_msg_init(message) == 0 else { throw ZMQError("zmq_msg_init") }
             defer { zmq_msg_close(message) }
@@ -261,16 +264,20 @@ public final class ZMQSocket {
             if frames >= maxFrames {
                 routed.dropped += 1
             } else if frames == 0 {
-                routed.envelope.reserveCapacity(2)
-                if !lastRoutingID.elementsEqual(bytes) { lastRoutingID = Array(bytes) }
-                routed.envelope.append(lastRoutingID)
+                if !(lastEnvelope.first?.elementsEqual(bytes) ?? false) { sender = Array(bytes) }
             } else if frames == 1 && size == 0 {
-                routed.envelope.append([])
+                delimited = true
             } else {
                 routed.body.append(size == 0 ? [] : Array(bytes))
             }
             frames += 1
         } while zmq_msg_more(message) != 0
+        guard maxFrames > 0 else { return routed }   // not even the routing id kept
+        if sender != nil || lastEnvelope.count != (delimited ? 2 : 1) {
+            let id = sender ?? lastEnvelope[0]
+            lastEnvelope = delimited ? [id, []] : [id]
+        }
+        routed.envelope = lastEnvelope
         return routed
     }
 

@@ -138,6 +138,57 @@ struct DispatcherTests {
             == ["\(session).canvas.stateChanged", "\(session).canvas.result", "\(session).document.saved", "documents.document.saved"])
     }
 
+    /// The methods that end or hide a drawing, with the params that ask for its image (a
+    /// double-tap's reply never carries one; its event does, with `resultImages`).
+    static let resultMethods: [(method: String, params: [String: JSONValue])] = [
+        ("canvas.minimize", ["imageData": true]), ("canvas.submit", ["imageData": true]),
+        ("canvas.cancel", ["imageData": true]), ("pencil.doubleTap", [:]),
+    ]
+
+    @Test("a result whose image is rendered off the loop runs the canvas once; reply and events wait for the image",
+          arguments: resultMethods)
+    func resultRenderedOffLoop(method: String, params: [String: JSONValue]) throws {
+        let reads = HeldJobs()
+        var harness = try Harness(reads: reads.executor)
+        // 600 x 600 pixels is over what is rendered on the loop (`ActionExecutor.rendersOffLoop`).
+        let session = try harness.open(["resultImages": true, "size": ["width": 600, "height": 600]])
+        _ = harness.send("canvas.open", session: session)
+        let commands = CanvasCommandCount()
+        let sent = CanvasCommandCount.$current.withValue(commands) { harness.send(method, params, session: session) }
+        #expect(sent.replies.isEmpty && sent.events.isEmpty, "nothing goes before the image")
+        #expect(reads.count == 1)
+        reads.runAll()
+        let output = CanvasCommandCount.$current.withValue(commands) { harness.dispatcher.collectSaves(at: harness.t0) }
+        #expect(commands.value == 1, "the canvas ran once for \(method)")
+        let reply = try #require(output.replies.first.map { Harness.json($0.bytes) })
+        let topics = output.events.map { String(decoding: $0[0], as: UTF8.self) }
+        let result = try #require(output.events.first { String(decoding: $0[0], as: UTF8.self).hasSuffix(".canvas.result") })
+        #expect(Harness.data(result)["imageData"]?.stringValue?.isEmpty == false)
+        if method == "pencil.doubleTap" {
+            #expect(reply["result"]?["outcome"] == "minimized")
+            #expect(topics == ["\(session).canvas.stateChanged", "\(session).canvas.result", "\(session).pencil.doubleTap"])
+        } else {
+            #expect(reply["result"]?["imageData"]?.stringValue?.isEmpty == false)
+            #expect(topics == ["\(session).canvas.stateChanged", "\(session).canvas.result"])
+        }
+        // The session is given back: the next request is answered at once.
+        #expect(harness.send("canvas.state", session: session).replies.count == 1)
+    }
+
+    @Test("a result whose image is small enough runs the canvas once too, its image rendered on the loop", arguments: resultMethods)
+    func resultRenderedOnLoop(method: String, params: [String: JSONValue]) throws {
+        let reads = HeldJobs()
+        var harness = try Harness(reads: reads.executor)
+        let session = try harness.open(["resultImages": true, "size": ["width": 40, "height": 30]])
+        _ = harness.send("canvas.open", session: session)
+        let commands = CanvasCommandCount()
+        let sent = CanvasCommandCount.$current.withValue(commands) { harness.send(method, params, session: session) }
+        #expect(commands.value == 1, "the canvas ran once for \(method)")
+        #expect(reads.count == 0, "no job")
+        #expect(sent.replies.count == 1)
+        #expect(sent.events.contains("\(session).canvas.result"))
+    }
+
     @Test("a timer due while a job holds its session fires after the job, not never")
     func timerWhileHeld() throws {
         let reads = HeldJobs()

@@ -22,7 +22,7 @@ struct ReplyCacheTests {
     }
 
     @Test("keeps what the shifted array kept, oldest first, under the count and byte limits",
-          arguments: [(1, Int.max), (3, Int.max), (8, Int.max), (8, 60), (5, 25), (0, Int.max)])
+          arguments: [(1, Int.max), (3, Int.max), (8, Int.max), (8, 60), (5, 25), (0, Int.max), (20, Int.max), (64, 400)])
     func sameAsShiftedArray(capacity: Int, maxBytes: Int) {
         var random = SeededGenerator(seed: UInt64(capacity * 1000 + min(maxBytes, 999)))
         var cache = ReplyCache(capacity: capacity, maxBytes: maxBytes)
