@@ -257,7 +257,8 @@ public final class Dispatcher {
             // Another client's session is answered exactly like one that does not exist, so
             // session ids cannot be probed. A session held by a job keeps what comes for it, an
             // unknown method too, so that every reply of a session keeps its order.
-            guard let session = table.arrive(sessionID, from: call.client, .request(frames: frames, envelope: envelope, client: call.client))
+            guard let session = table.arrive(sessionID, from: call.client,
+                                             .request(request, method, frames: frames, envelope: envelope, client: call.client))
             else {
                 if table.isOwned(sessionID, by: call.client) { return nil }   // queued behind what holds the session
                 guard method != nil else { throw Self.methodNotFound(request.method) }

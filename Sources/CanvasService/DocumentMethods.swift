@@ -203,6 +203,10 @@ struct DocumentMethods {
                                                                    "pageInk": .integer(Int64(stored)), "limit": .integer(Int64(limit))])
         case .refused(let name, let reason, _):
             return ProtocolError(.invalidParams, message, data: ["field": "upload", "name": .string(name), "reason": .string(reason)])
+        case .fenced(let name, let reason, _):
+            // Settled as the fence before the save would have been (`finishJobs`); this is what a
+            // client sees only if it is not.
+            return ProtocolError(.unavailable, message, data: ["name": .string(name), "reason": .string(reason)])
         case .alreadyExists(let name):
             return ProtocolError(.conflict, message, data: ["name": .string(name), "reason": "exists"])
         case .unreadable(let name, let reason, _):

@@ -189,12 +189,19 @@ extension Dispatcher {
     }
 
     func replay(_ queued: [QueuedWork], on id: String, _ call: inout Call) {
-        for work in queued {
+        // Each queued request is a request of its own: not one being answered a second time.
+        let retaking = call.retaking
+        call.retaking = false
+        defer { call.retaking = retaking }
+        for (index, work) in queued.enumerated() {
+            // Held again by the one before: the rest wait their turn as they are, not read,
+            // decoded and counted once more per request ahead of them.
+            if index > 0, table.requeue(id, queued[index...]) { return }
             switch work {
-            case .request(let frames, let envelope, let client):
+            case .request(let request, let method, let frames, let envelope, let client):
                 call.client = client
                 call.connection = envelope.first
-                receive(frames, envelope: envelope, &call)
+                if let reply = answer(request, method, frames: frames, envelope: envelope, &call) { call.reply(reply, to: envelope) }
             case .timer(let ticket):
                 fire(ticket, on: id, &call)
             }
@@ -340,12 +347,24 @@ extension Dispatcher {
                 }
                 let mark = call.output.events.count
                 let method = Method(named: request.method)!
+                if case .saved(.failure(.fenced(_, let reason, let message)), _) = outcome {
+                    // The save's own fence (under the document's lock, or at its commit) stopped
+                    // it: settled as the fence before the save would have been, so the session
+                    // is taken back from the store (moved) or the client told to retry (store
+                    // not answering), and the refusal is never remembered as the request's answer.
+                    let step: StoreStep
+                    if case .documentWrite = job.kind { step = .fence(.request(method)) } else { step = .fence(.save(.empty)) }
+                    let answer: StoreAnswer = reason == "sessionMoved" ? .lost
+                        : .failed(ProtocolError(.unavailable, message, data: ["reason": "sessionStore"]))
+                    settle(step, answer, job, &call)
+                    continue
+                }
                 switch (job.kind, outcome) {
                 case (.canvas, .reply(let bytes)):
-                    // An encoding of what the session holds: nothing changed, nothing to store.
-                    remember(bytes, request, fingerprint, in: &session)
-                    call.reply(bytes, to: job.envelope)
-                    resume(session, &call)
+                    // An encoding of what the session holds: nothing changed, but with a session
+                    // store the copy it was read from is confirmed first, as every read's is.
+                    finish(bytes, method, request, session, fingerprint: fingerprint, frames: job.frames, envelope: job.envelope,
+                           eventsFrom: mark, &call)
                     continue
                 case (.canvas, _):
                     call.retaking = job.retaking

@@ -1,9 +1,12 @@
 import CanvasCore
+import CanvasProtocol
 
 /// Something that came for a session while it was held, kept to run in order.
 enum QueuedWork {
-    /// A request: its frames, the routing envelope for its reply, and who sent it.
-    case request(frames: [[UInt8]], envelope: [[UInt8]], client: String?)
+    /// A request, decoded and counted once when it came (its method looked up, nil when this
+    /// server has none of the name), with its frames, the routing envelope for its reply, and
+    /// who sent it.
+    case request(Request, Method?, frames: [[UInt8]], envelope: [[UInt8]], client: String?)
     /// A timed transition whose time came meanwhile.
     case timer(TransitionTicket)
 }
@@ -40,6 +43,20 @@ enum SessionSlot {
         }
     }
 
+    /// Work replayed after a release that found the session held again (by the replayed work
+    /// before it) waits at the end of the queue, in order. False when the session is ready.
+    mutating func requeue(_ work: ArraySlice<QueuedWork>) -> Bool {
+        switch consume self {
+        case .held(var queue):
+            queue.append(contentsOf: work)
+            self = .held(queue: queue)
+            return true
+        case .ready(let session):
+            self = .ready(session)
+            return false
+        }
+    }
+
     /// Holds a ready session for something of its own (its expiry): nil when it is held already.
     mutating func hold() -> ServiceSession? {
         guard case .ready(let session) = self else { return nil }
@@ -48,8 +65,8 @@ enum SessionSlot {
     }
 
     /// The holder is done: the session is ready for the next. Returns what queued meanwhile, to
-    /// be replayed through `arrive` in order: if one of those holds the session past its turn
-    /// again, the rest queue behind it once more.
+    /// be replayed in order: if one of those holds the session past its turn again, the rest go
+    /// back behind it as they are (`requeue`).
     mutating func release(_ session: consuming ServiceSession) -> [QueuedWork] {
         guard case .held(let queue) = self else { preconditionFailure("a session released that nothing held") }
         self = .ready(session)

@@ -92,19 +92,26 @@ extension Dispatcher {
         let id = session.id, expected = session.storedVersion, lane = lane(for: id), shared = lane.shared
         let answered = SharedSessions.Answered(id: request.id, fingerprint: fingerprint)
         return { (name: String) throws(DocumentError) in
-            let held = Mutex<Bool>(false)
+            // nil: confirmed; else why not (moved, or the store not answering: told apart, as
+            // the client is to retry the second and be answered on the session as stored after
+            // the first).
+            let refusal = Mutex<(reason: String, message: String)?>(nil)
             let asked = DispatchSemaphore(value: 0)
             let ask: @Sendable () -> Void = {
-                let confirmed = (try? shared.confirm(id, expected: expected, unanswered: answered)) ?? false
-                held.withLock { $0 = confirmed }
+                do throws(ProtocolError) {
+                    if try !shared.confirm(id, expected: expected, unanswered: answered) {
+                        refusal.withLock {
+                            $0 = ("sessionMoved", "the session \(id) this save was for moved to another instance before the save was made")
+                        }
+                    }
+                } catch {
+                    refusal.withLock { $0 = ("sessionStore", "the session store could not confirm session \(id) for this save: \(error.message)") }
+                }
                 asked.signal()
             }
             lane(ask)
             asked.wait()
-            guard held.withLock({ $0 }) else {
-                throw .refused(name: name, reason: "sessionMoved",
-                               message: "the session \(id) this save was for moved to another instance (or could not be confirmed) before the save was made")
-            }
+            if let (reason, message) = refusal.withLock({ $0 }) { throw .fenced(name: name, reason: reason, message: message) }
         }
     }
 

@@ -137,6 +137,12 @@ struct SessionTable {
         return entry?.slot.release(session) ?? []
     }
 
+    /// When session `id` is held, puts `work` at the end of what waits for it, in order, and
+    /// returns true; false when it is ready or gone (the work is then the caller's to run).
+    mutating func requeue(_ id: String, _ work: ArraySlice<QueuedWork>) -> Bool {
+        entries[id]?.slot.requeue(work) ?? false
+    }
+
     /// What queued for a session that is going (dropped or closed) while held.
     func queued(_ id: String) -> [QueuedWork] {
         if case .held(let queue)? = entries[id]?.slot { return queue }

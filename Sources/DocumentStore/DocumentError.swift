@@ -22,6 +22,10 @@ public enum DocumentError: Error, Sendable, Equatable, CustomStringConvertible {
     /// An upload that is not a document the store can serve (damaged, encrypted, not a PDF,
     /// not the bytes announced); nothing was stored.
     case refused(name: String, reason: String, message: String)
+    /// A save its fence stopped (`DocumentStore.WriteFence`): `reason` says why ("sessionMoved":
+    /// the session it was for is another instance's now; "sessionStore": the store could not be
+    /// asked). Nothing was written.
+    case fenced(name: String, reason: String, message: String)
     /// The file is damaged or encrypted, or its container is malformed.
     case unreadable(name: String, reason: String, message: String)
     /// A write or file-system call failed: the operation, the cause's text, and the errno when
@@ -43,6 +47,7 @@ public enum DocumentError: Error, Sendable, Equatable, CustomStringConvertible {
         case .conflict(let name, let expected, let current):
             return "\(name) is at revision \(current), not \(expected): it was saved since"
         case .refused(let name, _, let message): return "\(name) refused: \(message)"
+        case .fenced(let name, _, let message): return "\(name) not saved: \(message)"
         case .alreadyExists(let name): return "\(name) already exists; give expectedRevision to upload a new revision of it"
         case .unreadable(let name, _, let message): return "\(name) cannot be read: \(message)"
         case .inkLimit(let name, let page, let stored, let adding, let limit):

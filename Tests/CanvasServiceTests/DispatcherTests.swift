@@ -212,7 +212,10 @@ struct SessionSlotTests {
                                         transitions: .instant, size: nil, resultImages: false, lastActive: .now,
                                         replies: ReplyCache(capacity: 1))
 
-    static func request(_ n: UInt8) -> QueuedWork { .request(frames: [[n]], envelope: [], client: nil) }
+    static func request(_ n: UInt8) -> QueuedWork {
+        .request(Request(id: .integer(Int64(n)), method: "canvas.state", params: [:], session: "s"), .canvasState,
+                 frames: [[n]], envelope: [], client: nil)
+    }
 
     @Test("ready runs at once; while held (running, a job, a store step) what follows queues, in order, until it is released")
     func queueOrder() {
@@ -226,7 +229,7 @@ struct SessionSlotTests {
         let queued = slot.release(Self.session)
         #expect(queued.map { work -> String in
             switch work {
-            case .request(let frames, _, _): return "r\(frames[0][0])"
+            case .request(_, _, let frames, _, _): return "r\(frames[0][0])"
             case .timer: return "t"
             }
         } == ["r2", "t", "r3"])

@@ -892,3 +892,26 @@ def test_one_submit_saving_on_both_instances_at_once_makes_one_revision(tmp_path
         problems += client.retry_everywhere(submit)
         problems += documents.check(client, B)
         assert not problems, "\n".join(problems)
+
+
+# -- 3. a read answered from a stale copy ------------------------------------------------------
+
+def test_a_large_drawing_read_on_a_stale_copy_is_confirmed_first(tmp_path: Path) -> None:
+    """A drawing.get of a drawing large enough to be encoded off the loop is a read like any
+    other: on a copy another instance has moved on from, it must not answer the old drawing.
+    (It did: 3 strokes where 4 were acknowledged, until a smaller read found the copy stale.)"""
+    with two_instances(tmp_path, documents=()) as cluster, Roamer(cluster) as client:
+        client.open_session(A)
+        client.ok(A, "canvas.open")
+        strokes = []
+        for number in range(3):
+            points = [{"x": 20 + (i % 500), "y": 30 + number * 100 + i // 500 * 10} for i in range(1000)]
+            strokes.append({"color": f"#00{number:02d}00", "points": points, "tool": "pen", "width": 2})
+            client.ok(A, "drawing.addStroke", strokes[-1])
+        assert len(client.ok(A, "drawing.get")["strokes"]) == 3
+        assert len(client.ok(B, "drawing.get")["strokes"]) == 3   # B takes the session over
+        strokes.append(unique_stroke(7))
+        assert client.ok(B, "drawing.addStroke", strokes[-1])["strokes"] == 4
+        got = client.ok(A, "drawing.get")["strokes"]
+        assert [canonical(s) for s in got] == [canonical(s) for s in strokes], \
+            f"drawing.get on A, whose copy is stale: {len(got)} strokes, {len(strokes)} acknowledged"

@@ -4,6 +4,7 @@ canvasd."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -16,6 +17,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import zmq
 
 from conftest import Server
 from web import free_port, wait_for_port
@@ -134,6 +136,48 @@ def test_readiness_follows_the_session_store(tmp_path: Path):
             assert samples['canvasd_session_store_written_bytes_total{kind="whole"}'] > 0, samples
             assert samples['canvasd_session_store_written_bytes_total{kind="delta"}'] > 0, samples
         finally:
+            server.stop()
+    finally:
+        store.terminate()
+        store.wait(timeout=5)
+
+
+@pytest.mark.skipif(not shutil.which("redis-server"), reason="needs redis-server (make system-deps installs it)")
+def test_requests_queued_behind_a_session_are_each_read_and_counted_once(tmp_path: Path):
+    """Forty strokes sent at once on one session, with a session store: each waits for the one
+    before it (whose change is being written), and when the session is given back the first
+    waiting one takes it again. Each must still be decoded and counted once: replaying the
+    whole queue through the decoder each time counted 40 * 41 / 2 = 820, and decoded as often."""
+    redis_port, port = free_port(), free_port()
+    store = subprocess.Popen(["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "", "--dir", str(tmp_path)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_port(redis_port, store, "redis-server")
+        server = Server(tmp_path / "a", ["--session-store", f"redis://127.0.0.1:{redis_port}", "--instance", "a",
+                                         "--health-endpoint", str(port)])
+        context = zmq.Context()
+        try:
+            with server.client() as client:
+                session = client.open_session()
+                session.open()
+            dealer = context.socket(zmq.DEALER)
+            dealer.setsockopt(zmq.LINGER, 0)
+            dealer.connect(server.endpoint)
+            stroke = {"tool": "pen", "color": "red", "width": 2, "points": [{"x": 10, "y": 10}, {"x": 20, "y": 25}]}
+            for number in range(40):
+                dealer.send(json.dumps({"id": 1000 + number, "method": "drawing.addStroke", "params": stroke,
+                                        "session": session.id}).encode())
+            replies = []
+            while len(replies) < 40:
+                assert dealer.poll(10_000), f"{len(replies)} of 40 replies"
+                replies.append(json.loads(dealer.recv()))
+            assert [r["id"] for r in replies] == list(range(1000, 1040)), "replies out of order"
+            assert [r["result"]["strokes"] for r in replies] == list(range(1, 41))
+            time.sleep(1.2)   # the loop publishes what it counted once a second
+            samples = parse(get(port, "/metrics")[1])
+            assert samples['canvasd_requests_total{method="drawing.addStroke"}'] == 40, samples
+        finally:
+            context.destroy(linger=0)
             server.stop()
     finally:
         store.terminate()
