@@ -46,6 +46,8 @@ public final class CanvasServer {
     private let context: ZMQContext
     private let requests: ZMQSocket
     private let eventSocket: ZMQSocket
+    /// The event socket's subscriptions being vetted (with CurveZMQ).
+    private var eventVetting = SubscriptionVetting()
     private let dispatcher: Dispatcher
     private let configuration: ServiceConfiguration
     private let logger: Logger
@@ -157,7 +159,6 @@ public final class CanvasServer {
             fatalError("unexpected error \(error)")
         }
         var lanes: [(shared: SharedSessions, line: StoreLine)] = []
-        var owners: SharedSessions?
         if let url = configuration.sessionStore {
             do {
                 // Redis answers in well under a millisecond here; a lane's thread waits this
@@ -172,11 +173,6 @@ public final class CanvasServer {
                 }
                 let shared = lanes[0].shared
                 try shared.claimName()
-                // The loop's own connection, for the owner of a session a subscriber names; it
-                // waits less, since the loop does.
-                let lookups = try SessionSnapshotStore(url: url, instance: configuration.instanceName, ttl: configuration.idleTimeout,
-                                                       timeout: .milliseconds(200))
-                owners = SharedSessions(store: lookups, limits: configuration.limits, logger: logger)
                 // Saves are announced for every instance, each relaying what it hears.
                 let feed = try DocumentFeed(url: url)
                 let relay = self.relay!
@@ -196,7 +192,6 @@ public final class CanvasServer {
             health = nil
         }
         for lane in lanes { lane.shared.metrics = metrics }
-        owners?.metrics = metrics
         let waker = self.waker
         let saves = SaveRunner(width: ProcessInfo.processInfo.activeProcessorCount) { waker.wake() }
         let reads = SaveRunner(width: ProcessInfo.processInfo.activeProcessorCount) { waker.wake() }
@@ -208,7 +203,7 @@ public final class CanvasServer {
                                 saves: { document, save in saves.submit(document, save) },
                                 reads: { key, read in reads.submit(key, read) },
                                 lanes: lanes.map { lane in StoreLane(shared: lane.shared, run: { work in lane.line.submit(work) }) },
-                                owners: owners, metrics: metrics)
+                                metrics: metrics)
     }
 
     /// Connections to the session store, each with its own thread: a session's steps go to one,
@@ -300,17 +295,25 @@ public final class CanvasServer {
                     try serveLoopback(waitingAtMost: milliseconds, timeout: &timeout, mayBeQueued: &mayBeQueued)
                 } else {
                     // Subscriptions wait to be vetted here, so both sockets are watched (and the
-                    // web ones, when there are).
-                    var watched = [requests, eventSocket]
-                    if let web { watched += [web.requests, web.events, web.requestGuard.events, web.eventGuard.events] }
+                    // web ones, when there are), but not an XPUB whose subscription waits for the
+                    // store's answer (`SubscriptionVetting`): the lane that answers wakes the loop.
+                    var watched = [requests]
+                    let vettingEvents = zap != nil && eventVetting.reading
+                    if vettingEvents { watched.append(eventSocket) }
+                    let webAt = watched.count
+                    if let web {
+                        watched += [web.requests, web.requestGuard.events, web.eventGuard.events]
+                        if web.vetting.reading { watched.append(web.events) }
+                    }
                     let ready = try ZMQSocket.poll(watched, timeoutMilliseconds: Int(milliseconds))
                     // Connections first: one past the bounds is cut off before its requests count.
-                    if let web, ready[4] || ready[5] { web.guardConnections(now: clock.now) }
-                    if ready[1] && zap != nil { try vetSubscriptions() }
-                    if let web, ready[3] {
-                        try web.vetSubscriptions { [dispatcher] owner, topic in dispatcher.maySubscribe(owner, to: topic, always: true) }
+                    if let web, ready[webAt + 1] || ready[webAt + 2] { web.guardConnections(now: clock.now) }
+                    if zap != nil, (vettingEvents && ready[1]) || eventVetting.answered { try vetSubscriptions() }
+                    if let web, (web.vetting.reading && ready[webAt + 3]) || web.vetting.answered {
+                        try web.vetSubscriptions(check: { [dispatcher] owner, topic in dispatcher.subscription(owner, to: topic, always: true) },
+                                                 ask: { [dispatcher] id, owner, answer in dispatcher.askOwner(of: id, for: owner, answer) })
                     }
-                    if let web, ready[2] {
+                    if let web, ready[webAt] {
                         var served = 0
                         while served < Self.burst,
                               let message = try web.requests.receive(wait: false, readUserID: false, keepingAtMost: maxFrames) {
@@ -432,26 +435,22 @@ public final class CanvasServer {
     /// their identity may have: its own sessions' topics and the shared `documents` topic.
     /// A refused one is simply not applied, so its subscriber receives nothing for it.
     private func vetSubscriptions() throws(ZMQError) {
-        while let message = try eventSocket.receiveWithUserID(wait: false) {
-            guard let frame = message.frames.first, let kind = frame.first else { continue }
-            let topic = Array(frame.dropFirst())
-            switch kind {
-            case 1:
-                if dispatcher.maySubscribe(message.userID, to: topic) {
-                    try eventSocket.subscribe(bytes: topic)
-                    logger.debug("subscription applied", metadata: ["topic": "\(String(decoding: topic, as: UTF8.self))"])
-                } else {
-                    logger.info("subscription refused", metadata: [
-                        "topic": "\(String(decoding: topic, as: UTF8.self))", "client": "\(message.userID ?? "-")",
-                    ])
-                }
-            case 0:
-                // Undoing a subscription that was never applied is harmless either way.
-                try? eventSocket.unsubscribe(bytes: topic)
-            default:
-                continue   // not a subscription message; nothing to do
+        let socket = eventSocket, dispatcher = dispatcher, logger = logger
+        try eventVetting.vet(socket: socket, next: { () throws(ZMQError) in
+            while let message = try socket.receiveWithUserID(wait: false) {
+                guard let frame = message.frames.first, let kind = frame.first, kind <= 1 else { continue }
+                return (kind, Array(frame.dropFirst()), message.userID)
             }
-        }
+            return nil
+        }, check: { client, topic in dispatcher.subscription(client, to: topic) },
+           ask: { id, client, answer in dispatcher.askOwner(of: id, for: client, answer) },
+           applied: { topic, client, allowed in
+            if allowed {
+                logger.debug("subscription applied", metadata: ["topic": "\(String(decoding: topic, as: UTF8.self))"])
+            } else {
+                logger.info("subscription refused", metadata: ["topic": "\(String(decoding: topic, as: UTF8.self))", "client": "\(client ?? "-")"])
+            }
+        })
     }
 
     /// The context the server's sockets are made in. Public so that a benchmark's ROUTER echo

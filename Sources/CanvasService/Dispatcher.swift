@@ -69,19 +69,15 @@ public final class Dispatcher {
     /// The first lane's store, which also announces saves on the document feed; nil without a
     /// session store. Used only on its lane's thread.
     var shared: SharedSessions? { lanes.first?.shared }
-    /// The loop's own connection to the store, for the one question it must answer at once:
-    /// whose a session held elsewhere is, when a subscriber asks for its events.
-    let owners: SharedSessions?
     let metrics: ServiceMetrics?
 
     public convenience init(configuration: ServiceConfiguration, logger: Logger, saves: SaveExecutor? = nil, reads: SaveExecutor? = nil) {
-        self.init(configuration: configuration, logger: logger, saves: saves, reads: reads, lanes: [], owners: nil)
+        self.init(configuration: configuration, logger: logger, saves: saves, reads: reads, lanes: [])
     }
 
     init(configuration: ServiceConfiguration, logger: Logger, saves: SaveExecutor?, reads: SaveExecutor?, lanes: [StoreLane],
-         owners: SharedSessions?, metrics: ServiceMetrics? = nil) {
+         metrics: ServiceMetrics? = nil) {
         self.lanes = lanes
-        self.owners = owners
         self.metrics = metrics
         limits = configuration.limits
         memory = MemoryPressure(budget: configuration.limits.memoryBudgetBytes)
@@ -112,14 +108,20 @@ public final class Dispatcher {
     /// Whether `client` may receive events under `topic`. Without authentication every local
     /// client may; with it, only its own sessions' topics and the shared `documents.` topic.
     /// `always`: check even without CurveZMQ (web peers, whose sessions belong to their token).
-    public func maySubscribe(_ client: String?, to topic: [UInt8], always: Bool = false) -> Bool {
-        if !(authenticated || always) || table.maySubscribe(client, to: topic) { return true }
-        // A session held by another instance (or none yet): its owner as the store has it.
-        // Asked on the loop (a subscription is applied or not as it is read, which libzmq's
-        // XPUB allows only then), on a connection of its own that rests when the store fails.
-        guard let owners, let dot = topic.firstIndex(of: UInt8(ascii: ".")) else { return false }
+    /// A session held by another instance (or none yet) is the store's to say (`askOwner`).
+    public func subscription(_ client: String?, to topic: [UInt8], always: Bool = false) -> SubscriptionCheck {
+        if !(authenticated || always) || table.maySubscribe(client, to: topic) { return .allowed }
+        guard !lanes.isEmpty, let dot = topic.firstIndex(of: UInt8(ascii: ".")) else { return .refused }
         let id = String(decoding: topic[..<dot], as: UTF8.self)
-        return !table.holds(id) && owners.owner(of: id) == (client ?? "")
+        return table.holds(id) ? .refused : .askStore(session: id)
+    }
+
+    /// Asks the session store, on the session's lane, whether `client` opened session `id`;
+    /// `answer` is called there with the answer (false when the store cannot say: a
+    /// subscription not applied is the safe answer).
+    public func askOwner(of id: String, for client: String?, _ answer: @escaping @Sendable (Bool) -> Void) {
+        let lane = lane(for: id), shared = lane.shared, expected = client ?? ""
+        lane { answer(shared.owner(of: id) == expected) }
     }
 
     // MARK: Turns

@@ -40,6 +40,8 @@ public struct WebConfiguration: Sendable {
 final class WebEndpoints {
     private(set) var requests: ZMQSocket
     private(set) var events: ZMQSocket
+    /// The events socket's subscriptions being vetted.
+    private(set) var vetting = SubscriptionVetting()
     /// Each endpoint's connection bounds, read from the socket's monitor.
     private(set) var requestGuard: ConnectionGuard
     private(set) var eventGuard: ConnectionGuard
@@ -128,6 +130,7 @@ final class WebEndpoints {
         // The old sockets close (linger 0) when these assignments drop the last references.
         (requests, requestGuard) = try Self.requestSocket(context, at: endpoint, configuration, maxMessageBytes: maxMessageBytes)
         (events, eventGuard) = try Self.eventSocket(context, at: eventsEndpoint, configuration)
+        vetting = SubscriptionVetting()   // a subscription awaited was the old socket's
         logger.notice("every web peer disconnected: a token was revoked", metadata: ["requests": "\(endpoint)", "events": "\(eventsEndpoint)"])
     }
 
@@ -169,30 +172,32 @@ final class WebEndpoints {
     /// Applies the subscriptions that web peers sent and may have. With tokens a subscription
     /// is `TOKEN` `\n` `TOPIC`; without, just the topic. Only topics of the peer's own
     /// sessions (and `documents.`) are applied; a refused one is simply not applied.
-    func vetSubscriptions(_ maySubscribe: (String?, [UInt8]) -> Bool) throws(ZMQError) {
-        while let frames = try events.receive(wait: false) {
-            guard let frame = frames.first, let kind = frame.first, kind <= 1 else { continue }
-            var topic = Array(frame.dropFirst())
-            var owner: String?
-            if let tokens {
-                guard let newline = topic.firstIndex(of: UInt8(ascii: "\n")),
-                      let who = tokens.owner(of: String(decoding: topic[..<newline], as: UTF8.self)) else {
-                    logger.info("web subscription without a known token refused")
-                    continue
+    func vetSubscriptions(check: (String?, [UInt8]) -> SubscriptionCheck,
+                          ask: (_ session: String, _ owner: String?, _ answer: @escaping @Sendable (Bool) -> Void) -> Void) throws(ZMQError) {
+        let events = events, tokens = tokens, logger = logger
+        try vetting.vet(socket: events, next: { () throws(ZMQError) in
+            while let frames = try events.receive(wait: false) {
+                guard let frame = frames.first, let kind = frame.first, kind <= 1 else { continue }
+                var topic = Array(frame.dropFirst())
+                var owner: String?
+                if let tokens {
+                    guard let newline = topic.firstIndex(of: UInt8(ascii: "\n")),
+                          let who = tokens.owner(of: String(decoding: topic[..<newline], as: UTF8.self)) else {
+                        logger.info("web subscription without a known token refused")
+                        continue
+                    }
+                    owner = who
+                    topic = Array(topic[(newline + 1)...])
                 }
-                owner = who
-                topic = Array(topic[(newline + 1)...])
+                return (kind, topic, owner)
             }
-            if kind == 0 {
-                try? events.unsubscribe(bytes: topic)
-            } else if maySubscribe(owner, topic) {
-                try events.subscribe(bytes: topic)
+            return nil
+        }, check: check, ask: ask, applied: { topic, owner, allowed in
+            if allowed {
                 logger.debug("web subscription applied", metadata: ["topic": "\(String(decoding: topic, as: UTF8.self))"])
             } else {
-                logger.info("web subscription refused", metadata: [
-                    "topic": "\(String(decoding: topic, as: UTF8.self))", "client": "\(owner ?? "-")",
-                ])
+                logger.info("web subscription refused", metadata: ["topic": "\(String(decoding: topic, as: UTF8.self))", "client": "\(owner ?? "-")"])
             }
-        }
+        })
     }
 }

@@ -163,3 +163,83 @@ def test_the_default_instance_name_differs_between_processes(tmp_path: Path, sto
         finally:
             server.stop()
     assert names[0] != names[1] and all(names), names
+
+
+def test_a_subscription_the_store_must_answer_holds_up_no_one(tmp_path: Path, store):
+    """Redis paused (SIGSTOP), and web subscribers asking for the events of sessions this
+    instance does not hold: whose they are is the store's to say. Asked from the request loop
+    (on a connection with a 200 ms timeout), each such question stalled every client for that
+    long once per rest; asked on a store lane, a bystander's `hello` is not held up at all,
+    and the subscriptions are simply not applied."""
+    import signal
+    import threading
+    from zws import ZWSPeer
+    url, redis_client = store
+    events_port = free_port()
+    server = Server(tmp_path / "a", ["--session-store", url, "--instance", "a", "--log-level", "critical",
+                                     "--web-endpoint", f"ws://127.0.0.1:{free_port()}", "--web-events", f"ws://127.0.0.1:{events_port}"])
+    redis_pid = int(redis_client.info("server")["process_id"])
+    peers = []
+    try:
+        latencies = []
+        stop = threading.Event()
+
+        def bystander() -> None:
+            with server.client(timeout=30, retries=0) as other:
+                while not stop.is_set():
+                    started = time.monotonic()
+                    other.hello()
+                    latencies.append(time.monotonic() - started)
+                    time.sleep(0.01)
+
+        os.kill(redis_pid, signal.SIGSTOP)
+        watcher = threading.Thread(target=bystander)
+        watcher.start()
+        try:
+            for number in range(6):
+                peer = ZWSPeer(events_port).handshake()
+                peers.append(peer)
+                peer.send_frames([b"\x01" + f"elsewhere{number}.".encode()])   # a subscription, one frame
+                time.sleep(0.35)   # past each rest of the store's, so that each is asked
+        finally:
+            stop.set()
+            watcher.join(timeout=60)
+            os.kill(redis_pid, signal.SIGCONT)
+        worst = max(latencies)
+        print(f"\nRedis stopped, 6 subscriptions for sessions held elsewhere: a bystander's hello worst {worst * 1000:.0f} ms "
+              f"over {len(latencies)} calls")
+        assert worst < 0.15, f"a bystander waited {worst:.2f} s behind a subscription's question to the store"
+        assert server.process.poll() is None
+    finally:
+        for peer in peers:
+            peer.close()
+        server.stop()
+
+
+def test_a_subscription_for_a_session_held_elsewhere_is_applied_once_the_store_answers(tmp_path: Path, store):
+    """A web subscriber on instance b asks for the events of a session opened on a: b asks the
+    store whose it is (on a lane, the subscription's socket not read meanwhile), applies it,
+    and the subscriber hears the session's events once b serves it."""
+    from zws import ZWSPeer
+    url, _ = store
+    events_port = free_port()
+    first = Server(tmp_path / "a", ["--session-store", url, "--instance", "a", "--log-level", "critical"])
+    second = Server(tmp_path / "b", ["--session-store", url, "--instance", "b", "--log-level", "critical",
+                                     "--web-endpoint", f"ws://127.0.0.1:{free_port()}", "--web-events", f"ws://127.0.0.1:{events_port}"])
+    peer = None
+    try:
+        with first.client(timeout=10, retries=0) as client:
+            session = client.open_session()
+        peer = ZWSPeer(events_port).handshake()
+        peer.send_frames([b"\x01" + f"{session.id}.".encode()])
+        time.sleep(0.5)   # the store's answer, and the subscription applied
+        with second.client(timeout=10, retries=0) as client:
+            reply = client.request({"id": 7, "method": "canvas.open", "session": session.id, "params": {}})
+            assert "result" in reply, reply
+        frames = peer.receive_frames()
+        assert frames[0].startswith(f"{session.id}.".encode()), frames
+    finally:
+        if peer is not None:
+            peer.close()
+        first.stop()
+        second.stop()
