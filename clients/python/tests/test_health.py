@@ -4,6 +4,7 @@ canvasd."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -15,6 +16,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Iterator, Tuple
 
 import pytest
 import zmq
@@ -55,6 +57,20 @@ def parse(text: str) -> dict:
             assert name.endswith("_total"), name
         samples[name_labels] = float(value)
     return samples
+
+
+@contextlib.contextmanager
+def redis_server(folder: Path) -> Iterator[Tuple[int, subprocess.Popen]]:
+    """A Redis of the test's own (no persistence), listening: its port and process."""
+    port = free_port()
+    process = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", str(folder)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_port(port, process, "redis-server")
+        yield port, process
+    finally:
+        process.terminate()
+        process.wait(timeout=5)
 
 
 def test_liveness_readiness_and_metrics(tmp_path: Path):
@@ -102,11 +118,8 @@ def test_a_taken_health_port_is_named(tmp_path: Path):
 
 @pytest.mark.skipif(not shutil.which("redis-server"), reason="needs redis-server (make system-deps installs it)")
 def test_readiness_follows_the_session_store(tmp_path: Path):
-    redis_port, port = free_port(), free_port()
-    store = subprocess.Popen(["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "", "--dir", str(tmp_path)],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_for_port(redis_port, store, "redis-server")
+    port = free_port()
+    with redis_server(tmp_path) as (redis_port, store):
         server = Server(tmp_path / "a", ["--session-store", f"redis://127.0.0.1:{redis_port}", "--instance", "a",
                                          "--health-endpoint", str(port)])
         try:
@@ -137,9 +150,6 @@ def test_readiness_follows_the_session_store(tmp_path: Path):
             assert samples['canvasd_session_store_written_bytes_total{kind="delta"}'] > 0, samples
         finally:
             server.stop()
-    finally:
-        store.terminate()
-        store.wait(timeout=5)
 
 
 @pytest.mark.skipif(not shutil.which("redis-server"), reason="needs redis-server (make system-deps installs it)")
@@ -148,11 +158,8 @@ def test_requests_queued_behind_a_session_are_each_read_and_counted_once(tmp_pat
     before it (whose change is being written), and when the session is given back the first
     waiting one takes it again. Each must still be decoded and counted once: replaying the
     whole queue through the decoder each time counted 40 * 41 / 2 = 820, and decoded as often."""
-    redis_port, port = free_port(), free_port()
-    store = subprocess.Popen(["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "", "--dir", str(tmp_path)],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_for_port(redis_port, store, "redis-server")
+    port = free_port()
+    with redis_server(tmp_path) as (redis_port, _):
         server = Server(tmp_path / "a", ["--session-store", f"redis://127.0.0.1:{redis_port}", "--instance", "a",
                                          "--health-endpoint", str(port)])
         context = zmq.Context()
@@ -179,6 +186,3 @@ def test_requests_queued_behind_a_session_are_each_read_and_counted_once(tmp_pat
         finally:
             context.destroy(linger=0)
             server.stop()
-    finally:
-        store.terminate()
-        store.wait(timeout=5)

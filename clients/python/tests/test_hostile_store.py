@@ -4,11 +4,15 @@ refuse it with an error, stay up, and go on serving everything else."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
+from typing import Iterator, List
 
 import pytest
 import redis
@@ -30,6 +34,33 @@ def store(tmp_path: Path):
     yield f"redis://127.0.0.1:{port}", client
     process.terminate()
     process.wait(timeout=5)
+
+
+@contextlib.contextmanager
+def store_stopped_with_a_bystander(server: Server, redis_client) -> Iterator[List[float]]:
+    """Redis under SIGSTOP while a bystander sends `hello` in a loop, no session of its own;
+    yields the list its round trips (seconds) go into, filled by the time the block ends."""
+    latencies: List[float] = []
+    stop = threading.Event()
+
+    def bystander() -> None:
+        with server.client(timeout=30, retries=0) as other:
+            while not stop.is_set():
+                started = time.monotonic()
+                other.hello()
+                latencies.append(time.monotonic() - started)
+                time.sleep(0.01)
+
+    redis_pid = int(redis_client.info("server")["process_id"])
+    os.kill(redis_pid, signal.SIGSTOP)
+    watcher = threading.Thread(target=bystander)
+    watcher.start()
+    try:
+        yield latencies
+    finally:
+        stop.set()
+        watcher.join(timeout=60)
+        os.kill(redis_pid, signal.SIGCONT)
 
 
 def test_a_stored_session_with_an_impossible_seq_is_refused_not_run(tmp_path: Path, store):
@@ -74,39 +105,17 @@ def test_a_stopped_store_holds_up_no_one_for_long(tmp_path: Path, store):
     """Redis paused (SIGSTOP): session requests answer UNAVAILABLE sessionStore, and a
     bystander's `hello` is not held behind each of them for the store's timeout (it waited
     15.9 s behind 15 of them with a 2 s timeout per request)."""
-    import signal
-    import threading
     url, redis_client = store
     server = Server(tmp_path / "a", ["--session-store", url, "--instance", "a", "--log-level", "critical"])
-    redis_pid = int(redis_client.info("server")["process_id"])
     try:
         with server.client(timeout=30, retries=0) as client:
             sessions = [client.open_session() for _ in range(15)]
-        latencies = []
-        stop = threading.Event()
-
-        def bystander() -> None:
-            with server.client(timeout=30, retries=0) as other:
-                while not stop.is_set():
-                    started = time.monotonic()
-                    other.hello()
-                    latencies.append(time.monotonic() - started)
-                    time.sleep(0.02)
-
-        os.kill(redis_pid, signal.SIGSTOP)
-        watcher = threading.Thread(target=bystander)
-        watcher.start()
-        try:
-            codes = []
-            with server.client(timeout=30, retries=0) as client:
-                for round in range(3):
-                    for session in sessions:
-                        reply = client.request({"id": 100 + round, "method": "canvas.open", "session": session.id, "params": {}})
-                        codes.append(reply.get("error", {}).get("data", {}).get("reason", "ok"))
-        finally:
-            stop.set()
-            watcher.join(timeout=60)
-            os.kill(redis_pid, signal.SIGCONT)
+        codes = []
+        with store_stopped_with_a_bystander(server, redis_client) as latencies, server.client(timeout=30, retries=0) as client:
+            for round in range(3):
+                for session in sessions:
+                    reply = client.request({"id": 100 + round, "method": "canvas.open", "session": session.id, "params": {}})
+                    codes.append(reply.get("error", {}).get("data", {}).get("reason", "ok"))
         assert set(codes) == {"sessionStore"}, codes
         worst = max(latencies)
         print(f"\nRedis stopped, 45 session requests: a bystander's hello worst {worst * 1000:.0f} ms over {len(latencies)} calls")
@@ -171,40 +180,19 @@ def test_a_subscription_the_store_must_answer_holds_up_no_one(tmp_path: Path, st
     (on a connection with a 200 ms timeout), each such question stalled every client for that
     long once per rest; asked on a store lane, a bystander's `hello` is not held up at all,
     and the subscriptions are simply not applied."""
-    import signal
-    import threading
     from zws import ZWSPeer
     url, redis_client = store
     events_port = free_port()
     server = Server(tmp_path / "a", ["--session-store", url, "--instance", "a", "--log-level", "critical",
                                      "--web-endpoint", f"ws://127.0.0.1:{free_port()}", "--web-events", f"ws://127.0.0.1:{events_port}"])
-    redis_pid = int(redis_client.info("server")["process_id"])
     peers = []
     try:
-        latencies = []
-        stop = threading.Event()
-
-        def bystander() -> None:
-            with server.client(timeout=30, retries=0) as other:
-                while not stop.is_set():
-                    started = time.monotonic()
-                    other.hello()
-                    latencies.append(time.monotonic() - started)
-                    time.sleep(0.01)
-
-        os.kill(redis_pid, signal.SIGSTOP)
-        watcher = threading.Thread(target=bystander)
-        watcher.start()
-        try:
+        with store_stopped_with_a_bystander(server, redis_client) as latencies:
             for number in range(6):
                 peer = ZWSPeer(events_port).handshake()
                 peers.append(peer)
                 peer.send_frames([b"\x01" + f"elsewhere{number}.".encode()])   # a subscription, one frame
                 time.sleep(0.35)   # past each rest of the store's, so that each is asked
-        finally:
-            stop.set()
-            watcher.join(timeout=60)
-            os.kill(redis_pid, signal.SIGCONT)
         worst = max(latencies)
         print(f"\nRedis stopped, 6 subscriptions for sessions held elsewhere: a bystander's hello worst {worst * 1000:.0f} ms "
               f"over {len(latencies)} calls")
