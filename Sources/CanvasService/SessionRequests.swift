@@ -363,9 +363,9 @@ extension Dispatcher {
                 case (.canvas, .reply(let bytes)):
                     // An encoding of what the session holds: nothing changed, but with a session
                     // store the copy it was read from is confirmed first, as every read's is.
+                    call.retaking = job.retaking
                     finish(bytes, method, request, session, fingerprint: fingerprint, frames: job.frames, envelope: job.envelope,
                            eventsFrom: mark, &call)
-                    continue
                 case (.canvas, _):
                     call.retaking = job.retaking
                     switch execute(method, request, Params(request.params), &session, found: outcome, &call) {
