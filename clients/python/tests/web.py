@@ -26,8 +26,6 @@ CHROMEDRIVER = Path("/usr/bin/chromedriver")
 CHROMIUM = Path("/usr/lib/chromium/chromium-headless-shell")
 
 
-
-
 def start_demo_server(port: int, url: str, events: str, token: Optional[str] = None) -> subprocess.Popen:
     """scripts/web-server.py on `port`, serving the demo, the harness and the client for a
     canvasd (or HAProxy) at `url` and `events`; returns once it says it is serving."""
