@@ -585,12 +585,12 @@ public final class CanvasServer {
     private func publish(_ events: [[[UInt8]]]) {
         for event in events {
             do {
-                try eventSocket.send(event, wait: false)
+                try eventVetting.publish(event, on: eventSocket)
             } catch {
                 logger.warning("event not published", metadata: ["error": "\(error)"])
             }
             do {
-                try web?.events.send(event, wait: false)
+                try web?.publish(event)
             } catch {
                 logger.warning("event not published to web peers", metadata: ["error": "\(error)"])
             }

@@ -169,6 +169,11 @@ final class WebEndpoints {
         return .success(owner)
     }
 
+    /// Publishes an event to web peers (held while a subscription's answer is awaited).
+    func publish(_ event: [[UInt8]]) throws(ZMQError) {
+        try vetting.publish(event, on: events)
+    }
+
     /// Applies the subscriptions that web peers sent and may have. With tokens a subscription
     /// is `TOKEN` `\n` `TOPIC`; without, just the topic. Only topics of the peer's own
     /// sessions (and `documents.`) are applied; a refused one is simply not applied.
