@@ -89,6 +89,13 @@ public final class SessionSnapshotStore {
             guard baseVersion <= version, version - baseVersion == UInt64(log.count) else {
                 throw SnapshotDelta.Refusal("a log of \(log.count) after version \(baseVersion) does not make version \(version)")
             }
+            // No writer of this store leaves a longer log (it writes whole first), nor one larger
+            // than a session: anything past that was written by someone else, and applying it
+            // could hold the lane (each entry walks the pieces made so far) or its memory.
+            let logBytes = log.reduce(0) { $0 + $1.count }
+            guard log.count <= 2 * StoredSnapshot.maxLogEntries, logBytes <= maxCount else {
+                throw SnapshotDelta.Refusal("a log of \(log.count) entries and \(logBytes) bytes; at most \(2 * StoredSnapshot.maxLogEntries) and \(maxCount) are read")
+            }
             for (index, delta) in log.enumerated() {
                 let header = try SnapshotDelta.header(delta)
                 guard header.version == baseVersion + UInt64(index) + 1 else {
@@ -97,7 +104,7 @@ public final class SessionSnapshotStore {
             }
             let session = try SnapshotDelta.apply(log: log, to: bytes, maxCount: maxCount)
             return StoredSnapshot(version: version, bytes: session, wholeCount: bytes.count, logEntries: log.count,
-                                  logBytes: log.reduce(0) { $0 + $1.count })
+                                  logBytes: logBytes)
         }
     }
 

@@ -235,4 +235,31 @@ import TestSupport
         for delta in [one, two, three] { oneByOne = try SnapshotDelta.apply(delta, to: oneByOne, maxCount: 1 << 20) }
         #expect(oneByOne == hundred + [1, 2])
     }
+
+    @Test("a log longer, or larger, than any writer of the store leaves is refused before it is applied")
+    func hostileLogsRefused() throws {
+        // Each entry a no-op copy of the whole: cheap to write into Redis, each walked in full.
+        let base = [UInt8](repeating: 7, count: 1_000)
+        func log(_ count: Int) -> [[UInt8]] {
+            (0..<count).map { SnapshotDelta.make(from: base, to: base, version: UInt64($0) + 2) }
+        }
+        let honest = SessionSnapshotStore.Snapshot(version: 1 + UInt64(StoredSnapshot.maxLogEntries), bytes: base, baseVersion: 1,
+                                                   log: log(StoredSnapshot.maxLogEntries))
+        #expect(try honest.assembled(maxCount: 1 << 20).bytes == base)
+        let long = 2 * StoredSnapshot.maxLogEntries + 1
+        let tooLong = SessionSnapshotStore.Snapshot(version: 1 + UInt64(long), bytes: base, baseVersion: 1, log: log(long))
+        #expect(throws: SnapshotDelta.Refusal.self) { _ = try tooLong.assembled(maxCount: 1 << 20) }
+        // Three entries each making a new 600-byte session: each within 1,000 bytes, together past it.
+        var random = SplitMix(seed: 3)
+        var entries: [[UInt8]] = [], previous = [UInt8](repeating: 1, count: 10)
+        for version in 2...4 {
+            let next = (0..<600).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+            entries.append(SnapshotDelta.make(from: previous, to: next, version: UInt64(version)))
+            previous = next
+        }
+        let tooLarge = SessionSnapshotStore.Snapshot(version: 4, bytes: [UInt8](repeating: 1, count: 10), baseVersion: 1, log: entries)
+        #expect(entries.reduce(0) { $0 + $1.count } > 1_000)
+        #expect(throws: SnapshotDelta.Refusal.self) { _ = try tooLarge.assembled(maxCount: 1_000) }
+        #expect(try tooLarge.assembled(maxCount: 1 << 20).bytes == previous)
+    }
 }
