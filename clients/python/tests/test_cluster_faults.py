@@ -795,6 +795,16 @@ def submit_held_in_a_save(cluster: Cluster, client: Roamer, documents: Documents
     return submit, held
 
 
+def red_submit_saved(saved: dict, documents: Documents) -> List[str]:
+    """The submit held in a save, acknowledged as `saved`: it must be x.pdf revision 2, and is
+    recorded as holding the red stroke."""
+    problems = []
+    if (saved["name"], saved["revision"]) != ("x.pdf", 2):
+        problems.append(f"the submit was acknowledged as {saved}, expected x.pdf revision 2")
+    documents.saved(saved["name"], saved["revision"], saved["sha256"], [RED])
+    return problems
+
+
 def test_a_holder_killed_inside_a_save_leaves_one_revision_answered_once(tmp_path: Path) -> None:
     """kill -9 of the holder while its save waits for the document: the submit sent again to
     the other instance is answered with one revision holding the red stroke once, and its
@@ -805,11 +815,7 @@ def test_a_holder_killed_inside_a_save_leaves_one_revision_answered_once(tmp_pat
         with held:   # the lock, let go where the test closes it, at the latest on leaving
             cluster.kill(cluster.instances[A])
             held.close()
-            saved = client.ok(B, "canvas.submit", request_id=submit)["document"]
-            problems = []
-            if (saved["name"], saved["revision"]) != ("x.pdf", 2):
-                problems.append(f"the submit was acknowledged as {saved}, expected x.pdf revision 2")
-            documents.saved(saved["name"], saved["revision"], saved["sha256"], [RED])
+            problems = red_submit_saved(client.ok(B, "canvas.submit", request_id=submit)["document"], documents)
             # The killed instance back, under a new name (the old one's lease outlives a SIGKILL).
             cluster.instances[A].name = "canvasd1-again"
             cluster.start_instance(cluster.instances[A])
@@ -884,10 +890,7 @@ def test_one_submit_saving_on_both_instances_at_once_makes_one_revision(tmp_path
                        "B waiting for x.pdf's lock too, or answering")
             held.close()
             saved = client.ok(B, "canvas.submit", request_id=submit)["document"]
-        problems = []
-        if (saved["name"], saved["revision"]) != ("x.pdf", 2):
-            problems.append(f"the submit was acknowledged as {saved}, expected x.pdf revision 2")
-        documents.saved(saved["name"], saved["revision"], saved["sha256"], [RED])
+        problems = red_submit_saved(saved, documents)
         problems += late_reply_problems(client, [submit])
         problems += client.retry_everywhere(submit)
         problems += documents.check(client, B)
