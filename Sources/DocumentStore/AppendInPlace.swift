@@ -42,7 +42,7 @@ extension DocumentStore {
                 throw DocumentError.io(operation: "append to \(name)", message: "the document was replaced from outside during the save; try again")
             }
             var clock = ContinuousClock.now
-            try history.leave(intent)
+            try history.leave(intent.name)
             made.append(intent.name)
             try history.directory.sync()
             var hasher = SHA256Hasher(resuming: record.midstate)
@@ -71,10 +71,10 @@ extension DocumentStore {
             // instance, could not find, and would save a second time.
             if let madeBy {
                 let mark = RevisionHistory.Mark(revision: revision, key: madeBy, pageCount: pageCount, sha256: sha256)
-                try history.leave(mark)
+                try history.leave(mark.name)
                 made.append(mark.name)
             }
-            try history.leave(next)
+            try history.leave(next.name)
             made.append(next.name)
             try history.directory.sync()
             committed = true

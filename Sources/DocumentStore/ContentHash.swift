@@ -138,17 +138,8 @@ final class ContentHashes: @unchecked Sendable {
     func hashWithState(_ file: FileDescriptor, _ stat: Stat, budget: Duration? = nil) throws(Errno) -> (String, SHA256Midstate, fed: Int64) {
         let key = Self.key(stat)
         if let known = lock.withLock({ table[key] }) { return (known.0, known.1, 0) }
-        let deadline = budget.map { ContinuousClock.now + $0 }
         var hasher = SHA256Hasher()
-        var buffer = [UInt8](repeating: 0, count: 1 << 20)
-        var offset: Int64 = 0
-        while true {
-            if let deadline, ContinuousClock.now >= deadline { throw .timedOut }
-            let count = try file.read(at: offset, into: &buffer)
-            if count == 0 { break }
-            buffer.withUnsafeBytes { hasher.update(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
-            offset += Int64(count)
-        }
+        try hasher.feed(file, from: 0, deadline: budget.map { ContinuousClock.now + $0 })
         let midstate = hasher.midstate
         let fed = hasher.bytesFed
         let digest = hasher.finish()
@@ -168,11 +159,14 @@ final class ContentHashes: @unchecked Sendable {
 }
 
 extension SHA256Hasher {
-    /// Feeds the file's bytes from `start` up to `end` (its end when nil), read at offsets.
-    mutating func feed(_ file: FileDescriptor, from start: Int64, to end: Int64? = nil) throws(Errno) {
+    /// Feeds the file's bytes from `start` up to `end` (its end when nil), read at offsets;
+    /// past `deadline`, stops with `timedOut`.
+    mutating func feed(_ file: FileDescriptor, from start: Int64, to end: Int64? = nil,
+                       deadline: ContinuousClock.Instant? = nil) throws(Errno) {
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
         var offset = start
         while end.map({ offset < $0 }) ?? true {
+            if let deadline, ContinuousClock.now >= deadline { throw .timedOut }
             let want = end.map { Int(min(Int64(buffer.count), $0 - offset)) } ?? buffer.count
             let count = try file.read(at: offset, into: &buffer, count: want)
             if count == 0 {

@@ -598,7 +598,7 @@ public final class DocumentStore: Sendable {
             let (sha256, midstate, fed) = try hashes.hashWithState(current.descriptor, current.stat)
             let record = RevisionHistory.Record(revision: revision, line: found?.line ?? revision, length: current.stat.size,
                                                 saved: Self.milliseconds(current.stat), sha256: sha256, midstate: midstate)
-            try history.leave(record)
+            try history.leave(record.name)
             try history.directory.sync()
             return RevisionHistory.Kept(revision: revision, length: record.length, record: record, holder: holder!,
                                         hashedToRecord: fed)
@@ -704,12 +704,12 @@ public final class DocumentStore: Sendable {
             record = RevisionHistory.Record(revision: revision, line: base?.record.line ?? revision, length: stat.size,
                                             saved: Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000, sha256: sha256, midstate: midstate)
             do {
-                try history.leave(record!)
+                try history.leave(record!.name)
                 try history.directory.link(temporary, to: history.directory, as: entry)
                 linked = true
                 if let madeBy {
                     mark = RevisionHistory.Mark(revision: revision, key: madeBy, pageCount: written.pageCount, sha256: sha256)
-                    try history.leave(mark!)
+                    try history.leave(mark!.name)
                 }
                 try history.directory.sync()
             } catch {

@@ -214,15 +214,11 @@ struct RevisionHistory {
         return listing
     }
 
-    /// Leaves an append's intent; made durable by the directory's next flush.
-    func leave(_ intent: Intent) throws(Errno) {
-        let file = try directory.create(intent.name)
-        try Errno.rethrowing { try file.close() }
-    }
-
-    /// Leaves `record` beside its file; made durable by the directory's next flush.
-    func leave(_ record: Record) throws(Errno) {
-        let file = try directory.create(record.name)
+    /// Leaves an empty file of this name in the history (an append's intent, a revision's
+    /// record, a save's mark: all they say is in the name); made durable by the directory's
+    /// next flush.
+    func leave(_ name: String) throws(Errno) {
+        let file = try directory.create(name)
         try Errno.rethrowing { try file.close() }
     }
 
@@ -262,13 +258,6 @@ struct RevisionHistory {
             self.init(revision: revision, key: String(parts[0]), pageCount: pageCount, sha256: String(parts[2]))
             guard self.name == name else { return nil }
         }
-    }
-
-
-    /// Leaves `mark` beside its entry; made durable by the directory's next flush.
-    func leave(_ mark: Mark) throws(Errno) {
-        let file = try directory.create(mark.name)
-        try Errno.rethrowing { try file.close() }
     }
 
     /// The entries to remove so that `keep` revisions remain, the current one included: always
