@@ -120,6 +120,17 @@ public final class ServiceMetrics: @unchecked Sendable {
 
     /// The Prometheus text exposition (version 0.0.4) of everything counted, and `extra`
     /// gauges read at the time of the scrape.
+    /// A sample's value in plain decimals: Swift writes small ones with an exponent
+    /// (`9.8306e-05`, a loop idle for 98 µs), which a strict reader of the text format refuses.
+    static func decimal(_ value: Double) -> String {
+        let text = String(value)
+        guard value.isFinite, text.contains("e") else { return text }
+        var fixed = String(format: "%.15f", value)
+        while fixed.hasSuffix("0") { fixed.removeLast() }
+        if fixed.hasSuffix(".") { fixed.removeLast() }
+        return fixed
+    }
+
     public func exposition(instance: String, extra: [(name: String, help: String, value: Double)] = []) -> String {
         let now = published.withLock { $0 }
         var out = ""
@@ -127,7 +138,7 @@ public final class ServiceMetrics: @unchecked Sendable {
             out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
         }
         func sample(_ name: String, _ labels: [(String, String)] = [], _ value: Double) {
-            let text = value == value.rounded() && abs(value) < 1e15 ? String(Int64(value)) : String(value)
+            let text = value == value.rounded() && abs(value) < 1e15 ? String(Int64(value)) : Self.decimal(value)
             let rendered = labels.isEmpty ? "" : "{" + labels.map { "\($0.0)=\"\(Self.escape($0.1))\"" }.joined(separator: ",") + "}"
             out += "\(name)\(rendered) \(text)\n"
         }
