@@ -247,7 +247,8 @@ public final class Dispatcher {
                 // Document work is file and PDF work: off the loop. With a session, it goes
                 // through the session instead (below), in order with its other requests and
                 // remembered for retries.
-                try startDocumentJob(method!, params, request, envelope: envelope, client: call.client, now: call.now)
+                let madeBy = method!.scope == .documentWrite ? Self.madeBy(request, client: call.client) : nil
+                try startDocumentJob(method!, params, request, envelope: envelope, client: call.client, now: call.now, madeBy: madeBy)
                 return nil
             case .documentWrite?, .documentRead?, .session?, nil:
                 break
@@ -291,6 +292,17 @@ public final class Dispatcher {
     }
 
     // MARK: Documents
+
+    /// The key a write sent without a session leaves with the revision it makes, so that the
+    /// same request sent again (its reply lost, to this instance or another) answers that
+    /// revision instead of saving twice or answering `CONFLICT`: it stands for the client (its
+    /// key or token, where it has one), the request's id and the request itself, so an id used
+    /// again on another request does not find it.
+    static func madeBy(_ request: Request, client: String?) -> String {
+        let bytes = Array("document".utf8) + [0] + Array((client ?? "").utf8) + [0] + JSONCodec.serialize(request.id.json) + [0]
+            + ReplyCache.fingerprint(request)
+        return String(DocumentStore.sha256(bytes).prefix(32))
+    }
 
     /// Starts a document method's job: a read on the read runner, a write where saves run.
     /// `holding`: the session the request named, which the job holds (with the request's frames).

@@ -48,10 +48,13 @@ struct SHA256Hasher: ~Copyable {
     }
 
     /// The digest in lowercase hex.
-    consuming func finish() -> String {
+    consuming func finish() -> String { finishBytes().hex }
+
+    /// The digest's 32 bytes.
+    consuming func finishBytes() -> [UInt8] {
         var digest = [UInt8](repeating: 0, count: Int(SHA256_DIGEST_LENGTH))
         SHA256_Final(&digest, &context)
-        return digest.hex
+        return digest
     }
 }
 

@@ -13,29 +13,32 @@ public struct DocumentBytes: Sendable {
 
 extension DocumentStore {
     /// `length` bytes from `offset` of the current revision, or of `revision` while it is kept
-    /// (revision 1, the original, always is). Takes no lock, like every read.
+    /// (revision 1, the original, always is), also of a document deleted from the folder. Takes
+    /// no lock, like every read (but settles a document another program changed, see `reading`).
     public func bytes(_ name: String, revision: Int? = nil, offset: Int64, length: Int) throws(DocumentError) -> DocumentBytes {
-        for _ in 0..<Self.readAttempts {
-            let ((size, piece), current, sha256, kept) = try reading(name) { (file) throws(DocumentError) in
+        let state: HistoryState
+        do throws(DocumentError) {
+            let ((size, piece), current, sha256, _) = try reading(name) { (file) throws(DocumentError) in
                 (file.stat.size, try Self.read(file, name, offset: offset, length: length, size: file.stat.size))
             }
             guard let revision, revision != current else {
                 return DocumentBytes(name: name, revision: current, size: size, sha256: sha256, offset: offset, bytes: piece)
             }
-            guard let entry = kept.first(where: { $0.revision == revision }), revision < current,
-                  let history = try history(name, create: false) else {
-                throw .revisionNotFound(name: name, revision: revision)
+            guard case .log(let seen) = try seen(try history(name, create: false)), revision < current else {
+                throw DocumentError.revisionNotFound(name: name, revision: revision)
             }
-            // The file holding it may have been replaced by a longer one of its line since the
-            // listing (a save extended it): then look again.
-            guard let file = try? openRegular(history.directory, entry.holder.name, document: name),
-                  file.stat.identity == entry.holder.stat.identity, file.stat.size >= entry.length else { continue }
-            let digest: String
-            if let record = entry.record { digest = record.sha256 } else { digest = try hash(file, name) }
-            return DocumentBytes(name: name, revision: revision, size: entry.length, sha256: digest,
-                                 offset: offset, bytes: try Self.read(file, name, offset: offset, length: length, size: entry.length))
+            state = seen
+        } catch .notFound(let missing) where missing == name && revision != nil {
+            // Deleted from the folder: its history is still served.
+            guard let seen = try historyWithoutDocument(name) else { throw .notFound(name) }
+            state = seen
         }
-        throw .unreadable(name: name, reason: "busy", message: "it was saved over \(Self.readAttempts) times while being read; try again")
+        guard let revision, let record = state.revisions[revision], let size = record.length, let sha256 = record.sha256 else {
+            throw .revisionNotFound(name: name, revision: revision ?? 0)
+        }
+        let file = try openKept(name, record, state)
+        return DocumentBytes(name: name, revision: revision, size: size, sha256: sha256, offset: offset,
+                             bytes: try Self.read(file, name, offset: offset, length: length, size: size))
     }
 
     /// Up to `length` bytes at `offset` of the first `size` bytes of the file.

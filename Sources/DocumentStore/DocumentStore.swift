@@ -12,15 +12,16 @@ import Glibc
 /// - Every file is reached through the folder's descriptor, without following links, and only
 ///   regular files are read or written: a name checked is the file used.
 /// - Saves are atomic: a new file is written beside the others, flushed, and renamed over the
-///   document. The history in `.canvas-revisions/<name>/` keeps each line of revisions as one
-///   file and each revision as a length of it (see `RevisionHistory`), so N saves that append
-///   cost the current file and the increments, not N copies.
-/// - One writer per document, across processes: a writer locks the document file itself
-///   (`flock`) and checks it is still the current one; a new file is locked before it is
-///   renamed into place, so the next writer waits for the first to finish.
-/// - Readers take no lock and change nothing: they open the current file and name its revision
-///   by which kept file it is and its length. The one exception: a tail a killed append left
-///   (`SaveMode.append`), which a reader cuts under the lock when no writer holds it.
+///   document (or, in `SaveMode.append`, the update is appended to it in place, behind an intent
+///   in the history's log). The history in `.canvas-revisions/<name>/` keeps the revisions'
+///   bytes in files of its own, each line of revisions one file and each revision a length of
+///   it, and every fact about them in one log (see `RevisionHistory`, `HistoryLog`): N saves that
+///   append cost the increments, not N copies, and nothing done to the document's file reaches
+///   a kept revision.
+/// - One writer per document, across processes: a writer holds the history's lock file.
+/// - Readers take no lock: they open the current file and name its revision by its identity,
+///   which the log recorded. A file the log has not seen (another program changed it) is made
+///   the next revision by whoever next holds the lock, a reader included (see `settle`).
 ///
 /// Sendable: its state is fixed at init but for the hash cache, which locks.
 public final class DocumentStore: Sendable {
@@ -48,7 +49,8 @@ public final class DocumentStore: Sendable {
     public let saveMode: SaveMode
     let root: Directory
     let revisionsRoot: Directory
-    private let hashes = ContentHashes()
+    let hashes = ContentHashes()
+    let histories = HistoryCache()
     private let costs = LastSaveCost()
 
     /// What the last save made by this store read and wrote (for benchmarks).
@@ -82,7 +84,7 @@ public final class DocumentStore: Sendable {
         } catch {
             throw .system("open \(self.folder.path)/\(Self.revisionsFolderName)", error)
         }
-        repairIdleDocuments()
+        settleLeftovers()
         removeAbandonedUploads()
     }
 
@@ -171,71 +173,6 @@ public final class DocumentStore: Sendable {
         return file
     }
 
-    /// The document's revision history; nil when it has never been saved (nothing kept yet).
-    func history(_ name: String, create: Bool) throws(DocumentError) -> RevisionHistory? {
-        do {
-            return RevisionHistory(directory: try revisionsRoot.directory(name, create: create), kind: Self.kind(name))
-        } catch .noSuchFileOrDirectory where !create {
-            return nil
-        } catch .notDirectory where !create {
-            // Something else stands where the history belongs: readers read on (revision 1 then),
-            // and a save refuses, with this cause, until it is moved away.
-            return nil
-        } catch {
-            throw .system("open the revisions of \(name)", error)
-        }
-    }
-
-    func listing(_ history: RevisionHistory?, _ name: String) throws(DocumentError) -> RevisionHistory.Listing {
-        guard let history else { return RevisionHistory.Listing() }
-        do {
-            return try history.listing()
-        } catch {
-            throw .system("list the revisions of \(name)", error)
-        }
-    }
-
-    /// Reads the current document with `body`, and names the revision of what it read. Takes no
-    /// lock and changes nothing: a save that lands meanwhile makes it read again, so the
-    /// revision, the hash and what `body` saw are always of one file.
-    func reading<T>(_ name: String, _ body: (OpenFile) throws(DocumentError) -> T) throws(DocumentError)
-        -> (T, revision: Int, sha256: String, kept: [RevisionHistory.Kept]) {
-        for _ in 0..<Self.readAttempts {
-            let file = try openDocument(name)
-            var outcome: Result<T, DocumentError>
-            do {
-                outcome = .success(try body(file))
-            } catch {
-                outcome = .failure(error)
-            }
-            let history = try history(name, create: false)
-            let listing = try listing(history, name)
-            // Appended to while it was read (a save in append mode): read it again.
-            if let now = try? file.descriptor.stat(), now.size != file.stat.size { continue }
-            // A kept file has its number for good (its length names the revision); one that is
-            // not kept is the current file only while the name still leads to it (else it was
-            // saved over, and perhaps pruned, while this read: read the new one).
-            let stillCurrent = (try? root.stat(name))?.identity == file.stat.identity
-            if let kept = listing.revision(of: file.stat.identity, size: file.stat.size) {
-                let value = try outcome.get()
-                let sha256: String
-                if let record = kept.record { sha256 = record.sha256 } else { sha256 = try hash(file, name) }
-                return (value, kept.revision, sha256, listing.kept)
-            }
-            if let committed = listing.committedPrefix(of: file.stat.identity, size: file.stat.size), let history {
-                settleTail(name, file, committed, history)
-                continue
-            }
-            if stillCurrent {
-                // Never saved, or a new document under an old name (see `lineage`).
-                let value = try outcome.get()
-                let kept = try lineage(file, name, history, listing)
-                return (value, (kept.last?.revision ?? 0) + 1, try hash(file, name), kept)
-            }
-        }
-        throw .unreadable(name: name, reason: "busy", message: "it was saved over \(Self.readAttempts) times while being read; try again")
-    }
-
     func hash(_ file: OpenFile, _ name: String) throws(DocumentError) -> String {
         do {
             return try hashes.hash(file.descriptor, file.stat, budget: hashBudget)
@@ -256,7 +193,7 @@ public final class DocumentStore: Sendable {
         }
     }
 
-    private func location(_ name: String, _ file: OpenFile) throws(DocumentError) -> (PDFLocation, YianaContainer.Header?) {
+    func location(_ name: String, _ file: OpenFile) throws(DocumentError) -> (PDFLocation, YianaContainer.Header?) {
         let container = Self.kind(name) == "yianazip" ? try header(name, file) : nil
         return (PDFLocation(file: file.descriptor, name: name, offset: container?.pdfOffset ?? 0, budget: readBudget), container)
     }
@@ -344,423 +281,9 @@ public final class DocumentStore: Sendable {
         }
     }
 
-    /// The kept revisions, oldest first, the current one last.
-    public func revisions(_ name: String) throws(DocumentError) -> [RevisionSummary] {
-        let (currentFile, current, currentHash, kept) = try reading(name) { (file) throws(DocumentError) in file.stat }
-        let revisions = try history(name, create: false)
-        var result: [RevisionSummary] = []
-        for entry in kept where entry.revision < current {
-            if let record = entry.record {
-                result.append(RevisionSummary(revision: entry.revision, bytes: record.length, modified: record.modified,
-                                              current: false, sha256: record.sha256))
-                continue
-            }
-            // An older history's file, hashed whole; one pruned since the listing is left out.
-            guard let revisions, let file = try? openRegular(revisions.directory, entry.holder.name, document: name) else { continue }
-            result.append(RevisionSummary(revision: entry.revision, bytes: file.stat.size, modified: Self.modified(file.stat),
-                                          current: false, sha256: try hash(file, name)))
-        }
-        result.append(RevisionSummary(revision: current, bytes: currentFile.size, modified: Self.modified(currentFile), current: true,
-                                      sha256: currentHash))
-        return result
-    }
-
-    private static func modified(_ stat: Stat) -> Date {
+    static func modified(_ stat: Stat) -> Date {
         let time = stat.rawValue.st_mtim
         return Date(timeIntervalSince1970: Double(time.tv_sec) + Double(time.tv_nsec) / 1e9)
-    }
-
-    // MARK: Writing
-
-    /// Puts `drawing` on `page`, as a new revision. Returns the new summary.
-    ///
-    /// `madeBy`, a key of hex digits naming the request, makes the save findable: run again with
-    /// the same key, while the revision it made is kept, it answers that revision instead of
-    /// saving again (for a request retried on another instance after the first lost it).
-    public func flatten(_ name: String, page: Int, drawing: Drawing, expectedRevision: Int? = nil,
-                        madeBy: String? = nil, fence: WriteFence? = nil) throws(DocumentError) -> DocumentSummary {
-        try writing(name, expectedRevision: expectedRevision, madeBy: madeBy, fence: fence) { (current, history, kept) throws(DocumentError) in
-            // A container's header is read once: it gives both where the PDF starts and the
-            // metadata the save updates.
-            // Read as a reader would (a document too slow to read is too slow to save), then
-            // given the save's budget for the write.
-            let (place, container) = try location(name, current)
-            let prepared: Flattener.Prepared
-            do throws(FlattenError) {
-                prepared = try Flattener.prepare(place, page: page, adding: drawing, maxPagePoints: maxInkPointsPerPage)
-            } catch {
-                throw documentError(name, place, page, error)
-            }
-            prepared.allow(saveBudget)
-            var head: [UInt8] = []
-            if let container {
-                head = YianaContainer.updated(container, pageCount: prepared.pageCount, now: Date()) + YianaContainer.separator
-            }
-            let increment: [UInt8]?
-            if prepared.needsRewrite {
-                increment = nil
-            } else {
-                do throws(FlattenError) {
-                    increment = try prepared.increment()
-                } catch {
-                    throw documentError(name, place, page, error)
-                }
-            }
-            // A .pdf's update only appends: the new file is the current one and the update, so it
-            // continues the current revision's line and its hash. A container's metadata, at the
-            // front, changes with every save, and a rewrite changes everything: a new line.
-            if let increment, container == nil, let record = kept.record, saveMode == .append {
-                return try append(name, history, current, kept, record, increment, pageCount: prepared.pageCount, madeBy: madeBy)
-            }
-            if let increment, container == nil, let record = kept.record {
-                return try save(name, history, as: kept.revision + 1, extending: (record, current.descriptor), madeBy: madeBy, alreadyHashed: kept.hashedToRecord) { (out, hasher, cost) throws(DocumentError) in
-                    do throws(Errno) {
-                        try FileCopy.copyPrefix(current.descriptor, length: record.length, to: out, &cost)
-                    } catch {
-                        throw .system("copy \(name) for its new revision", error)
-                    }
-                    try write(out, increment, &hasher, &cost)
-                    return Written(hashing: .fed, pageCount: prepared.pageCount)
-                }
-            }
-            return try save(name, history, as: kept.revision + 1, extending: nil, madeBy: madeBy, alreadyHashed: kept.hashedToRecord) { (out, hasher, cost) throws(DocumentError) in
-                try write(out, head, &hasher, &cost)
-                if let increment {
-                    try copy(current.descriptor, from: place.offset, to: out, &hasher, &cost)
-                    try write(out, increment, &hasher, &cost)
-                } else {
-                    do throws(FlattenError) {
-                        try prepared.rewrite(to: out)
-                    } catch {
-                        throw documentError(name, place, page, error)
-                    }
-                    return Written(hashing: .none, pageCount: prepared.pageCount)
-                }
-                return Written(hashing: .fed, pageCount: prepared.pageCount)
-            }
-        }
-    }
-
-    /// Makes an earlier revision the current one again, as a new revision (history only grows).
-    /// Restoring the current revision changes nothing and answers the current summary.
-    /// `madeBy` as for `flatten`.
-    public func restore(_ name: String, revision: Int, expectedRevision: Int? = nil,
-                        madeBy: String? = nil, fence: WriteFence? = nil) throws(DocumentError) -> DocumentSummary {
-        try writing(name, expectedRevision: expectedRevision, madeBy: madeBy, fence: fence) { (current, history, kept) throws(DocumentError) in
-            if revision == kept.revision {
-                let sha256: String
-                if let record = kept.record { sha256 = record.sha256 } else { sha256 = try hash(current, name) }
-                return DocumentSummary(name: name, revision: kept.revision, pageCount: try pdf(name, current).pageCount, sha256: sha256)
-            }
-            guard let entry = try listing(history, name).kept.first(where: { $0.revision == revision }), revision < kept.revision else {
-                throw .revisionNotFound(name: name, revision: revision)
-            }
-            let source = try openRegular(history.directory, entry.holder.name, document: name)
-            guard source.stat.identity == entry.holder.stat.identity else {
-                throw .io(operation: "restore revision \(revision) of \(name)", message: "its file was replaced from outside; try again")
-            }
-            // The restored bytes start a line of their own; their hash is the revision's.
-            return try save(name, history, as: kept.revision + 1, extending: nil, madeBy: madeBy, alreadyHashed: kept.hashedToRecord) { (out, hasher, cost) throws(DocumentError) in
-                let hashing: Written.Hashing
-                if let record = entry.record {
-                    do throws(Errno) {
-                        try FileCopy.copyPrefix(source.descriptor, length: record.length, to: out, &cost)
-                    } catch {
-                        throw .system("copy revision \(revision) of \(name)", error)
-                    }
-                    hashing = .known(record.sha256, record.midstate)
-                } else {
-                    try copy(source.descriptor, from: 0, to: out, &hasher, &cost)
-                    hashing = .fed
-                }
-                return Written(hashing: hashing, pageCount: try pageCount(name, out))
-            }
-        }
-    }
-
-    /// What a save checks once it is the document's only writer, before it writes anything (and
-    /// after a save `madeBy` its request is looked for), and again just before it commits the
-    /// new revision: that it may still be made. Throws to refuse it; refused at the commit, the
-    /// save leaves nothing behind. canvasd's fence: the session the save is for is still this
-    /// instance's, at the version it was saved from; an instance paused while it waited for the
-    /// lock, or while it wrote, would otherwise save a drawing the client has since changed
-    /// elsewhere. What it cannot see is a pause between its own answer and the commit's one
-    /// system call (a rename, or a record's creation).
-    public typealias WriteFence = @Sendable (_ name: String) throws(DocumentError) -> Void
-
-    /// Runs `body` as the document's only writer: the current file open and locked, what a
-    /// killed save left behind repaired, the current revision checked against `expectedRevision`.
-    /// A save `madeBy` a request that already made a revision still kept answers that one, before
-    /// `expectedRevision` is checked: it is what the request's first run would have answered.
-    /// `fence`, if given, is asked next (see `WriteFence`).
-    func writing(_ name: String, expectedRevision: Int?, madeBy: String? = nil, fence: WriteFence? = nil,
-                 _ body: (OpenFile, RevisionHistory, RevisionHistory.Kept) throws(DocumentError) -> DocumentSummary) throws(DocumentError) -> DocumentSummary {
-        let current = try lockCurrent(name)
-        // A save supersedes this file, and the history no longer names it: its last close frees
-        // its blocks (11 ms for 64 MB on ext4), which the reply need not wait for.
-        defer { FileRelease.later(current) }
-        guard let opened = try history(name, create: true) else { throw .io(operation: "open the revisions of \(name)", message: "missing") }
-        var history = try endForeignHistory(name, current, opened)
-        history.commitFence = fence
-        let kept = try repair(name, current, history)
-        let revision = kept.revision
-        if let madeBy {
-            // It becomes part of a file name, read back by splitting at dots.
-            precondition(!madeBy.isEmpty && madeBy.utf8.count <= 64 && madeBy.utf8.allSatisfy { $0.isASCIILetterOrDigit },
-                         "a save's key is 1 to 64 ASCII letters and digits")
-            let marks = try listing(history, name).marks
-            if let made = marks.last(where: { $0.key == madeBy && $0.revision <= revision }) {
-                return DocumentSummary(name: name, revision: made.revision, pageCount: made.pageCount, sha256: made.sha256)
-            }
-        }
-        try fence?(name)
-        if let expectedRevision, expectedRevision != revision {
-            throw .conflict(name: name, expected: expectedRevision, current: revision)
-        }
-        return try body(current, history, kept)
-    }
-
-    /// Opens and locks the current file of `name`. A save that replaced it while this waited
-    /// leaves the lock on a file that is no longer the document: then the new one is locked.
-    private func lockCurrent(_ name: String) throws(DocumentError) -> OpenFile {
-        while true {
-            let file = try openDocument(name)
-            do {
-                try FileLock.lock(file.descriptor)
-            } catch {
-                throw .system("lock \(name)", error)
-            }
-            let now: Stat?
-            do {
-                now = try root.stat(name)
-            } catch {
-                throw .system("inspect \(name)", error)
-            }
-            if let now, now.identity == file.stat.identity {
-                // What the file is now that no writer can change it: a save that appended in
-                // place while this waited made it longer under the same identity, and the stat
-                // taken at the open would name the revision before that save.
-                do {
-                    return OpenFile(file.takeDescriptor(), try file.descriptor.stat())
-                } catch {
-                    throw .system("inspect \(name)", error)
-                }
-            }
-            if now == nil { throw .notFound(name) }
-        }
-    }
-
-    /// Puts right what a killed save of this document left, under its write lock (so no writer
-    /// of it is alive but this one): abandoned temporary files go; files, records and marks
-    /// numbered past the current file's revision (left by a save killed before its rename: never
-    /// the document, never reported) go; a current file that is not kept (never saved, or a copy
-    /// of the newest revision: `endForeignHistory` has set any other history aside) is kept under
-    /// its number, with its record; and a current file of an older history (kept, but without a
-    /// record) gets its record, so that the save can continue its line and its hash. Returns
-    /// the current revision, with its record unless `migrate` is false (at start-up, where
-    /// hashing every large document before serving would hold the server up: the first save of
-    /// each does it). Killed itself, it leaves nothing the next repair cannot mend.
-    func repair(_ name: String, _ current: OpenFile, _ history: RevisionHistory, migrate: Bool = true) throws(DocumentError) -> RevisionHistory.Kept {
-        do {
-            try history.removeAbandonedTemporaries()
-            let listing = try history.listing()
-            var found = listing.revision(of: current.stat.identity, size: current.stat.size)
-            if found == nil, let committed = listing.committedPrefix(of: current.stat.identity, size: current.stat.size) {
-                try cutTail(name, current, committed)
-                found = committed
-            }
-            for intent in listing.intents { try history.directory.remove(intent.name) }
-            let revision = found?.revision ?? (listing.kept.last?.revision ?? 0) + 1
-            // Past the current revision, or (for a file not kept yet) at its number: a killed save's.
-            let last = found == nil ? revision - 1 : revision
-            for orphan in listing.files where orphan.revision > last { try history.directory.remove(orphan.name) }
-            for orphan in listing.records.values where orphan.revision > last { try history.directory.remove(orphan.name) }
-            for orphan in listing.marks where orphan.revision > last { try history.directory.remove(orphan.name) }
-            if let found, found.record != nil { return found }
-            var holder = found?.holder
-            if holder == nil {
-                let entry = history.entryName(revision, line: revision)
-                try root.link(name, to: history.directory, as: entry)
-                // The name is linked, not the descriptor: make sure it was the file we hold.
-                guard try history.directory.stat(entry)?.identity == current.stat.identity else {
-                    try history.directory.remove(entry)
-                    throw DocumentError.io(operation: "keep revision \(revision) of \(name)",
-                                           message: "the document was replaced from outside during the save; try again")
-                }
-                holder = RevisionHistory.Entry(revision: revision, line: revision, name: entry, stat: current.stat)
-            }
-            guard migrate else {
-                try history.directory.sync()
-                return RevisionHistory.Kept(revision: revision, length: current.stat.size, record: nil, holder: holder!)
-            }
-            // Hashed once, whole (unless a read of it did that already): the record's state lets
-            // every later save hash only its increment.
-            let (sha256, midstate, fed) = try hashes.hashWithState(current.descriptor, current.stat)
-            let record = RevisionHistory.Record(revision: revision, line: found?.line ?? revision, length: current.stat.size,
-                                                saved: Self.milliseconds(current.stat), sha256: sha256, midstate: midstate)
-            try history.leave(record.name)
-            try history.directory.sync()
-            return RevisionHistory.Kept(revision: revision, length: record.length, record: record, holder: holder!,
-                                        hashedToRecord: fed)
-        } catch let error as Errno {
-            throw .system("repair the revisions of \(name)", error)
-        } catch let error as DocumentError {
-            throw error
-        } catch {
-            throw .io(operation: "repair the revisions of \(name)", message: "\(error)")
-        }
-    }
-
-    static func milliseconds(_ stat: Stat) -> Int64 {
-        Int64(stat.rawValue.st_mtim.tv_sec) * 1000 + Int64(stat.rawValue.st_mtim.tv_nsec) / 1_000_000
-    }
-
-    /// What a save's body made: how its bytes were hashed, and the new revision's page count.
-    struct Written {
-        enum Hashing {
-            /// Every byte of the file went through the hasher.
-            case fed
-            /// The bytes are an earlier revision's, whose hash and state are known.
-            case known(String, SHA256Midstate)
-            /// Not hashed: the file is read back and hashed whole.
-            case none
-        }
-
-        var hashing: Hashing
-        var pageCount: Int
-    }
-
-    /// The atomic save: `body` writes the new version into a temporary file in the document's
-    /// history (and says how it hashed it). With `extending`, the new file begins with that
-    /// record's bytes (the current file's) and the hasher given to `body` has hashed them
-    /// already: from the record's state and the few bytes after its last whole block, so a save
-    /// hashes its increment and not the document. The file is flushed, locked, kept as
-    /// `revision` (a link and its record), and only then renamed over the document, so the
-    /// current file always has its entry and a reader always finds its number; what the new
-    /// file makes unneeded (the file it extends, revisions past `keepRevisions`) is pruned last.
-    /// Killed at any point, the document is its old version or its new one, an acknowledged save
-    /// is on disk, and the next writer's repair clears what was left. With `madeBy`, its mark is
-    /// kept with the entry, in the same flush. Returns the new revision's summary.
-    func save(_ name: String, _ history: RevisionHistory, as revision: Int,
-              extending base: (record: RevisionHistory.Record, file: FileDescriptor)?, madeBy: String?, alreadyHashed: Int64 = 0,
-              _ body: (FileDescriptor, inout SHA256Hasher, inout SaveCost) throws(DocumentError) -> Written) throws(DocumentError) -> DocumentSummary {
-        let temporary = RevisionHistory.temporaryPrefix + "\(getpid()).\(UInt32.random(in: 0...UInt32.max))"
-        let entry = history.entryName(revision, line: base?.record.line ?? revision)
-        let out: FileDescriptor
-        do {
-            out = try history.directory.create(temporary, readable: true)
-        } catch {
-            throw .system("create a new revision of \(name)", error)
-        }
-        // Closing releases the lock taken below, once the file is in place and kept.
-        defer { try? out.close() }
-        var renamed = false, linked = false
-        var mark: RevisionHistory.Mark?
-        var record: RevisionHistory.Record?
-        var cost = SaveCost()
-        do {
-            // Locked before it becomes the document, so the next writer waits for this one.
-            try FileLock.lock(out)
-            var hasher: SHA256Hasher
-            if let base {
-                hasher = SHA256Hasher(resuming: base.record.midstate)
-                do {
-                    try hasher.feed(base.file, from: base.record.midstate.length, to: base.record.length)
-                } catch {
-                    throw DocumentError.system("read the end of revision \(revision - 1) of \(name)", error)
-                }
-            } else {
-                hasher = SHA256Hasher()
-            }
-            var clock = ContinuousClock.now
-            let written = try body(out, &hasher, &cost)
-            cost.writing = ContinuousClock.now - clock
-            clock = ContinuousClock.now
-            do {
-                try Directory.check { fsync(out.rawValue) }
-            } catch {
-                throw DocumentError.system("flush the new revision of \(name)", error)
-            }
-            cost.flushing = ContinuousClock.now - clock
-            let stat = try Errno.rethrowing { try out.stat() }
-            let sha256: String, midstate: SHA256Midstate
-            switch written.hashing {
-            case .fed:
-                cost.bytesHashed = hasher.bytesFed
-                midstate = hasher.midstate
-                sha256 = hasher.finish()
-            case .known(let known, let state):
-                (sha256, midstate) = (known, state)
-            case .none:
-                var whole = SHA256Hasher()
-                try whole.feed(out, from: 0, to: stat.size)
-                cost.bytesHashed = whole.bytesFed
-                midstate = whole.midstate
-                sha256 = whole.finish()
-            }
-            clock = ContinuousClock.now
-            var now = timespec()
-            clock_gettime(CLOCK_REALTIME, &now)
-            record = RevisionHistory.Record(revision: revision, line: base?.record.line ?? revision, length: stat.size,
-                                            saved: Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000, sha256: sha256, midstate: midstate)
-            do {
-                try history.leave(record!.name)
-                try history.directory.link(temporary, to: history.directory, as: entry)
-                linked = true
-                if let madeBy {
-                    mark = RevisionHistory.Mark(revision: revision, key: madeBy, pageCount: written.pageCount, sha256: sha256)
-                    try history.leave(mark!.name)
-                }
-                try history.directory.sync()
-            } catch {
-                throw DocumentError.system("keep revision \(revision) of \(name)", error)
-            }
-            try history.commitFence?(name)
-            do {
-                try history.directory.rename(temporary, to: root, as: name)
-                renamed = true
-                try root.sync()
-            } catch {
-                throw DocumentError.system("replace \(name)", error)
-            }
-            prune(history, current: stat.identity)
-            cost.keeping = ContinuousClock.now - clock
-            cost.bytesHashed += alreadyHashed
-            costs.set(cost)
-            return DocumentSummary(name: name, revision: revision, pageCount: written.pageCount, sha256: sha256)
-        } catch {
-            if !renamed {
-                try? history.directory.remove(temporary)
-                if linked { try? history.directory.remove(entry) }
-                if let record { try? history.directory.remove(record.name) }
-                if let mark { try? history.directory.remove(mark.name) }
-            }
-            switch error {
-            case let error as DocumentError: throw error
-            case let error as Errno: throw .system("save \(name)", error)
-            default: throw .io(operation: "save \(name)", message: "\(error)")
-            }
-        }
-    }
-
-    /// Removes the revisions past what `keepRevisions` keeps, then every file no kept revision
-    /// needs (the file a save extended, now the beginning of the new one; a line none of whose
-    /// revisions is kept). Never the current file. The save has already happened: a failure
-    /// here is mended by the next save's pruning, so it is not reported.
-    func prune(_ history: RevisionHistory, current: FileIdentity) {
-        guard let listing = try? history.listing() else { return }
-        let victims = RevisionHistory.prunable(listing.kept, keep: keepRevisions)
-        let pruned = Set(victims.map(\.revision))
-        for file in RevisionHistory.unneededFiles(listing, dropping: pruned) where file.stat.identity != current {
-            try? history.directory.remove(file.name)
-        }
-        for victim in victims {
-            if let record = victim.record { try? history.directory.remove(record.name) }
-        }
-        // A mark outlives no entry: its request can only be answered from a kept revision.
-        for mark in listing.marks where pruned.contains(mark.revision) {
-            try? history.directory.remove(mark.name)
-        }
     }
 
     func write(_ out: FileDescriptor, _ bytes: [UInt8], _ hasher: inout SHA256Hasher, _ cost: inout SaveCost) throws(DocumentError) {
@@ -806,7 +329,7 @@ public final class DocumentStore: Sendable {
         }
     }
 
-    private func documentError(_ name: String, _ place: PDFLocation, _ page: Int, _ error: FlattenError) -> DocumentError {
+    func documentError(_ name: String, _ place: PDFLocation, _ page: Int, _ error: FlattenError) -> DocumentError {
         switch error {
         case .pdf(let pdfError) where pdfError.kind == .pageOutOfRange:
             let count = (try? place.open().pageCount) ?? 0
@@ -819,20 +342,6 @@ public final class DocumentStore: Sendable {
         }
     }
 
-    /// At start-up, repairs each document that no writer holds (one that is being written, by
-    /// this process or another, is left to its writer).
-    private func repairIdleDocuments() {
-        for name in (try? revisionsRoot.names()) ?? [] where (try? Self.check(name)) != nil {
-            guard let opening = try? openDocument(name), (try? FileLock.tryLock(opening.descriptor)) == true,
-                  (try? root.stat(name))?.identity == opening.stat.identity,
-                  // As it is under the lock (see lockCurrent).
-                  let locked = try? opening.descriptor.stat() else { continue }
-            let file = OpenFile(opening.takeDescriptor(), locked)
-            guard let opened = try? history(name, create: false),
-                  let history = try? endForeignHistory(name, file, opened) else { continue }
-            _ = try? repair(name, file, history, migrate: false)
-        }
-    }
 }
 
 /// The cost of the last save, set by the saving thread and read by a benchmark.
@@ -849,9 +358,8 @@ final class LastSaveCost: @unchecked Sendable {
 enum FileRelease {
     private static let queue = DispatchQueue(label: "canvas-bridge.document-release", qos: .utility)
 
-    /// Unlocks `file` now (the next writer need not wait), and closes it on a background queue.
+    /// Closes `file` on a background queue.
     static func later(_ file: DocumentStore.OpenFile) {
-        FileLock.unlock(file.descriptor)
         let handed = Handed(file)
         queue.async { handed.drop() }
     }

@@ -45,6 +45,22 @@ enum FileCopy {
         }
     }
 
+    /// Copies bytes `start..<end` of `source` to `out` at `target` (a save's increment, from
+    /// the new file onto the end of its line in the history).
+    static func copyRange(_ source: FileDescriptor, from start: Int64, to end: Int64, into out: FileDescriptor, at target: Int64,
+                          _ cost: inout SaveCost) throws(Errno) {
+        var from = start, to = target
+        while from < end {
+            let copied = canvas_copy_range(source.rawValue, &from, out.rawValue, &to, UInt64(end - from))
+            if copied > 0 { continue }
+            if copied == 0 { throw .ioError }
+            if errno == EINTR { continue }
+            guard notSupported(errno) else { throw Errno(rawValue: errno) }
+            try readWrite(source, from: from, to: end, into: out, at: to, &cost)
+            return
+        }
+    }
+
     private static func readWrite(_ source: FileDescriptor, from start: Int64, to end: Int64, into out: FileDescriptor, at target: Int64,
                                   _ cost: inout SaveCost) throws(Errno) {
         var buffer = [UInt8](repeating: 0, count: 1 << 20)

@@ -1,292 +1,332 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import SystemPackage
 
-/// One document's kept revisions, in `.canvas-revisions/<name>/`.
-///
-/// An incremental update only appends, so each revision of a `.pdf` is the beginning of the
-/// next. The history keeps that shape: revisions form lines, each line one file holding its
-/// newest revision, every older revision of the line a byte length of it.
-/// - `<N>-<L>.<ext>`: the file that revision N's save made, in line L (a hard link: while N is
-///   current, it is the document itself). It holds revision N and every earlier revision of
-///   line L. `<N>.<ext>` when N starts its line (L = N). The line is in the name, so a file
-///   keeps it when the record of its own revision is pruned and it still holds older ones.
-/// - `<N>.rev.<line>.<length>.<ms>.<sha256>.<state>`: revision N's record, an empty file whose
-///   name says it all: its line (the number of the line's first revision), its length in bytes,
-///   when it was saved (milliseconds since 1970), its SHA-256, and SHA-256's running state after
-///   its last whole 64-byte block, from which the next save of the line continues the hash.
-///   A record is made by the directory flush that keeps its file, so neither is ever without
-///   the other on disk once the document was renamed.
-/// - A save that appends starts no line: its file is the last one's bytes and the update, and
-///   the last one's file, now the beginning of the new one, goes. A restore, qpdf's whole
-///   rewrite (a repaired or encrypted file), an upload, and every save of a `.yianazip` (whose
-///   metadata, at the front, changes with each save) start a line of their own.
-/// - An older history has `<N>.<ext>` files and no records: each is revision N, whole, read as
-///   it is (as is an `<N>.<ext>` whose record is gone when no record of its line is left). The first save migrates only the current one, by writing its record (one hash of the
-///   file, under the document's lock); the others stay as they are until pruned.
-///
-/// Rules that follow, for readers without a lock:
-/// - the current file is revision N when it is the same file as a kept `<M>.<ext>` and N is the
-///   revision of M's line with the current file's length (M itself, for a file made by a
-///   replacing save); a legacy `<M>.<ext>` without a record is revision M;
-/// - a current file that no kept file is is a new document or a copy (see `lineage`);
-/// - anything numbered past the current revision was left by a save killed before its rename:
-///   never the document nor reported, the next writer removes it;
-/// - numbers only grow, because the current revision is the newest and pruning never removes
-///   it, nor revision 1 (the original).
-/// Files whose names start with `.tmp.` are saves being written; outside the document's write
-/// lock, they belong to a writer that is still alive.
-///
-/// A save made for a request that may be sent again elsewhere (a session's, with several
-/// instances) also leaves a mark: an empty file `<N>.madeby.<key>.<pages>.<sha256>`, created
-/// beside its entry before the rename, so that the request, run again on another instance after
-/// the first died or lost the session before it could record the save, finds revision N made
-/// instead of saving the same ink twice. A mark numbered past the current file (its save killed
-/// before the rename) goes with that entry, and a mark goes when its revision is pruned.
+/// One document's kept revisions, in `.canvas-revisions/<name>/`:
+/// - `history.log`: every fact about them (see `HistoryLog`, `HistoryRecord`);
+/// - `data.<L>`: the bytes, one file a line. An incremental update only appends, so each
+///   revision of a `.pdf` saved from the one before is the beginning of the next: such
+///   revisions share one line, each a length of its file. A revision made otherwise (a
+///   `.yianazip` save, whose metadata at the front changes; qpdf's whole rewrite; an upload;
+///   whatever another program made of the document) starts a line of its own, numbered after
+///   it. A restored revision is the same bytes as the one it restores: it names that line and
+///   length, and the save after it starts a new line unless the line ends there.
+/// - `lock`: held (`flock`) by the document's one writer, across processes; a file of its own,
+///   so that whatever another program does to the document file, the lock stays where it is.
+/// Only canvasd writes these, and the document file never shares a byte of storage with them
+/// (no hard link: a write into the document in place reaches no kept revision). Names that
+/// are none of these are nobody's, and the next writer removes them.
 struct RevisionHistory {
     let directory: Directory
-    /// The document's extension, given to every entry (`pdf` or `yianazip`).
-    let kind: String
-    /// The save's fence (`DocumentStore.WriteFence`), asked once more at the moment a new
-    /// revision is committed (the replacing save's rename, the appending save's record): asked
-    /// only before the save's work, it could not see a pause during that work.
+    /// The document's name (for messages) and extension.
+    let name: String
+    /// The save's fence (`DocumentStore.WriteFence`), asked once more just before a new
+    /// revision is committed: asked only before the save's work, it could not see a pause
+    /// during that work.
     var commitFence: DocumentStore.WriteFence?
 
+    static let lockName = "lock"
     static let temporaryPrefix = ".tmp."
+    static let linePrefix = "data."
 
-    /// A file of the history: `<N>.<ext>` or `<N>-<L>.<ext>`.
-    struct Entry {
-        let revision: Int
-        /// The line whose revisions it holds.
-        let line: Int
-        let name: String
-        let stat: Stat
+    static func lineName(_ line: Int) -> String { "\(linePrefix)\(line)" }
+
+    /// The line of a `data.<L>` name; nil for any other name.
+    static func line(ofFile name: String) -> Int? {
+        guard name.hasPrefix(linePrefix), let line = Int(name.dropFirst(linePrefix.count)), line > 0, lineName(line) == name else { return nil }
+        return line
     }
 
-    /// Revision N's record: where its bytes are, and what they hash to.
-    struct Record: Equatable {
-        let revision: Int
-        /// The number of the line's first revision.
-        let line: Int
-        let length: Int64
-        /// Milliseconds since 1970 when it was saved.
-        let saved: Int64
-        let sha256: String
-        /// The hash's state after the last whole block of the revision's bytes.
-        let midstate: SHA256Midstate
-
-        static let infix = ".rev."
-
-        var name: String { "\(revision)\(Self.infix)\(line).\(length).\(saved).\(sha256).\(midstate.hex)" }
-
-        init(revision: Int, line: Int, length: Int64, saved: Int64, sha256: String, midstate: SHA256Midstate) {
-            (self.revision, self.line, self.length, self.saved, self.sha256, self.midstate) = (revision, line, length, saved, sha256, midstate)
-        }
-
-        init?(name: String) {
-            guard let infix = name.range(of: Self.infix), let revision = Int(name[..<infix.lowerBound]), revision > 0 else { return nil }
-            let parts = name[infix.upperBound...].split(separator: ".", omittingEmptySubsequences: false)
-            guard parts.count == 5, let line = Int(parts[0]), line > 0, line <= revision, let length = Int64(parts[1]), length > 0,
-                  let saved = Int64(parts[2]), parts[3].utf8.count == 64,
-                  let midstate = SHA256Midstate(hex: parts[4], coveringAtMost: length) else { return nil }
-            self.init(revision: revision, line: line, length: length, saved: saved, sha256: String(parts[3]), midstate: midstate)
-            guard self.name == name else { return nil }
-        }
-
-        var modified: Date { Date(timeIntervalSince1970: Double(saved) / 1000) }
-    }
-
-    /// The journal of a save that appends in place: an empty file `<N>.append.<line>.<from>`,
-    /// made durable before the update is written at byte `from` of the line's file. Bytes of that
-    /// file past its last record's length are a tail no reader may take for a revision: while the
-    /// writer holds the lock, an append under way; once it is gone, left by a killed save, and cut
-    /// by the next to hold the lock. Without an intent, bytes past the last record are no save's
-    /// (the file was changed from outside), and nothing cuts them.
-    struct Intent: Equatable {
-        let revision: Int
-        let line: Int
-        let from: Int64
-
-        static let infix = ".append."
-
-        var name: String { "\(revision)\(Self.infix)\(line).\(from)" }
-
-        init(revision: Int, line: Int, from: Int64) {
-            (self.revision, self.line, self.from) = (revision, line, from)
-        }
-
-        init?(name: String) {
-            guard let infix = name.range(of: Self.infix), let revision = Int(name[..<infix.lowerBound]), revision > 0 else { return nil }
-            let parts = name[infix.upperBound...].split(separator: ".", omittingEmptySubsequences: false)
-            guard parts.count == 2, let line = Int(parts[0]), let from = Int64(parts[1]) else { return nil }
-            self.init(revision: revision, line: line, from: from)
-            guard self.name == name else { return nil }
-        }
-    }
-
-    /// A revision that can be read: `length` bytes from the start of `holder`.
-    struct Kept {
-        let revision: Int
-        let length: Int64
-        /// Nil for an older history's file, hashed when asked.
-        let record: Record?
-        let holder: Entry
-        /// Bytes the writer hashed to write its record (a file no save had kept yet).
-        var hashedToRecord: Int64 = 0
-        /// The line it is in: its holder's.
-        var line: Int { holder.line }
-    }
-
-    /// Everything in the history at one moment: one reading of the directory.
-    struct Listing {
-        var files: [Entry] = []
-        var records: [Int: Record] = [:]
-        var marks: [Mark] = []
-        var intents: [Intent] = []
-
-        /// Whether a file is an older history's revision, whole: `<N>.<ext>` with no record in its
-        /// line. A file of a line that has records is only where they are: appended to in
-        /// place, it holds revisions past its own, so its own revision, once its record is
-        /// pruned, is no longer the whole file.
-        func isWhole(_ file: Entry) -> Bool {
-            file.line == file.revision && records[file.revision] == nil && !records.values.contains { $0.line == file.line }
-        }
-
-        /// Every revision whose bytes are here, oldest first.
-        var kept: [Kept] {
-            var result: [Kept] = []
-            let numbers = Set(records.keys).union(files.filter(isWhole).map(\.revision))
-            for number in numbers.sorted() {
-                if let record = records[number] {
-                    // The newest file of the line long enough to hold it: every file of a line begins
-                    // with the bytes of all its shorter ones (a file appended to in place holds
-                    // revisions numbered past its own). A killed save's record has none.
-                    guard let holder = files.last(where: { $0.line == record.line && $0.stat.size >= record.length })
-                    else { continue }
-                    result.append(Kept(revision: number, length: record.length, record: record, holder: holder))
-                } else if let file = files.first(where: { $0.revision == number && isWhole($0) }) {
-                    result.append(Kept(revision: number, length: file.stat.size, record: nil, holder: file))
-                }
-            }
-            return result
-        }
-
-        /// The revision of the file with `identity` and `size`, when it is one of these.
-        func revision(of identity: FileIdentity, size: Int64) -> Kept? {
-            guard let file = files.last(where: { $0.stat.identity == identity }) else { return nil }
-            let line = file.line
-            if let record = records.values.filter({ $0.line == line && $0.length == size && $0.revision >= line }).max(by: { $0.revision < $1.revision }) {
-                return Kept(revision: record.revision, length: size, record: record, holder: file)
-            }
-            if isWhole(file) && file.stat.size == size {
-                return Kept(revision: file.revision, length: size, record: nil, holder: file)
-            }
+    /// The log as it is now; nil when there is none (a history no save has made yet, or one of
+    /// an older layout, which the first holder of the lock migrates).
+    func read(_ cache: HistoryCache) throws(DocumentError) -> HistoryState? {
+        let log: FileDescriptor
+        do {
+            log = try directory.openForReading(HistoryLog.fileName)
+        } catch .noSuchFileOrDirectory {
             return nil
+        } catch {
+            throw .system("open the revision log of \(name)", error)
         }
-
-        /// For a file of the history longer than any of its line's records: the revision it holds
-        /// below an append's tail (an append under way, or one a killed save left), when an intent
-        /// says the tail is an append's.
-        func committedPrefix(of identity: FileIdentity, size: Int64) -> Kept? {
-            guard let file = files.last(where: { $0.stat.identity == identity }),
-                  let record = records.values.filter({ $0.line == file.line && $0.length < size }).max(by: { $0.length < $1.length }),
-                  record.revision >= file.revision,
-                  intents.contains(where: { $0.line == file.line && $0.from == record.length && $0.revision == record.revision + 1 }) else { return nil }
-            return Kept(revision: record.revision, length: record.length, record: record, holder: file)
+        defer { try? log.close() }
+        do {
+            return try cache.state(of: log, for: directory.path)
+        } catch {
+            throw error.documentError(name)
         }
     }
 
-    /// Reads the directory once: files (with their `stat`), records and marks.
-    func listing() throws(Errno) -> Listing {
-        var listing = Listing()
-        for name in try directory.names() {
-            if let record = Record(name: name) {
-                listing.records[record.revision] = record
-            } else if let mark = Mark(name: name) {
-                listing.marks.append(mark)
-            } else if let intent = Intent(name: name) {
-                listing.intents.append(intent)
-            } else if let (revision, line) = fileNumbers(name), let stat = try directory.stat(name), stat.isRegularFile {
-                listing.files.append(Entry(revision: revision, line: line, name: name, stat: stat))
+    /// Whether the folder holds files of an older layout (and no log).
+    func hasLegacyFiles() -> Bool {
+        ((try? directory.names()) ?? []).contains { LegacyHistory.isLegacyName($0) }
+    }
+}
+
+/// The parsed logs, each kept with where it ended, so that a read parses only what was added
+/// since (a document listed a thousand times after a thousand saves reads each record once).
+final class HistoryCache: @unchecked Sendable {
+    // @unchecked: the table is only touched under `lock`.
+    private struct Entry {
+        var identity: FileIdentity
+        var reading: HistoryLog.Reading
+        var state: HistoryState
+    }
+
+    private let lock = NSLock()
+    private var table: [String: Entry] = [:]
+    private let capacity = 4096
+
+    enum Failure: Error {
+        case read(Errno)
+        case format(HistoryLog.ReadError)
+
+        func documentError(_ name: String) -> DocumentError {
+            switch self {
+            case .read(let error): return .system("read the revision log of \(name)", error)
+            case .format(.notALog): return .unreadable(name: name, reason: "damaged", message: "its revision log is not one (no header): move .canvas-revisions/\(name) away to start a new history")
+            case .format(.newerVersion(let version)):
+                return .unreadable(name: name, reason: "damaged", message: "its revision log is of format \(version), written by a newer canvas bridge")
             }
         }
-        listing.files.sort { $0.revision < $1.revision }
-        listing.marks.sort { $0.revision < $1.revision }
-        return listing
     }
 
-    /// Leaves an empty file of this name in the history (an append's intent, a revision's
-    /// record, a save's mark: all they say is in the name); made durable by the directory's
-    /// next flush.
-    func leave(_ name: String) throws(Errno) {
-        let file = try directory.create(name)
-        try Errno.rethrowing { try file.close() }
-    }
-
-    func entryName(_ revision: Int, line: Int) -> String { line == revision ? "\(revision).\(kind)" : "\(revision)-\(line).\(kind)" }
-
-    /// The revision and line of a file's name, `<N>.<ext>` or `<N>-<L>.<ext>` (L < N); nil for
-    /// any other name.
-    func fileNumbers(_ name: String) -> (Int, Int)? {
-        guard let dot = name.firstIndex(of: "."), name[name.index(after: dot)...] == kind else { return nil }
-        let numbers = name[..<dot].split(separator: "-", omittingEmptySubsequences: false)
-        guard numbers.count <= 2, let revision = Int(numbers[0]), revision > 0,
-              let line = numbers.count == 2 ? Int(numbers[1]) : revision, line > 0, line <= revision,
-              entryName(revision, line: line) == name else { return nil }
-        return (revision, line)
-    }
-
-        /// What a save left for the request that made it, to be found if that request runs again.
-    struct Mark: Equatable {
-        let revision: Int
-        /// Who made it: an opaque key of ASCII letters and digits, from the request.
-        let key: String
-        let pageCount: Int
-        let sha256: String
-
-        static let infix = ".madeby."
-
-        var name: String { "\(revision)\(Self.infix)\(key).\(pageCount).\(sha256)" }
-
-        init(revision: Int, key: String, pageCount: Int, sha256: String) {
-            (self.revision, self.key, self.pageCount, self.sha256) = (revision, key, pageCount, sha256)
+    func state(of log: FileDescriptor, for key: String) throws(Failure) -> HistoryState {
+        let stat: Stat
+        do {
+            stat = try Errno.rethrowing { try log.stat() }
+        } catch {
+            throw .read(error)
         }
-
-        init?(name: String) {
-            guard let infix = name.range(of: Self.infix), let revision = Int(name[..<infix.lowerBound]), revision > 0 else { return nil }
-            let parts = name[infix.upperBound...].split(separator: ".", omittingEmptySubsequences: false)
-            guard parts.count == 3, let pageCount = Int(parts[1]) else { return nil }
-            self.init(revision: revision, key: String(parts[0]), pageCount: pageCount, sha256: String(parts[2]))
-            guard self.name == name else { return nil }
+        let known = lock.withLock { table[key] }
+        if let known, known.identity == stat.identity, known.reading.end <= stat.size, !known.reading.damagedTail || known.reading.end < stat.size {
+            if known.reading.end == stat.size { return known.state }
+            let bytes = try read(log, from: known.reading.end, to: stat.size)
+            guard case .success(let more) = HistoryLog.parse(bytes, resuming: known.reading) else { return known.state }
+            var state = known.state
+            for record in more.records { state.apply(record) }
+            remember(key, Entry(identity: stat.identity, reading: more, state: state))
+            return state
+        }
+        let bytes = try read(log, from: 0, to: stat.size)
+        switch HistoryLog.parse(bytes) {
+        case .failure(let error): throw .format(error)
+        case .success(let reading):
+            var state = HistoryState()
+            for record in reading.records { state.apply(record) }
+            remember(key, Entry(identity: stat.identity, reading: reading, state: state))
+            return state
         }
     }
 
-    /// The entries to remove so that `keep` revisions remain, the current one included: always
-    /// revision 1 and the newest.
-    static func prunable(_ kept: [Kept], keep: Int) -> [Kept] {
-        let newest = Set(kept.suffix(max(1, keep - 1)).map(\.revision))
-        return kept.filter { $0.revision != 1 && !newest.contains($0.revision) }
+    /// Forgets a log written anew (a compaction or a migration renames a new file into place).
+    func forget(_ key: String) {
+        lock.withLock { table[key] = nil }
     }
 
-    /// The files no revision but `dropped` needs: in each line only the newest file is read (it
-    /// holds all the line's revisions), and a line none of whose other revisions is kept needs
-    /// none. Removed before the records of `dropped`, so a pruning killed half-way keeps a
-    /// revision too many, never loses one.
-    static func unneededFiles(_ listing: Listing, dropping dropped: Set<Int>) -> [Entry] {
-        let lines = Set(listing.kept.filter { !dropped.contains($0.revision) }.map(\.line))
-        var newest: [Int: Int] = [:]
-        for file in listing.files { newest[file.line] = max(newest[file.line] ?? 0, file.revision) }
-        return listing.files.filter { file in
-            let line = file.line
-            return !lines.contains(line) || newest[line] != file.revision
+    private func remember(_ key: String, _ entry: Entry) {
+        lock.withLock {
+            if table.count >= capacity, table[key] == nil { table.removeAll(keepingCapacity: true) }
+            table[key] = entry
         }
     }
 
-    /// Removes what killed saves left: only ever called under the document's write lock, when no
-    /// writer of this document can be alive but the caller.
-    func removeAbandonedTemporaries() throws(Errno) {
-        for name in try directory.names() where name.hasPrefix(Self.temporaryPrefix) {
-            try directory.remove(name)
+    private func read(_ log: FileDescriptor, from start: Int64, to end: Int64) throws(Failure) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: Int(end - start))
+        var done = 0
+        while done < bytes.count {
+            let count: Int
+            do {
+                count = try Errno.rethrowing {
+                    try bytes.withUnsafeMutableBytes { raw in
+                        try log.read(fromAbsoluteOffset: start + Int64(done), into: UnsafeMutableRawBufferPointer(rebasing: raw[done...]))
+                    }
+                }
+            } catch {
+                throw .read(error)
+            }
+            if count == 0 { break }
+            done += count
         }
+        return Array(bytes[..<done])
+    }
+}
+
+/// A history's one writer: holds the document's lock from `init` to `close()` (or its last
+/// reference), and appends to its log.
+final class HistoryWriter {
+    let history: RevisionHistory
+    private let lockFile: FileDescriptor
+    private var log: FileDescriptor
+    private(set) var state: HistoryState
+    private var end: Int64
+    private var chain: [UInt8]
+
+    /// Takes the lock (waiting for it, or, with `wait` false, returning nil when another holds
+    /// it) and opens the log: cutting a torn tail off, migrating an older layout, or starting an
+    /// empty log where there is none.
+    init?(_ history: RevisionHistory, wait: Bool, migrate: () throws -> [HistoryRecord]) throws(DocumentError) {
+        self.history = history
+        let name = history.name
+        do {
+            lockFile = FileDescriptor(rawValue: try Directory.check {
+                openat(history.directory.descriptor.rawValue, RevisionHistory.lockName, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o644)
+            })
+        } catch {
+            throw .system("open the lock of \(name)", error)
+        }
+        do {
+            if wait {
+                try FileLock.lock(lockFile)
+            } else if try !FileLock.tryLock(lockFile) {
+                try? lockFile.close()
+                return nil
+            }
+        } catch {
+            try? lockFile.close()
+            throw .system("lock \(name)", error)
+        }
+        do {
+            if (try? history.directory.stat(HistoryLog.fileName)) == nil {
+                try Self.writeWhole(history, try migrate())
+            }
+            log = try history.directory.openForReadingAndWriting(HistoryLog.fileName)
+            let (reading, size) = try Self.readLog(log, name)
+            var state = HistoryState()
+            for record in reading.records { state.apply(record) }
+            self.state = state
+            end = reading.end
+            chain = reading.chain
+            if reading.damagedTail || reading.end < size {
+                // A record torn by a killed writer (or damage): what follows the last good
+                // record is no record. Cut it before appending, or the new records would
+                // follow bytes no reader gets past.
+                try Directory.check { ftruncate(log.rawValue, off_t(reading.end)) }
+                try Directory.check { fdatasync(log.rawValue) }
+            }
+        } catch let error as DocumentError {
+            try? lockFile.close()
+            throw error
+        } catch let error as Errno {
+            try? lockFile.close()
+            throw .system("open the revision log of \(name)", error)
+        } catch {
+            try? lockFile.close()
+            throw .io(operation: "open the revision log of \(name)", message: "\(error)")
+        }
+    }
+
+    /// The whole log, parsed, and its size on disk.
+    private static func readLog(_ log: FileDescriptor, _ name: String) throws -> (HistoryLog.Reading, Int64) {
+        let size = try Errno.rethrowing { try log.stat() }.size
+        var bytes = [UInt8](repeating: 0, count: Int(size))
+        var done = 0
+        while done < bytes.count {
+            let count = try bytes.withUnsafeMutableBytes { raw in
+                try Errno.rethrowing { try log.read(fromAbsoluteOffset: Int64(done), into: UnsafeMutableRawBufferPointer(rebasing: raw[done...])) }
+            }
+            if count == 0 { break }
+            done += count
+        }
+        switch HistoryLog.parse(Array(bytes[..<done])) {
+        case .failure(let error): throw HistoryCache.Failure.format(error).documentError(name)
+        case .success(let reading): return (reading, size)
+        }
+    }
+
+    deinit { close() }
+
+    private var closed = false
+
+    func close() {
+        guard !closed else { return }
+        closed = true
+        try? log.close()
+        FileLock.unlock(lockFile)
+        try? lockFile.close()
+    }
+
+    /// Appends records to the log; with `durable`, flushed before it returns (what follows
+    /// depends on them being there after a crash).
+    func append(_ records: [HistoryRecord], durable: Bool) throws(DocumentError) {
+        var bytes: [UInt8] = []
+        var next = chain
+        for record in records {
+            let framed = HistoryLog.frame(record, after: next)
+            bytes += framed.bytes
+            next = framed.chain
+        }
+        do {
+            _ = try Errno.rethrowing { try log.writeAll(toAbsoluteOffset: end, bytes) }
+            if durable { try Directory.check { fdatasync(log.rawValue) } }
+        } catch {
+            // Whatever part of it reached the file is a torn tail, which readers stop before and
+            // the next writer cuts: the records were not made.
+            throw .system("write the revision log of \(history.name)", error)
+        }
+        end += Int64(bytes.count)
+        chain = next
+        for record in records { state.apply(record) }
+    }
+
+    /// Writes the log anew from `records` (a migration's, or the live part of a long one), and
+    /// puts it in place in one rename.
+    static func writeWhole(_ history: RevisionHistory, _ records: [HistoryRecord]) throws(Errno) {
+        let temporary = RevisionHistory.temporaryPrefix + "log.\(getpid()).\(UInt32.random(in: 0...UInt32.max))"
+        let out = try history.directory.create(temporary)
+        defer { try? out.close() }
+        var (bytes, chain) = HistoryLog.header(salt: HistoryLog.newSalt())
+        for record in records {
+            let framed = HistoryLog.frame(record, after: chain)
+            bytes += framed.bytes
+            chain = framed.chain
+        }
+        do {
+            _ = try Errno.rethrowing { try out.writeAll(bytes) }
+            try Directory.check { fsync(out.rawValue) }
+            try history.directory.rename(temporary, to: history.directory, as: HistoryLog.fileName)
+            try history.directory.sync()
+        } catch {
+            try? history.directory.remove(temporary)
+            throw error
+        }
+    }
+
+    /// Writes the log again with only what is live, once most of it is about revisions no
+    /// longer kept: a log that only grew would cost every first read of it more each save.
+    func compactIfLong(_ cache: HistoryCache) {
+        guard state.stale >= 256, state.stale * 2 >= state.records else { return }
+        var records = [HistoryRecord.base(next: state.next)]
+        records += state.kept
+        if let current = state.current, state.revisions[current.revision] != nil {
+            records.append(.identity(current.revision, document: current.document))
+        }
+        for (line, file) in state.lines.sorted(by: { $0.key < $1.key }) where state.neededLines[line] != nil {
+            records.append(.seal(line, file))
+        }
+        do {
+            try Self.writeWhole(history, records)
+            let reopened = try history.directory.openForReadingAndWriting(HistoryLog.fileName)
+            try? log.close()
+            log = reopened
+            let (reading, _) = try Self.readLog(log, history.name)
+            var state = HistoryState()
+            for record in reading.records { state.apply(record) }
+            (self.state, end, chain) = (state, reading.end, reading.chain)
+            cache.forget(history.directory.path)
+        } catch {
+            // Not compacted: the long log is still whole and right.
+        }
+    }
+}
+
+extension Directory {
+    /// Opens the existing file `name` for reading and writing, never following a link.
+    func openForReadingAndWriting(_ name: String) throws(Errno) -> FileDescriptor {
+        FileDescriptor(rawValue: try Self.check {
+            openat(descriptor.rawValue, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
+        })
     }
 }
 

@@ -54,37 +54,43 @@ extension DocumentStore {
 
     /// Throws `notFound` when `name` is not a document, and `conflict` when it is not at
     /// `expectedRevision`: an upload of a next revision asks before its bytes are sent, and
-    /// again, under the document's lock, when it is stored. Reads no content (an open, a stat and
-    /// the revisions folder's names; but for a file without an entry the size of the newest, two
-    /// hashes, see `lineage`), so asking it costs about what `requireFree` does.
+    /// again, under the document's lock, when it is stored. Reads no content of a document the
+    /// history has seen as it is (an open, a stat and the history's log); one another program
+    /// changed is settled first (see `reading`).
     public func require(_ name: String, at expectedRevision: Int) throws(DocumentError) {
-        let file = try openDocument(name)
-        let history = try history(name, create: false)
-        let listing = try listing(history, name)
-        var revision = listing.revision(of: file.stat.identity, size: file.stat.size)?.revision ?? 0
-        if revision == 0 { revision = (try lineage(file, name, history, listing).last?.revision ?? 0) + 1 }
+        let (_, revision, _, _) = try reading(name, hashing: false) { (_) throws(DocumentError) in () }
         if revision != expectedRevision { throw .conflict(name: name, expected: expectedRevision, current: revision) }
     }
 
     /// Stores checked bytes: as the next revision of `name` when `expectedRevision` is given
     /// (the same atomic save as a flatten, under the document's lock), or as a new document,
-    /// which must not exist yet (written to a hidden file, flushed, then linked under its name
-    /// in one step that fails if the name was taken meanwhile).
+    /// which must not exist yet (written aside, flushed, then linked under its name in one step
+    /// that fails if the name was taken meanwhile). A name whose document was deleted from the
+    /// folder still has its history: the upload continues it, as its next revision.
     public func store(upload spool: UploadSpool, as name: String, expectedRevision: Int?) throws(DocumentError) -> DocumentSummary {
         try Self.check(name)
+        func saveUpload(_ current: OpenFile?, _ writer: HistoryWriter) throws(DocumentError) -> DocumentSummary {
+            // Its pages are counted once it is the document (the caller's check counted them
+            // in a copy); no key is kept with it, so the count the save is given is not kept.
+            let saved = try save(name, writer, replacing: current, extending: nil, madeBy: nil, source: "upload") { (out, hasher, cost) throws(DocumentError) in
+                try copy(spool.file, from: 0, to: out, &hasher, &cost)
+                return Written(hashing: .fed, pageCount: 0)
+            }
+            let pages = try pdf(name, try openDocument(name)).pageCount
+            return DocumentSummary(name: name, revision: saved.revision, pageCount: pages, sha256: saved.sha256)
+        }
         if let expectedRevision {
-            return try writing(name, expectedRevision: expectedRevision) { (_, history, kept) throws(DocumentError) in
-                // Its pages are counted once it is the document (the caller's check counted them
-                // in a copy); no mark is left, so the count the save is given is not kept.
-                let saved = try save(name, history, as: kept.revision + 1, extending: nil, madeBy: nil) { (out, hasher, cost) throws(DocumentError) in
-                    try copy(spool.file, from: 0, to: out, &hasher, &cost)
-                    return Written(hashing: .fed, pageCount: 0)
-                }
-                let pages = try pdf(name, try openDocument(name)).pageCount
-                return DocumentSummary(name: name, revision: saved.revision, pageCount: pages, sha256: saved.sha256)
+            return try writing(name, expectedRevision: expectedRevision) { (current, writer, _) throws(DocumentError) in
+                try saveUpload(current, writer)
             }
         }
         try requireFree(name)
+        if try history(name, create: false) != nil {
+            return try writing(name, expectedRevision: nil, allowingNone: true) { (current, writer, _) throws(DocumentError) in
+                guard current == nil else { throw .alreadyExists(name: name) }
+                return try saveUpload(nil, writer)
+            }
+        }
         let temporary = Self.uploadPrefix + "\(getpid()).\(UInt32.random(in: 0...UInt32.max))"
         let out: FileDescriptor
         do {

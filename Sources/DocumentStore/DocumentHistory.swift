@@ -1,0 +1,394 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+import SystemPackage
+
+/// How the store reads and writes a document's history (`RevisionHistory`, `HistoryLog`).
+///
+/// The document file is the revision the log last saw it as, exactly when its identity (device,
+/// inode, size, modification and change times) is the one the log recorded. Anything else is a
+/// change no save of the store made: another program wrote the file in place, renamed another
+/// over it, appended to it or cut it, or a save of the store was killed half-way. The next
+/// holder of the document's lock settles it (`settle`): it finishes or abandons the killed
+/// save, and keeps a file with new bytes as the next revision (copied into the history, with
+/// its real sha256), or notes that a file with the current revision's bytes is still that
+/// revision. Readers settle too when no writer holds the lock; while one does, they wait for it.
+extension DocumentStore {
+    /// What a document's history folder holds.
+    enum Seen {
+        /// No history: the document has never been saved (it is revision 1, as it is).
+        case none
+        /// A history of an older layout, which the first holder of the lock migrates.
+        case legacy
+        case log(HistoryState)
+    }
+
+    /// The document's revision history; nil when there is none (nothing kept yet), or when
+    /// something that is not a directory stands where it belongs (readers read on, revision 1
+    /// then, and a save refuses with that cause until it is moved away).
+    func history(_ name: String, create: Bool) throws(DocumentError) -> RevisionHistory? {
+        do {
+            return RevisionHistory(directory: try revisionsRoot.directory(name, create: create), name: name)
+        } catch .noSuchFileOrDirectory where !create {
+            return nil
+        } catch .notDirectory where !create {
+            return nil
+        } catch {
+            throw .system("open the revisions of \(name)", error)
+        }
+    }
+
+    func seen(_ history: RevisionHistory?) throws(DocumentError) -> Seen {
+        guard let history else { return .none }
+        if let state = try history.read(histories) { return .log(state) }
+        return history.hasLegacyFiles() ? .legacy : .none
+    }
+
+    /// Takes the document's lock, as its one writer: with `wait` false, nil when another holds it.
+    func writer(_ name: String, _ history: RevisionHistory, wait: Bool) throws(DocumentError) -> HistoryWriter? {
+        let folderChanged = (try? history.directory.descriptor.stat())?.rawValue.st_mtim ?? timespec()
+        return try HistoryWriter(history, wait: wait) { [self] in
+            let document = try? openDocument(name)
+            return try LegacyHistory.migrate(history, document: document, folderChanged: folderChanged) { (length) throws(DocumentError) in
+                guard let document else { return nil }
+                return try cut(name, document, to: length)
+            }
+        }
+    }
+
+    /// Reads the current document with `body`, and names the revision of what it read. Takes no
+    /// lock: what it read is the revision whose identity the file had throughout the read. A
+    /// file the history has not seen (changed by another program, or by a save under way) is
+    /// settled first, under the lock, when no writer holds it; while one does, the read waits
+    /// for it. With `hashing` false, a document no save has touched is not hashed (its sha256 is
+    /// then empty): for callers that want only its number.
+    func reading<T>(_ name: String, hashing: Bool = true, _ body: (OpenFile) throws(DocumentError) -> T) throws(DocumentError)
+        -> (T, revision: Int, sha256: String, kept: [HistoryRecord]) {
+        for attempt in 0..<Self.readAttempts {
+            let file = try openDocument(name)
+            let outcome: Result<T, DocumentError>
+            do {
+                outcome = .success(try body(file))
+            } catch {
+                outcome = .failure(error)
+            }
+            // Written while it was read (an append, another program): read it again.
+            guard let after = try? file.descriptor.stat(), FileSnapshot(after) == FileSnapshot(file.stat) else { continue }
+            let history = try history(name, create: false)
+            let last = attempt == Self.readAttempts - 1
+            switch try seen(history) {
+            case .none:
+                return (try outcome.get(), 1, hashing ? try hash(file, name) : "", [])
+            case .log(let state):
+                if let revision = state.revision(of: FileSnapshot(file.stat)), let number = revision.revision, let sha256 = revision.sha256 {
+                    return (try outcome.get(), number, sha256, state.kept)
+                }
+                if last {
+                    // A writer held the lock throughout: what the file is now is not kept yet. It
+                    // will be the next revision, with these bytes, unless it changes again first.
+                    return (try outcome.get(), state.next, try hash(file, name), state.kept)
+                }
+            case .legacy:
+                break
+            }
+            guard let history, try settleIfIdle(name, history) else {
+                // A writer is at work: its save, or its settling, takes a few milliseconds.
+                usleep(5_000)
+                continue
+            }
+        }
+        throw .unreadable(name: name, reason: "busy", message: "it was saved over \(Self.readAttempts) times while being read; try again")
+    }
+
+    /// Settles the document when nobody holds its lock; false when somebody does.
+    func settleIfIdle(_ name: String, _ history: RevisionHistory) throws(DocumentError) -> Bool {
+        guard let writer = try writer(name, history, wait: false) else { return false }
+        defer { writer.close() }
+        _ = try settle(name, writer)
+        return true
+    }
+
+    /// The history of a document that is not in the folder (deleted), settled; nil when it has
+    /// none.
+    func historyWithoutDocument(_ name: String) throws(DocumentError) -> HistoryState? {
+        guard let history = try history(name, create: false) else { return nil }
+        switch try seen(history) {
+        case .none: return nil
+        case .log(let state) where state.pending == nil: return state
+        case .log, .legacy:
+            guard let writer = try writer(name, history, wait: true) else { return nil }
+            defer { writer.close() }
+            _ = try settle(name, writer)
+            return writer.state
+        }
+    }
+
+    /// Under the lock: puts right what a killed save left, removes what no kept revision needs,
+    /// and makes the document file a revision (see the type's comment). Returns the document
+    /// file, open, or nil when there is none.
+    func settle(_ name: String, _ writer: HistoryWriter) throws(DocumentError) -> OpenFile? {
+        let history = writer.history
+        do {
+            // A replacing save committed, then killed before or after its rename.
+            if let pending = writer.state.pending, let temporary = pending.temporary, let number = pending.revision, let made = pending.document {
+                let now = try root.stat(name)
+                if let now, now.identity == made.identity {
+                    try writer.append([.identity(number, document: FileSnapshot(now))], durable: false)
+                } else if let left = try history.directory.stat(temporary), left.identity == made.identity,
+                          now == nil || writer.state.current?.document == FileSnapshot(now!) {
+                    // Killed before its rename, and nothing else has changed the document since:
+                    // the save is committed, so it is finished.
+                    try place(temporary, history, as: name, replacing: now != nil)
+                    if let placed = try root.stat(name), placed.identity == made.identity {
+                        try writer.append([.identity(number, document: FileSnapshot(placed))], durable: false)
+                    }
+                } else {
+                    try writer.append([.abandoned(number)], durable: true)
+                }
+            }
+            // An append in place killed before its commit: its bytes are cut off the document,
+            // once the bytes before them are checked to be the revision it appended to (another
+            // program may have written the file since: then it is that program's, kept below).
+            if let intent = writer.state.intent, let number = intent.revision, let from = intent.from, let before = intent.document {
+                if let now = try root.stat(name), now.identity == before.identity, now.size > from,
+                   let appendedTo = writer.state.current.flatMap({ writer.state.revisions[$0.revision] }), appendedTo.length == from {
+                    let file = try root.openForReadingAndWriting(name)
+                    defer { try? file.close() }
+                    if try Errno.rethrowing({ try file.stat() }).identity == before.identity,
+                       try SHA256Hasher.prefixDigests(file, lengths: [from])[from]?.0 == appendedTo.sha256 {
+                        try Directory.check { ftruncate(file.rawValue, off_t(from)) }
+                        try Directory.check { fsync(file.rawValue) }
+                    }
+                }
+                try writer.append([.abandoned(number)], durable: false)
+            }
+            // Whatever else is in the folder: a killed save's files and tails, the files of
+            // revisions pruned, an older layout's files once migrated, anything put there by hand.
+            let needed = writer.state.neededLines
+            var seals: [HistoryRecord] = []
+            for file in try history.directory.names() where file != HistoryLog.fileName && file != RevisionHistory.lockName {
+                if let line = RevisionHistory.line(ofFile: file), let length = needed[line] {
+                    if let stat = try history.directory.stat(file), stat.size > length, let snapshot = try shorten(file, history, to: length) {
+                        seals.append(.seal(line, snapshot))
+                    }
+                    continue
+                }
+                try history.directory.remove(file)
+            }
+            if !seals.isEmpty { try writer.append(seals, durable: false) }
+        } catch let error as Errno {
+            throw .system("repair the revisions of \(name)", error)
+        } catch let error as DocumentError {
+            throw error
+        } catch {
+            throw .io(operation: "repair the revisions of \(name)", message: "\(error)")
+        }
+        let file: OpenFile
+        do {
+            file = try openDocument(name)
+        } catch .notFound {
+            return nil
+        }
+        let snapshot = FileSnapshot(file.stat)
+        // No revision is an empty file: it is no PDF, and most likely one being written.
+        guard writer.state.revision(of: snapshot) == nil, file.stat.size > 0 else { return file }
+        let (sha256, midstate) = try hashWithState(file, name)
+        if let current = writer.state.current, writer.state.revisions[current.revision]?.sha256 == sha256 {
+            try writer.append([.identity(current.revision, document: snapshot)], durable: false)
+            return file
+        }
+        try keep(name, file, sha256: sha256, midstate: midstate, writer, source: writer.state.revisions.isEmpty ? "original" : "outside")
+        return file
+    }
+
+    /// Keeps the document file's bytes as the next revision, in a line of its own: a copy only
+    /// canvasd writes, made durable and named in the log before anything depends on it.
+    func keep(_ name: String, _ file: OpenFile, sha256: String, midstate: SHA256Midstate, _ writer: HistoryWriter, source: String) throws(DocumentError) {
+        let history = writer.history
+        let number = writer.state.next
+        let temporary = RevisionHistory.temporaryPrefix + "keep.\(getpid()).\(UInt32.random(in: 0...UInt32.max))"
+        let lineName = RevisionHistory.lineName(number)
+        do {
+            let out = try history.directory.create(temporary, readable: true)
+            defer { try? out.close() }
+            do {
+                var cost = SaveCost()
+                try FileCopy.copyPrefix(file.descriptor, length: file.stat.size, to: out, &cost)
+                try Directory.check { fsync(out.rawValue) }
+                // Written meanwhile, the copy may be no one version of it: keep nothing now.
+                guard FileSnapshot(try Errno.rethrowing { try file.descriptor.stat() }) == FileSnapshot(file.stat),
+                      try root.stat(name)?.identity == file.stat.identity else {
+                    throw DocumentError.io(operation: "keep \(name) as revision \(number)", message: "another program wrote it meanwhile; try again")
+                }
+                try history.directory.rename(temporary, to: history.directory, as: lineName)
+                try history.directory.sync()
+            } catch {
+                try? history.directory.remove(temporary)
+                throw error
+            }
+            let line = FileSnapshot(try Errno.rethrowing { try out.stat() })
+            try writer.append([.revision(number, line: number, length: file.stat.size, sha256: sha256, state: midstate,
+                                         saved: Self.milliseconds(file.stat), source: source, document: FileSnapshot(file.stat), lineFile: line)],
+                              durable: true)
+        } catch let error as Errno {
+            throw .system("keep \(name) as revision \(number)", error)
+        } catch let error as DocumentError {
+            throw error
+        } catch {
+            throw .io(operation: "keep \(name) as revision \(number)", message: "\(error)")
+        }
+    }
+
+    /// Moves a committed save's new file into the document's place: over the document, or, where
+    /// there is none (deleted; a restore brings it back), only if the name is still free.
+    func place(_ temporary: String, _ history: RevisionHistory, as name: String, replacing: Bool) throws {
+        if replacing {
+            try history.directory.rename(temporary, to: root, as: name)
+        } else {
+            do {
+                try history.directory.link(temporary, to: root, as: name)
+            } catch .fileExists {
+                throw DocumentError.alreadyExists(name: name)
+            }
+            try history.directory.remove(temporary)
+        }
+        try root.sync()
+    }
+
+    /// Cuts a line's file to `length`; its snapshot after, or nil when it is gone.
+    func shorten(_ file: String, _ history: RevisionHistory, to length: Int64) throws(Errno) -> FileSnapshot? {
+        guard let writer = try? history.directory.openForWriting(file) else {
+            if try history.directory.stat(file) == nil { return nil }
+            throw .ioError
+        }
+        defer { try? writer.close() }
+        try Directory.check { ftruncate(writer.rawValue, off_t(length)) }
+        try Directory.check { fdatasync(writer.rawValue) }
+        return FileSnapshot(try Errno.rethrowing { try writer.stat() })
+    }
+
+    /// Cuts the document to `length` (a tail an append of an older layout left); its stat after.
+    func cut(_ name: String, _ file: OpenFile, to length: Int64) throws(DocumentError) -> Stat? {
+        do {
+            let writer = try root.openForWriting(name)
+            defer { try? writer.close() }
+            guard try Errno.rethrowing({ try writer.stat() }).identity == file.stat.identity else { return nil }
+            try Directory.check { ftruncate(writer.rawValue, off_t(length)) }
+            try Directory.check { fsync(writer.rawValue) }
+            return try Errno.rethrowing { try writer.stat() }
+        } catch {
+            throw .system("cut the uncommitted end of \(name)", error)
+        }
+    }
+
+    func hashWithState(_ file: OpenFile, _ name: String) throws(DocumentError) -> (String, SHA256Midstate) {
+        do {
+            let (sha256, midstate, _) = try hashes.hashWithState(file.descriptor, file.stat, budget: hashBudget)
+            return (sha256, midstate)
+        } catch .timedOut {
+            throw .unreadable(name: name, reason: "timeout", message: "hashing its \(file.stat.size) bytes took longer than \(hashBudget)")
+        } catch {
+            throw .system("read \(name)", error)
+        }
+    }
+
+    /// A kept revision's file, open, checked: its bytes are the ones the log names, or it is
+    /// refused. The line's file as the last writer left it is trusted; one changed since (by
+    /// hand, or damage) is read again and compared with the revision's sha256.
+    func openKept(_ name: String, _ record: HistoryRecord, _ state: HistoryState) throws(DocumentError) -> OpenFile {
+        guard let line = record.line, let length = record.length, let sha256 = record.sha256, let number = record.revision,
+              let history = try history(name, create: false) else { throw .revisionNotFound(name: name, revision: record.revision ?? 0) }
+        let file: OpenFile
+        do {
+            file = try openRegular(history.directory, RevisionHistory.lineName(line), document: name)
+        } catch .notFound {
+            throw .unreadable(name: name, reason: "damaged", message: "the file holding revision \(number) is gone from its history")
+        }
+        if let sealed = state.lines[line], sealed == FileSnapshot(file.stat) { return file }
+        let digest: String?
+        do {
+            digest = file.stat.size >= length ? try SHA256Hasher.prefixDigests(file.descriptor, lengths: [length])[length]?.0 : nil
+        } catch {
+            throw .system("read revision \(number) of \(name)", error)
+        }
+        guard digest == sha256 else {
+            throw .unreadable(name: name, reason: "damaged", message: "the kept bytes of revision \(number) were changed outside canvas bridge; they are not served")
+        }
+        return file
+    }
+
+    /// The kept revisions, oldest first, the current one last. A document deleted from the
+    /// folder still has its history: listed with none current.
+    public func revisions(_ name: String) throws(DocumentError) -> [RevisionSummary] {
+        try Self.check(name)
+        let currentFile: Stat, current: Int, currentHash: String, kept: [HistoryRecord]
+        do throws(DocumentError) {
+            (currentFile, current, currentHash, kept) = try reading(name) { (file) throws(DocumentError) in file.stat }
+        } catch .notFound(let missing) where missing == name {
+            guard let state = try historyWithoutDocument(name), !state.revisions.isEmpty else { throw .notFound(name) }
+            return state.kept.map { summary(of: $0, current: false) }
+        }
+        var result = kept.filter { ($0.revision ?? 0) < current }.map { summary(of: $0, current: false) }
+        result.append(RevisionSummary(revision: current, bytes: currentFile.size, modified: Self.modified(currentFile), current: true,
+                                      sha256: currentHash))
+        return result
+    }
+
+    private func summary(of record: HistoryRecord, current: Bool) -> RevisionSummary {
+        RevisionSummary(revision: record.revision ?? 0, bytes: record.length ?? 0,
+                        modified: Date(timeIntervalSince1970: Double(record.saved ?? 0) / 1000), current: current, sha256: record.sha256 ?? "")
+    }
+
+    /// Removes the revisions past what `keepRevisions` keeps (never revision 1, never the
+    /// newest), then cuts or removes the line files only they needed. The save has happened: a
+    /// failure here is finished by the next writer's `settle`, so it is not reported.
+    func prune(_ writer: HistoryWriter) {
+        let numbers = writer.state.kept.compactMap(\.revision)
+        let newest = Set(numbers.suffix(max(1, keepRevisions - 1)))
+        let victims = numbers.filter { $0 != 1 && !newest.contains($0) }
+        if !victims.isEmpty {
+            do {
+                try writer.append([.pruned(victims)], durable: true)
+                let needed = writer.state.neededLines
+                var seals: [HistoryRecord] = []
+                for file in try writer.history.directory.names() {
+                    guard let line = RevisionHistory.line(ofFile: file) else { continue }
+                    if let length = needed[line] {
+                        if let stat = try writer.history.directory.stat(file), stat.size > length,
+                           let snapshot = try shorten(file, writer.history, to: length) {
+                            seals.append(.seal(line, snapshot))
+                        }
+                    } else {
+                        try writer.history.directory.remove(file)
+                        seals.append(.seal(line, nil))
+                    }
+                }
+                if !seals.isEmpty { try writer.append(seals, durable: false) }
+            } catch {
+                // Left for the next writer's settle.
+            }
+        }
+        writer.compactIfLong(histories)
+    }
+
+    static func milliseconds(_ stat: Stat) -> Int64 {
+        Int64(stat.rawValue.st_mtim.tv_sec) * 1000 + Int64(stat.rawValue.st_mtim.tv_nsec) / 1_000_000
+    }
+
+    static func now() -> Int64 {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
+    }
+
+    /// At start-up, settles each history a killed save left files in, when no writer holds it.
+    func settleLeftovers() {
+        for name in (try? revisionsRoot.names()) ?? [] where (try? Self.check(name)) != nil {
+            guard let history = try? history(name, create: false),
+                  ((try? history.directory.names()) ?? []).contains(where: { $0.hasPrefix(RevisionHistory.temporaryPrefix) }),
+                  (try? history.read(histories)) != nil else { continue }
+            _ = try? settleIfIdle(name, history)
+        }
+    }
+}

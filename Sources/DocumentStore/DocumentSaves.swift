@@ -1,0 +1,309 @@
+public import CanvasCore
+import Foundation
+import PDFSurgery
+import SystemPackage
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Saves: each makes a new revision, under the document's lock, in the order of a write-ahead
+/// log (the bytes written and flushed, the log's commit record flushed, then the document
+/// replaced), so that killed at any point the document is its old revision or its new one and
+/// an acknowledged revision is on disk.
+extension DocumentStore {
+    /// Puts `drawing` on `page`, as a new revision. Returns the new summary.
+    ///
+    /// `madeBy`, a key of ASCII letters and digits naming the request, makes the save findable:
+    /// run again with the same key, while the revision it made is kept, it answers that revision
+    /// instead of saving again (for a request retried after its reply was lost).
+    public func flatten(_ name: String, page: Int, drawing: Drawing, expectedRevision: Int? = nil,
+                        madeBy: String? = nil, fence: WriteFence? = nil) throws(DocumentError) -> DocumentSummary {
+        try writing(name, expectedRevision: expectedRevision, madeBy: madeBy, fence: fence) { (document, writer, kept) throws(DocumentError) in
+            guard let current = document, let kept else { throw .notFound(name) }
+            // A container's header is read once: it gives both where the PDF starts and the
+            // metadata the save updates. Read as a reader would (a document too slow to read is
+            // too slow to save), then given the save's budget for the write.
+            let (place, container) = try location(name, current)
+            let prepared: Flattener.Prepared
+            do throws(FlattenError) {
+                prepared = try Flattener.prepare(place, page: page, adding: drawing, maxPagePoints: maxInkPointsPerPage)
+            } catch {
+                throw documentError(name, place, page, error)
+            }
+            prepared.allow(saveBudget)
+            var head: [UInt8] = []
+            if let container {
+                head = YianaContainer.updated(container, pageCount: prepared.pageCount, now: Date()) + YianaContainer.separator
+            }
+            let increment: [UInt8]?
+            if prepared.needsRewrite {
+                increment = nil
+            } else {
+                do throws(FlattenError) {
+                    increment = try prepared.increment()
+                } catch {
+                    throw documentError(name, place, page, error)
+                }
+            }
+            // A .pdf's update only appends: the new file is the current one and the update, so it
+            // continues the current revision's line and its hash. A container's metadata, at the
+            // front, changes with every save, and a rewrite changes everything: a new line.
+            if let increment, container == nil, saveMode == .append, lineEnds(at: kept, writer) {
+                return try append(name, writer, current, kept, increment, pageCount: prepared.pageCount, madeBy: madeBy)
+            }
+            if let increment, container == nil, let length = kept.length {
+                return try save(name, writer, replacing: current, extending: kept, madeBy: madeBy, source: "save") { (out, hasher, cost) throws(DocumentError) in
+                    do throws(Errno) {
+                        try FileCopy.copyPrefix(current.descriptor, length: length, to: out, &cost)
+                    } catch {
+                        throw .system("copy \(name) for its new revision", error)
+                    }
+                    try write(out, increment, &hasher, &cost)
+                    return Written(hashing: .fed, pageCount: prepared.pageCount)
+                }
+            }
+            return try save(name, writer, replacing: current, extending: nil, madeBy: madeBy, source: "save") { (out, hasher, cost) throws(DocumentError) in
+                try write(out, head, &hasher, &cost)
+                if let increment {
+                    try copy(current.descriptor, from: place.offset, to: out, &hasher, &cost)
+                    try write(out, increment, &hasher, &cost)
+                } else {
+                    do throws(FlattenError) {
+                        try prepared.rewrite(to: out)
+                    } catch {
+                        throw documentError(name, place, page, error)
+                    }
+                    return Written(hashing: .none, pageCount: prepared.pageCount)
+                }
+                return Written(hashing: .fed, pageCount: prepared.pageCount)
+            }
+        }
+    }
+
+    /// Makes an earlier revision the current one again, as a new revision (history only grows).
+    /// Restoring the current revision changes nothing and answers the current summary. A
+    /// document deleted from the folder is brought back. `madeBy` as for `flatten`.
+    public func restore(_ name: String, revision: Int, expectedRevision: Int? = nil,
+                        madeBy: String? = nil, fence: WriteFence? = nil) throws(DocumentError) -> DocumentSummary {
+        try writing(name, expectedRevision: expectedRevision, madeBy: madeBy, fence: fence, allowingNone: true) { (current, writer, kept) throws(DocumentError) in
+            if let current, let kept, revision == kept.revision, let sha256 = kept.sha256 {
+                return DocumentSummary(name: name, revision: revision, pageCount: try pdf(name, current).pageCount, sha256: sha256)
+            }
+            guard let entry = writer.state.revisions[revision], let length = entry.length, let sha256 = entry.sha256, let midstate = entry.midstate else {
+                throw .revisionNotFound(name: name, revision: revision)
+            }
+            let source = try openKept(name, entry, writer.state)
+            return try save(name, writer, replacing: current, extending: nil, sameBytesAs: entry, madeBy: madeBy, source: "restore") { (out, hasher, cost) throws(DocumentError) in
+                do throws(Errno) {
+                    try FileCopy.copyPrefix(source.descriptor, length: length, to: out, &cost)
+                } catch {
+                    throw .system("copy revision \(revision) of \(name)", error)
+                }
+                return Written(hashing: .known(sha256, midstate), pageCount: try pageCount(name, out))
+            }
+        }
+    }
+
+    /// What a save checks once it is the document's only writer, before it writes anything (and
+    /// after a save `madeBy` its request is looked for), and again just before it commits the
+    /// new revision: that it may still be made. Throws to refuse it; refused at the commit, the
+    /// save leaves nothing behind. canvasd's fence: the session the save is for is still this
+    /// instance's, at the version it was saved from; an instance paused while it waited for the
+    /// lock, or while it wrote, would otherwise save a drawing the client has since changed
+    /// elsewhere. What it cannot see is a pause between its own answer and the commit record.
+    public typealias WriteFence = @Sendable (_ name: String) throws(DocumentError) -> Void
+
+    /// Runs `body` as the document's only writer: the history's lock held, the history settled
+    /// (see `settle`: the document file is now a kept revision), the current revision checked
+    /// against `expectedRevision`. `body` gets the document (nil only with `allowingNone`, for
+    /// a document deleted from the folder), the writer, and the current revision.
+    /// A save `madeBy` a request that already made a revision still kept answers that one, before
+    /// `expectedRevision` is checked: it is what the request's first run answered.
+    /// `fence`, if given, is asked next (see `WriteFence`).
+    func writing(_ name: String, expectedRevision: Int?, madeBy: String? = nil, fence: WriteFence? = nil, allowingNone: Bool = false,
+                 _ body: (OpenFile?, HistoryWriter, HistoryRecord?) throws(DocumentError) -> DocumentSummary) throws(DocumentError) -> DocumentSummary {
+        try Self.check(name)
+        // The document first: a name that is no document makes no history folder.
+        if !allowingNone {
+            _ = try openDocument(name)
+        } else if (try? openDocument(name)) == nil, try history(name, create: false) == nil {
+            throw .notFound(name)
+        }
+        guard var history = try history(name, create: true) else { throw .io(operation: "open the revisions of \(name)", message: "missing") }
+        history.commitFence = fence
+        guard let writer = try writer(name, history, wait: true) else { throw .io(operation: "lock \(name)", message: "not taken") }
+        defer { writer.close() }
+        let current = try settle(name, writer)
+        // A save supersedes this file, and the history shares nothing with it: its last close
+        // frees its blocks (11 ms for 64 MB on ext4), which the reply need not wait for.
+        defer { if let current { FileRelease.later(current) } }
+        guard current != nil || allowingNone else { throw .notFound(name) }
+        let kept = current.flatMap { writer.state.revision(of: FileSnapshot($0.stat)) }
+        if current != nil, kept == nil {
+            throw .unreadable(name: name, reason: "damaged", message: "it is empty")
+        }
+        if let madeBy {
+            precondition(!madeBy.isEmpty && madeBy.utf8.count <= 64 && madeBy.utf8.allSatisfy { $0.isASCIILetterOrDigit },
+                         "a save's key is 1 to 64 ASCII letters and digits")
+            if let made = writer.state.kept.last(where: { $0.madeBy == madeBy }), let number = made.revision, let sha256 = made.sha256 {
+                return DocumentSummary(name: name, revision: number, pageCount: made.pageCount ?? 0, sha256: sha256)
+            }
+        }
+        try fence?(name)
+        let revision = kept?.revision ?? writer.state.newest?.revision ?? 0
+        if let expectedRevision, expectedRevision != revision {
+            throw .conflict(name: name, expected: expectedRevision, current: revision)
+        }
+        return try body(current, writer, kept)
+    }
+
+    /// What a save's body made: how its bytes were hashed, and the new revision's page count.
+    struct Written {
+        enum Hashing {
+            /// Every byte of the file went through the hasher.
+            case fed
+            /// The bytes are an earlier revision's, whose hash and state are known.
+            case known(String, SHA256Midstate)
+            /// Not hashed: the file is read back and hashed whole.
+            case none
+        }
+
+        var hashing: Hashing
+        var pageCount: Int
+    }
+
+    /// Whether `revision`'s line ends where it does, so that the next revision can continue it.
+    func lineEnds(at revision: HistoryRecord, _ writer: HistoryWriter) -> Bool {
+        guard let line = revision.line, let length = revision.length else { return false }
+        return (try? writer.history.directory.stat(RevisionHistory.lineName(line)))?.size == length
+    }
+
+    /// The replacing save: `body` writes the new version into a temporary file in the history's
+    /// folder (and says how it hashed it). With `extending`, the new file begins with that
+    /// revision's bytes and the hasher given to `body` has hashed them already (from the
+    /// revision's state and the few bytes after its last whole block), so a save hashes its
+    /// increment, not the document. The new revision's bytes go into the history: appended to
+    /// the line it extends, the same line as `sameBytesAs` (a restore), or a line of their own.
+    /// Then the log's commit record, which names the temporary file, and only then the rename
+    /// over the document (or a link, where it was deleted): killed after the commit, the next
+    /// holder of the lock finishes the rename. With `madeBy`, the request's key is in the commit.
+    func save(_ name: String, _ writer: HistoryWriter, replacing current: OpenFile?, extending base: HistoryRecord?,
+              sameBytesAs restored: HistoryRecord? = nil, madeBy: String?, source: String,
+              _ body: (FileDescriptor, inout SHA256Hasher, inout SaveCost) throws(DocumentError) -> Written) throws(DocumentError) -> DocumentSummary {
+        let history = writer.history
+        let number = writer.state.next
+        let temporary = RevisionHistory.temporaryPrefix + "\(getpid()).\(UInt32.random(in: 0...UInt32.max))"
+        let out: FileDescriptor
+        do {
+            out = try history.directory.create(temporary, readable: true)
+        } catch {
+            throw .system("create a new revision of \(name)", error)
+        }
+        defer { try? out.close() }
+        var committed = false, placed = false
+        var madeLine: String?
+        var cost = SaveCost()
+        do {
+            var hasher = SHA256Hasher()
+            if let base, let line = base.line, let length = base.length, let midstate = base.midstate {
+                let kept = try history.directory.openForReading(RevisionHistory.lineName(line))
+                defer { try? kept.close() }
+                hasher = SHA256Hasher(resuming: midstate)
+                do {
+                    try hasher.feed(kept, from: midstate.length, to: length)
+                } catch {
+                    throw DocumentError.system("read the end of revision \(base.revision ?? 0) of \(name)", error)
+                }
+            }
+            var clock = ContinuousClock.now
+            let written = try body(out, &hasher, &cost)
+            cost.writing = ContinuousClock.now - clock
+            clock = ContinuousClock.now
+            do {
+                try Directory.check { fsync(out.rawValue) }
+            } catch {
+                throw DocumentError.system("flush the new revision of \(name)", error)
+            }
+            cost.flushing = ContinuousClock.now - clock
+            let stat = try Errno.rethrowing { try out.stat() }
+            let sha256: String, midstate: SHA256Midstate
+            switch written.hashing {
+            case .fed:
+                cost.bytesHashed = hasher.bytesFed
+                midstate = hasher.midstate
+                sha256 = hasher.finish()
+            case .known(let known, let state):
+                (sha256, midstate) = (known, state)
+            case .none:
+                var whole = SHA256Hasher()
+                try whole.feed(out, from: 0, to: stat.size)
+                cost.bytesHashed = whole.bytesFed
+                midstate = whole.midstate
+                sha256 = whole.finish()
+            }
+            clock = ContinuousClock.now
+            // The new revision's bytes, kept where only canvasd writes.
+            let line: Int, lineFile: FileSnapshot?
+            if let restored, let same = restored.line {
+                (line, lineFile) = (same, writer.state.lines[same])
+            } else if let base, let baseLine = base.line, let length = base.length, stat.size > length, lineEnds(at: base, writer) {
+                let target = try history.directory.openForWriting(RevisionHistory.lineName(baseLine))
+                defer { try? target.close() }
+                try FileCopy.copyRange(out, from: length, to: stat.size, into: target, at: length, &cost)
+                try Directory.check { fdatasync(target.rawValue) }
+                (line, lineFile) = (baseLine, FileSnapshot(try Errno.rethrowing { try target.stat() }))
+            } else {
+                let copyName = RevisionHistory.temporaryPrefix + "line.\(getpid()).\(UInt32.random(in: 0...UInt32.max))"
+                let copy = try history.directory.create(copyName, readable: true)
+                defer { try? copy.close() }
+                var copying = SaveCost()
+                do {
+                    try FileCopy.copyPrefix(out, length: stat.size, to: copy, &copying)
+                    try Directory.check { fsync(copy.rawValue) }
+                    try history.directory.rename(copyName, to: history.directory, as: RevisionHistory.lineName(number))
+                } catch {
+                    try? history.directory.remove(copyName)
+                    throw error
+                }
+                madeLine = RevisionHistory.lineName(number)
+                cost.bytesCopied += copying.bytesCopied
+                cost.bytesCloned += copying.bytesCloned
+                (line, lineFile) = (number, FileSnapshot(try Errno.rethrowing { try copy.stat() }))
+            }
+            // The temporary file's and a new line's names, durable before the commit names them.
+            try history.directory.sync()
+            try history.commitFence?(name)
+            // Another program wrote the document during the save: renaming over it would lose
+            // that. Not saved; the next try keeps that change as a revision first.
+            if let current, try root.stat(name).map(FileSnapshot.init) != FileSnapshot(current.stat) {
+                throw DocumentError.io(operation: "save \(name)", message: "another program changed it during the save; try again")
+            }
+            try writer.append([.revision(number, line: line, length: stat.size, sha256: sha256, state: midstate, saved: Self.now(),
+                                         source: source, document: FileSnapshot(stat), lineFile: lineFile, temporary: temporary,
+                                         madeBy: madeBy, pageCount: madeBy == nil ? nil : written.pageCount)], durable: true)
+            committed = true
+            try place(temporary, history, as: name, replacing: current != nil)
+            placed = true
+            if let now = try root.stat(name), now.identity == stat.identity {
+                // The rename changed the file's change time: the log learns the file as it is now
+                // (lost in a crash, the next reader finds the same bytes and writes it again).
+                try? writer.append([.identity(number, document: FileSnapshot(now))], durable: false)
+            }
+            prune(writer)
+            cost.keeping = ContinuousClock.now - clock
+            recordCost(cost)
+            return DocumentSummary(name: name, revision: number, pageCount: written.pageCount, sha256: sha256)
+        } catch {
+            if !placed {
+                if committed { try? writer.append([.abandoned(number)], durable: true) }
+                try? history.directory.remove(temporary)
+                if let madeLine { try? history.directory.remove(madeLine) }
+            }
+            switch error {
+            case let error as DocumentError: throw error
+            case let error as Errno: throw .system("save \(name)", error)
+            default: throw .io(operation: "save \(name)", message: "\(error)")
+            }
+        }
+    }
+}

@@ -1,0 +1,342 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+import SystemPackage
+
+/// The one file that says what a document's history holds: `history.log` in its folder.
+///
+/// Everything the history knows is a record in this log; no state lives in a file name. The
+/// shape is SQLite's write-ahead log's, cut down to one writer that only appends:
+/// - a header: the magic `89 43 42 48 0D 0A 1A 0A` ("\x89CBH\r\n\x1a\n": a file sent through a
+///   text-mode transfer or cut at a line end no longer starts with it), the format's version
+///   (a 32-bit little-endian number, now 1), 8 random bytes (the salt), and a checksum of the
+///   three;
+/// - then records, each: its length (32-bit little-endian), its payload (a JSON object, one
+///   `HistoryRecord`), and a checksum: the first 8 bytes of SHA-256 over the checksum before it
+///   (the header's, for the first record), the length and the payload.
+/// The chain makes a record valid only where it was written: a torn write, a flipped bit, or a
+/// record copied from another log (another salt) ends the log there, and what follows is
+/// ignored. Readers take the log up to its last good record; the next writer, under the
+/// document's lock, cuts the rest off before it appends.
+///
+/// A writer makes a record durable (`fdatasync`) before it does what depends on it: the order
+/// of an intent, the data, a flush and the commit record, as a write-ahead log's.
+enum HistoryLog {
+    static let fileName = "history.log"
+    static let magic: [UInt8] = [0x89, 0x43, 0x42, 0x48, 0x0D, 0x0A, 0x1A, 0x0A]
+    static let version: UInt32 = 1
+    static let headerSize = 28
+    static let checksumSize = 8
+    /// No record is near this: one that says it is longer is damage.
+    static let maxRecordBytes = 1 << 20
+
+    /// The header of a new log, and the checksum its first record continues.
+    static func header(salt: [UInt8]) -> (bytes: [UInt8], chain: [UInt8]) {
+        var bytes = magic + littleEndian(version) + salt
+        let chain = checksum(bytes)
+        bytes += chain
+        return (bytes, chain)
+    }
+
+    static func newSalt() -> [UInt8] { (0..<8).map { _ in UInt8.random(in: 0...255) } }
+
+    /// One record, framed, and the checksum the next record continues.
+    static func frame(_ record: HistoryRecord, after chain: [UInt8]) -> (bytes: [UInt8], chain: [UInt8]) {
+        let payload = record.encoded()
+        let length = littleEndian(UInt32(payload.count))
+        let sum = checksum(chain + length + payload)
+        return (length + payload + sum, sum)
+    }
+
+    /// What reading a log found.
+    struct Reading {
+        var records: [HistoryRecord] = []
+        /// Where the last good record ends: a writer appends here, after cutting the rest.
+        var end: Int64 = 0
+        /// The checksum the next record continues.
+        var chain: [UInt8] = []
+        /// Bytes past `end` that are not a good record (a torn or damaged tail).
+        var damagedTail = false
+    }
+
+    enum ReadError: Error, Equatable {
+        /// Not a history log at all (no magic, or a damaged header).
+        case notALog
+        /// Written by a newer canvas bridge, whose records this one cannot be sure to read.
+        case newerVersion(UInt32)
+    }
+
+    /// Parses `bytes` (a whole log, or the part of one past `resuming.end`).
+    static func parse(_ bytes: [UInt8], resuming: Reading? = nil) -> Result<Reading, ReadError> {
+        var reading: Reading
+        var offset = 0
+        if let resuming {
+            reading = resuming
+            reading.records = []
+            reading.damagedTail = false
+        } else {
+            guard bytes.count >= headerSize, Array(bytes[0..<8]) == magic else { return .failure(.notALog) }
+            let version = UInt32(bytes[8]) | UInt32(bytes[9]) << 8 | UInt32(bytes[10]) << 16 | UInt32(bytes[11]) << 24
+            guard Array(bytes[20..<28]) == checksum(Array(bytes[0..<20])) else { return .failure(.notALog) }
+            guard version == Self.version else { return .failure(.newerVersion(version)) }
+            reading = Reading(records: [], end: Int64(headerSize), chain: Array(bytes[20..<28]))
+            offset = headerSize
+        }
+        let base = reading.end - Int64(offset)
+        while offset < bytes.count {
+            guard bytes.count - offset >= 4 else { reading.damagedTail = true; break }
+            let length = Int(UInt32(bytes[offset]) | UInt32(bytes[offset + 1]) << 8 | UInt32(bytes[offset + 2]) << 16 | UInt32(bytes[offset + 3]) << 24)
+            let end = offset + 4 + length + checksumSize
+            guard length <= maxRecordBytes, end <= bytes.count else { reading.damagedTail = true; break }
+            let sum = checksum(reading.chain + Array(bytes[offset..<(offset + 4 + length)]))
+            guard Array(bytes[(offset + 4 + length)..<end]) == sum,
+                  let record = HistoryRecord(decoding: Array(bytes[(offset + 4)..<(offset + 4 + length)])) else {
+                reading.damagedTail = true
+                break
+            }
+            reading.records.append(record)
+            reading.chain = sum
+            offset = end
+            reading.end = base + Int64(end)
+        }
+        return .success(reading)
+    }
+
+    static func checksum(_ bytes: [UInt8]) -> [UInt8] {
+        var hasher = SHA256Hasher()
+        hasher.update(bytes)
+        return Array(hasher.finishBytes().prefix(checksumSize))
+    }
+
+    static func littleEndian(_ value: UInt32) -> [UInt8] {
+        [UInt8(value & 0xFF), UInt8(value >> 8 & 0xFF), UInt8(value >> 16 & 0xFF), UInt8(value >> 24)]
+    }
+}
+
+/// A file as the history saw it: which file it was and when it last changed. Any write to a
+/// file changes its modification time, and anything that sets that back (`touch -d`) changes
+/// its change time, which nothing but the kernel sets: two snapshots that are equal are the
+/// same bytes, as far as anything short of reading them can tell.
+struct FileSnapshot: Codable, Equatable, Hashable, Sendable {
+    var device: UInt64
+    var inode: UInt64
+    var size: Int64
+    /// Nanoseconds since 1970.
+    var modified: Int64
+    var changed: Int64
+
+    init(_ stat: Stat) {
+        device = UInt64(stat.rawValue.st_dev)
+        inode = UInt64(stat.rawValue.st_ino)
+        size = stat.size
+        modified = Int64(stat.rawValue.st_mtim.tv_sec) * 1_000_000_000 + Int64(stat.rawValue.st_mtim.tv_nsec)
+        changed = Int64(stat.rawValue.st_ctim.tv_sec) * 1_000_000_000 + Int64(stat.rawValue.st_ctim.tv_nsec)
+    }
+
+    var identity: FileIdentity { FileIdentity(device: device, inode: inode) }
+}
+
+/// One record of a history's log (see `HistoryLog`). Which fields a kind carries:
+/// - `revision`: a revision committed. `revision`, `line` and `length` (its bytes are the first
+///   `length` of the line's file `data.<line>`), `sha256` and `state` (SHA-256's state after its
+///   last whole block, from which a save that extends it continues), `saved` (milliseconds
+///   since 1970), `source` (what made it), `lineFile` (the line's file just after), and:
+///   `document`, the document file it is; for a replacing save, `temporary`, the name of the
+///   new file in the history's folder, renamed over the document after this record (an
+///   `identity` record says it was); `madeBy` and `pageCount` for a save a request may run again.
+/// - `intent`: an append in place is about to write revision `revision` at byte `from` of the
+///   document `document` (a writer killed before its commit leaves bytes there to cut).
+/// - `identity`: the document is revision `revision`, now as `document` (after a rename, a
+///   `touch`, a copy of the same bytes, a cut tail).
+/// - `abandoned`: revision `revision` was committed but never became the document (a replacing
+///   save killed before its rename, with its file gone): it is no revision, and its number is
+///   not handed out again.
+/// - `pruned`: `revisions` are no longer kept.
+/// - `seal`: the line's file, after pruning cut or removed it (`lineFile` nil when removed).
+/// - `base`: a log written whole (a migration, or a compaction): `next`, the lowest number
+///   never handed out, and `created`.
+struct HistoryRecord: Codable, Equatable, Sendable {
+    enum Kind: String, Codable, Sendable { case revision, intent, identity, abandoned, pruned, seal, base }
+
+    var kind: Kind
+    var revision: Int?
+    var line: Int?
+    var length: Int64?
+    var sha256: String?
+    var state: String?
+    var saved: Int64?
+    var source: String?
+    var document: FileSnapshot?
+    var lineFile: FileSnapshot?
+    var temporary: String?
+    var madeBy: String?
+    var pageCount: Int?
+    var from: Int64?
+    var revisions: [Int]?
+    var next: Int?
+
+    init(kind: Kind) { self.kind = kind }
+
+    static func revision(_ number: Int, line: Int, length: Int64, sha256: String, state: SHA256Midstate, saved: Int64,
+                         source: String, document: FileSnapshot?, lineFile: FileSnapshot?, temporary: String? = nil,
+                         madeBy: String? = nil, pageCount: Int? = nil) -> HistoryRecord {
+        var record = HistoryRecord(kind: .revision)
+        (record.revision, record.line, record.length, record.sha256, record.state, record.saved) = (number, line, length, sha256, state.hex, saved)
+        (record.source, record.document, record.lineFile, record.temporary) = (source, document, lineFile, temporary)
+        (record.madeBy, record.pageCount) = (madeBy, pageCount)
+        return record
+    }
+
+    static func intent(_ number: Int, from: Int64, document: FileSnapshot) -> HistoryRecord {
+        var record = HistoryRecord(kind: .intent)
+        (record.revision, record.from, record.document) = (number, from, document)
+        return record
+    }
+
+    static func identity(_ number: Int, document: FileSnapshot) -> HistoryRecord {
+        var record = HistoryRecord(kind: .identity)
+        (record.revision, record.document) = (number, document)
+        return record
+    }
+
+    static func abandoned(_ number: Int) -> HistoryRecord {
+        var record = HistoryRecord(kind: .abandoned)
+        record.revision = number
+        return record
+    }
+
+    static func pruned(_ numbers: [Int]) -> HistoryRecord {
+        var record = HistoryRecord(kind: .pruned)
+        record.revisions = numbers
+        return record
+    }
+
+    static func seal(_ line: Int, _ file: FileSnapshot?) -> HistoryRecord {
+        var record = HistoryRecord(kind: .seal)
+        (record.line, record.lineFile) = (line, file)
+        return record
+    }
+
+    static func base(next: Int) -> HistoryRecord {
+        var record = HistoryRecord(kind: .base)
+        record.next = next
+        return record
+    }
+
+    func encoded() -> [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        // Every field is a number, a string of hex digits or ASCII, or an array of numbers.
+        return Array((try? encoder.encode(self)) ?? Data())
+    }
+
+    init?(decoding bytes: [UInt8]) {
+        guard let record = try? JSONDecoder().decode(HistoryRecord.self, from: Data(bytes)), record.isWellFormed else { return nil }
+        self = record
+    }
+
+    /// Whether the fields its kind needs are there, with values a writer makes.
+    var isWellFormed: Bool {
+        switch kind {
+        case .revision:
+            guard let revision, revision > 0, let line, line > 0, line <= revision, let length, length > 0,
+                  let sha256, sha256.utf8.count == 64, sha256.utf8.allSatisfy(\.isLowercaseHexDigit),
+                  let state, SHA256Midstate(hex: Substring(state), coveringAtMost: length) != nil, saved != nil else { return false }
+            return madeBy.map { !$0.isEmpty && $0.utf8.count <= 64 && $0.utf8.allSatisfy(\.isASCIILetterOrDigit) } ?? true
+        case .intent: return (revision ?? 0) > 0 && (from ?? -1) >= 0 && document != nil
+        case .identity: return (revision ?? 0) > 0 && document != nil
+        case .abandoned: return (revision ?? 0) > 0
+        case .pruned: return revisions.map { $0.allSatisfy { $0 > 1 } } ?? false
+        case .seal: return (line ?? 0) > 0
+        case .base: return (next ?? 0) > 0
+        }
+    }
+
+    var midstate: SHA256Midstate? { state.flatMap { SHA256Midstate(hex: Substring($0), coveringAtMost: length ?? 0) } }
+}
+
+/// A history as its log leaves it: what each reader and writer works from.
+struct HistoryState: Sendable {
+    /// The kept revisions: committed, not pruned, not abandoned.
+    var revisions: [Int: HistoryRecord] = [:]
+    /// The lowest number never handed out.
+    var next = 1
+    /// The revision the document file was last seen to be, and as which file.
+    var current: (revision: Int, document: FileSnapshot)?
+    /// An append whose commit has not followed (under way, or killed).
+    var intent: HistoryRecord?
+    /// A replacing save committed whose rename is not known to have happened.
+    var pending: HistoryRecord?
+    /// Each line's file as the last writer left it.
+    var lines: [Int: FileSnapshot] = [:]
+    /// Records read, and how many of them are about revisions no longer kept: a log that is
+    /// mostly the past is written again, smaller.
+    var records = 0
+    var stale = 0
+
+    mutating func apply(_ record: HistoryRecord) {
+        records += 1
+        switch record.kind {
+        case .revision:
+            guard let number = record.revision, let line = record.line else { return }
+            revisions[number] = record
+            next = max(next, number + 1)
+            intent = nil
+            lines[line] = record.lineFile ?? lines[line]
+            if record.temporary != nil {
+                pending = record
+            } else {
+                pending = nil
+                if let document = record.document { current = (number, document) }
+            }
+        case .intent:
+            intent = record
+        case .identity:
+            guard let number = record.revision, let document = record.document else { return }
+            current = (number, document)
+            if pending?.revision == number { pending = nil }
+            intent = nil
+        case .abandoned:
+            guard let number = record.revision else { return }
+            if revisions.removeValue(forKey: number) != nil { stale += 1 }
+            if pending?.revision == number { pending = nil }
+            if intent?.revision == number { intent = nil }
+        case .pruned:
+            for number in record.revisions ?? [] where revisions.removeValue(forKey: number) != nil { stale += 1 }
+        case .seal:
+            guard let line = record.line else { return }
+            lines[line] = record.lineFile
+        case .base:
+            next = max(next, record.next ?? 1)
+        }
+    }
+
+    /// Kept revisions, oldest first.
+    var kept: [HistoryRecord] { revisions.keys.sorted().compactMap { revisions[$0] } }
+
+    /// The newest kept revision.
+    var newest: HistoryRecord? { revisions.keys.max().flatMap { revisions[$0] } }
+
+    /// The revision a document file is, when the history last saw it as exactly this file.
+    func revision(of document: FileSnapshot) -> HistoryRecord? {
+        guard let current, current.document == document else { return nil }
+        return revisions[current.revision]
+    }
+
+    /// The line files kept revisions need, with the length each must have at least.
+    var neededLines: [Int: Int64] {
+        var needed: [Int: Int64] = [:]
+        for record in revisions.values {
+            guard let line = record.line, let length = record.length else { continue }
+            needed[line] = max(needed[line] ?? 0, length)
+        }
+        return needed
+    }
+}
+
+extension UInt8 {
+    var isLowercaseHexDigit: Bool {
+        (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(self) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(self)
+    }
+}
