@@ -53,6 +53,7 @@ extension DocumentStore {
             var clock = ContinuousClock.now
             try writer.append([.intent(number, from: length, document: before)], durable: true)
             intended = true
+            FaultPoint.appendIntended.reach()
             var hasher = SHA256Hasher(resuming: midstate)
             try hasher.feed(target, from: midstate.length, to: length)
             wrote = true
@@ -63,7 +64,9 @@ extension DocumentStore {
             cost.writing = ContinuousClock.now - clock
             clock = ContinuousClock.now
             try Directory.check { fdatasync(document.rawValue) }
+            FaultPoint.appendWritten.reach()
             _ = try Errno.rethrowing { try target.writeAll(toAbsoluteOffset: length, increment) }
+            FaultPoint.appendLineWritten.reach()
             try Directory.check { fdatasync(target.rawValue) }
             cost.flushing = ContinuousClock.now - clock
             clock = ContinuousClock.now
@@ -76,6 +79,7 @@ extension DocumentStore {
                                          saved: Self.now(), source: "save", document: after, lineFile: lineFile,
                                          madeBy: madeBy, pageCount: madeBy == nil ? nil : pageCount)], durable: true)
             committed = true
+            FaultPoint.appendCommitted.reach()
             prune(writer)
             cost.keeping = ContinuousClock.now - clock
             recordCost(cost)

@@ -216,6 +216,7 @@ extension DocumentStore {
                 var cost = SaveCost()
                 try FileCopy.copyPrefix(file.descriptor, length: file.stat.size, to: out, &cost)
                 try Directory.check { fsync(out.rawValue) }
+                FaultPoint.keepCopied.reach()
                 // Written meanwhile, the copy may be no one version of it: keep nothing now.
                 guard FileSnapshot(try Errno.rethrowing { try file.descriptor.stat() }) == FileSnapshot(file.stat),
                       try root.stat(name)?.identity == file.stat.identity else {
@@ -350,6 +351,7 @@ extension DocumentStore {
         if !victims.isEmpty {
             do {
                 try writer.append([.pruned(victims)], durable: true)
+                FaultPoint.pruneRecorded.reach()
                 let needed = writer.state.neededLines
                 var seals: [HistoryRecord] = []
                 for file in try writer.history.directory.names() {

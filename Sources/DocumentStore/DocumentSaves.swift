@@ -225,6 +225,7 @@ extension DocumentStore {
                 throw DocumentError.system("flush the new revision of \(name)", error)
             }
             cost.flushing = ContinuousClock.now - clock
+            FaultPoint.saveWritten.reach()
             let stat = try Errno.rethrowing { try out.stat() }
             let sha256: String, midstate: SHA256Midstate
             switch written.hashing {
@@ -272,6 +273,7 @@ extension DocumentStore {
             }
             // The temporary file's and a new line's names, durable before the commit names them.
             try history.directory.sync()
+            FaultPoint.saveLineKept.reach()
             try history.commitFence?(name)
             // Another program wrote the document during the save: renaming over it would lose
             // that. Not saved; the next try keeps that change as a revision first.
@@ -282,8 +284,10 @@ extension DocumentStore {
                                          source: source, document: FileSnapshot(stat), lineFile: lineFile, temporary: temporary,
                                          madeBy: madeBy, pageCount: madeBy == nil ? nil : written.pageCount)], durable: true)
             committed = true
+            FaultPoint.saveCommitted.reach()
             try place(temporary, history, as: name, replacing: current != nil)
             placed = true
+            FaultPoint.saveRenamed.reach()
             if let now = try root.stat(name), now.identity == stat.identity {
                 // The rename changed the file's change time: the log learns the file as it is now
                 // (lost in a crash, the next reader finds the same bytes and writes it again).
