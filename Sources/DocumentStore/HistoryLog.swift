@@ -270,10 +270,9 @@ struct HistoryState: Sendable {
     var pending: HistoryRecord?
     /// Each line's file as the last writer left it.
     var lines: [Int: FileSnapshot] = [:]
-    /// Records read, and how many of them are about revisions no longer kept: a log that is
-    /// mostly the past is written again, smaller.
+    /// Records read: a log long past what it keeps is written again, smaller.
     var records = 0
-    var stale = 0
+    static let compactionRecords = 512
 
     mutating func apply(_ record: HistoryRecord) {
         records += 1
@@ -299,11 +298,11 @@ struct HistoryState: Sendable {
             intent = nil
         case .abandoned:
             guard let number = record.revision else { return }
-            if revisions.removeValue(forKey: number) != nil { stale += 1 }
+            revisions[number] = nil
             if pending?.revision == number { pending = nil }
             if intent?.revision == number { intent = nil }
         case .pruned:
-            for number in record.revisions ?? [] where revisions.removeValue(forKey: number) != nil { stale += 1 }
+            for number in record.revisions ?? [] { revisions[number] = nil }
         case .seal:
             guard let line = record.line else { return }
             lines[line] = record.lineFile

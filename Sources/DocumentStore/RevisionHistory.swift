@@ -100,7 +100,9 @@ final class HistoryCache: @unchecked Sendable {
             throw .read(error)
         }
         let known = lock.withLock { table[key] }
-        if let known, known.identity == stat.identity, known.reading.end <= stat.size, !known.reading.damagedTail || known.reading.end < stat.size {
+        // The same log, grown (or as it was): only what was added since is read. Another file
+        // (a log written anew) is read whole.
+        if let known, known.identity == stat.identity, known.reading.end <= stat.size {
             if known.reading.end == stat.size { return known.state }
             let bytes = try read(log, from: known.reading.end, to: stat.size)
             guard case .success(let more) = HistoryLog.parse(bytes, resuming: known.reading) else { return known.state }
@@ -293,12 +295,17 @@ final class HistoryWriter {
         }
     }
 
-    /// Writes the log again with only what is live, once most of it is about revisions no
-    /// longer kept: a log that only grew would cost every first read of it more each save.
+    /// Writes the log again with only what is live once it is long and mostly about the past:
+    /// a log that only grew would cost every first read of it more with each save.
     func compactIfLong(_ cache: HistoryCache) {
-        guard state.stale >= 256, state.stale * 2 >= state.records else { return }
+        guard state.records >= HistoryState.compactionRecords, state.records >= 8 * state.revisions.count else { return }
         var records = [HistoryRecord.base(next: state.next)]
-        records += state.kept
+        // Each renamed long ago: a temporary name written again would read as a rename pending.
+        records += state.kept.map { record in
+            var settled = record
+            settled.temporary = nil
+            return settled
+        }
         if let current = state.current, state.revisions[current.revision] != nil {
             records.append(.identity(current.revision, document: current.document))
         }

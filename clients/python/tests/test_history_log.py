@@ -1,0 +1,153 @@
+"""The history's log and its files, as people and other programs may leave them: a log cut in
+the middle of a record, a bit flipped in it, a line file changed by hand, files made by hand,
+and a long history written again smaller (compaction). Over a real canvasd each time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from pathlib import Path
+from typing import Dict
+
+import pytest
+
+from canvasbridge import CanvasError
+from conftest import Server
+from pdfs import tiny_pdf
+
+DOC = "doc.pdf"
+MAGIC = bytes([0x89, 0x43, 0x42, 0x48, 0x0D, 0x0A, 0x1A, 0x0A])
+
+
+def drawing(x: float) -> Dict:
+    return {"strokes": [{"tool": "pen", "color": "red", "width": 2, "points": [{"x": x % 500 + 20, "y": 90}, {"x": x % 500 + 40, "y": 120}]}],
+            "texts": []}
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def records(log: bytes):
+    """(offset, end, payload) of each framed record after the 28-byte header, as written."""
+    assert log[:8] == MAGIC
+    offset = 28
+    while offset + 4 <= len(log):
+        (length,) = struct.unpack_from("<I", log, offset)
+        end = offset + 4 + length + 8
+        if end > len(log):
+            break
+        yield offset, end, log[offset + 4:offset + 4 + length]
+        offset = end
+
+
+def saved_folder(tmp_path: Path, saves: int, arguments=()) -> (Server, Dict[int, str]):
+    server = Server(tmp_path / "s1", ["--log-level", "error", *arguments])
+    (server.documents / DOC).write_bytes(tiny_pdf(2))
+    acknowledged = {1: sha(tiny_pdf(2))}
+    with server.client(timeout=10) as client:
+        for index in range(saves):
+            result = client.call("document.flatten", {"name": DOC, "page": 0, "drawing": drawing(30 * index)})
+            acknowledged[result["revision"]] = result["sha256"]
+    return server, acknowledged
+
+
+def listed(server: Server) -> Dict[int, str]:
+    with server.client(timeout=10) as client:
+        return {r["revision"]: r["sha256"] for r in client.call("document.revisions", {"name": DOC})["revisions"]}
+
+
+def test_the_log_is_versioned_checksummed_and_readable(tmp_path):
+    server, acknowledged = saved_folder(tmp_path, 3)
+    try:
+        log = (server.documents / ".canvas-revisions" / DOC / "history.log").read_bytes()
+        assert log[:8] == MAGIC and struct.unpack_from("<I", log, 8)[0] == 1
+        kinds = [__import__("json").loads(payload)["kind"] for _, _, payload in records(log)]
+        assert kinds.count("revision") == 4, kinds   # the original, kept at the first save, and three saves
+        assert sorted(f.name for f in (server.documents / ".canvas-revisions" / DOC).iterdir()) == ["data.1", "history.log", "lock"]
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("cut", ["mid-length", "mid-payload", "mid-checksum"])
+def test_a_log_torn_in_its_last_record_is_read_to_the_record_before(tmp_path, cut):
+    """As a writer killed mid-append leaves it: the torn record is no record; the next save cuts
+    it and numbers on from what the log says."""
+    server, acknowledged = saved_folder(tmp_path, 3)
+    server.stop()
+    path = server.documents / ".canvas-revisions" / DOC / "history.log"
+    log = path.read_bytes()
+    garbage = log + struct.pack("<I", 300) + b'{"kind":"revision","revision":99'
+    where = {"mid-length": len(log) + 2, "mid-payload": len(log) + 20, "mid-checksum": len(garbage)}[cut]
+    path.write_bytes(garbage[:where])
+    again = Server(tmp_path / "s2", ["--log-level", "error"], documents=server.documents)
+    try:
+        assert listed(again) == acknowledged
+        with again.client(timeout=10) as client:
+            assert client.call("document.flatten", {"name": DOC, "page": 0, "drawing": drawing(300)})["revision"] == 5
+        assert path.read_bytes()[:len(log)] == log
+        assert 5 in listed(again)
+    finally:
+        again.stop()
+
+
+def test_a_flipped_bit_ends_the_log_there_and_nothing_is_served_wrongly(tmp_path):
+    server, acknowledged = saved_folder(tmp_path, 3)
+    server.stop()
+    path = server.documents / ".canvas-revisions" / DOC / "history.log"
+    log = bytearray(path.read_bytes())
+    frames = list(records(bytes(log)))
+    offset, end, _ = frames[-1]
+    log[offset + 10] ^= 0x01    # inside the last record's payload
+    path.write_bytes(bytes(log))
+    again = Server(tmp_path / "s2", ["--log-level", "error"], documents=server.documents)
+    try:
+        with again.client(timeout=10) as client:
+            revisions = {r["revision"]: r["sha256"] for r in client.call("document.revisions", {"name": DOC})["revisions"]}
+            for number, digest in revisions.items():
+                data, meta = client.get_document(DOC, revision=number)
+                assert sha(data) == digest == meta["sha256"]
+            # Whatever the log lost, no number is handed out again for other bytes.
+            for number, digest in acknowledged.items():
+                if number in revisions:
+                    assert revisions[number] == digest
+    finally:
+        again.stop()
+
+
+def test_kept_bytes_changed_by_hand_are_refused_not_served(tmp_path):
+    server, acknowledged = saved_folder(tmp_path, 2)
+    try:
+        line = server.documents / ".canvas-revisions" / DOC / "data.1"
+        data = bytearray(line.read_bytes())
+        data[20] ^= 0xFF
+        line.write_bytes(bytes(data))
+        with server.client(timeout=10) as client:
+            with pytest.raises(CanvasError) as refused:
+                client.get_document(DOC, revision=1)
+            assert refused.value.code == "UNAVAILABLE" and refused.value.data["reason"] == "damaged"
+            # The document itself is untouched, and served.
+            data, meta = client.get_document(DOC)
+            assert sha(data) == meta["sha256"] == acknowledged[3]
+    finally:
+        server.stop()
+
+
+def test_a_long_history_is_written_again_smaller(tmp_path):
+    """With two revisions kept, hundreds of saves: the log is compacted, and the original, the
+    newest and the numbering survive it."""
+    server, acknowledged = saved_folder(tmp_path, 220, ["--keep-revisions", "2"])
+    try:
+        path = server.documents / ".canvas-revisions" / DOC / "history.log"
+        frames = list(records(path.read_bytes()))
+        assert len(frames) < 512, f"{len(frames)} records: never compacted"
+        assert __import__("json").loads(frames[0][2])["kind"] == "base"
+        assert listed(server) == {1: acknowledged[1], 221: acknowledged[221]}
+        with server.client(timeout=10) as client:
+            for number in (1, 221):
+                data, _ = client.get_document(DOC, revision=number)
+                assert sha(data) == acknowledged[number]
+            assert client.call("document.flatten", {"name": DOC, "page": 0, "drawing": drawing(5)})["revision"] == 222
+    finally:
+        server.stop()
