@@ -177,6 +177,23 @@ extension DocumentStore {
                 try history.directory.remove(file)
             }
             if !seals.isEmpty { try writer.append(seals, durable: false) }
+            seals = []
+            // A line's file that is not as the log last saw it (a hard link of an older layout's
+            // removed above changes its change time; so does a hand's edit): sealed again once
+            // every kept revision in it is read and found to be its bytes.
+            for (line, _) in needed {
+                let file = RevisionHistory.lineName(line)
+                guard let stat = try history.directory.stat(file), FileSnapshot(stat) != writer.state.lines[line] else { continue }
+                let revisions = writer.state.kept.filter { $0.line == line }
+                let opened = try history.directory.openForReading(file)
+                defer { try? opened.close() }
+                let digests = try SHA256Hasher.prefixDigests(opened, lengths: revisions.compactMap { $0.length }.filter { $0 <= stat.size })
+                if revisions.allSatisfy({ digests[$0.length ?? -1]?.0 == $0.sha256 }),
+                   FileSnapshot(try Errno.rethrowing { try opened.stat() }) == FileSnapshot(stat) {
+                    seals.append(.seal(line, FileSnapshot(stat)))
+                }
+            }
+            if !seals.isEmpty { try writer.append(seals, durable: false) }
         } catch let error as Errno {
             throw .system("repair the revisions of \(name)", error)
         } catch let error as DocumentError {

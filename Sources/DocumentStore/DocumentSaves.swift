@@ -172,10 +172,12 @@ extension DocumentStore {
         var pageCount: Int
     }
 
-    /// Whether `revision`'s line ends where it does, so that the next revision can continue it.
+    /// Whether `revision`'s line ends where it does, and is the file the log last saw, so that
+    /// the next revision can continue its bytes and its hash.
     func lineEnds(at revision: HistoryRecord, _ writer: HistoryWriter) -> Bool {
-        guard let line = revision.line, let length = revision.length else { return false }
-        return (try? writer.history.directory.stat(RevisionHistory.lineName(line)))?.size == length
+        guard let line = revision.line, let length = revision.length,
+              let stat = try? writer.history.directory.stat(RevisionHistory.lineName(line)) else { return false }
+        return stat.size == length && writer.state.lines[line] == FileSnapshot(stat)
     }
 
     /// The replacing save: `body` writes the new version into a temporary file in the history's
@@ -205,12 +207,14 @@ extension DocumentStore {
         var cost = SaveCost()
         do {
             var hasher = SHA256Hasher()
-            if let base, let line = base.line, let length = base.length, let midstate = base.midstate {
-                let kept = try history.directory.openForReading(RevisionHistory.lineName(line))
-                defer { try? kept.close() }
+            // The hash continues from the revision's state only over the line's bytes as the log
+            // last saw them (or checked against its sha256); else the new file is hashed whole.
+            var resumed = false
+            if let base, let length = base.length, let midstate = base.midstate, let kept = try? openKept(name, base, writer.state) {
+                resumed = true
                 hasher = SHA256Hasher(resuming: midstate)
                 do {
-                    try hasher.feed(kept, from: midstate.length, to: length)
+                    try hasher.feed(kept.descriptor, from: midstate.length, to: length)
                 } catch {
                     throw DocumentError.system("read the end of revision \(base.revision ?? 0) of \(name)", error)
                 }
@@ -229,13 +233,13 @@ extension DocumentStore {
             let stat = try Errno.rethrowing { try out.stat() }
             let sha256: String, midstate: SHA256Midstate
             switch written.hashing {
-            case .fed:
+            case .fed where base == nil || resumed:
                 cost.bytesHashed = hasher.bytesFed
                 midstate = hasher.midstate
                 sha256 = hasher.finish()
             case .known(let known, let state):
                 (sha256, midstate) = (known, state)
-            case .none:
+            case .none, .fed:
                 var whole = SHA256Hasher()
                 try whole.feed(out, from: 0, to: stat.size)
                 cost.bytesHashed = whole.bytesFed
