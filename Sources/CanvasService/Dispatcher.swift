@@ -353,7 +353,7 @@ public final class Dispatcher {
             do throws(ProtocolError) {
                 let summary = try DocumentMethods.available(documents).run { () throws(DocumentError) in try outcome.get() }
                 let result = DocumentMethods.json(summary)
-                if publishes && summary.revision != unchangedAt {
+                if publishes && summary.revision != unchangedAt && !summary.madeBefore {
                     // A write naming a session is that session's save, as a submit is (5.1).
                     let saver = job.holding.flatMap { $0.session.owner == nil ? $0.session.id : nil }
                     call.saves.append((result, method.rawValue, saver))

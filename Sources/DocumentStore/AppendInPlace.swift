@@ -2,7 +2,7 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
-public import SystemPackage
+import SystemPackage
 
 /// How a save that appends an incremental update reaches the disk.
 public enum SaveMode: String, Sendable, CaseIterable {
@@ -82,6 +82,7 @@ extension DocumentStore {
             FaultPoint.appendCommitted.reach()
             prune(writer)
             cost.keeping = ContinuousClock.now - clock
+            cost.add(writer.keptCost)
             recordCost(cost)
             return DocumentSummary(name: name, revision: number, pageCount: pageCount, sha256: sha256)
         } catch {

@@ -91,6 +91,14 @@ public struct DocumentSummary: Sendable, Equatable {
     /// SHA-256 of the document file's bytes (lowercase hex): what a viewer compares to know
     /// whether what it shows is current.
     public let sha256: String
+    /// The answer to a save run again with its key: the revision its first run made, found, not
+    /// made now (so no `document.saved` announces it again). How the answer came, not what it
+    /// names: two summaries of one revision are equal whatever this says.
+    public internal(set) var madeBefore = false
+
+    public static func == (a: DocumentSummary, b: DocumentSummary) -> Bool {
+        (a.name, a.revision, a.pageCount, a.sha256) == (b.name, b.revision, b.pageCount, b.sha256)
+    }
 }
 
 public struct RevisionSummary: Sendable, Equatable {

@@ -80,6 +80,10 @@ extension DocumentStore {
             switch try seen(history) {
             case .none:
                 return (try outcome.get(), 1, hashing ? try hash(file, name) : "", [])
+            case .log(let state) where state.revisions.isEmpty && state.next == 1:
+                // A first save that failed before it kept anything (a full disk) left an empty
+                // log: the document is still revision 1, as it is, and a read keeps nothing.
+                return (try outcome.get(), 1, hashing ? try hash(file, name) : "", [])
             case .log(let state):
                 if let revision = state.revision(of: FileSnapshot(file.stat)), let number = revision.revision, let sha256 = revision.sha256 {
                     return (try outcome.get(), number, sha256, state.kept)
@@ -174,6 +178,8 @@ extension DocumentStore {
                     }
                     continue
                 }
+                // A directory put there by hand is left alone (a file of ours is never one).
+                if let stat = try history.directory.stat(file), stat.type == .directory { continue }
                 try history.directory.remove(file)
             }
             if !seals.isEmpty { try writer.append(seals, durable: false) }
@@ -210,7 +216,8 @@ extension DocumentStore {
         let snapshot = FileSnapshot(file.stat)
         // No revision is an empty file: it is no PDF, and most likely one being written.
         guard writer.state.revision(of: snapshot) == nil, file.stat.size > 0 else { return file }
-        let (sha256, midstate) = try hashWithState(file, name)
+        let (sha256, midstate, fed) = try hashWithState(file, name)
+        writer.keptCost.bytesHashed += fed
         if let current = writer.state.current, writer.state.revisions[current.revision]?.sha256 == sha256 {
             try writer.append([.identity(current.revision, document: snapshot)], durable: false)
             return file
@@ -232,6 +239,8 @@ extension DocumentStore {
             do {
                 var cost = SaveCost()
                 try FileCopy.copyPrefix(file.descriptor, length: file.stat.size, to: out, &cost)
+                writer.keptCost.bytesCopied += cost.bytesCopied
+                writer.keptCost.bytesCloned += cost.bytesCloned
                 try Directory.check { fsync(out.rawValue) }
                 FaultPoint.keepCopied.reach()
                 // Written meanwhile, the copy may be no one version of it: keep nothing now.
@@ -300,10 +309,9 @@ extension DocumentStore {
         }
     }
 
-    func hashWithState(_ file: OpenFile, _ name: String) throws(DocumentError) -> (String, SHA256Midstate) {
+    func hashWithState(_ file: OpenFile, _ name: String) throws(DocumentError) -> (String, SHA256Midstate, fed: Int64) {
         do {
-            let (sha256, midstate, _) = try hashes.hashWithState(file.descriptor, file.stat, budget: hashBudget)
-            return (sha256, midstate)
+            return try hashes.hashWithState(file.descriptor, file.stat, budget: hashBudget)
         } catch .timedOut {
             throw .unreadable(name: name, reason: "timeout", message: "hashing its \(file.stat.size) bytes took longer than \(hashBudget)")
         } catch {

@@ -123,11 +123,13 @@ extension DocumentStore {
     func writing(_ name: String, expectedRevision: Int?, madeBy: String? = nil, fence: WriteFence? = nil, allowingNone: Bool = false,
                  _ body: (OpenFile?, HistoryWriter, HistoryRecord?) throws(DocumentError) -> DocumentSummary) throws(DocumentError) -> DocumentSummary {
         try Self.check(name)
-        // The document first: a name that is no document makes no history folder.
-        if !allowingNone {
+        // The document first: a name that is no document, and never was one, makes no history
+        // folder. One deleted from the folder still has its history, where a request run again
+        // finds what its first run made.
+        do {
             _ = try openDocument(name)
-        } else if (try? openDocument(name)) == nil, try history(name, create: false) == nil {
-            throw .notFound(name)
+        } catch .notFound {
+            if try history(name, create: false) == nil { throw .notFound(name) }
         }
         guard var history = try history(name, create: true) else { throw .io(operation: "open the revisions of \(name)", message: "missing") }
         history.commitFence = fence
@@ -137,7 +139,6 @@ extension DocumentStore {
         // A save supersedes this file, and the history shares nothing with it: its last close
         // frees its blocks (11 ms for 64 MB on ext4), which the reply need not wait for.
         defer { if let current { FileRelease.later(current) } }
-        guard current != nil || allowingNone else { throw .notFound(name) }
         let kept = current.flatMap { writer.state.revision(of: FileSnapshot($0.stat)) }
         if current != nil, kept == nil {
             throw .unreadable(name: name, reason: "damaged", message: "it is empty")
@@ -146,9 +147,10 @@ extension DocumentStore {
             precondition(!madeBy.isEmpty && madeBy.utf8.count <= 64 && madeBy.utf8.allSatisfy { $0.isASCIILetterOrDigit },
                          "a save's key is 1 to 64 ASCII letters and digits")
             if let made = writer.state.kept.last(where: { $0.madeBy == madeBy }), let number = made.revision, let sha256 = made.sha256 {
-                return DocumentSummary(name: name, revision: number, pageCount: made.pageCount ?? 0, sha256: sha256)
+                return DocumentSummary(name: name, revision: number, pageCount: made.pageCount ?? 0, sha256: sha256, madeBefore: true)
             }
         }
+        guard current != nil || allowingNone else { throw .notFound(name) }
         try fence?(name)
         let revision = kept?.revision ?? writer.state.newest?.revision ?? 0
         if let expectedRevision, expectedRevision != revision {
@@ -299,6 +301,7 @@ extension DocumentStore {
             }
             prune(writer)
             cost.keeping = ContinuousClock.now - clock
+            cost.add(writer.keptCost)
             recordCost(cost)
             return DocumentSummary(name: name, revision: number, pageCount: written.pageCount, sha256: sha256)
         } catch {

@@ -1,4 +1,4 @@
-public import CanvasCore
+import CanvasCore
 public import Foundation
 import PDFSurgery
 import SystemPackage

@@ -2,7 +2,7 @@ import CFileCopy
 #if canImport(Glibc)
 import Glibc
 #endif
-public import SystemPackage
+import SystemPackage
 
 /// Copies the beginning of one file into an empty one with the least work the file system
 /// allows: a reflink (`FICLONE`: XFS, Btrfs) shares the blocks and copies nothing; else
@@ -107,6 +107,13 @@ public struct SaveCost: Sendable, Equatable {
     public var keeping: Duration = .zero
 
     public init() {}
+
+    /// Adds the bytes `other` hashed, copied and cloned (work done for the same save).
+    mutating func add(_ other: SaveCost) {
+        bytesHashed += other.bytesHashed
+        bytesCopied += other.bytesCopied
+        bytesCloned += other.bytesCloned
+    }
 }
 
 extension FileDescriptor {

@@ -162,6 +162,9 @@ final class HistoryWriter {
     private let lockFile: FileDescriptor
     private var log: FileDescriptor
     private(set) var state: HistoryState
+    /// What settling cost before the save (keeping the document as a revision: its hash and its
+    /// copy), counted in the save's cost.
+    var keptCost = SaveCost()
     private var end: Int64
     private var chain: [UInt8]
 

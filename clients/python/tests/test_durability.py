@@ -117,7 +117,7 @@ def test_sigkill_during_saves_loses_nothing(tmp_path, mode):
                 for entry in client.call("document.revisions", {"name": document})["revisions"]:
                     data, first = client.get_document(document, revision=entry["revision"])
                     assert first["sha256"] == entry["sha256"], f"{document} revision {entry['revision']}"
-        assert not list((documents / ".canvas-revisions").glob(".tmp-*")), "a half-written save was left behind"
+        assert not list((documents / ".canvas-revisions").rglob(".tmp.*")), "a half-written save was left behind"
     finally:
         server.stop()
     print(f"\ndurability ({mode}): {saves} saves, {killed_mid_save} killed before their reply; "

@@ -48,6 +48,32 @@ def small_disk(tmp_path: Path):
     subprocess.run(["umount", "-l", str(mount)] if os.geteuid() == 0 else ["sudo", "-n", "umount", "-l", str(mount)])
 
 
+def holds_no_deleted_file(pid: int, under: Path, timeout: float = 10) -> None:
+    """Waits until process `pid` has no file open under `under` that is already deleted.
+
+    A save renames its new file over the document and closes the file it replaced off the
+    request's path (FileRelease.later in the store): the replaced file's blocks are freed when
+    that close comes, some time after the reply. Free space measured before then grows later on
+    its own. Once canvasd holds no deleted file on the disk, nothing it holds frees space behind
+    the test's back."""
+    prefix = str(under.resolve())
+    deadline = time.monotonic() + timeout
+    while True:
+        held = []
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except FileNotFoundError:
+                continue   # closed meanwhile
+            if target.startswith(prefix) and target.endswith(" (deleted)"):
+                held.append(target)
+        if not held:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"canvasd still holds deleted files after {timeout} s: {held}")
+        time.sleep(0.01)
+
+
 def test_full_disk_answers_an_error_and_changes_nothing(small_disk: Path, tmp_path: Path):
     # Only the documents are on the small disk: the log and sockets stay where there is room.
     server = Server(tmp_path / "server", ["--log-level", "warning"], documents=small_disk / "documents")
@@ -63,12 +89,18 @@ def test_full_disk_answers_an_error_and_changes_nothing(small_disk: Path, tmp_pa
                                                  + (CORPUS / "labelled_pages.pdf").read_bytes())
         with server.client() as client:
             assert client.call("document.flatten", {"name": "notes.pdf", "page": 0, "drawing": DOT})["revision"] == 2
+            # The file that save replaced is freed after its reply: wait for that, or the room
+            # measured here grows after the disk is filled, and a save the test means to fail fits.
+            holds_no_deleted_file(server.process.pid, small_disk)
             # Fill the disk, leaving less room than a save needs (a save writes a whole new copy,
             # and each document is larger than the one 4 KB page of room left).
             free = shutil.disk_usage(small_disk).free
             filler = small_disk / "filler"
             filler.write_bytes(b"\0" * max(0, free - 4 * 1024))
-            before = {name: digest(documents / name) for name in ("notes.pdf", "box.yianazip", "repaired.pdf")}
+            names = ("notes.pdf", "box.yianazip", "repaired.pdf")
+            before = {name: digest(documents / name) for name in names}
+            revisions = {name: client.call("document.revisions", {"name": name})["revisions"] for name in names}
+            kept = {name: [client.get_document(name, revision=r["revision"])[0] for r in revisions[name]] for name in names}
             session = client.open_session()
             session.open(document="box.yianazip", page=1)
             session.add_stroke([(30, 30), (60, 60)], color="blue", width=3)
@@ -82,10 +114,16 @@ def test_full_disk_answers_an_error_and_changes_nothing(small_disk: Path, tmp_pa
                 session.submit()
             assert full.value.code == "UNAVAILABLE"
             assert session.state()["state"] == "open" and session.state()["hasContent"]
-            # Nothing changed: same bytes, same revisions, no half-written file left behind.
+            # Nothing changed: same bytes, same revisions, no half-written file left behind. (What
+            # is compared is the folder and the history, not free space, which is no measure of
+            # what changed.)
             assert {name: digest(documents / name) for name in before} == before
             assert client.call("document.info", {"name": "notes.pdf"})["revision"] == 2
             assert client.call("document.info", {"name": "box.yianazip"})["revision"] == 1
+            assert client.call("document.info", {"name": "repaired.pdf"})["revision"] == 1
+            for name in names:
+                assert client.call("document.revisions", {"name": name})["revisions"] == revisions[name], name
+                assert [client.get_document(name, revision=r["revision"])[0] for r in revisions[name]] == kept[name], name
             leftovers = [p.name for p in (documents / ".canvas-revisions").rglob(".tmp*")]
             assert leftovers == []
             assert subprocess.run(["qpdf", "--check", str(documents / "notes.pdf")], capture_output=True).returncode == 0

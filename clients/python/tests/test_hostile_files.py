@@ -14,7 +14,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import pytest
 
@@ -193,89 +193,130 @@ def test_canvasctl_flatten_refuses_a_huge_sparse_pdf_without_copying_it(tmp_path
     assert not (tmp_path / "out.pdf").exists()
 
 
-# 3. A name's history ends with its document.
+# 3. A name's history outlives its document: a deleted document's revisions stay, and a file
+# under its name continues them.
 
 def fetch(client, name: str, revision: int) -> bytes:
     got = client.call("document.get", {"name": name, "revision": revision})
     data = base64.b64decode(got["data"])
     assert got["size"] == len(data) and hashlib.sha256(data).hexdigest() == got["sha256"]
+    assert got["revision"] == revision
     return data
 
 
-def test_a_new_document_under_a_deleted_ones_name_starts_a_new_history(tmp_path: Path):
+def listed_revisions(client, name: str) -> List[Tuple[int, bool, str]]:
+    return [(r["revision"], r["current"], r["sha256"]) for r in client.call("document.revisions", {"name": name})["revisions"]]
+
+
+def test_a_document_under_a_deleted_ones_name_continues_its_history(tmp_path: Path):
+    """Two servers on one folder, then a third started afterwards: a deleted document keeps its
+    history (listed with none current, every revision fetchable, restorable), and whatever is put
+    under its name again (an upload, a restore, a file copied in by hand) is its next revision.
+    No number is ever handed out twice, and there is no `.ended/`."""
     folder = tmp_path / "documents"
     first = Server(tmp_path / "a", ["--log-level", "error"], documents=folder)
     second = Server(tmp_path / "b", ["--log-level", "error"], documents=folder)
     third = None
+    # revision -> its bytes, for every revision acknowledged or seen taken.
+    kept: Dict[int, bytes] = {}
+
+    def everything_kept(client, current: Optional[int]) -> None:
+        """Every revision in `kept` listed, oldest first, with its sha256; `current` the one
+        current (None: the document is deleted); each fetched with its own bytes."""
+        listed = listed_revisions(client, "doc.pdf")
+        assert listed == [(n, n == current, hashlib.sha256(kept[n]).hexdigest()) for n in sorted(kept)], listed
+        for number, data in kept.items():
+            assert fetch(client, "doc.pdf", number) == data, f"revision {number}"
+
+    def deleted(client) -> None:
+        assert "doc.pdf" not in {d["name"] for d in client.call("document.list")["documents"]}
+        for method, params in (("document.info", {"name": "doc.pdf"}),
+                               ("document.flatten", {"name": "doc.pdf", "page": 0, "drawing": STROKE}),
+                               ("document.get", {"name": "doc.pdf"})):
+            error = refused(client.call, method, params)
+            assert (error.code, error.data.get("name")) == ("NOT_FOUND", "doc.pdf"), (method, error)
+        everything_kept(client, None)
+
     try:
-        deleted = tiny_pdf(1)
-        (folder / "doc.pdf").write_bytes(deleted)
+        original = tiny_pdf(1)
+        (folder / "doc.pdf").write_bytes(original)
+        kept[1] = original
         with first.client(timeout=30, retries=0) as a, second.client(timeout=30, retries=0) as b:
             for revision in (2, 3):
                 assert a.call("document.flatten", {"name": "doc.pdf", "page": 0, "drawing": STROKE})["revision"] == revision
-            assert fetch(b, "doc.pdf", 1) == deleted
+                kept[revision] = (folder / "doc.pdf").read_bytes()
+            everything_kept(b, 3)
             (folder / "doc.pdf").unlink()
-
-            # Uploaded through one server, under the deleted document's name.
-            uploaded = tiny_pdf(2)
-            assert b.upload_document("doc.pdf", uploaded)["revision"] == 1
             for client in (a, b):
-                assert [r["revision"] for r in client.call("document.revisions", {"name": "doc.pdf"})["revisions"]] == [1]
-                assert fetch(client, "doc.pdf", 1) == uploaded
-                for old in (2, 3):
-                    error = refused(client.call, "document.get", {"name": "doc.pdf", "revision": old})
-                    assert error.code == "NOT_FOUND", error
-            error = refused(a.call, "document.restore", {"name": "doc.pdf", "revision": 3})
-            assert error.code == "NOT_FOUND", error
-            assert a.call("document.restore", {"name": "doc.pdf", "revision": 1})["revision"] == 1   # the current one
-            assert (folder / "doc.pdf").read_bytes() == uploaded
-            # Its history goes on from there, on either server.
-            assert b.call("document.flatten", {"name": "doc.pdf", "page": 1, "drawing": STROKE})["revision"] == 2
-            assert fetch(a, "doc.pdf", 1) == uploaded
-            assert [r["revision"] for r in a.call("document.revisions", {"name": "doc.pdf"})["revisions"]] == [1, 2]
+                deleted(client)
 
-            # Deleted again, and another file copied in by hand: revision 1 again, its own bytes.
+            # Uploaded through one server under the deleted document's name: its next revision.
+            uploaded = tiny_pdf(2)
+            summary = b.upload_document("doc.pdf", uploaded)
+            assert (summary["revision"], summary["sha256"]) == (4, hashlib.sha256(uploaded).hexdigest())
+            assert (folder / "doc.pdf").read_bytes() == uploaded
+            kept[4] = uploaded
+            for client in (a, b):
+                everything_kept(client, 4)
+            # Its history goes on from there, on either server.
+            assert a.call("document.restore", {"name": "doc.pdf", "revision": 3})["revision"] == 5
+            kept[5] = kept[3]
+            assert b.call("document.flatten", {"name": "doc.pdf", "page": 0, "drawing": STROKE})["revision"] == 6
+            kept[6] = (folder / "doc.pdf").read_bytes()
+            everything_kept(a, 6)
+
+            # Deleted again, and restored while deleted: it is back, as the next revision.
+            (folder / "doc.pdf").unlink()
+            deleted(b)
+            restored = a.call("document.restore", {"name": "doc.pdf", "revision": 2})
+            assert (restored["revision"], restored["sha256"]) == (7, hashlib.sha256(kept[2]).hexdigest())
+            assert (folder / "doc.pdf").read_bytes() == kept[2]
+            kept[7] = kept[2]
+            everything_kept(b, 7)
+
+            # Deleted again, and another file copied in by hand: the next revision, its own bytes.
             (folder / "doc.pdf").unlink()
             copied = tiny_pdf(3)
             (folder / "doc.pdf").write_bytes(copied)
             listed = {d["name"]: d for d in a.call("document.list")["documents"]}
-            assert listed["doc.pdf"]["revision"] == 1, listed
-            assert fetch(b, "doc.pdf", 1) == copied
-            error = refused(b.call, "document.get", {"name": "doc.pdf", "revision": 2})
-            assert error.code == "NOT_FOUND", error
+            assert (listed["doc.pdf"]["revision"], listed["doc.pdf"]["sha256"]) == (8, hashlib.sha256(copied).hexdigest()), listed
+            kept[8] = copied
+            for client in (a, b):
+                everything_kept(client, 8)
 
-        # A server started now (its start-up repair sees the file first) agrees.
+        # A server started now agrees, and goes on counting.
         third = Server(tmp_path / "c", ["--log-level", "error"], documents=folder)
         with third.client(timeout=30, retries=0) as c:
-            assert [r["revision"] for r in c.call("document.revisions", {"name": "doc.pdf"})["revisions"]] == [1]
-            assert c.call("document.flatten", {"name": "doc.pdf", "page": 2, "drawing": STROKE})["revision"] == 2
-            assert fetch(c, "doc.pdf", 1) == copied
-            error = refused(c.call, "document.restore", {"name": "doc.pdf", "revision": 3})
-            assert error.code == "NOT_FOUND", error
-        # The ended histories are out of reach, not lost.
-        assert len(list((folder / ".canvas-revisions" / ".ended").iterdir())) == 2
+            everything_kept(c, 8)
+            assert c.call("document.flatten", {"name": "doc.pdf", "page": 2, "drawing": STROKE})["revision"] == 9
+            kept[9] = (folder / "doc.pdf").read_bytes()
+            everything_kept(c, 9)
+        # No history ended, none moved aside.
+        assert not (folder / ".canvas-revisions" / ".ended").exists()
     finally:
         for server in (first, second, third):
             if server:
                 server.stop()
 
 
-def test_a_folder_copied_without_its_links_keeps_its_history(tmp_path: Path):
+def test_a_document_replaced_by_a_copy_of_itself_is_still_its_revision(tmp_path: Path):
     server = Server(tmp_path / "a", ["--log-level", "error"])
     try:
         original = tiny_pdf(1)
         (server.documents / "doc.pdf").write_bytes(original)
         with server.client(timeout=30, retries=0) as client:
             assert client.call("document.flatten", {"name": "doc.pdf", "page": 0, "drawing": STROKE})["revision"] == 2
-            # The current file replaced by a copy of itself (a backup restored; cp without -a).
+            # The current file replaced by a copy of itself (a backup restored; cp without -a):
+            # another file, the same bytes, so the same revision, not a new one.
             current = (server.documents / "doc.pdf").read_bytes()
             (server.documents / "doc.pdf").unlink()
             (server.documents / "doc.pdf").write_bytes(current)
-            revisions = [r["revision"] for r in client.call("document.revisions", {"name": "doc.pdf"})["revisions"]]
-            assert revisions[0] == 1 and fetch(client, "doc.pdf", 1) == original, revisions
+            revisions = [(r["revision"], r["current"]) for r in client.call("document.revisions", {"name": "doc.pdf"})["revisions"]]
+            assert revisions == [(1, False), (2, True)], revisions
+            assert fetch(client, "doc.pdf", 1) == original and fetch(client, "doc.pdf", 2) == current
             saved = client.call("document.flatten", {"name": "doc.pdf", "page": 0, "drawing": STROKE})
-            assert saved["revision"] == revisions[-1] + 1
-            assert fetch(client, "doc.pdf", 1) == original
+            assert saved["revision"] == 3
+            assert fetch(client, "doc.pdf", 1) == original and fetch(client, "doc.pdf", 2) == current
     finally:
         server.stop()
 
