@@ -42,6 +42,7 @@ extension DocumentStore {
     func seen(_ history: RevisionHistory?) throws(DocumentError) -> Seen {
         guard let history else { return .none }
         if let state = try history.read(histories) { return .log(state) }
+        if try history.lostItsLog() { throw RevisionHistory.logLost(history.name) }
         return history.hasLegacyFiles() ? .legacy : .none
     }
 
@@ -409,12 +410,14 @@ extension DocumentStore {
         return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
     }
 
-    /// At start-up, settles each history a killed save left files in, when no writer holds it.
+    /// At start-up, settles each history a killed save left something in (a temporary file, an
+    /// append's intent, a commit whose rename is not known to have happened), when no writer
+    /// holds it: an uncommitted tail on a document is cut before anyone reads the folder.
     func settleLeftovers() {
         for name in (try? revisionsRoot.names()) ?? [] where (try? Self.check(name)) != nil {
-            guard let history = try? history(name, create: false),
-                  ((try? history.directory.names()) ?? []).contains(where: { $0.hasPrefix(RevisionHistory.temporaryPrefix) }),
-                  (try? history.read(histories)) != nil else { continue }
+            guard let history = try? history(name, create: false), let state = try? history.read(histories) else { continue }
+            let temporaries = ((try? history.directory.names()) ?? []).contains { $0.hasPrefix(RevisionHistory.temporaryPrefix) }
+            guard temporaries || state.intent != nil || state.pending != nil else { continue }
             _ = try? settleIfIdle(name, history)
         }
     }

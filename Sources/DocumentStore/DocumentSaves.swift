@@ -206,6 +206,7 @@ extension DocumentStore {
         defer { try? out.close() }
         var committed = false, placed = false
         var madeLine: String?
+        var extended: (line: Int, length: Int64)?
         var cost = SaveCost()
         do {
             var hasher = SHA256Hasher()
@@ -256,6 +257,7 @@ extension DocumentStore {
             } else if let base, let baseLine = base.line, let length = base.length, stat.size > length, lineEnds(at: base, writer) {
                 let target = try history.directory.openForWriting(RevisionHistory.lineName(baseLine))
                 defer { try? target.close() }
+                extended = (baseLine, length)
                 try FileCopy.copyRange(out, from: length, to: stat.size, into: target, at: length, &cost)
                 try Directory.check { fdatasync(target.rawValue) }
                 (line, lineFile) = (baseLine, FileSnapshot(try Errno.rethrowing { try target.stat() }))
@@ -309,6 +311,11 @@ extension DocumentStore {
                 if committed { try? writer.append([.abandoned(number)], durable: true) }
                 try? history.directory.remove(temporary)
                 if let madeLine { try? history.directory.remove(madeLine) }
+                if !committed, let extended,
+                   let snapshot = try? shorten(RevisionHistory.lineName(extended.line), history, to: extended.length) {
+                    // The line back to the revision it continued, and sealed as it is again.
+                    try? writer.append([.seal(extended.line, snapshot)], durable: false)
+                }
             }
             switch error {
             case let error as DocumentError: throw error

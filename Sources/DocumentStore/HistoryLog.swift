@@ -232,9 +232,16 @@ struct HistoryRecord: Codable, Equatable, Sendable {
     }
 
     init?(decoding bytes: [UInt8]) {
-        guard let record = try? JSONDecoder().decode(HistoryRecord.self, from: Data(bytes)), record.isWellFormed else { return nil }
+        // A field this version does not write is no record of it (a newer format says so in the
+        // header, so here it is damage or forgery).
+        guard let object = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any],
+              Set(object.keys).isSubset(of: Self.fieldNames),
+              let record = try? JSONDecoder().decode(HistoryRecord.self, from: Data(bytes)), record.isWellFormed else { return nil }
         self = record
     }
+
+    private static let fieldNames: Set<String> = ["kind", "revision", "line", "length", "sha256", "state", "saved", "source", "document",
+                                                  "lineFile", "temporary", "madeBy", "pageCount", "from", "revisions", "next"]
 
     /// Whether the fields its kind needs are there, with values a writer makes.
     var isWellFormed: Bool {

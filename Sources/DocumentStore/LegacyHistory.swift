@@ -42,6 +42,8 @@ enum LegacyHistory {
                   let saved = Int64(parts[2]), parts[3].utf8.count == 64, parts[3].utf8.allSatisfy(\.isLowercaseHexDigit),
                   let midstate = SHA256Midstate(hex: parts[4], coveringAtMost: length) else { return nil }
             (self.revision, self.line, self.length, self.saved, self.sha256, self.midstate) = (revision, line, length, saved, String(parts[3]), midstate)
+            // Only the name the layout wrote: `012.rev…` or `+12.rev…` is a stray file, not revision 12.
+            guard "\(revision).rev.\(line).\(length).\(saved).\(sha256).\(midstate.hex)" == name else { return nil }
         }
     }
 
@@ -56,6 +58,7 @@ enum LegacyHistory {
             guard parts.count == 3, let pageCount = Int(parts[1]), !parts[0].isEmpty, parts[0].utf8.count <= 64,
                   parts[0].utf8.allSatisfy(\.isASCIILetterOrDigit) else { return nil }
             (self.revision, self.key, self.pageCount) = (revision, String(parts[0]), pageCount)
+            guard "\(revision).madeby.\(key).\(pageCount).\(parts[2])" == name else { return nil }
         }
     }
 
@@ -69,6 +72,7 @@ enum LegacyHistory {
             let parts = name[infix.upperBound...].split(separator: ".", omittingEmptySubsequences: false)
             guard parts.count == 2, let line = Int(parts[0]), let from = Int64(parts[1]) else { return nil }
             (self.revision, self.line, self.from) = (revision, line, from)
+            guard "\(revision).append.\(line).\(from)" == name else { return nil }
         }
     }
 

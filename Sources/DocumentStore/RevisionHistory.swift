@@ -62,6 +62,24 @@ struct RevisionHistory {
     func hasLegacyFiles() -> Bool {
         ((try? directory.names()) ?? []).contains { LegacyHistory.isLegacyName($0) }
     }
+
+    /// A folder with kept bytes (`data.<L>`) and no log, and no older layout's files (which a
+    /// migration killed before its log was in place leaves beside them): the log was removed
+    /// by hand. Starting again from revision 1 would hand out numbers a second time.
+    func lostItsLog() throws(DocumentError) -> Bool {
+        let names: [String]
+        do {
+            names = try directory.names()
+        } catch {
+            throw .system("list the revisions of \(name)", error)
+        }
+        return names.contains { RevisionHistory.line(ofFile: $0) != nil } && !names.contains { LegacyHistory.isLegacyName($0) }
+    }
+
+    static func logLost(_ name: String) -> DocumentError {
+        .unreadable(name: name, reason: "damaged",
+                    message: "its revision log is gone while kept revisions are there; move .canvas-revisions/\(name) away to start a new history")
+    }
 }
 
 /// The parsed logs, each kept with where it ended, so that a read parses only what was added
@@ -194,6 +212,7 @@ final class HistoryWriter {
         }
         do {
             if (try? history.directory.stat(HistoryLog.fileName)) == nil {
+                if try history.lostItsLog() { throw RevisionHistory.logLost(name) }
                 try Self.writeWhole(history, try migrate())
             }
             log = try history.directory.openForReadingAndWriting(HistoryLog.fileName)

@@ -199,8 +199,11 @@ struct SharedSessionEdgeTests {
         _ = try SharedSessionTests.send(toA, id: 2, "canvas.open", ["document": "doc.pdf"], session: session)
         _ = try SharedSessionTests.send(toA, id: 3, "drawing.addStroke", SharedSessionTests.stroke, session: session)
 
-        // a's save waits for the document's lock, held here, while b takes the session over.
-        let held = open(document.path, O_RDONLY)
+        // a's save waits for the document's lock (the `lock` file of its history), held here,
+        // while b takes the session over.
+        let history = folder.appendingPathComponent(".canvas-revisions/doc.pdf")
+        try FileManager.default.createDirectory(at: history, withIntermediateDirectories: true)
+        let held = open(history.appendingPathComponent("lock").path, O_RDWR | O_CREAT, 0o644)
         #expect(held >= 0 && flock(held, LOCK_EX) == 0)
         let first = Mutex<JSONValue?>(nil)
         let endpointA = a.endpoint

@@ -34,14 +34,10 @@ private func scanPDF(imageBytes: Int, seed: UInt64 = 5) -> [UInt8] {
 private func smallPDF() -> [UInt8] { PDFFixtures.pdf([.init(content: "0 g 10 10 50 50 re f")]) }
 
 
-private func history(_ folder: URL, _ name: String) throws -> [String] {
-    try FileManager.default.contentsOfDirectory(atPath: folder.appendingPathComponent(".canvas-revisions/\(name)").path).sorted()
-}
+private func history(_ folder: URL, _ name: String) throws -> [String] { try historyNames(folder, name) }
 
-/// The files of a history that hold bytes (not records or marks).
-private func files(_ folder: URL, _ name: String) throws -> [String] {
-    try history(folder, name).filter { !$0.contains(".rev.") && !$0.contains(".madeby.") }
-}
+/// The files of a history that hold bytes (its lines, `data.<L>`).
+private func files(_ folder: URL, _ name: String) throws -> [String] { try lineFiles(folder, name) }
 
 private func whole(_ store: DocumentStore, _ name: String, _ revision: Int? = nil) throws -> DocumentBytes {
     try store.bytes(name, revision: revision, offset: 0, length: 1 << 30)
@@ -65,8 +61,10 @@ struct SharedRevisionsTests {
         let used = diskUse(folder.path)
         #expect(Double(used) <= 1.05 * Double(final + Int64(original.count)),
                 "the folder takes \(used) bytes for a final file of \(final) and an original of \(original.count)")
-        // One line, one file: the document itself.
-        #expect(try files(folder, "scan.pdf") == ["11-1.pdf"])
+        // One line, one file: the original copied once, each save's increment appended to it.
+        #expect(try files(folder, "scan.pdf") == ["data.1"])
+        #expect(try historyFileSize(folder, "scan.pdf", "data.1") == final)
+        #expect(try !historySharesTheDocument(folder, "scan.pdf"))
         #expect(try store.revisions("scan.pdf").map(\.revision) == Array(1...11))
     }
 
@@ -145,7 +143,7 @@ struct SharedRevisionsTests {
         }
     }
 
-    @Test("a history the old store wrote (a whole file per revision) is read as it is; the first save migrates only the current one")
+    @Test("a history the old store wrote (a whole file per revision) is migrated at its first read: every revision keeps its number, bytes and sha256")
     func oldHistory() throws {
         let folder = try freshFolder("shared-legacy")
         let url = folder.appendingPathComponent("d.pdf")
@@ -162,15 +160,22 @@ struct SharedRevisionsTests {
         try Data(v3).write(to: url)
         #expect(link(url.path, revisions.appendingPathComponent("3.pdf").path) == 0)
         let key = String(repeating: "ab", count: 8)
-        let mark = RevisionHistory.Mark(revision: 3, key: key, pageCount: 1, sha256: DocumentStore.sha256(v3))
-        #expect(FileManager.default.createFile(atPath: revisions.appendingPathComponent(mark.name).path, contents: nil))
+        let mark = "3.madeby.\(key).1.\(DocumentStore.sha256(v3))"
+        #expect(FileManager.default.createFile(atPath: revisions.appendingPathComponent(mark).path, contents: nil))
 
         let store = try DocumentStore(folder: folder)
         #expect(try store.summary("d.pdf").revision == 3)
         #expect(try store.revisions("d.pdf").map(\.sha256) == [v1, v2, v3].map(DocumentStore.sha256))
         for (revision, bytes) in [(1, v1), (2, v2), (3, v3)] { #expect(try whole(store, "d.pdf", revision).bytes == bytes) }
-        // Reading changed nothing.
-        #expect(try history(folder, "d.pdf") == ["1.pdf", "2.pdf", "3.madeby.\(key).1.\(DocumentStore.sha256(v3))", "3.pdf"])
+        // The first read migrated it, under the lock: the log and one line per whole file, no
+        // name of the old layout left, and no file of the history is the document's.
+        #expect(try history(folder, "d.pdf") == ["data.1", "data.2", "data.3", "history.log", "lock"])
+        #expect(try !historySharesTheDocument(folder, "d.pdf"))
+        #expect(try Data(contentsOf: url) == Data(v3), "the document is as it was")
+        let state = try historyState(folder, "d.pdf")
+        #expect(state.kept.map(\.revision) == [1, 2, 3] && state.next == 4 && state.current?.revision == 3)
+        #expect(state.kept.map(\.sha256) == [v1, v2, v3].map(DocumentStore.sha256))
+        #expect(state.kept.map(\.madeBy) == [nil, nil, key] && state.kept.last?.pageCount == 1)
         // The old store's mark still answers its request.
         #expect(try store.flatten("d.pdf", page: 0, drawing: stroke(1), madeBy: key).revision == 3)
 
@@ -182,14 +187,16 @@ struct SharedRevisionsTests {
             let kept = try whole(store, "d.pdf", revision)
             #expect(kept.bytes == bytes && kept.sha256 == DocumentStore.sha256(bytes), "revision \(revision)")
         }
-        // 3.pdf is now the beginning of 4-3.pdf; 1.pdf and 2.pdf stay as they were until pruned.
-        #expect(try files(folder, "d.pdf") == ["1.pdf", "2.pdf", "4-3.pdf"])
-        #expect(try history(folder, "d.pdf").compactMap { RevisionHistory.Record(name: $0)?.revision }.sorted() == [3, 4])
+        // Revision 4 continues revision 3's line; 1 and 2 stay as they were until pruned.
+        #expect(try files(folder, "d.pdf") == ["data.1", "data.2", "data.3"])
+        #expect(try historyState(folder, "d.pdf").kept.map(\.line) == [1, 2, 3, 3])
+        #expect(try historyFileSize(folder, "d.pdf", "data.3") == Int64(v4.count))
         #expect(try store.restore("d.pdf", revision: 2).sha256 == DocumentStore.sha256(v2))
         #expect(try Data(contentsOf: url) == Data(v2))
+        #expect(try !historySharesTheDocument(folder, "d.pdf"))
     }
 
-    @Test("a restore starts a line of its own; pruning frees only files no kept revision needs")
+    @Test("a restore names the restored revision's kept bytes; the save after it starts a line of its own; pruning frees only what no kept revision needs")
     func restoreAndPrune() throws {
         let folder = try freshFolder("shared-restore")
         let url = folder.appendingPathComponent("d.pdf")
@@ -201,19 +208,24 @@ struct SharedRevisionsTests {
         let first = try store.revisions("d.pdf").first?.sha256
         #expect(restored.revision == 4 && restored.sha256 == first)
         #expect(try Data(contentsOf: url) == Data(smallPDF()))
-        // Revision 1 lives in 3-1.pdf (its line's file), revision 4 in its own.
-        #expect(try files(folder, "d.pdf") == ["3-1.pdf", "4.pdf"])
+        // Revision 4 is the first bytes of line 1, as revision 1 is: no copy kept of it.
+        let record = try historyState(folder, "d.pdf").revisions[4]
+        #expect(record?.line == 1 && record?.length == Int64(smallPDF().count))
+        #expect(try files(folder, "d.pdf") == ["data.1"])
+        #expect(try !historySharesTheDocument(folder, "d.pdf"))
         _ = try store.flatten("d.pdf", page: 0, drawing: stroke(2))
         let six = try store.flatten("d.pdf", page: 0, drawing: stroke(3))
         #expect(try store.revisions("d.pdf").map(\.revision) == [1, 5, 6])
-        // Revision 1 still needs line 1's file; revisions 5 and 6 are lengths of 6-4.pdf.
-        #expect(try files(folder, "d.pdf") == ["3-1.pdf", "6-4.pdf"])
+        // Revision 1 still needs line 1, cut to its length; revisions 5 and 6 are lengths of line 5.
+        #expect(try files(folder, "d.pdf") == ["data.1", "data.5"])
+        #expect(try historyFileSize(folder, "d.pdf", "data.1") == Int64(smallPDF().count))
+        #expect(try historyState(folder, "d.pdf").kept.map(\.line) == [1, 5, 5])
         #expect(try whole(store, "d.pdf", 1).bytes == smallPDF())
         #expect(try whole(store, "d.pdf").sha256 == six.sha256)
         #expect(throws: DocumentError.revisionNotFound(name: "d.pdf", revision: 3)) { try store.restore("d.pdf", revision: 3) }
     }
 
-    @Test(".yianazip saves keep a whole file each (the metadata in front changes), pruned as before")
+    @Test(".yianazip saves keep a line each (the metadata in front changes), pruned as before")
     func containers() throws {
         let folder = try freshFolder("shared-yianazip")
         let metadata = #"{"title": "T", "created": 0, "modified": 0, "page_count": 1, "tags": [], "ocr_completed": false, "full_text": ""}"#
@@ -225,7 +237,7 @@ struct SharedRevisionsTests {
             let saved = try store.flatten("m.yianazip", page: 0, drawing: stroke(edit))
             answered[saved.revision] = saved.sha256
         }
-        #expect(try files(folder, "m.yianazip") == ["1.yianazip", "5.yianazip", "6.yianazip"])
+        #expect(try files(folder, "m.yianazip") == ["data.1", "data.5", "data.6"])
         for summary in try store.revisions("m.yianazip") {
             let kept = try whole(store, "m.yianazip", summary.revision)
             #expect(DocumentStore.sha256(kept.bytes) == answered[summary.revision])
@@ -306,64 +318,129 @@ struct KilledSharedSaveTests {
         }
     }
 
-    /// Puts a revision's bytes back as the document, linked as `entry` in the history.
-    func putBack(_ folder: URL, _ entry: String, _ bytes: [UInt8]) throws {
-        let spare = folder.appendingPathComponent(".canvas-revisions/d.pdf/.spare")
-        try Data(bytes).write(to: spare)
-        #expect(link(spare.path, folder.appendingPathComponent(".canvas-revisions/d.pdf/\(entry)").path) == 0)
-        #expect(rename(spare.path, folder.appendingPathComponent("d.pdf").path) == 0)
+    /// Appends `bytes` to a file, as a writer that extends it does.
+    func append(_ bytes: [UInt8], to url: URL) throws {
+        let handle = try FileHandle(forWritingTo: url)
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data(bytes))
+        try handle.close()
     }
 
-    @Test("killed after keeping its file and record, before the rename: the old revision is current, the next save takes the number")
+    @Test("killed after keeping its bytes, before its commit record: the old revision is current, the next save takes the number and cuts the tail")
+    func beforeCommit() throws {
+        var (store, folder, bytes) = try saved("killed-before-commit", saves: 3)
+        let url = folder.appendingPathComponent("d.pdf"), history = historyFolder(folder, "d.pdf")
+        // Revision 5's new file written, and its increment appended to line 1, which it extends.
+        let made = try withUpdate(url, stroke(8))
+        try Data(made).write(to: history.appendingPathComponent(".tmp.99999.5"))
+        try append(Array(made[bytes[4]!.count...]), to: history.appendingPathComponent("data.1"))
+        try check(store, bytes, current: 4)
+        let saved = try store.flatten("d.pdf", page: 0, drawing: stroke(9))
+        #expect(saved.revision == 5)
+        bytes[5] = Array(try Data(contentsOf: url))
+        #expect(DocumentStore.sha256(bytes[5]!) == saved.sha256 && bytes[5] != made)
+        try check(store, bytes, current: 5)
+        #expect(try historyNames(folder, "d.pdf") == ["data.1", "history.log", "lock"])
+        #expect(try Data(contentsOf: history.appendingPathComponent("data.1")) == Data(bytes[5]!), "the uncommitted tail was not cut")
+        store = try DocumentStore(folder: folder)
+        try check(store, bytes, current: 5)
+    }
+
+    @Test("killed after its commit record, before the rename: readers see the old revision until a writer or a restart finishes the save")
     func beforeRename() throws {
         var (store, folder, bytes) = try saved("killed-before-rename", saves: 3)
-        // Revision 4 was kept (4.pdf and its record) but the document is still revision 3.
-        try FileManager.default.removeItem(at: folder.appendingPathComponent(".canvas-revisions/d.pdf/4-1.pdf"))
-        try putBack(folder, "3-1.pdf", bytes[3]!)
-        try Data(bytes[4]!).write(to: folder.appendingPathComponent(".canvas-revisions/d.pdf/4-1.pdf"))
-        bytes[4] = nil
-        try check(store, bytes, current: 3)
-        let saved = try store.flatten("d.pdf", page: 0, drawing: stroke(9))
-        #expect(saved.revision == 4)
-        bytes[4] = Array(try Data(contentsOf: folder.appendingPathComponent("d.pdf")))
-        #expect(DocumentStore.sha256(bytes[4]!) == saved.sha256)
+        let url = folder.appendingPathComponent("d.pdf")
+        let made = try withUpdate(url, stroke(8))
+        #expect(try commitWithoutRename(store, folder, "d.pdf", bytes: made) == 5)
         try check(store, bytes, current: 4)
-        #expect(try files(folder, "d.pdf") == ["4-1.pdf"])
+        #expect(throws: DocumentError.revisionNotFound(name: "d.pdf", revision: 5)) { try whole(store, "d.pdf", 5) }
+        // A restart finishes the rename: the committed revision is the document.
+        let restarted = try DocumentStore(folder: folder)
+        bytes[5] = made
+        #expect(try Data(contentsOf: url) == Data(made))
+        try check(restarted, bytes, current: 5)
+        try check(store, bytes, current: 5)
+        #expect(try !history(folder, "d.pdf").contains { $0.hasPrefix(".tmp.") })
+        let saved = try store.flatten("d.pdf", page: 0, drawing: stroke(9))
+        #expect(saved.revision == 6)
+        bytes[6] = Array(try Data(contentsOf: url))
+        #expect(DocumentStore.sha256(bytes[6]!) == saved.sha256)
+        try check(store, bytes, current: 6)
         store = try DocumentStore(folder: folder)
-        try check(store, bytes, current: 4)
+        try check(store, bytes, current: 6)
     }
 
-    @Test("killed after the rename, before pruning: the extended file stays until the next save, every revision reads the same")
-    func beforePrune() throws {
-        let (store, folder, bytes) = try saved("killed-before-prune", saves: 3)
-        let spare = folder.appendingPathComponent(".canvas-revisions/d.pdf/3-1.pdf")
-        try Data(bytes[3]!).write(to: spare)
+    @Test("killed after its commit record, its new file gone: the revision is abandoned, its number never handed out again")
+    func abandoned() throws {
+        let (store, folder, bytes) = try saved("killed-abandoned", saves: 3)
+        let url = folder.appendingPathComponent("d.pdf")
+        #expect(try commitWithoutRename(store, folder, "d.pdf", bytes: try withUpdate(url, stroke(8)), temporary: ".tmp.99999.5") == 5)
+        try FileManager.default.removeItem(at: historyFolder(folder, "d.pdf").appendingPathComponent(".tmp.99999.5"))
         try check(store, bytes, current: 4)
-        var all = bytes
         let saved = try store.flatten("d.pdf", page: 0, drawing: stroke(9))
-        all[5] = Array(try Data(contentsOf: folder.appendingPathComponent("d.pdf")))
-        #expect(saved.revision == 5 && saved.sha256 == DocumentStore.sha256(all[5]!))
-        try check(store, all, current: 5)
-        #expect(try files(folder, "d.pdf") == ["5-1.pdf"])
+        #expect(saved.revision == 6)
+        var all = bytes
+        all[6] = Array(try Data(contentsOf: url))
+        #expect(DocumentStore.sha256(all[6]!) == saved.sha256)
+        #expect(try store.revisions("d.pdf").map(\.revision) == [1, 2, 3, 4, 6])
+        for (revision, expected) in all {
+            let kept = try whole(store, "d.pdf", revision)
+            #expect(kept.bytes == expected && kept.sha256 == DocumentStore.sha256(kept.bytes), "revision \(revision)")
+        }
+        #expect(throws: DocumentError.revisionNotFound(name: "d.pdf", revision: 5)) { try whole(store, "d.pdf", 5) }
+        #expect(throws: DocumentError.revisionNotFound(name: "d.pdf", revision: 5)) { try store.restore("d.pdf", revision: 5) }
+        #expect(try history(folder, "d.pdf") == ["data.1", "history.log", "lock"], "the abandoned revision's line is not gone")
+        #expect(try DocumentStore(folder: folder).flatten("d.pdf", page: 0, drawing: stroke(10)).revision == 7)
     }
 
-    @Test("killed while pruning, a record gone before its file: that revision is pruned, every other reads the same, the next save removes the file")
+    @Test("killed after the rename, before its identity record and pruning: the document is the committed revision, every revision reads the same")
+    func afterRename() throws {
+        let (store, folder, bytes) = try saved("killed-after-rename", saves: 3)
+        let url = folder.appendingPathComponent("d.pdf")
+        let made = try withUpdate(url, stroke(8))
+        #expect(try commitWithoutRename(store, folder, "d.pdf", bytes: made) == 5)
+        #expect(rename(historyFolder(folder, "d.pdf").appendingPathComponent(".tmp.99999.1").path, url.path) == 0)
+        var all = bytes
+        all[5] = made
+        try check(store, all, current: 5)
+        #expect(try historyState(folder, "d.pdf").pending == nil)
+        let saved = try store.flatten("d.pdf", page: 0, drawing: stroke(9))
+        all[6] = Array(try Data(contentsOf: url))
+        #expect(saved.revision == 6 && saved.sha256 == DocumentStore.sha256(all[6]!))
+        try check(store, all, current: 6)
+        #expect(try !historySharesTheDocument(folder, "d.pdf"))
+    }
+
+    @Test("killed while pruning, after its record, before the files were cut: those revisions are pruned, every other reads the same, the next save cuts the file")
     func midPrune() throws {
         var (store, folder, bytes) = try saved("killed-mid-prune", saves: 3)
-        let history = folder.appendingPathComponent(".canvas-revisions/d.pdf")
-        // Revision 2's file back, its record gone: what a pruning of 2 killed half-way leaves.
-        try Data(bytes[2]!).write(to: history.appendingPathComponent("2-1.pdf"))
-        let record = try FileManager.default.contentsOfDirectory(atPath: history.path).first { RevisionHistory.Record(name: $0)?.revision == 2 }!
-        try FileManager.default.removeItem(at: history.appendingPathComponent(record))
-        #expect(try store.revisions("d.pdf").map(\.revision) == [1, 3, 4])
-        bytes[2] = nil
-        for revision in [1, 3, 4] {
+        // Revision 5 restores 1 (the first bytes of line 1), and 6 starts line 5.
+        #expect(try store.restore("d.pdf", revision: 1).revision == 5)
+        bytes[5] = bytes[1]
+        #expect(try store.flatten("d.pdf", page: 0, drawing: stroke(7)).revision == 6)
+        bytes[6] = Array(try Data(contentsOf: folder.appendingPathComponent("d.pdf")))
+        #expect(try lineFiles(folder, "d.pdf") == ["data.1", "data.6"])
+        // Revisions 2 to 4 pruned, and killed before line 1 was cut to what revision 1 needs.
+        let writer = try historyWriter(store, "d.pdf")
+        try writer.append([.pruned([2, 3, 4])], durable: true)
+        writer.close()
+        #expect(try store.revisions("d.pdf").map(\.revision) == [1, 5, 6])
+        for revision in [1, 5, 6] {
             let kept = try whole(store, "d.pdf", revision)
             #expect(kept.bytes == bytes[revision] && kept.sha256 == DocumentStore.sha256(kept.bytes), "revision \(revision)")
         }
+        for revision in [2, 3, 4] {
+            #expect(throws: DocumentError.revisionNotFound(name: "d.pdf", revision: revision)) { try whole(store, "d.pdf", revision) }
+        }
+        // Readers cut nothing: the bytes stay until the next writer.
+        #expect(try historyFileSize(folder, "d.pdf", "data.1") == Int64(bytes[4]!.count))
         #expect(throws: DocumentError.revisionNotFound(name: "d.pdf", revision: 2)) { try store.restore("d.pdf", revision: 2) }
-        _ = try store.flatten("d.pdf", page: 0, drawing: stroke(7))
-        #expect(try files(folder, "d.pdf") == ["5-1.pdf"])
+        #expect(try store.flatten("d.pdf", page: 0, drawing: stroke(8)).revision == 7)
+        #expect(try lineFiles(folder, "d.pdf") == ["data.1", "data.6"])
+        #expect(try historyFileSize(folder, "d.pdf", "data.1") == Int64(bytes[1]!.count), "line 1 was not cut to what revision 1 needs")
+        store = try DocumentStore(folder: folder)
+        #expect(try whole(store, "d.pdf", 1).bytes == bytes[1])
+        #expect(try whole(store, "d.pdf", 6).bytes == bytes[6])
     }
 
     @Test("a half-written save's temporary file is never read, and the next writer removes it")
@@ -388,7 +465,7 @@ struct AppendInPlaceTests {
 
     func current(_ folder: URL) throws -> [UInt8] { Array(try Data(contentsOf: folder.appendingPathComponent("d.pdf"))) }
 
-    @Test("ten appended saves copy nothing, write their increments, keep one file, and every revision reads back with its hash")
+    @Test("ten appended saves copy nothing but the original once, write their increments, keep one file, and every revision reads back with its hash")
     func appended() throws {
         let original = scanPDF(imageBytes: 1 << 20)
         let (store, folder) = try setUp("append-saves", original)
@@ -401,14 +478,17 @@ struct AppendInPlaceTests {
             answered[saved.revision] = after
             #expect(saved.sha256 == DocumentStore.sha256(after))
             let cost = store.lastSaveCost
-            #expect(cost.bytesCopied == 0 && cost.bytesCloned == 0 && cost.bytesWritten == Int64(after.count - before))
+            // The first save keeps the original once, a copy into the history; the others copy nothing.
+            #expect(cost.bytesCopied + cost.bytesCloned == (edit == 0 ? Int64(original.count) : 0))
+            #expect(cost.bytesWritten == Int64(after.count - before))
             if edit > 0 { #expect(cost.bytesHashed <= 2 * Int64(after.count - before)) }
             var status = stat()
             #expect(lstat(folder.appendingPathComponent("d.pdf").path, &status) == 0)
             if edit == 0 { identity = status.st_ino } else { #expect(status.st_ino == identity, "the document was replaced, not appended to") }
         }
-        #expect(try files(folder, "d.pdf") == ["1.pdf"])
-        #expect(!(try history(folder, "d.pdf")).contains { $0.contains(".append.") }, "an intent outlived its save")
+        #expect(try files(folder, "d.pdf") == ["data.1"])
+        #expect(try historyState(folder, "d.pdf").intent == nil, "an intent outlived its save")
+        #expect(try !historySharesTheDocument(folder, "d.pdf"))
         #expect(try store.revisions("d.pdf").map(\.revision) == Array(1...11))
         for summary in try store.revisions("d.pdf") {
             let kept = try whole(store, "d.pdf", summary.revision)
@@ -417,66 +497,90 @@ struct AppendInPlaceTests {
         #expect(try whole(store, "d.pdf").revision == 11)
     }
 
+    /// What an append killed after its intent record and (part of) its update leaves: the intent
+    /// in the log, `tail` at the end of the document, and with `inLine` at the end of the line too.
+    func killedAppend(_ store: DocumentStore, _ folder: URL, tail: [UInt8], inLine: Bool = false) throws {
+        let url = folder.appendingPathComponent("d.pdf")
+        let writer = try historyWriter(store, "d.pdf")
+        let current = try #require(writer.state.current.flatMap { writer.state.revisions[$0.revision] })
+        #expect(current.length == Int64(try self.current(folder).count))
+        try writer.append([.intent(writer.state.next, from: current.length!, document: try fileSnapshot(url))], durable: true)
+        writer.close()
+        for target in [url] + (inLine ? [historyFolder(folder, "d.pdf").appendingPathComponent(RevisionHistory.lineName(current.line!))] : []) {
+            let handle = try FileHandle(forWritingTo: target)
+            try handle.seekToEnd()
+            try handle.write(contentsOf: Data(tail))
+            try handle.close()
+        }
+    }
+
     @Test("a killed append's tail is no revision: a reader serves the committed one and, with no writer alive, cuts the tail under the lock")
     func killedTail() throws {
         let (store, folder) = try setUp("append-killed")
         _ = try store.flatten("d.pdf", page: 0, drawing: stroke(0))
         let committed = try store.flatten("d.pdf", page: 0, drawing: stroke(1))
         let bytes = try current(folder)
-        // What a save killed after writing (part of) its update and before its record leaves.
-        let intent = RevisionHistory.Intent(revision: 4, line: 1, from: Int64(bytes.count))
-        #expect(FileManager.default.createFile(atPath: folder.appendingPathComponent(".canvas-revisions/d.pdf/\(intent.name)").path, contents: nil))
-        let handle = try FileHandle(forWritingTo: folder.appendingPathComponent("d.pdf"))
-        try handle.seekToEnd()
-        try handle.write(contentsOf: Data("1 0 obj\n<< /Half an upd".utf8))
-        try handle.close()
+        try killedAppend(store, folder, tail: Array("1 0 obj\n<< /Half an upd".utf8))
         let summary = try store.summary("d.pdf")
         #expect(summary.revision == 3 && summary.sha256 == committed.sha256)
         #expect(try current(folder) == bytes, "the tail was not cut")
         #expect(try whole(store, "d.pdf").bytes == bytes)
+        #expect(try historyState(folder, "d.pdf").intent == nil)
         let next = try store.flatten("d.pdf", page: 0, drawing: stroke(2))
         let after = try current(folder)
-        #expect(next.revision == 4 && Array(after.prefix(bytes.count)) == bytes)
-        #expect(!(try history(folder, "d.pdf")).contains { $0.contains(".append.") })
+        #expect(next.revision == 4 && Array(after.prefix(bytes.count)) == bytes && next.sha256 == DocumentStore.sha256(after))
+        #expect(try historyState(folder, "d.pdf").intent == nil)
+        #expect(try store.revisions("d.pdf").map(\.revision) == [1, 2, 3, 4])
     }
 
-    @Test("the next writer cuts a killed append's tail before it saves, and a second store's start-up does when no writer holds the lock")
+    @Test("the next writer cuts a killed append's tail, in the document and in its line, before it saves")
     func writerCutsTail() throws {
         let (store, folder) = try setUp("append-writer-cuts")
         _ = try store.flatten("d.pdf", page: 0, drawing: stroke(0))
         let bytes = try current(folder)
-        for round in 0..<2 {
-            let revision = 3 + round
-            let intent = RevisionHistory.Intent(revision: revision, line: 1, from: Int64(try current(folder).count))
-            #expect(FileManager.default.createFile(atPath: folder.appendingPathComponent(".canvas-revisions/d.pdf/\(intent.name)").path, contents: nil))
-            let handle = try FileHandle(forWritingTo: folder.appendingPathComponent("d.pdf"))
-            try handle.seekToEnd()
-            try handle.write(contentsOf: Data(repeating: 0x41, count: 5000))
-            try handle.close()
-            if round == 0 {
-                let saved = try store.flatten("d.pdf", page: 0, drawing: stroke(1))
-                let after = try current(folder)
-                #expect(saved.revision == 3 && Array(after.prefix(bytes.count)) == bytes)
-                #expect(saved.sha256 == DocumentStore.sha256(try current(folder)))
-            } else {
-                let before = try current(folder).count - 5000
-                _ = try DocumentStore(folder: folder, saveMode: .append)
-                #expect(try current(folder).count == before)
-            }
+        try killedAppend(store, folder, tail: Array(repeating: 0x41, count: 5000), inLine: true)
+        let saved = try store.flatten("d.pdf", page: 0, drawing: stroke(1))
+        let after = try current(folder)
+        #expect(saved.revision == 3 && Array(after.prefix(bytes.count)) == bytes)
+        #expect(!after[bytes.count...].starts(with: repeatElement(UInt8(0x41), count: 100)), "the tail was not cut")
+        #expect(saved.sha256 == DocumentStore.sha256(after))
+        #expect(try Data(contentsOf: historyFolder(folder, "d.pdf").appendingPathComponent("data.1")) == Data(after))
+        for summary in try store.revisions("d.pdf") {
+            let kept = try whole(store, "d.pdf", summary.revision)
+            #expect(kept.sha256 == summary.sha256 && DocumentStore.sha256(kept.bytes) == summary.sha256, "revision \(summary.revision)")
         }
     }
 
-    @Test("bytes past the last revision with no intent (the file changed from outside) are never cut: the file is another document")
+    @Test("a second store's start-up cuts a killed append's tail when no writer holds the lock")
+    func startUpCutsTail() throws {
+        let (store, folder) = try setUp("append-start-cuts")
+        _ = try store.flatten("d.pdf", page: 0, drawing: stroke(0))
+        let bytes = try current(folder)
+        try killedAppend(store, folder, tail: Array(repeating: 0x41, count: 5000), inLine: true)
+        _ = try DocumentStore(folder: folder, saveMode: .append)
+        #expect(try current(folder) == bytes, "the tail is still on the document")
+    }
+
+    @Test("bytes appended by another program (no intent) are never cut: the file is the next revision, with its real sha256")
     func foreignTail() throws {
         let (store, folder) = try setUp("append-foreign")
-        _ = try store.flatten("d.pdf", page: 0, drawing: stroke(0))
+        let second = try store.flatten("d.pdf", page: 0, drawing: stroke(0))
         let handle = try FileHandle(forWritingTo: folder.appendingPathComponent("d.pdf"))
         try handle.seekToEnd()
         try handle.write(contentsOf: Data("% appended by another tool\n".utf8))
         try handle.close()
         let changed = try current(folder)
-        #expect(try store.summary("d.pdf").revision == 1)
+        let summary = try store.summary("d.pdf")
+        #expect(summary.revision == 3 && summary.sha256 == DocumentStore.sha256(changed))
         #expect(try current(folder) == changed)
+        #expect(try store.revisions("d.pdf").map(\.revision) == [1, 2, 3])
+        let two = try whole(store, "d.pdf", 2)
+        #expect(two.sha256 == second.sha256 && DocumentStore.sha256(two.bytes) == second.sha256)
+        // The next save appends after the other program's bytes.
+        let next = try store.flatten("d.pdf", page: 0, drawing: stroke(1))
+        let after = try current(folder)
+        #expect(next.revision == 4 && Array(after.prefix(changed.count)) == changed && next.sha256 == DocumentStore.sha256(after))
+        #expect(try whole(store, "d.pdf", 3).bytes == changed)
     }
 
     @Test("with two revisions kept, a pruned revision whose file holds later ones (appended in place) is not served as that file")
@@ -495,7 +599,7 @@ struct AppendInPlaceTests {
             let kept = try whole(store, "d.pdf", summary.revision)
             #expect(summary.sha256 == answered[summary.revision] && DocumentStore.sha256(kept.bytes) == summary.sha256, "revision \(summary.revision)")
         }
-        // Revision 5 (the restore) started the file 5.pdf that now holds 6, 7 and 8; its record is pruned.
+        // Revision 5 (the restore) is the first bytes of line 1, which 6, 7 and 8 extended; its record is pruned.
         #expect(throws: DocumentError.revisionNotFound(name: "d.pdf", revision: 5)) { try store.bytes("d.pdf", revision: 5, offset: 0, length: 10) }
     }
 
