@@ -173,7 +173,6 @@ struct RetriedSaveTests {
     }
 
     @Test("a save refused at its commit leaves the history's bytes as they were, in both save modes",
-          .disabled("bug: a replacing save that fails after extending its base's line (fence refused, document changed meanwhile) leaves the increment on data.<L> until the next writer"),
           arguments: [SaveMode.replace, .append])
     func fenceLeavesNoBytes(mode: SaveMode) throws {
         let folder = try freshFolder("commit-fence-bytes")
