@@ -85,6 +85,7 @@ bench: system-deps
 	.build/release/canvasbench load
 	.build/release/canvasbench load --curve
 	.build/release/canvasbench session-store
+	.build/release/canvasbench save-cost
 
 # Redis, three canvasd instances and HAProxy (deploy/haproxy.cfg for ZMTP, haproxy-ws.cfg for
 # ws://) on loopback, serving $(DOCUMENTS) together, and the demo page on DEMO_PORT reaching them

@@ -101,7 +101,7 @@ public struct SaveCost: Sendable, Equatable {
     /// How the bytes shared with the revision before it were copied.
     public var method: Method = .none
     /// Time spent writing the new file (copying, appending), flushing it (`fsync`), and keeping
-    /// it (link, record, rename, and the two folders' flushes).
+    /// it (its bytes in the history's line, the log's records, the rename, the folders' flushes).
     public var writing: Duration = .zero
     public var flushing: Duration = .zero
     public var keeping: Duration = .zero

@@ -103,7 +103,7 @@ struct SaveCostBench: ParsableCommand {
                   + "by \(run.costs.last!.method == .none ? "nothing" : run.costs.last!.method.rawValue), cloned \(megabytes(Int64(median { Double($0.bytesCloned) }))), "
                   + "written \(format(median { Double($0.bytesWritten) } / 1024, 1)) KiB")
             print("    where the time goes: writing (copy and append) \(milliseconds(median { $0.writing.seconds })), "
-                  + "fsync \(milliseconds(median { $0.flushing.seconds })), keeping (link, record, rename, folder fsyncs, prune) "
+                  + "fsync \(milliseconds(median { $0.flushing.seconds })), keeping (the history's line and log flushed, rename, folder fsyncs, prune) "
                   + "\(milliseconds(median { $0.keeping.seconds })), the rest (reading the PDF, drawing the ink, locking) "
                   + "\(milliseconds(run.median - median { ($0.writing + $0.flushing + $0.keeping).seconds }))")
             print("    first save (median of the rounds): \(milliseconds(Stats(run.firsts).median)), hashed \(megabytes(run.first.bytesHashed)) "
