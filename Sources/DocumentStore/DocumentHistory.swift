@@ -78,7 +78,8 @@ extension DocumentStore {
             guard let after = try? file.descriptor.stat(), FileSnapshot(after) == FileSnapshot(file.stat) else { continue }
             let history = try history(name, create: false)
             let last = attempt == Self.readAttempts - 1
-            switch try seen(history) {
+            let seen = try seen(history)
+            switch seen {
             case .none:
                 return (try outcome.get(), 1, hashing ? try hash(file, name) : "", [])
             case .log(let state) where state.revisions.isEmpty && state.next == 1:
@@ -97,10 +98,18 @@ extension DocumentStore {
             case .legacy:
                 break
             }
-            guard let history, try settleIfIdle(name, history) else {
+            let settled: Bool
+            do {
+                settled = try history.map { (history) throws(DocumentError) in try settleIfIdle(name, history) } ?? false
+            } catch {
+                // Settling needs to write (a full disk, a folder it may not write): a read still
+                // answers what the file is, as the next revision, not yet kept.
+                guard case .log(let state) = seen else { throw error }
+                return (try outcome.get(), state.next, try hash(file, name), state.kept)
+            }
+            if !settled {
                 // A writer is at work: its save, or its settling, takes a few milliseconds.
                 usleep(5_000)
-                continue
             }
         }
         throw .unreadable(name: name, reason: "busy", message: "it was saved over \(Self.readAttempts) times while being read; try again")
