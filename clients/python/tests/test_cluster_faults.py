@@ -12,9 +12,9 @@ acknowledged ones; the first test also renders the page and looks for the colour
 were drawn.
 
 Faults are made with signals (SIGSTOP, SIGCONT, SIGKILL) and, to hold an instance inside a
-save, by holding the document file's lock (`flock`, which every writer takes) and waiting until
-/proc/locks shows the instance waiting for it. Nothing waits on a guessed delay but the pause
-itself. What a continued instance had queued is known to have had its turn once it answers a
+save, by holding the document's lock (`flock` on its history's `lock` file, which every writer
+takes) and waiting until /proc/locks shows the instance waiting for it. Nothing waits on a
+guessed delay but the pause itself. What a continued instance had queued is known to have had its turn once it answers a
 later request of the same session sent to it (a session's requests are served in order).
 
 1. A save from a stale copy: the issue's steps, for x.pdf reopened and for y.pdf; then a
@@ -782,7 +782,10 @@ def submit_held_in_a_save(cluster: Cluster, client: Roamer, documents: Documents
     client.open_session(A)
     client.ok(A, "canvas.open", {"document": "x.pdf", "page": 0})
     client.ok(A, "drawing.addStroke", RED)
-    held = open(cluster.documents / "x.pdf", "rb")
+    # The document's one-writer lock is its history's lock file (made here if no save made it).
+    history = cluster.documents / ".canvas-revisions" / "x.pdf"
+    history.mkdir(parents=True, exist_ok=True)
+    held = open(history / "lock", "ab")
     fcntl.flock(held.fileno(), fcntl.LOCK_EX)
     submit = client.send_unanswered(A, "canvas.submit", {}, wait=0.1)
     try:
