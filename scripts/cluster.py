@@ -303,8 +303,10 @@ class Cluster:
             arguments += ["--session-store", self.redis_url, "--instance", instance.name]
         with open(self.folder / f"{instance.name}.log", "ab") as log:
             instance.process = subprocess.Popen(arguments, stdout=log, stderr=subprocess.STDOUT)
+        # Its health port opens once it holds its name: started again under the name of one
+        # killed a moment ago, it first waits out that one's lease (10 s).
         wait_for_ports([instance.requests, instance.events, instance.ws_requests, instance.ws_events, instance.health],
-                       instance.process, instance.name)
+                       instance.process, instance.name, timeout=25.0)
 
     def instance(self, name: str) -> Instance:
         return next(i for i in self.instances if i.name == name)

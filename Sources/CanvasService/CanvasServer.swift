@@ -18,6 +18,8 @@ public enum ServerStartError: Error, CustomStringConvertible {
     case sessionStore(String)
     /// `--health-endpoint` could not be served.
     case health(String)
+    /// Told to stop before it served (while it waited for its instance name's lease).
+    case stopped(String)
 
     public var description: String {
         switch self {
@@ -30,7 +32,7 @@ public enum ServerStartError: Error, CustomStringConvertible {
             return "refusing to serve \(endpoint) to web peers without access tokens: bind it to 127.0.0.1 (behind a proxy), or give --web-tokens"
         case .notWebSocket(let endpoint):
             return "\(endpoint) is not a ws:// endpoint"
-        case .sessionStore(let reason), .health(let reason): return reason
+        case .sessionStore(let reason), .health(let reason), .stopped(let reason): return reason
         }
     }
 }
@@ -92,7 +94,9 @@ public final class CanvasServer {
     public var webEndpoint: String? { web?.endpoint }
     public var webEventsEndpoint: String? { web?.eventsEndpoint }
 
-    public init(configuration: ServiceConfiguration, logger: Logger) throws(ServerStartError) {
+    /// `shouldStop` is asked while start-up waits for the instance name's lease (up to one
+    /// lease period, `SharedSessions.claimName`); when it says so, start-up ends with `.stopped`.
+    public init(configuration: ServiceConfiguration, logger: Logger, shouldStop: () -> Bool = { false }) throws(ServerStartError) {
         self.configuration = configuration
         self.logger = logger
         do {
@@ -172,7 +176,7 @@ public final class CanvasServer {
                                   StoreLine { waker.wake() }))
                 }
                 let shared = lanes[0].shared
-                try shared.claimName()
+                try shared.claimName(shouldStop: shouldStop)
                 // Saves are announced for every instance, each relaying what it hears.
                 let feed = try DocumentFeed(url: url)
                 let relay = self.relay!
@@ -181,6 +185,8 @@ public final class CanvasServer {
                 shared.feed = feed
                 logger.info("sessions shared through the session store",
                             metadata: ["store": "\(shared.address)", "lanes": "\(lanes.count)", "instance": "\(configuration.instanceName)"])
+            } catch let error as ServerStartError {
+                throw error
             } catch {
                 throw .sessionStore("\(error)")
             }

@@ -1,5 +1,6 @@
 import CanvasProtocol
 import DocumentStore
+import Glibc
 import Logging
 import SessionStore
 import Synchronization
@@ -56,19 +57,61 @@ final class SharedSessions: @unchecked Sendable {
     /// How long the name is held without a renewal; renewed every second by the loop.
     static let nameLease: Duration = .seconds(10)
 
-    /// Claims the instance name at start. Throws a message for the operator when another live
-    /// instance holds it, or the store cannot be asked.
-    func claimName() throws(ServerStartError) {
-        do {
-            if case .taken(let left) = try store.claimInstance(token: nameToken, lease: Self.nameLease) {
-                throw ServerStartError.sessionStore("the instance name \"\(instance)\" is held by another live canvasd (its lease ends in \(left) ms unless renewed): give each instance its own --instance")
+    /// Claims the instance name at start. A name still under lease may be a live canvasd's, or
+    /// the lease of one that was killed (SIGKILL, a crash, a lost machine) and so never gave it
+    /// back: this one watches the lease, claiming it again and again, and starts as soon as it
+    /// runs out. Only a lease its holder still renews after a whole lease period watched is a
+    /// live canvasd's, and then this one refuses. Throws a message for the operator then, or
+    /// when the store cannot be asked; `.stopped` when `shouldStop` said so while it waited.
+    func claimName(shouldStop: () -> Bool = { false }) throws(ServerStartError) {
+        let clock = ContinuousClock()
+        let started = clock.now
+        // When the lease ends unless it is renewed, as last seen, and when a renewal was last seen.
+        var ends: ContinuousClock.Instant?
+        var renewed: ContinuousClock.Instant?
+        while true {
+            let claim: SessionSnapshotStore.Claim
+            do {
+                claim = try store.claimInstance(token: nameToken, lease: Self.nameLease)
+            } catch {
+                throw .sessionStore("claiming the instance name \"\(instance)\": \(error)")
             }
-        } catch let error as ServerStartError {
-            throw error
-        } catch {
-            throw .sessionStore("claiming the instance name \"\(instance)\": \(error)")
+            let now = clock.now
+            guard case .taken(let left) = claim else {
+                if ends != nil {
+                    logger.notice("instance name taken: its lease ran out without being renewed", metadata: [
+                        "instance": "\(instance)", "waitedMs": "\((now - started).milliseconds)",
+                    ])
+                }
+                return
+            }
+            let end = now + .milliseconds(left)
+            if let ends {
+                // Its end moved later: the holder (or another process) claimed it again. Time
+                // that passes between the store's answer and this clock is far below this.
+                if end > ends + Self.renewalSeen { renewed = now }
+            } else {
+                logger.notice("instance name held under a lease: waiting to see whether its holder renews it (a live canvasd) or it runs out (one that was killed), and starting once it does", metadata: [
+                    "instance": "\(instance)", "leaseEndsInMs": "\(left)", "leaseMs": "\(Self.nameLease.milliseconds)",
+                ])
+            }
+            ends = end
+            // Refused at its first renewal past the period: one seen earlier only says the holder
+            // was alive then, and one killed since lets the lease run out, which is waited for.
+            if let renewed, renewed - started >= Self.nameLease {
+                throw .sessionStore("the instance name \"\(instance)\" is held by another live canvasd (it still renews its lease after the \((now - started).milliseconds) ms this one watched it): give each instance its own --instance")
+            }
+            if shouldStop() { throw .stopped("stopped while waiting for the instance name \"\(instance)\"") }
+            usleep(UInt32(min(Self.leaseWatch, max(.milliseconds(1), end - now)).milliseconds * 1000))
         }
     }
+
+    /// How often a start-up waiting for its name asks again, so that it starts this soon after
+    /// the lease runs out.
+    static let leaseWatch: Duration = .milliseconds(100)
+    /// A lease whose end moved later by more than this was renewed (a renewal moves it by the
+    /// second between renewals).
+    static let renewalSeen: Duration = .milliseconds(200)
 
     /// Renews the name's lease (the loop calls it once a second). False when another process
     /// took the name meanwhile (this one was paused past its lease, say).

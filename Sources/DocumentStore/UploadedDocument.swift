@@ -9,10 +9,17 @@ extension DocumentStore {
     /// the page count. The bytes are read from the upload's own temporary file (never in the
     /// document folder), so a refused upload never touches the folder. A refusal is `.refused`
     /// with its reason (`empty`, `container`, `notPDF`, `encrypted`, `damaged`,
-    /// `damagedOrEncrypted`); a check the machine could not make (the file unreadable) is
-    /// `.io`, the server's fault and not the upload's.
+    /// `damagedOrEncrypted`, or `timeout`: a read that ran past `readBudget` says nothing about
+    /// the file's health, only that this server cannot read it in time, as it could not each
+    /// time the document was opened); a check the machine could not make (the file unreadable)
+    /// is `.io`, the server's fault and not the upload's.
     public func check(upload spool: UploadSpool, as name: String) throws(DocumentError) -> Int {
         func refuse(_ reason: String, _ message: String) -> DocumentError { .refused(name: name, reason: reason, message: message) }
+        func unread(_ error: PDFError, _ what: String, otherwise reason: String) -> DocumentError {
+            error.kind == .timeout
+                ? refuse("timeout", "the PDF was not read in the time a read of a document has: \(error.message)")
+                : refuse(reason, "\(what): \(error.message)")
+        }
         guard try spool.size() > 0 else { throw refuse("empty", "the upload is empty") }
         let file = spool.file
         var offset: Int64 = 0
@@ -30,7 +37,7 @@ extension DocumentStore {
         do throws(PDFError) {
             pdf = try PDFFile(file: file, name: name, offset: offset, budget: readBudget)
         } catch {
-            throw refuse(error.kind == .encrypted ? "encrypted" : "damaged", "the PDF cannot be read: \(error.message)")
+            throw unread(error, "the PDF cannot be read", otherwise: error.kind == .encrypted ? "encrypted" : "damaged")
         }
         guard !pdf.needsRewrite else {
             throw refuse("damagedOrEncrypted", "the PDF is encrypted, or damaged so that it opens only after repair; upload an intact, unencrypted file")
@@ -40,7 +47,7 @@ extension DocumentStore {
             do throws(PDFError) {
                 _ = try pdf.page(index)
             } catch {
-                throw refuse("damaged", "page \(index) cannot be read: \(error.message)")
+                throw unread(error, "page \(index) cannot be read", otherwise: "damaged")
             }
         }
         return pdf.pageCount

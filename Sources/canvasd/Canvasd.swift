@@ -196,7 +196,13 @@ struct Canvasd: ParsableCommand {
 
         let server: CanvasServer
         do {
-            server = try CanvasServer(configuration: configuration, logger: logger)
+            // SIGTERM too ends a start-up still waiting for its name: there is nothing to drain.
+            server = try CanvasServer(configuration: configuration, logger: logger) {
+                stopRequested.load(ordering: .relaxed) || drainRequested.load(ordering: .relaxed)
+            }
+        } catch ServerStartError.stopped(let reason) {
+            logger.notice("canvasd stopped before it served", metadata: ["reason": "\(reason)"])
+            return
         } catch {
             logger.critical("canvasd not started", metadata: ["error": "\(error)"])
             throw ExitCode(1)

@@ -72,6 +72,23 @@ struct TransferTests {
         #expect(try names(folder) == [".canvas-revisions"])
     }
 
+    @Test("an upload whose read runs out of time is refused as a timeout, not as damaged")
+    func readOutOfTime() throws {
+        // A valid PDF of many pages: every page is read by the check, which takes far longer
+        // than the small budget, and well within a large one.
+        let pages = PDFFixtures.pdf(Array(repeating: .init(content: "0 g 10 10 50 50 re f"), count: 20_000))
+        let folder = try freshFolder("refused-late")
+        #expect(try DocumentStore(folder: folder, readBudget: .seconds(120)).check(upload: spool(pages), as: "long.pdf") == 20_000)
+        let hurried = try DocumentStore(folder: folder, readBudget: .milliseconds(5))
+        #expect {
+            _ = try hurried.check(upload: spool(pages), as: "long.pdf")
+        } throws: { error in
+            guard case .refused(let name, let reason, let message)? = error as? DocumentError else { return false }
+            return name == "long.pdf" && reason == "timeout" && message.contains("ms")
+        }
+        #expect(try names(folder) == [".canvas-revisions"])
+    }
+
     static func refusal(_ error: any Error) -> String? {
         guard case .refused(_, let reason, _)? = error as? DocumentError else { return nil }
         return reason

@@ -558,7 +558,7 @@ class RoamingSession:
         """A fault between two steps, at the instance that served the last request:
         `redis` (Redis restarted: SIGTERM, started again on its append-only log), `redis-kill`
         (the same after SIGKILL), `kill`
-        (SIGKILL, started again under a new name, as the old name's lease outlives it) or
+        (SIGKILL, started again at once under its own name, so that it waits out its lease) or
         `pause` (SIGSTOP for a few steps, each request meant for it sent there and then to
         the other instance; SIGCONT, then what it answers to those it had)."""
         where = self.client.last
@@ -570,7 +570,6 @@ class RoamingSession:
             log.append(f"{'AB'[where]} killed (-9) and started again")
             instance = self.cluster.instances[where]
             self.cluster.kill(instance)
-            instance.name = f"canvasd{where + 1}-{WALK['fault kill']}"
             self.cluster.start_instance(instance)
             self.client.reconnect(where)
         elif kind == "pause":
@@ -819,8 +818,7 @@ def test_a_holder_killed_inside_a_save_leaves_one_revision_answered_once(tmp_pat
             cluster.kill(cluster.instances[A])
             held.close()
             problems = red_submit_saved(client.ok(B, "canvas.submit", request_id=submit)["document"], documents)
-            # The killed instance back, under a new name (the old one's lease outlives a SIGKILL).
-            cluster.instances[A].name = "canvasd1-again"
+            # The killed instance back at once under its own name, once its lease ran out.
             cluster.start_instance(cluster.instances[A])
             client.reconnect(A)
             problems += client.retry_everywhere(submit)
