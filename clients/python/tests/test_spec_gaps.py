@@ -306,3 +306,20 @@ def test_a_revision_not_made_yet_is_not_called_saved_since(server, client):
     refused = refusal(lambda: client.call("document.flatten", {"name": "d.pdf", "page": 0, "drawing": drawing,
                                                                 "expectedRevision": 1}))
     assert refused.data["revision"] == 2 and "saved since" in str(refused)
+
+
+# C: a revision number is handed out once per name, for good; the one way to start again at 1
+# is to remove the history's folder by hand, and a log removed alone is refused.
+
+def test_revision_numbers_are_never_handed_out_again(server, client):
+    documents = server.documents
+    (documents / "d.pdf").write_bytes(tiny_pdf(1))
+    client.call("document.flatten", {"name": "d.pdf", "page": 0, "drawing": {"strokes": [stroke(2)]}})
+    (documents / "d.pdf").unlink()
+    (documents / "d.pdf").write_bytes(tiny_pdf(2))
+    assert client.call("document.info", {"name": "d.pdf"})["revision"] == 3
+    assert [r["revision"] for r in client.call("document.revisions", {"name": "d.pdf"})["revisions"]] == [1, 2, 3]
+    (documents / ".canvas-revisions" / "d.pdf" / "history.log").unlink()
+    refused = refusal(lambda: client.call("document.info", {"name": "d.pdf"}))
+    assert (refused.code, refused.data["reason"]) == ("UNAVAILABLE", "damaged")
+    assert "handed out once per name, for good" in section("### `document.revisions`")
