@@ -20,6 +20,10 @@ CANVAS_EVENTS   ?= tcp://127.0.0.1:5556
 WEB_ENDPOINT ?= ws://127.0.0.1:5580
 WEB_EVENTS   ?= ws://127.0.0.1:5581
 DEMO_PORT    ?= 8580
+# make cluster's own ports, beside make run's: HAProxy's three and Redis's from CLUSTER_PORTS on,
+# each canvasd's five at CLUSTER_PORTS + 10, + 20, + 30 (40 ports in all), and its demo page.
+CLUSTER_PORTS     ?= 6500
+CLUSTER_DEMO_PORT ?= 8590
 
 .PHONY: all deps system-deps python-deps build run sample-document test test-swift test-python test-web-types bench bench-cluster cluster fuzz clean
 
@@ -36,7 +40,8 @@ python-deps: $(VENV)/.installed
 $(VENV)/.installed: clients/python/pyproject.toml
 	$(PYTHON3) -m venv $(VENV)
 	$(PYTHON) -m pip install -q --upgrade pip
-	$(PYTHON) -m pip install -q -e 'clients/python[test]'
+	@# setuptools warns about editable installs on stderr whatever pip's -q says; nothing to act on.
+	PYTHONWARNINGS=ignore $(PYTHON) -m pip install -q -e 'clients/python[test]'
 	@touch $@
 
 # `swift build` only when a source is newer than the last build: with nothing changed, `make run`
@@ -88,10 +93,12 @@ bench: system-deps
 	.build/release/canvasbench save-cost
 
 # Redis, three canvasd instances and HAProxy (deploy/haproxy.cfg for ZMTP, haproxy-ws.cfg for
-# ws://) on loopback, serving $(DOCUMENTS) together, and the demo page on DEMO_PORT reaching them
-# through HAProxy; prints the addresses, Ctrl-C stops them all.
+# ws://) on loopback, serving $(DOCUMENTS) together, and the demo page on CLUSTER_DEMO_PORT
+# reaching them through HAProxy; prints the addresses, Ctrl-C stops them all. Every port is
+# checked first: a clash names the port and the variable that moves it, and starts nothing.
 cluster: build python-deps sample-document
-	$(PYTHON) scripts/cluster.py --instances 3 --documents $(DOCUMENTS) --canvasd $(CANVASD) --demo-port $(DEMO_PORT)
+	@$(PYTHON) scripts/cluster.py --instances 3 --documents $(DOCUMENTS) --canvasd $(CANVASD) \
+	  --ports $(CLUSTER_PORTS) --demo-port $(CLUSTER_DEMO_PORT)
 
 # The round trip without and with --session-store, and canvasbench load through HAProxy in front
 # of 1 and of 3 instances.

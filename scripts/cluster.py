@@ -3,10 +3,13 @@
 tests and benchmark, which import `Cluster` from here.
 
     scripts/cluster.py [--instances 3] [--documents documents] [--canvasd .build/debug/canvasd]
-                       [--demo-port 8580]
+                       [--ports 6500] [--demo-port 8590]
 
-prints the addresses (with --demo-port also serving the demo page, which reaches the instances
-through HAProxy's ws:// frontend), and stops everything on Ctrl-C (SIGINT) or SIGTERM.
+checks every port it needs before it starts anything (a port in use is named, with the make
+variable that moves it), prints the addresses (with --demo-port also serving the demo page,
+which reaches the instances through HAProxy's ws:// frontend), and stops everything on Ctrl-C
+(SIGINT) or SIGTERM. Its logs are in a temporary folder that is removed when it stops, unless
+something failed: then the folder stays, and the last lines say where.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 ROOT = Path(__file__).resolve().parents[1]
 HAPROXY_CONFIG = ROOT / "deploy" / "haproxy.cfg"
@@ -30,6 +33,9 @@ HAPROXY_WS_CONFIG = ROOT / "deploy" / "haproxy-ws.cfg"
 # haproxy.cfg names three instances; fewer are run by giving the rest a port nobody serves,
 # which its health check then keeps out.
 CONFIG_INSTANCES = 3
+# With --ports BASE: HAProxy's requests, events and ws:// ports and Redis's are BASE to BASE+3,
+# and instance N's five ports start at BASE + 10 N; the block is PORT_BLOCK ports long.
+PORT_BLOCK = 10 * (CONFIG_INSTANCES + 1)
 
 
 # Every port free_port has handed out in this process. The kernel gives a port just probed
@@ -147,7 +153,10 @@ class Cluster:
     they are in. Used as a context manager by the tests, so a failing test leaves none behind."""
 
     def __init__(self, canvasd: Path, documents: Path, folder: Path, instances: int = 3,
-                 session_store: bool = True, idle_timeout: int = 600, log_level: str = "notice", extra: List[str] = ()):
+                 session_store: bool = True, idle_timeout: int = 600, log_level: str = "notice", extra: List[str] = (),
+                 base_port: Optional[int] = None):
+        """``base_port``: fixed ports from there on (see PORT_BLOCK), as `make cluster` gives
+        them so that its addresses stay the same from run to run; free ports otherwise."""
         assert 1 <= instances <= CONFIG_INSTANCES
         self.canvasd = canvasd
         self.documents = documents
@@ -156,14 +165,32 @@ class Cluster:
         self.idle_timeout = idle_timeout
         self.log_level = log_level
         self.extra = list(extra)
-        self.redis_port = free_port()
-        self.requests_port = free_port()
-        self.events_port = free_port()
-        self.ws_port = free_port()
-        self.instances = [Instance(n, free_port(), free_port(), free_port(), free_port(), free_port())
-                          for n in range(1, instances + 1)]
+        self.fixed_ports = base_port is not None
+        if base_port is None:
+            self.redis_port = free_port()
+            self.requests_port = free_port()
+            self.events_port = free_port()
+            self.ws_port = free_port()
+            self.instances = [Instance(n, free_port(), free_port(), free_port(), free_port(), free_port())
+                              for n in range(1, instances + 1)]
+        else:
+            self.requests_port, self.events_port, self.ws_port, self.redis_port = range(base_port, base_port + 4)
+            self.instances = [Instance(n, *range(base_port + 10 * n, base_port + 10 * n + 5)) for n in range(1, instances + 1)]
         self.redis: Optional[subprocess.Popen] = None
         self.haproxy: Optional[subprocess.Popen] = None
+
+    def ports(self) -> List[Tuple[str, int]]:
+        """Every port this cluster listens on, with what listens there."""
+        named = [("HAProxy requests", self.requests_port), ("HAProxy events", self.events_port),
+                 ("HAProxy ws://", self.ws_port)]
+        if self.session_store:
+            named.append(("Redis", self.redis_port))
+        for instance in self.instances:
+            named += [(f"{instance.name} requests", instance.requests), (f"{instance.name} events", instance.events),
+                      (f"{instance.name} ws:// requests", instance.ws_requests),
+                      (f"{instance.name} ws:// events", instance.ws_events),
+                      (f"{instance.name} health", instance.health)]
+        return named
 
     # Addresses a client uses.
     @property
@@ -287,7 +314,7 @@ class Cluster:
                 log = (self.folder / f"{instance.name}.log").read_text(errors="replace")
                 if attempt == 4 or "Address already in use" not in (log.splitlines() or [""])[-1]:
                     raise
-                if self.haproxy is None:
+                if self.haproxy is None and not self.fixed_ports:
                     instance.requests, instance.events = free_port(), free_port()
                     instance.ws_requests, instance.ws_events, instance.health = free_port(), free_port(), free_port()
                 time.sleep(0.5)
@@ -347,41 +374,102 @@ class Cluster:
         return "\n".join(lines)
 
 
+def in_use(port: int) -> Optional[str]:
+    """Why `port` cannot be bound on loopback now (bound as the servers bind it, with
+    SO_REUSEADDR, then let go), or None when it can."""
+    probe = socket.socket()
+    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        probe.bind(("127.0.0.1", port))
+    except OSError as error:
+        return f"{error.strerror}, errno {error.errno}"
+    finally:
+        probe.close()
+    return None
+
+
+def first_clash(ports: List[Tuple[str, int, str, str]]) -> Optional[str]:
+    """The first of `ports` ((what, port, make variable, its value moved)) in use, as a message
+    naming the variable that moves it."""
+    for what, port, variable, moved in ports:
+        cause = in_use(port)
+        if cause:
+            return (f"{what}: port {port} is in use ({cause}). Stop what holds it (`ss -ltnp 'sport = :{port}'` shows it), "
+                    f"or move it: make cluster {variable}={moved}")
+    return None
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description="Redis, canvasd instances and HAProxy on loopback.")
     parser.add_argument("--instances", type=int, default=3)
     parser.add_argument("--documents", default="documents")
     parser.add_argument("--canvasd", default=str(ROOT / ".build" / "debug" / "canvasd"))
     parser.add_argument("--no-session-store", action="store_true", help="instances keep sessions to themselves")
-    parser.add_argument("--demo-port", type=int, default=None, help="serve the demo page on this loopback port")
+    parser.add_argument("--ports", type=int, default=None,
+                        help=f"the first of {PORT_BLOCK} loopback ports to listen on (make cluster's CLUSTER_PORTS); "
+                             "free ones otherwise")
+    parser.add_argument("--demo-port", type=int, default=None,
+                        help="serve the demo page on this loopback port (make cluster's CLUSTER_DEMO_PORT)")
     options = parser.parse_args()
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
-    folder = Path(tempfile.mkdtemp(prefix="canvas-cluster-"))
-    with Cluster(Path(options.canvasd), Path(options.documents).resolve(), folder, options.instances,
-                 session_store=not options.no_session_store) as cluster:
-        print(cluster.describe(), flush=True)
-        demo = None
-        if options.demo_port is not None:
-            demo = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "web-server.py"), "--port", str(options.demo_port),
-                                     "--web-endpoint", cluster.web_endpoint, "--web-events", cluster.web_events])
-        print("Ctrl-C stops them all.", flush=True)
-        try:
-            while not stop:
-                for instance in cluster.instances:
-                    if instance.process is not None and instance.process.poll() is not None:
-                        print(f"{instance.name} exited with status {instance.process.returncode}; "
-                              f"HAProxy sends its clients elsewhere", flush=True)
-                        instance.process = None
-                time.sleep(0.5)
-        except KeyboardInterrupt:
-            pass
-        # A second Ctrl-C must not cut the stopping short and leave processes behind.
+    # Made below, once every port is known to be free: a clash leaves nothing behind.
+    cluster = Cluster(Path(options.canvasd), Path(options.documents).resolve(), Path("/nonexistent"), options.instances,
+                      session_store=not options.no_session_store, base_port=options.ports)
+    wanted = [(what, port, "CLUSTER_PORTS", str(options.ports + 100)) for what, port in cluster.ports()] \
+        if options.ports is not None else []
+    if options.demo_port is not None:
+        wanted.append(("the demo page", options.demo_port, "CLUSTER_DEMO_PORT", str(options.demo_port + 100)))
+    clash = first_clash(wanted)
+    if clash:
+        print(clash, file=sys.stderr, flush=True)
+        return 2
+    cluster.folder = Path(tempfile.mkdtemp(prefix="canvas-cluster-"))
+    failed: Optional[str] = None
+    demo = None
+    try:
+        with cluster:
+            if options.demo_port is not None:
+                demo = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "web-server.py"), "--port", str(options.demo_port),
+                                         "--web-endpoint", cluster.web_endpoint, "--web-events", cluster.web_events,
+                                         "--moved-by", "make cluster CLUSTER_DEMO_PORT"])
+                try:
+                    wait_for_port(options.demo_port, demo, "the demo page's server")
+                except RuntimeError as error:
+                    # Taken since the check: its server said which port; nothing runs without it.
+                    failed = str(error)
+                    return 2
+            print(cluster.describe(), flush=True)
+            print("Ctrl-C stops them all, and removes the logs' folder (kept if something failed).", flush=True)
+            try:
+                while not stop:
+                    for instance in cluster.instances:
+                        if instance.process is not None and instance.process.poll() is not None:
+                            print(f"{instance.name} exited with status {instance.process.returncode}; "
+                                  f"HAProxy sends its clients elsewhere", flush=True)
+                            failed = failed or f"{instance.name} exited with status {instance.process.returncode}"
+                            instance.process = None
+                    time.sleep(0.5)
+            except KeyboardInterrupt:
+                pass
+            # A second Ctrl-C must not cut the stopping short and leave processes behind.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            print("stopping", flush=True)
+    except KeyboardInterrupt:
+        # Ctrl-C while starting: what had started is stopped (Cluster.__enter__).
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        print("stopping", flush=True)
-        if demo is not None:
+    except Exception as error:
+        failed = str(error)
+        print(f"could not start: {error}", file=sys.stderr, flush=True)
+        return 1
+    finally:
+        if demo is not None and demo.poll() is None:
             demo.terminate()
             demo.wait(timeout=5)
+        if failed:
+            print(f"logs kept in {cluster.folder} ({failed}); remove it when done", file=sys.stderr, flush=True)
+        else:
+            shutil.rmtree(cluster.folder, ignore_errors=True)
     return 0
 
 

@@ -74,9 +74,14 @@ class Port(NamedTuple):
     moved: str   # the variable's value with another port, for the message
 
 
+# The command and variable that move the demo page's port: `make run`'s, unless the caller
+# (make cluster) says its own.
+MOVED_BY = "make run"
+
+
 def in_use(port: Port, cause: str) -> str:
     return (f"{port.what}: port {port.port} is in use ({cause}). Stop what holds it (`ss -ltnp 'sport = :{port.port}'` "
-            f"shows it), or move it: make run {port.variable}={port.moved}")
+            f"shows it), or move it: {MOVED_BY} {port.variable}={port.moved}")
 
 
 def listening_ports(canvasd: List[str]) -> List[Port]:
@@ -144,7 +149,13 @@ def main() -> int:
     parser.add_argument("--web-endpoint", default="ws://127.0.0.1:5580")
     parser.add_argument("--web-events", default="ws://127.0.0.1:5581")
     parser.add_argument("--token", default=None, help="an access token for the demo page, when canvasd has --web-tokens")
+    parser.add_argument("--moved-by", default=None,
+                        help="what moves the demo page's port, for the message when it is taken (default: make run DEMO_PORT)")
     args = parser.parse_args(own)
+    demo_variable = "DEMO_PORT"
+    if args.moved_by:
+        global MOVED_BY
+        MOVED_BY, _, demo_variable = args.moved_by.rpartition(" ")
     if not (PDFJS / "pdf.js").exists():
         print(f"no pdf.js at {PDFJS}: install libjs-pdf (make system-deps does)", file=sys.stderr)
         return 1
@@ -162,7 +173,7 @@ def main() -> int:
     except OSError as error:
         if error.errno != errno.EADDRINUSE:
             raise
-        demo = Port("the demo page", "127.0.0.1", args.port, "DEMO_PORT", str(args.port + 100))
+        demo = Port("the demo page", "127.0.0.1", args.port, demo_variable, str(args.port + 100))
         print(in_use(demo, f"{error.strerror}, errno {error.errno}"), file=sys.stderr)
         return 2
     print(f"demo page: http://127.0.0.1:{server.server_address[1]}/demo/", flush=True)

@@ -154,26 +154,31 @@ struct DocumentMethods {
         let drawing = try params.decode(Drawing.self, field: "drawing")
         if drawing.strokes.count > limits.maxStrokesPerDrawing {
             throw ProtocolError(.payloadTooLarge, "drawing.strokes: \(drawing.strokes.count) is over the limit of \(limits.maxStrokesPerDrawing)",
-                                data: ["field": "drawing.strokes", "limit": .integer(Int64(limits.maxStrokesPerDrawing))])
+                                data: ["field": "drawing.strokes", "size": .integer(Int64(drawing.strokes.count)),
+                                       "limit": .integer(Int64(limits.maxStrokesPerDrawing))])
         }
         if drawing.texts.count > limits.maxTextsPerDrawing {
             throw ProtocolError(.payloadTooLarge, "drawing.texts: \(drawing.texts.count) is over the limit of \(limits.maxTextsPerDrawing)",
-                                data: ["field": "drawing.texts", "limit": .integer(Int64(limits.maxTextsPerDrawing))])
+                                data: ["field": "drawing.texts", "size": .integer(Int64(drawing.texts.count)),
+                                       "limit": .integer(Int64(limits.maxTextsPerDrawing))])
         }
         if drawing.pointCount > limits.maxPointsPerDrawing {
             throw ProtocolError(.payloadTooLarge, "the drawing has \(drawing.pointCount) points; the limit is \(limits.maxPointsPerDrawing)",
-                                data: ["field": "drawing.strokes", "limit": .integer(Int64(limits.maxPointsPerDrawing))])
+                                data: ["field": "drawing.strokes", "size": .integer(Int64(drawing.pointCount)),
+                                       "limit": .integer(Int64(limits.maxPointsPerDrawing))])
         }
         if let index = drawing.strokes.firstIndex(where: { $0.points.count > limits.maxPointsPerStroke }) {
             let field = "drawing.strokes[\(index)].points"
             throw ProtocolError(.payloadTooLarge, "\(field): \(drawing.strokes[index].points.count) points; the limit is \(limits.maxPointsPerStroke)",
-                                data: ["field": .string(field), "limit": .integer(Int64(limits.maxPointsPerStroke))])
+                                data: ["field": .string(field), "size": .integer(Int64(drawing.strokes[index].points.count)),
+                                       "limit": .integer(Int64(limits.maxPointsPerStroke))])
         }
         // Counted in code points, as drawing.addText and JSON Schema's maxLength count.
         if let index = drawing.texts.firstIndex(where: { $0.text.unicodeScalars.count > limits.maxTextLength }) {
             let field = "drawing.texts[\(index)].text"
             throw ProtocolError(.payloadTooLarge, "\(field): \(drawing.texts[index].text.unicodeScalars.count) is over the limit of \(limits.maxTextLength)",
-                                data: ["field": .string(field), "limit": .integer(Int64(limits.maxTextLength))])
+                                data: ["field": .string(field), "size": .integer(Int64(drawing.texts[index].text.unicodeScalars.count)),
+                                       "limit": .integer(Int64(limits.maxTextLength))])
         }
         return drawing
     }
@@ -198,9 +203,11 @@ struct DocumentMethods {
         case .conflict(let name, let expected, let current):
             return ProtocolError(.conflict, message, data: ["name": .string(name), "expectedRevision": .integer(Int64(expected)),
                                                             "revision": .integer(Int64(current))])
-        case .inkLimit(let name, let page, let stored, _, let limit):
+        case .inkLimit(let name, let page, let stored, let adding, let limit):
+            // `size` is what the page would hold, as every over-limit refusal says what it would make.
             return ProtocolError(.payloadTooLarge, message, data: ["field": "drawing", "name": .string(name), "page": .integer(Int64(page)),
-                                                                   "pageInk": .integer(Int64(stored)), "limit": .integer(Int64(limit))])
+                                                                   "pageInk": .integer(Int64(stored)), "size": .integer(Int64(stored + adding)),
+                                                                   "limit": .integer(Int64(limit))])
         case .refused(let name, let reason, _):
             return ProtocolError(.invalidParams, message, data: ["field": "upload", "name": .string(name), "reason": .string(reason)])
         case .fenced(let name, let reason, _):

@@ -132,7 +132,7 @@ extension DocumentMethods {
         let size = Int(try params.integer("size", in: 1...Int64(Int32.max)))
         guard size <= limits.maxUploadBytes else {
             throw ProtocolError(.payloadTooLarge, "size: \(size) bytes is over the upload limit of \(limits.maxUploadBytes)",
-                                data: ["field": "size", "limit": .integer(Int64(limits.maxUploadBytes))])
+                                data: ["field": "size", "size": .integer(Int64(size)), "limit": .integer(Int64(limits.maxUploadBytes))])
         }
         let sha256 = try params.string("sha256").lowercased()
         guard sha256.utf8.count == 64, sha256.utf8.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) }) else {
@@ -184,7 +184,7 @@ extension DocumentMethods {
             }
             guard received + count <= upload.size else {
                 throw ProtocolError(.payloadTooLarge, "the part goes past the announced size of \(upload.size) bytes",
-                                    data: ["field": "size", "limit": .integer(Int64(upload.size))])
+                                    data: ["field": "size", "size": .integer(Int64(received + count)), "limit": .integer(Int64(upload.size))])
             }
             do throws(DocumentError) { try upload.spool.write(attachments, at: received) } catch { throw Self.protocolError(error) }
             upload.received += count

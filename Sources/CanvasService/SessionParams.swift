@@ -88,6 +88,6 @@ struct SessionParams {
 
     static func tooLarge(_ field: String, _ size: Int, _ limit: Int) -> ProtocolError {
         ProtocolError(.payloadTooLarge, "\(field): \(size) is over the limit of \(limit)",
-                      data: ["field": .string(field), "limit": .integer(Int64(limit))])
+                      data: ["field": .string(field), "size": .integer(Int64(size)), "limit": .integer(Int64(limit))])
     }
 }

@@ -45,7 +45,10 @@ public enum DocumentError: Error, Sendable, Equatable, CustomStringConvertible {
             return "\(name) has \(count) pages (numbered from 0); there is no page \(page)"
         case .revisionNotFound(let name, let revision): return "\(name) has no revision \(revision): pruned, or never made"
         case .conflict(let name, let expected, let current):
-            return "\(name) is at revision \(current), not \(expected): it was saved since"
+            // A revision past the current one was never made: "saved since" would send a client
+            // looking for a writer that does not exist.
+            return expected < current ? "\(name) is at revision \(current), not \(expected): it was saved since"
+                : "\(name) is at revision \(current); there is no revision \(expected) yet"
         case .refused(let name, _, let message): return "\(name) refused: \(message)"
         case .fenced(let name, _, let message): return "\(name) not saved: \(message)"
         case .alreadyExists(let name): return "\(name) already exists; give expectedRevision to upload a new revision of it"

@@ -13,12 +13,14 @@ HAProxy and must lose no reply.
 from __future__ import annotations
 
 import json
+import random
 import os
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
@@ -580,3 +582,99 @@ def test_a_rolling_restart_of_every_instance_loses_nothing(tmp_path: Path) -> No
         drawers.check()
         drawers.close()
     context.term()
+
+
+# `make cluster` itself: scripts/cluster.py as the Makefile runs it, with fixed ports.
+
+def free_block(length: int) -> int:
+    """The first of `length` consecutive loopback ports all free now."""
+    for _ in range(200):
+        base = random.randrange(20000, 30000)
+        probes = []
+        try:
+            for port in range(base, base + length):
+                probe = socket.socket()
+                probes.append(probe)
+                probe.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for probe in probes:
+                probe.close()
+    raise AssertionError("no free block of ports")
+
+
+@pytest.fixture
+def short_tmp():
+    """A folder for the script's TMPDIR with a short path: HAProxy's statistics socket goes in
+    the cluster's folder, and a socket's path has at most 107 bytes."""
+    folder = Path(tempfile.mkdtemp(prefix="cc-", dir="/tmp"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def run_cluster_script(tmp_path: Path, base: int, demo: int) -> subprocess.Popen:
+    """scripts/cluster.py as `make cluster` runs it, with tmp_path as its TMPDIR."""
+    documents = tmp_path / "documents"
+    documents.mkdir(exist_ok=True)
+    return subprocess.Popen([sys.executable, str(ROOT / "scripts" / "cluster.py"), "--instances", "3",
+                             "--documents", str(documents), "--canvasd", str(canvasd_path()),
+                             "--ports", str(base), "--demo-port", str(demo)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, TMPDIR=str(tmp_path)))
+
+
+@pytest.mark.parametrize("taken", ["demo", "canvasd2 health", "Redis"])
+def test_make_cluster_checks_every_port_before_it_starts_anything(short_tmp, taken):
+    tmp_path = short_tmp
+    base = free_block(41)
+    demo = base + 40
+    port = {"demo": demo, "canvasd2 health": base + 24, "Redis": base + 3}[taken]
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", port))
+    holder.listen()
+    try:
+        process = run_cluster_script(tmp_path, base, demo)
+        out, err = process.communicate(timeout=20)
+    finally:
+        holder.close()
+    assert process.returncode != 0, out
+    variable = "CLUSTER_DEMO_PORT" if taken == "demo" else "CLUSTER_PORTS"
+    assert f"port {port} is in use" in err and f"make cluster {variable}=" in err, err
+    assert "make run" not in err
+    # Nothing started: no folder made for its logs, and none of its ports listened on.
+    assert not list(tmp_path.glob("canvas-cluster-*"))
+    for other in range(base, base + 41):
+        if other != port:
+            with socket.socket() as probe:
+                assert probe.connect_ex(("127.0.0.1", other)) != 0, other
+
+
+def test_make_cluster_removes_its_folder_when_stopped(short_tmp):
+    tmp_path = short_tmp
+    base = free_block(41)
+    process = run_cluster_script(tmp_path, base, base + 40)
+    try:
+        lines = []
+        for line in process.stdout:
+            lines.append(line)
+            if line.startswith("Ctrl-C stops them all"):
+                break
+        else:
+            raise AssertionError(f"it did not start: {process.stderr.read()}")
+        (folder,) = tmp_path.glob("canvas-cluster-*")
+        assert any(line.startswith(f"logs      {folder}") for line in lines), lines
+        with urllib.request.urlopen(f"http://127.0.0.1:{base + 40}/config.json", timeout=5) as page:
+            assert json.load(page)["url"] == f"ws://127.0.0.1:{base + 2}/requests"
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 0, process.stderr.read()
+    assert not folder.exists()
+    for port in range(base, base + 41):
+        with socket.socket() as probe:
+            assert probe.connect_ex(("127.0.0.1", port)) != 0, port

@@ -204,7 +204,7 @@ def test_a_part_past_the_stroke_limit_is_refused_at_once_and_ends_the_stroke(cli
     with pytest.raises(CanvasError) as refused:
         session.call("drawing.addStroke", part(half))
     assert refused.value.code == "PAYLOAD_TOO_LARGE" and refused.value.data == {
-        "field": "points", "limit": limit}
+        "field": "points", "size": 2 * len(half), "limit": limit}
     # Nothing waits: the next stroke is a stroke of its own, not the end of the refused one.
     assert session.call("drawing.addStroke", part([(500, 700), (520, 720)], continued=False))["strokes"] == 1
     assert strokes_of(session) == [("#FFD400", 2)]
@@ -220,7 +220,8 @@ def test_a_part_past_the_drawing_limit_is_refused_at_once(client):
     with pytest.raises(CanvasError) as refused:
         session.call("drawing.addStroke", part([(1, 1)]))
     assert refused.value.code == "PAYLOAD_TOO_LARGE" and refused.value.data == {
-        "field": "points", "limit": limits["maxPointsPerDrawing"]}
+        "field": "points", "size": limits["maxPointsPerDrawing"] // len(full) * len(full) + 1,
+        "limit": limits["maxPointsPerDrawing"]}
     session.undo()
     assert session.call("drawing.addStroke", part([(1, 1)]))["pendingPoints"] == 1
 

@@ -229,3 +229,13 @@ def test_the_first_screen_tells_how_to_move_every_port():
         # Each is a make variable with the default the README shows, and `make run` passes it on.
         assert re.search(rf"^{variable}\s*\?=\s*{re.escape(default)}$", makefile, flags=re.M), variable
         assert f"$({variable})" in makefile.split("\nrun:")[1].split("\n\n")[0], variable
+
+
+def test_the_python_client_installs_quietly(tmp_path):
+    """`make python-deps` on a fresh venv, as the first `make run` or `make cluster` does it,
+    prints nothing: setuptools' warnings about editable installs are no news to act on."""
+    done = subprocess.run(["make", "-s", "-C", str(ROOT), "python-deps", f"VENV={tmp_path / 'venv'}"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert (done.stdout, done.stderr) == ("", "")
+    assert (tmp_path / "venv" / ".installed").exists()
