@@ -54,6 +54,9 @@ let package = Package(
         ),
         // copy_file_range, FICLONE and fstatfs, which Glibc's Swift module does not export.
         .target(name: "CFileCopy"),
+        // TCP_INFO through the kernel's own struct tcp_info, and libzmq's monitor frames through
+        // <zmq.h>: the layouts stay in the headers that define them.
+        .target(name: "CConnectionInfo"),
         .target(name: "PDFSurgery", dependencies: ["CPDFSurgery", .product(name: "SystemPackage", package: "swift-system")],
                 swiftSettings: swiftSettings),
         // Documents: .pdf and .yianazip files in one folder, flattening, atomic saves, revisions.
@@ -62,7 +65,7 @@ let package = Package(
                                .product(name: "SystemPackage", package: "swift-system")],
                 swiftSettings: swiftSettings),
         // A thin, owning layer over libzmq: typed errors, no raw pointers in its API.
-        .target(name: "ZeroMQ", dependencies: ["CZeroMQ"], swiftSettings: swiftSettings),
+        .target(name: "ZeroMQ", dependencies: ["CConnectionInfo", "CZeroMQ"], swiftSettings: swiftSettings),
         // The wire: envelope, JSON codec, error codes, params. No sockets.
         .target(name: "CanvasProtocol", swiftSettings: swiftSettings),
         // Ink drawn with Cairo: PNG images now, PDF overlays for flattening.

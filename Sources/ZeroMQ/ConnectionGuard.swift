@@ -48,7 +48,7 @@ public final class ConnectionGuard {
     public let limits: Limits
     public private(set) var tally = Tally()
     private let port: UInt16
-    private var connections: [Int32: Connection] = [:]
+    private var connections: [ConnectionDescriptor: Connection] = [:]
 
     /// Starts watching `socket`, which must be bound (once) to a TCP-based endpoint already.
     public init(watching socket: ZMQSocket, context: ZMQContext, limits: Limits) throws(ZMQError) {
@@ -66,13 +66,10 @@ public final class ConnectionGuard {
     /// connection whose handshake has run out of time. Never waits.
     public func service(now: ContinuousClock.Instant) throws(ZMQError) {
         while let frames = try events.receive(wait: false) {
-            guard frames.count >= 1, frames[0].count >= 6 else { continue }
-            let event = UInt16(frames[0][0]) | UInt16(frames[0][1]) << 8
-            let value = Int32(bitPattern: UInt32(frames[0][2]) | UInt32(frames[0][3]) << 8
-                              | UInt32(frames[0][4]) << 16 | UInt32(frames[0][5]) << 24)
-            switch Int32(event) {
-            case ZMQ_EVENT_ACCEPTED: accepted(value, at: now)
-            case ZMQ_EVENT_DISCONNECTED: connections[value] = nil
+            guard let first = frames.first, let event = MonitorEvent(frame: first) else { continue }
+            switch Int32(event.event) {
+            case ZMQ_EVENT_ACCEPTED: accepted(event.descriptor, at: now)
+            case ZMQ_EVENT_DISCONNECTED: connections[event.descriptor] = nil
             case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
                 // This event names the peer, not the descriptor: the handshake is seen from
                 // the descriptor's own bytes below instead.
@@ -82,7 +79,7 @@ public final class ConnectionGuard {
         }
         for (descriptor, connection) in connections where !connection.handshaken {
             guard now - connection.accepted >= limits.handshakeTimeout else { continue }
-            if Self.bytesAcknowledged(descriptor) > 0 {
+            if Self.hasAcknowledgedBytes(descriptor) {
                 connections[descriptor]?.handshaken = true
             } else {
                 cutOff(descriptor, connection)
@@ -93,13 +90,13 @@ public final class ConnectionGuard {
         tally.handshaking = connections.values.count { !$0.handshaken }
     }
 
-    private func accepted(_ descriptor: Int32, at now: ContinuousClock.Instant) {
+    private func accepted(_ descriptor: ConnectionDescriptor, at now: ContinuousClock.Instant) {
         guard let peer = Self.peer(of: descriptor) else { return }
         let connection = Connection(accepted: now, peer: peer, handshaken: false)
         var handshaking = connections.values.count { !$0.handshaken }
         if handshaking >= limits.maxHandshaking {
             // Most of those may have finished since: look before refusing.
-            for (descriptor, connection) in connections where !connection.handshaken && Self.bytesAcknowledged(descriptor) > 0 {
+            for (descriptor, connection) in connections where !connection.handshaken && Self.hasAcknowledgedBytes(descriptor) {
                 connections[descriptor]?.handshaken = true
                 handshaking -= 1
             }
@@ -114,39 +111,33 @@ public final class ConnectionGuard {
 
     /// Shuts the connection down if the descriptor still is that connection (bound to the
     /// watched port, to the same peer): libzmq reads its end and closes the descriptor.
-    private func cutOff(_ descriptor: Int32, _ connection: Connection) {
+    private func cutOff(_ descriptor: ConnectionDescriptor, _ connection: Connection) {
         connections[descriptor] = nil
         guard Self.localPort(of: descriptor) == port, Self.peer(of: descriptor) == connection.peer else { return }
-        _ = shutdown(descriptor, Int32(SHUT_RDWR))
+        _ = shutdown(descriptor.rawValue, Int32(SHUT_RDWR))
     }
 
-    /// Bytes of data this end has sent on a TCP connection and the peer has acknowledged, or
-    /// -1 when the descriptor is not a TCP socket (any more). The counter is in the kernel's
-    /// `struct tcp_info` (linux/tcp.h, since Linux 4.1) at a fixed offset of its stable ABI;
-    /// glibc's copy of the struct, which Swift sees, stops before it.
-    private static func bytesAcknowledged(_ descriptor: Int32) -> Int64 {
-        let offset = 120   // offsetof(struct tcp_info, tcpi_bytes_acked)
-        var info = [UInt8](repeating: 0, count: 256)
-        var length = socklen_t(info.count)
-        guard getsockopt(descriptor, Int32(IPPROTO_TCP), TCP_INFO, &info, &length) == 0, Int(length) >= offset + 8 else { return -1 }
-        return info.withUnsafeBytes { Int64(bitPattern: $0.loadUnaligned(fromByteOffset: offset, as: UInt64.self)) }
+    /// Whether this end has sent data on the connection that the peer has acknowledged; false
+    /// when the descriptor is not a TCP socket (any more).
+    private static func hasAcknowledgedBytes(_ descriptor: ConnectionDescriptor) -> Bool {
+        (descriptor.tcpState?.bytesAcknowledged ?? 0) > 0
     }
 
-    private static func peer(of descriptor: Int32) -> [UInt8]? {
+    private static func peer(of descriptor: ConnectionDescriptor) -> [UInt8]? {
         var address = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         let got = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getpeername(descriptor, $0, &length) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getpeername(descriptor.rawValue, $0, &length) }
         }
         guard got == 0 else { return nil }
         return withUnsafeBytes(of: &address) { Array($0.prefix(Int(length))) }
     }
 
-    private static func localPort(of descriptor: Int32) -> UInt16? {
+    private static func localPort(of descriptor: ConnectionDescriptor) -> UInt16? {
         var address = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         let got = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor.rawValue, $0, &length) }
         }
         guard got == 0 else { return nil }
         switch Int32(address.ss_family) {
