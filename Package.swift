@@ -145,6 +145,8 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "SessionStoreTests", dependencies: ["SessionStore", "TestSupport"], swiftSettings: swiftSettings),
+        // The C shim's readings on real connections, against the offsets they replaced.
+        .testTarget(name: "ZeroMQTests", dependencies: ["CZeroMQ", "ZeroMQ"], swiftSettings: swiftSettings),
         .testTarget(name: "CanvasProtocolTests", dependencies: ["CanvasProtocol"], swiftSettings: swiftSettings),
         .testTarget(
             name: "InkRenderingTests",
