@@ -89,7 +89,8 @@ public final class Dispatcher {
             let store = try DocumentStore(folder: URL(fileURLWithPath: configuration.documentsPath),
                                           keepRevisions: configuration.keepRevisions,
                                           maxInkPointsPerPage: configuration.limits.maxPointsPerPage, saveMode: configuration.saveMode)
-            documents = DocumentMethods(store: store, limits: configuration.limits)
+            documents = DocumentMethods(store: store, limits: configuration.limits,
+                                        uploads: Uploads(idleLimit: configuration.uploadIdleTimeout))
         } catch {
             logger.error("documents not served", metadata: ["folder": "\(configuration.documentsPath)", "error": "\(error)"])
             documents = nil
@@ -331,10 +332,10 @@ public final class Dispatcher {
             do throws(ProtocolError) {
                 // The reply is written where the read ran: a document.get's is megabytes of
                 // base64 to escape, which on the loop would hold up every other client.
-                let id = request.id
+                let id = request.id, owner = Uploads.owner(client: client, envelope: envelope)
                 try jobs.read(for: read) {
                     do throws(ProtocolError) {
-                        return .reply(ReplyEncoder.success(id: id, result: try documents.read(method, params, attachments: attachments, owner: client)))
+                        return .reply(ReplyEncoder.success(id: id, result: try documents.read(method, params, attachments: attachments, owner: owner)))
                     } catch {
                         return .reply(ReplyEncoder.failure(id: id, error: error))
                     }

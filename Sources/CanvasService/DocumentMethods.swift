@@ -22,7 +22,8 @@ struct DocumentMethods {
     }
 
     /// The methods that only read; the saving ones go through `prepareSave`.
-    /// `owner`: who asks (nil: the local owner), which an upload counts against.
+    /// `owner`: whom an upload counts against (`Uploads.owner`: a key, a token's owner or a
+    /// connection; nil where none is known).
     func read(_ method: Method, _ params: Params, attachments: [[UInt8]] = [], owner: String? = nil) throws(ProtocolError) -> [String: JSONValue] {
         switch method {
         case .documentGet, .documentUploadBegin, .documentUploadPart, .documentUploadStatus, .documentUploadAbort:

@@ -14,15 +14,17 @@ final class Uploads: Sendable {
         let sha256: String
         let expectedRevision: Int?
         let spool: UploadSpool
-        /// Who began it (nil: the local owner), for the per-owner limit.
+        /// Who began it, for the per-owner limit: a key, a web token's owner, or the connection
+        /// of a client with neither (`owner(client:envelope:)`; nil only where none is known).
         let owner: String?
         /// Bytes written to `spool` so far.
         var received = 0
-        /// When a part last came: only parts keep an upload alive, not `status` calls.
+        /// When a part last added bytes: only that keeps an upload alive, not `status` calls
+        /// nor parts sent again.
         var touched: ContinuousClock.Instant
     }
 
-    /// An upload no part has come for in this long is dropped, so a vanished client frees its
+    /// An upload no part has added bytes to in this long is dropped, so a vanished client frees its
     /// file, and one that only asks its status cannot hold its slot for ever.
     let idleLimit: Duration
     /// The time, for idle expiry: the clock's, or a test's.
@@ -36,7 +38,9 @@ final class Uploads: Sendable {
     }
 
     /// Enters `upload` (its `touched` is set now) under a new id, unless its owner, or everyone
-    /// together, has as many under way as allowed.
+    /// together, has as many under way as allowed. An owner's first upload may take any free
+    /// slot; its further ones leave the last free slot to an owner with none under way, so
+    /// that no one owner (nor one person's two tokens) can fill every slot and keep others out.
     func begin(_ upload: Upload, maxUploads: Int, perOwner: Int) throws(ProtocolError) -> String {
         let now = self.now()
         var upload = upload
@@ -49,8 +53,12 @@ final class Uploads: Sendable {
             }
             let owned = table.values.count { $0.owner == upload.owner }
             guard owned < perOwner else {
-                throw ProtocolError(.unavailable, "\(ServerMethods.describe(upload.owner)) has \(owned) uploads under way; the limit is \(perOwner)",
+                throw ProtocolError(.unavailable, "\(Self.describe(upload.owner)) has \(owned) uploads under way; the limit is \(perOwner)",
                                     data: ["reason": "ownerUploads", "limit": .integer(Int64(perOwner))])
+            }
+            guard owned == 0 || table.count + 1 < maxUploads else {
+                throw ProtocolError(.unavailable, "\(table.count) uploads are under way; the last of the \(maxUploads) slots is kept for an owner with none under way",
+                                    data: ["reason": "busy", "limit": .integer(Int64(maxUploads))])
             }
             var id: String
             repeat { id = (0..<4).map { _ in String(UInt32.random(in: 0...UInt32.max), radix: 16) }.joined() } while table[id] != nil
@@ -59,9 +67,25 @@ final class Uploads: Sendable {
         }
     }
 
-    /// Runs `body` on upload `id`. `touching`: whether this keeps the upload alive (a part does;
-    /// a status call does not). One past its idle time is gone, whether or not a `begin` has
-    /// swept it out yet.
+    /// Whom an upload counts against when its client has no key or token: its connection, so
+    /// that two local clients are two owners here (a session counts against its connection
+    /// too, `maxSessionsPerClient`). The routing frames name the connection; the web marker
+    /// among them keeps a web peer's apart from a local one's.
+    static func owner(client: String?, envelope: [[UInt8]]) -> String? {
+        if let client { return client }
+        guard !envelope.isEmpty else { return nil }
+        return "connection:" + envelope.map { $0.map { String(format: "%02x", $0) }.joined() }.joined(separator: "/")
+    }
+
+    /// Who an owner is, for a refusal: never the key, token or routing id itself.
+    static func describe(_ owner: String?) -> String {
+        owner?.hasPrefix("connection:") == true ? "this connection (a client without a key or token)" : ServerMethods.describe(owner)
+    }
+
+    /// Runs `body` on upload `id`. `touching`: whether this may keep the upload alive, which
+    /// it does only when `body` added bytes: a status call never does, nor does a part the
+    /// server already has, or else resending one old part would hold a slot for ever. One past
+    /// its idle time is gone, whether or not a `begin` has swept it out yet.
     func with<T>(_ id: String, touching: Bool, _ body: (inout Upload) throws(ProtocolError) -> T) throws(ProtocolError) -> T {
         let now = self.now()
         return try table.withLock { (table) throws(ProtocolError) -> T in
@@ -70,8 +94,9 @@ final class Uploads: Sendable {
                 table[id] = nil
                 throw Self.unknown(id)
             }
-            if touching { upload.touched = now }
+            let before = upload.received
             let result = try body(&upload)
+            if touching && upload.received > before { upload.touched = now }
             table[id] = upload
             return result
         }

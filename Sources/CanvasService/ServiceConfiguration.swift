@@ -46,7 +46,9 @@ public struct Limits: Sendable {
     /// The largest document `document.upload.*` takes, and how many uploads may be under way
     /// at once (their bytes wait in a temporary file each until the commit: disk, not memory).
     public var maxUploadBytes = 32 << 20
-    public var maxUploads = 4
+    /// Room for several owners at their per-owner limit at once; and however it is set, one
+    /// owner's uploads never take the last free slot (`Uploads.begin`).
+    public var maxUploads = 8
     /// Uploads one owner may have under way at once, so one owner cannot hold every slot.
     public var maxUploadsPerOwner = 2
     /// The most bytes one `document.get` reply carries (base64 in JSON); larger documents are
@@ -97,6 +99,8 @@ public struct ServiceConfiguration: Sendable {
     public var saveMode = SaveMode.replace
     /// A session nobody has touched for this long is closed.
     public var idleTimeout: Duration = .seconds(600)
+    /// An upload no part has added bytes to for this long is dropped, freeing its slot.
+    public var uploadIdleTimeout: Duration = .seconds(600)
     public var limits = Limits()
     /// Loopback-only without authentication unless CurveZMQ keys are given.
     public var security = ServiceSecurity.loopbackOnly

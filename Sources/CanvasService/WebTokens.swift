@@ -24,7 +24,10 @@ public final class WebTokens: Sendable {
     /// What a reload changed.
     public struct Reload: Sendable {
         public let count: Int
-        /// Owners that held a token before and hold none now: their peers must be cut off.
+        /// Owners one of whose tokens is gone, removed or rotated (the same name with a new
+        /// token): their peers must be cut off. A rotated token's subscriptions would otherwise
+        /// go on receiving the owner's events, since libzmq keeps what a connection subscribed
+        /// and the owner is still known under its name.
         public let revoked: Set<String>
     }
 
@@ -64,9 +67,13 @@ public final class WebTokens: Sendable {
         let fresh = try Self.read(path)
         let before = entries.withLock { entries in
             defer { entries = fresh }
-            return Set(entries.map(\.owner))
+            return entries
         }
-        return Reload(count: fresh.count, revoked: before.subtracting(fresh.map(\.owner)))
+        // By token, not by name: an entry whose token no longer stands for the same owner is
+        // revoked, whether its name is gone or now has another token.
+        let kept = Set(fresh.map { Self.key($0.digest, $0.owner) })
+        let revoked = Set(before.filter { !kept.contains(Self.key($0.digest, $0.owner)) }.map(\.owner))
+        return Reload(count: fresh.count, revoked: revoked)
     }
 
     private static func read(_ path: String) throws(LoadError) -> [(digest: [UInt8], owner: String)] {
@@ -93,6 +100,10 @@ public final class WebTokens: Sendable {
         }
         guard !entries.isEmpty else { throw LoadError(path: path, reason: "no tokens") }
         return entries
+    }
+
+    private static func key(_ digest: [UInt8], _ owner: String) -> String {
+        String(decoding: digest, as: UTF8.self) + " " + owner
     }
 
     /// The token's SHA-256 as lowercase hex: what is kept and compared, never the token.

@@ -33,6 +33,9 @@ struct Canvasd: ParsableCommand {
     @Option(name: .customLong("idle-timeout"), help: "Seconds before an untouched session is closed.")
     var idleTimeout = Int(defaults.idleTimeout.components.seconds)
 
+    @Option(name: .customLong("upload-idle-timeout"), help: "Seconds before an upload no part has added bytes to is dropped.")
+    var uploadIdleTimeout = Int(defaults.uploadIdleTimeout.components.seconds)
+
     @Option(name: .customLong("max-message-bytes"), help: "The largest request accepted, all frames together.")
     var maxMessageBytes = defaults.limits.maxMessageBytes
 
@@ -64,7 +67,11 @@ struct Canvasd: ParsableCommand {
             help: "Sessions one owner may hold over all its connections: a key, a web token, or every local client together.")
     var maxSessionsPerOwner = defaults.limits.maxSessionsPerOwner
 
-    @Option(name: .customLong("max-uploads-per-owner"), help: "Uploads one owner may have under way at once.")
+    @Option(name: .customLong("max-uploads"), help: "Uploads under way at once, everyone's together.")
+    var maxUploads = defaults.limits.maxUploads
+
+    @Option(name: .customLong("max-uploads-per-owner"),
+            help: "Uploads one owner may have under way at once: a key, a web token, or one connection of a local client.")
     var maxUploadsPerOwner = defaults.limits.maxUploadsPerOwner
 
     @Option(name: .customLong("web-endpoint"),
@@ -106,6 +113,7 @@ struct Canvasd: ParsableCommand {
 
     func validate() throws {
         guard idleTimeout > 0 else { throw ValidationError("--idle-timeout must be positive") }
+        guard uploadIdleTimeout > 0 else { throw ValidationError("--upload-idle-timeout must be positive") }
         guard maxUploadBytes > 0 else { throw ValidationError("--max-upload-bytes must be positive") }
         guard maxMessageBytes >= 1024 else { throw ValidationError("--max-message-bytes must be at least 1024") }
         guard SaveMode(rawValue: saveMode) != nil else { throw ValidationError("--save-mode is replace or append, not \(saveMode)") }
@@ -116,6 +124,7 @@ struct Canvasd: ParsableCommand {
         if let drainSeconds, !(0...600).contains(drainSeconds) { throw ValidationError("--drain-seconds must be between 0 and 600") }
         if let maxWebConnections, maxWebConnections < 1 { throw ValidationError("--max-web-connections must be positive") }
         guard maxSessionsPerOwner > 0 else { throw ValidationError("--max-sessions-per-owner must be positive") }
+        guard maxUploads > 0 else { throw ValidationError("--max-uploads must be positive") }
         guard maxUploadsPerOwner > 0 else { throw ValidationError("--max-uploads-per-owner must be positive") }
         guard (curveSecretKey == nil) == (allowedKeys == nil) else {
             throw ValidationError("--curve-secret-key and --allowed-keys go together")
@@ -142,12 +151,14 @@ struct Canvasd: ParsableCommand {
         configuration.keepRevisions = keepRevisions
         configuration.saveMode = SaveMode(rawValue: saveMode)!
         configuration.idleTimeout = .seconds(idleTimeout)
+        configuration.uploadIdleTimeout = .seconds(uploadIdleTimeout)
         configuration.limits.maxMessageBytes = maxMessageBytes
         configuration.limits.maxSessions = maxSessions
         configuration.limits.maxUploadBytes = maxUploadBytes
         configuration.limits.maxSessionsPerClient = maxSessionsPerClient
         configuration.limits.memoryBudgetBytes = memoryBudget << 20
         configuration.limits.maxSessionsPerOwner = maxSessionsPerOwner
+        configuration.limits.maxUploads = maxUploads
         configuration.limits.maxUploadsPerOwner = maxUploadsPerOwner
         configuration.sessionStore = sessionStore
         configuration.healthEndpoint = healthEndpoint

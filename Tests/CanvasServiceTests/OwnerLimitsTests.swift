@@ -134,7 +134,9 @@ struct OwnerLimitsTests {
     func documents(_ clock: TestClock) throws -> DocumentMethods {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("uploads-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        return DocumentMethods(store: try DocumentStore(folder: folder), limits: Limits(),
+        var limits = Limits()
+        limits.maxUploads = 4   // the figures these tests count against
+        return DocumentMethods(store: try DocumentStore(folder: folder), limits: limits,
                                uploads: Uploads(idleLimit: .seconds(600), now: { clock.now }))
     }
 
@@ -156,6 +158,60 @@ struct OwnerLimitsTests {
         _ = try begin(documents, "e.pdf", owner: nil)
         #expect(throws: ProtocolError(.unavailable, "4 uploads are under way; the limit is 4", data: ["reason": "busy", "limit": 4])) {
             try begin(documents, "f.pdf", owner: "web:carol")
+        }
+    }
+
+    @Test("no one owner fills every upload slot: the last free one is kept for an owner with none under way")
+    func lastSlotKept() throws {
+        let documents = try documents(TestClock())
+        // One person's two tokens: two owners, each within its own limit.
+        _ = try begin(documents, "a.pdf", owner: "web:alice")
+        _ = try begin(documents, "b.pdf", owner: "web:alice")
+        _ = try begin(documents, "c.pdf", owner: "web:alice-laptop")
+        #expect(throws: ProtocolError(.unavailable, "3 uploads are under way; the last of the 4 slots is kept for an owner with none under way",
+                                      data: ["reason": "busy", "limit": 4])) {
+            try begin(documents, "d.pdf", owner: "web:alice-laptop")
+        }
+        // Another owner still begins one; once every slot is taken, anyone is refused.
+        _ = try begin(documents, "e.pdf", owner: "web:bob")
+        #expect(throws: ProtocolError(.unavailable, "4 uploads are under way; the limit is 4", data: ["reason": "busy", "limit": 4])) {
+            try begin(documents, "f.pdf", owner: "web:carol")
+        }
+    }
+
+    @Test("clients without a key or token are owners by connection; the routing frames never show in a refusal")
+    func localOwnersByConnection() throws {
+        let first = Uploads.owner(client: nil, envelope: [[0, 1, 2, 3, 4], []])
+        let second = Uploads.owner(client: nil, envelope: [[0, 1, 2, 3, 5], []])
+        #expect(first != nil && second != nil && first != second)
+        #expect(Uploads.owner(client: "web:alice", envelope: [[0, 1, 2, 3, 4], []]) == "web:alice")
+        let documents = try documents(TestClock())
+        _ = try begin(documents, "a.pdf", owner: first)
+        _ = try begin(documents, "b.pdf", owner: first)
+        #expect(throws: ProtocolError(.unavailable, "this connection (a client without a key or token) has 2 uploads under way; the limit is 2",
+                                      data: ["reason": "ownerUploads", "limit": 2])) {
+            try begin(documents, "c.pdf", owner: first)
+        }
+        _ = try begin(documents, "d.pdf", owner: second)
+    }
+
+    @Test("a part the server already has does not renew its upload; one that adds bytes does")
+    func retriedPartDoesNotRenew() throws {
+        let clock = TestClock(), documents = try documents(clock)
+        let id = try begin(documents, "retried.pdf", owner: nil)
+        func part(_ offset: Int, _ bytes: String) throws(ProtocolError) -> [String: JSONValue] {
+            try documents.read(.documentUploadPart, Params(["upload": .string(id), "offset": .integer(Int64(offset))]),
+                               attachments: [Array(bytes.utf8)])
+        }
+        #expect(try part(0, "%PDF-")["received"] == 5)
+        for minute in 1...9 {
+            clock.set(.seconds(60 * minute))
+            #expect(try part(0, "%")["received"] == 5, "a retry is answered, and adds nothing")
+        }
+        clock.set(.seconds(600))
+        #expect(throws: ProtocolError(.notFound, "no upload \"\(id)\": never begun, committed, aborted or expired",
+                                      data: ["upload": .string(id)])) {
+            try part(5, "1")
         }
     }
 

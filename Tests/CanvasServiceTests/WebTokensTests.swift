@@ -41,6 +41,19 @@ struct WebTokensTests {
         #expect(tokens.owner(of: "00001111222233334444") == "web:carol")
     }
 
+    @Test("a reload names the owners whose token was rotated (same name, new token), not those left alone")
+    func rotated() throws {
+        let path = try file("alice 0123456789abcdef0123\nbob fedcba9876543210fedc\n")
+        let tokens = try WebTokens(path: path)
+        try "alice 0123456789abcdef0123\nbob 99998888777766665555\n".write(toFile: path, atomically: true, encoding: .utf8)
+        let reloaded = try tokens.reload()
+        #expect(reloaded.revoked == ["web:bob"])
+        #expect(tokens.owner(of: "fedcba9876543210fedc") == nil)
+        #expect(tokens.owner(of: "99998888777766665555") == "web:bob")
+        // Reading the same file again revokes nothing.
+        #expect(try tokens.reload().revoked.isEmpty)
+    }
+
     @Test("short, repeated or malformed tokens and empty files are refused with the line")
     func refused() throws {
         for text in ["alice short\n", "a 0123456789abcdef0123\nb 0123456789abcdef0123\n", "a b 0123456789abcdef0123\n", "# none\n"] {

@@ -82,6 +82,107 @@ def test_one_key_holds_at_most_its_uploads_and_another_key_still_begins_one(tmp_
         server.stop()
 
 
+def begin_until_refused(begin, names: str, most: int) -> tuple:
+    """Calls `begin(name)` for uploads named after `names` until one is refused; returns how
+    many began and the refusal's (code, data)."""
+    for count in range(most + 1):
+        reply = begin(f"{names}{count}.pdf")
+        if "error" in reply:
+            return count, (reply["error"]["code"], reply["error"].get("data"))
+    return most + 1, None
+
+
+def web_begin(peer, token: str, big: dict):
+    counter = iter(range(1_000_000))
+    return lambda name: peer.request({"id": next(counter), "method": "document.upload.begin",
+                                      "params": {"name": name, **big}, "token": token})
+
+
+def test_one_persons_two_tokens_do_not_take_every_upload_slot(tmp_path: Path):
+    """Issue 33, item 4: two tokens of one person held all 4 slots (kept alive with 1-byte
+    parts), and everyone else was refused `busy`. Now the slots outnumber two owners at their
+    limit, and however many one owner may have, the last free slot is kept for another."""
+    from test_hostile_web import WebCanvasd
+    person = ["alice-phone-token-0123456789", "alice-laptop-token-0123456789"]
+    carol = "carol-token-0123456789abcdef"
+    web = WebCanvasd(tmp_path / "two", [f"alice-phone {person[0]}", f"alice-laptop {person[1]}", f"carol {carol}"])
+    try:
+        peer = web.peer()
+        limits = peer.request({"id": 0, "method": "hello", "params": {}})["result"]["limits"]
+        big = {"size": limits["maxUploadBytes"], "sha256": "0" * 64}
+        taken = 0
+        for token in person:
+            count, refusal = begin_until_refused(web_begin(peer, token, big), f"t{person.index(token)}-", limits["maxUploads"])
+            assert refusal and refusal[0] == "UNAVAILABLE", refusal
+            taken += count
+        assert taken < limits["maxUploads"], "one person's two tokens took every slot"
+        assert "result" in web_begin(peer, carol, big)("carol.pdf"), "another owner was kept out"
+    finally:
+        web.stop()
+    # One owner allowed as many as there are slots still leaves the last one to another.
+    web = WebCanvasd(tmp_path / "one", [f"alice {person[0]}", f"carol {carol}"], ["--max-uploads-per-owner", "64"])
+    try:
+        peer = web.peer()
+        limits = peer.request({"id": 0, "method": "hello", "params": {}})["result"]["limits"]
+        big = {"size": limits["maxUploadBytes"], "sha256": "0" * 64}
+        count, refusal = begin_until_refused(web_begin(peer, person[0], big), "a", limits["maxUploads"])
+        assert count == limits["maxUploads"] - 1, count
+        assert refusal == ("UNAVAILABLE", {"reason": "busy", "limit": limits["maxUploads"]}), refusal
+        assert "result" in web_begin(peer, carol, big)("carol.pdf"), "another owner was kept out"
+    finally:
+        web.stop()
+
+
+def test_an_old_part_sent_again_does_not_keep_an_upload_alive(tmp_path: Path):
+    """A part the server already has is answered but renews nothing: an upload fed only such
+    parts is gone after its idle time, while one fed new bytes as often lives on. (Before, any
+    part renewed it, so one byte sent again and again held a slot for ever.)"""
+    server = Server(tmp_path, ["--log-level", "error", "--upload-idle-timeout", "2"])
+    try:
+        with server.client(timeout=10, retries=0) as client:
+            data = b"%PDF-" + bytes(200)
+            announced = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+            stale = client.call("document.upload.begin", {"name": "stale.pdf", **announced})["upload"]
+            fed = client.call("document.upload.begin", {"name": "fed.pdf", **announced})["upload"]
+            for upload in (stale, fed):
+                assert client.call("document.upload.part", {"upload": upload, "offset": 0}, frames=[data[:5]])["received"] == 5
+            offset, began = 5, time.monotonic()
+            gone_after = None
+            while time.monotonic() < began + 3.5:
+                if gone_after is None:
+                    try:
+                        # The retry is answered as before, adding nothing: only its renewal is gone.
+                        reply = client.call("document.upload.part", {"upload": stale, "offset": 0}, frames=[data[:1]])
+                        assert reply["received"] == 5
+                    except CanvasError as refused:
+                        assert refused.code == "NOT_FOUND", refused
+                        gone_after = time.monotonic() - began
+                offset = client.call("document.upload.part", {"upload": fed, "offset": offset},
+                                     frames=[data[offset:offset + 1]])["received"]
+                time.sleep(0.25)
+            # Gone once its idle time ran out from its last new bytes, not before.
+            assert gone_after is not None and gone_after > 1.5, gone_after
+            assert client.call("document.upload.status", {"upload": fed})["received"] == offset
+    finally:
+        server.stop()
+
+
+def test_two_local_clients_each_have_their_own_uploads(server: Server):
+    """Every loopback client without a key was one owner for uploads, so a second local client
+    was refused `ownerUploads` while the first had its share. Now each connection is one."""
+    with server.client(timeout=10, retries=0) as first, server.client(timeout=10, retries=0) as second:
+        limits = first.hello()["limits"]
+        per_owner = limits["maxUploadsPerOwner"]
+        big = {"size": limits["maxUploadBytes"], "sha256": "0" * 64}
+        for client, name in ((first, "first"), (second, "second")):
+            for n in range(per_owner):
+                assert client.call("document.upload.begin", {"name": f"{name}{n}.pdf", **big})["received"] == 0
+        # Each is still held to its own share.
+        with pytest.raises(CanvasError) as refused:
+            first.call("document.upload.begin", {"name": "more.pdf", **big})
+        assert (refused.value.code, refused.value.data) == ("UNAVAILABLE", {"reason": "ownerUploads", "limit": per_owner})
+
+
 def zigzag(teeth: int, y: float) -> List[dict]:
     """Points of a zigzag between y and y + 10, one unit apart in x."""
     return [{"x": i, "y": y + (10 if i % 2 else 0)} for i in range(2 * teeth + 1)]
