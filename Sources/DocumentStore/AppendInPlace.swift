@@ -44,11 +44,11 @@ extension DocumentStore {
             throw .system("open the history of \(name) to append to it", error)
         }
         defer { try? target.close() }
-        var intended = false, wrote = false, committed = false
+        var intended = false, wrote = false, committed = false, outsideChanged = false
         do {
             let before = FileSnapshot(try Errno.rethrowing { try document.stat() })
             guard before == FileSnapshot(current.stat) else {
-                throw DocumentError.io(operation: "append to \(name)", message: "another program changed it during the save; try again")
+                throw DocumentError.unreadable(name: name, reason: "busy", message: "another program changed it during the save; nothing was saved, try again")
             }
             var clock = ContinuousClock.now
             try writer.append([.intent(number, from: length, document: before)], durable: true)
@@ -58,6 +58,10 @@ extension DocumentStore {
             try hasher.feed(target, from: midstate.length, to: length)
             wrote = true
             _ = try Errno.rethrowing { try document.writeAll(toAbsoluteOffset: length, increment) }
+            // The document as this write left it: the identity the commit records. Taken now, and
+            // compared again just before the commit, so that another program's write in between
+            // is never recorded as this revision.
+            let written = FileSnapshot(try Errno.rethrowing { try document.stat() })
             hasher.update(increment)
             cost.bytesWritten = Int64(increment.count)
             cost.bytesHashed = hasher.bytesFed
@@ -71,6 +75,10 @@ extension DocumentStore {
             cost.flushing = ContinuousClock.now - clock
             clock = ContinuousClock.now
             let after = FileSnapshot(try Errno.rethrowing { try document.stat() })
+            guard after == written else {
+                outsideChanged = true
+                throw DocumentError.unreadable(name: name, reason: "busy", message: "another program changed it during the save; nothing was saved, try again")
+            }
             let lineFile = FileSnapshot(try Errno.rethrowing { try target.stat() })
             let state = hasher.midstate
             let sha256 = hasher.finish()
@@ -88,9 +96,12 @@ extension DocumentStore {
         } catch {
             if !committed && wrote {
                 // Not committed: take the tail back now rather than leave it to the next writer,
-                // and say which file the document is once more.
+                // and say which file the document is once more. Not when another program wrote
+                // the document meanwhile: the intent stays, and the next holder of the lock cuts
+                // the tail only if the bytes before it are still the revision's.
                 var records: [HistoryRecord] = []
-                if ftruncate(document.rawValue, off_t(length)) == 0, fsync(document.rawValue) == 0, let now = try? document.stat() {
+                if !outsideChanged, ftruncate(document.rawValue, off_t(length)) == 0, fsync(document.rawValue) == 0,
+                   let now = try? document.stat() {
                     records.append(.identity(revision, document: FileSnapshot(now)))
                 }
                 if ftruncate(target.rawValue, off_t(length)) == 0, let now = try? target.stat() {

@@ -29,7 +29,10 @@ extension DocumentStore {
     /// then, and a save refuses with that cause until it is moved away).
     func history(_ name: String, create: Bool) throws(DocumentError) -> RevisionHistory? {
         do {
-            return RevisionHistory(directory: try revisionsRoot.directory(name, create: create), name: name)
+            // `.canvas-revisions` opened again each time: removed by hand while canvasd runs, it
+            // is made again by the next save instead of failing every save until a restart.
+            let revisions = try root.directory(Self.revisionsFolderName, create: create)
+            return RevisionHistory(directory: try revisions.directory(name, create: create), name: name)
         } catch .noSuchFileOrDirectory where !create {
             return nil
         } catch .notDirectory where !create {
@@ -90,36 +93,28 @@ extension DocumentStore {
                 if let revision = state.revision(of: FileSnapshot(file.stat)), let number = revision.revision, let sha256 = revision.sha256 {
                     return (try outcome.get(), number, sha256, state.kept)
                 }
-                if last {
-                    // A writer held the lock throughout: what the file is now is not kept yet. It
-                    // will be the next revision, with these bytes, unless it changes again first.
-                    return (try outcome.get(), state.next, try hash(file, name), state.kept)
+                // No number is named for a file no revision is yet (an empty file, one changed
+                // again and again, one a writer holds throughout): a number named is handed out.
+                if file.stat.size == 0 {
+                    throw .unreadable(name: name, reason: "damaged", message: "it is empty (being written by another program?)")
                 }
             case .legacy:
                 break
             }
-            let settled: Bool
-            do {
-                settled = try history.map { (history) throws(DocumentError) in try settleIfIdle(name, history) } ?? false
-            } catch {
-                // Settling needs to write (a full disk, a folder it may not write): a read still
-                // answers what the file is, as the next revision, not yet kept.
-                guard case .log(let state) = seen else { throw error }
-                return (try outcome.get(), state.next, try hash(file, name), state.kept)
-            }
-            if !settled {
+            if last { break }
+            if try !(history.map { (history) throws(DocumentError) in try settleIfIdle(name, history) } ?? false) {
                 // A writer is at work: its save, or its settling, takes a few milliseconds.
                 usleep(5_000)
             }
         }
-        throw .unreadable(name: name, reason: "busy", message: "it was saved over \(Self.readAttempts) times while being read; try again")
+        throw .unreadable(name: name, reason: "busy", message: "it was saved or changed over and over while being read; try again")
     }
 
     /// Settles the document when nobody holds its lock; false when somebody does.
     func settleIfIdle(_ name: String, _ history: RevisionHistory) throws(DocumentError) -> Bool {
         guard let writer = try writer(name, history, wait: false) else { return false }
         defer { writer.close() }
-        _ = try settle(name, writer)
+        _ = try settle(name, writer, cleaning: false)
         return true
     }
 
@@ -140,8 +135,9 @@ extension DocumentStore {
 
     /// Under the lock: puts right what a killed save left, removes what no kept revision needs,
     /// and makes the document file a revision (see the type's comment). Returns the document
-    /// file, open, or nil when there is none.
-    func settle(_ name: String, _ writer: HistoryWriter) throws(DocumentError) -> OpenFile? {
+    /// file, open, or nil when there is none. Only a writer (`cleaning`) removes or cuts files
+    /// of the history; a reader settling leaves them for it.
+    func settle(_ name: String, _ writer: HistoryWriter, cleaning: Bool = true) throws(DocumentError) -> OpenFile? {
         let history = writer.history
         do {
             // A replacing save committed, then killed before or after its rename.
@@ -182,6 +178,13 @@ extension DocumentStore {
             let needed = writer.state.neededLines
             var seals: [HistoryRecord] = []
             for file in try history.directory.names() where file != HistoryLog.fileName && file != RevisionHistory.lockName {
+                // A line numbered past any the log handed out: the log lost records (cut or
+                // replaced by hand). Its bytes are kept revisions nobody may remove or renumber.
+                if let line = RevisionHistory.line(ofFile: file), line > writer.state.next {
+                    throw DocumentError.unreadable(name: name, reason: "damaged",
+                                                   message: "its history holds \(file), past every revision its log accounts for (the log lost records): nothing is changed; move .canvas-revisions/\(name) away to start a new history")
+                }
+                guard cleaning else { continue }
                 if let line = RevisionHistory.line(ofFile: file), let length = needed[line] {
                     if let stat = try history.directory.stat(file), stat.size > length, let snapshot = try shorten(file, history, to: length) {
                         seals.append(.seal(line, snapshot))
@@ -256,7 +259,7 @@ extension DocumentStore {
                 // Written meanwhile, the copy may be no one version of it: keep nothing now.
                 guard FileSnapshot(try Errno.rethrowing { try file.descriptor.stat() }) == FileSnapshot(file.stat),
                       try root.stat(name)?.identity == file.stat.identity else {
-                    throw DocumentError.io(operation: "keep \(name) as revision \(number)", message: "another program wrote it meanwhile; try again")
+                    throw DocumentError.unreadable(name: name, reason: "busy", message: "another program wrote it while it was kept as revision \(number); try again")
                 }
                 try history.directory.rename(temporary, to: history.directory, as: lineName)
                 try history.directory.sync()
@@ -423,7 +426,7 @@ extension DocumentStore {
     /// append's intent, a commit whose rename is not known to have happened), when no writer
     /// holds it: an uncommitted tail on a document is cut before anyone reads the folder.
     func settleLeftovers() {
-        for name in (try? revisionsRoot.names()) ?? [] where (try? Self.check(name)) != nil {
+        for name in (try? root.directory(Self.revisionsFolderName, create: false).names()) ?? [] where (try? Self.check(name)) != nil {
             guard let history = try? history(name, create: false), let state = try? history.read(histories) else { continue }
             let temporaries = ((try? history.directory.names()) ?? []).contains { $0.hasPrefix(RevisionHistory.temporaryPrefix) }
             guard temporaries || state.intent != nil || state.pending != nil else { continue }

@@ -286,7 +286,7 @@ extension DocumentStore {
             // Another program wrote the document during the save: renaming over it would lose
             // that. Not saved; the next try keeps that change as a revision first.
             if let current, try root.stat(name).map(FileSnapshot.init) != FileSnapshot(current.stat) {
-                throw DocumentError.io(operation: "save \(name)", message: "another program changed it during the save; try again")
+                throw DocumentError.unreadable(name: name, reason: "busy", message: "another program changed it during the save; nothing was saved, try again")
             }
             try writer.append([.revision(number, line: line, length: stat.size, sha256: sha256, state: midstate, saved: Self.now(),
                                          source: source, document: FileSnapshot(stat), lineFile: lineFile, temporary: temporary,

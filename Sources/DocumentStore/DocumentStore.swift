@@ -48,7 +48,6 @@ public final class DocumentStore: Sendable {
     /// always replace the file).
     public let saveMode: SaveMode
     let root: Directory
-    let revisionsRoot: Directory
     let hashes = ContentHashes()
     let histories = HistoryCache()
     private let costs = LastSaveCost()
@@ -80,7 +79,7 @@ public final class DocumentStore: Sendable {
             throw .system("open the document folder \(self.folder.path)", error)
         }
         do {
-            revisionsRoot = try root.directory(Self.revisionsFolderName, create: true)
+            _ = try root.directory(Self.revisionsFolderName, create: true)
         } catch {
             throw .system("open \(self.folder.path)/\(Self.revisionsFolderName)", error)
         }

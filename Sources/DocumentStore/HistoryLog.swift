@@ -30,6 +30,14 @@ enum HistoryLog {
     static let checksumSize = 8
     /// No record is near this: one that says it is longer is damage.
     static let maxRecordBytes = 1 << 20
+    /// A log is written again, smaller, long before this (`HistoryState.compactionRecords`): a
+    /// larger one is refused unread (a sparse file can claim any size).
+    static let maxLogBytes: Int64 = 64 << 20
+    /// The most a write cut short can leave past the last good record (one write of records).
+    static let maxTornBytes = 64 << 10
+    /// Numbers and lengths in records stay below this (JSON's exact integers): a forged or
+    /// damaged record cannot overflow the arithmetic done with them.
+    static let maxNumber: Int64 = (1 << 53) - 1
 
     /// The header of a new log, and the checksum its first record continues.
     static func header(salt: [UInt8]) -> (bytes: [UInt8], chain: [UInt8]) {
@@ -50,19 +58,27 @@ enum HistoryLog {
     }
 
     /// What reading a log found.
-    struct Reading {
+    struct Reading: Equatable {
         var records: [HistoryRecord] = []
         /// Where the last good record ends: a writer appends here, after cutting the rest.
         var end: Int64 = 0
         /// The checksum the next record continues.
         var chain: [UInt8] = []
-        /// Bytes past `end` that are not a good record (a torn or damaged tail).
+        /// Bytes past `end` that are not a good record: the last record, torn by a writer killed
+        /// while it wrote (its length runs past the end of the file, or it ends exactly there).
         var damagedTail = false
     }
 
     enum ReadError: Error, Equatable {
         /// Not a history log at all (no magic, or a damaged header).
         case notALog
+        /// A record that fails its checksum, or is no record, with more of the log after it: not
+        /// a write cut short (which is always the last thing in the file) but damage, or an edit.
+        /// The log is the history's only account of itself: nothing after the damage can be
+        /// trusted, and nothing before it may be taken for the whole.
+        case damaged(at: Int64)
+        /// Larger than any log a writer leaves (`maxLogBytes`).
+        case tooLarge(Int64)
         /// Written by a newer canvas bridge, whose records this one cannot be sure to read.
         case newerVersion(UInt32)
     }
@@ -85,13 +101,20 @@ enum HistoryLog {
         }
         let base = reading.end - Int64(offset)
         while offset < bytes.count {
+            // What a killed writer can leave is the end of one write: a few records at most.
+            let torn = bytes.count - offset <= maxTornBytes
             guard bytes.count - offset >= 4 else { reading.damagedTail = true; break }
             let length = Int(UInt32(bytes[offset]) | UInt32(bytes[offset + 1]) << 8 | UInt32(bytes[offset + 2]) << 16 | UInt32(bytes[offset + 3]) << 24)
             let end = offset + 4 + length + checksumSize
-            guard length <= maxRecordBytes, end <= bytes.count else { reading.damagedTail = true; break }
+            guard length <= maxRecordBytes, end <= bytes.count else {
+                guard torn else { return .failure(.damaged(at: base + Int64(offset))) }
+                reading.damagedTail = true
+                break
+            }
             let sum = checksum(reading.chain + Array(bytes[offset..<(offset + 4 + length)]))
             guard Array(bytes[(offset + 4 + length)..<end]) == sum,
                   let record = HistoryRecord(decoding: Array(bytes[(offset + 4)..<(offset + 4 + length)])) else {
+                guard end == bytes.count else { return .failure(.damaged(at: base + Int64(offset))) }
                 reading.damagedTail = true
                 break
             }
@@ -247,17 +270,23 @@ struct HistoryRecord: Codable, Equatable, Sendable {
     var isWellFormed: Bool {
         switch kind {
         case .revision:
-            guard let revision, revision > 0, let line, line > 0, line <= revision, let length, length > 0,
+            guard let revision, revision > 0, Int64(revision) <= HistoryLog.maxNumber, let line, line > 0, line <= revision,
+                  let length, length > 0, length <= HistoryLog.maxNumber,
                   let sha256, sha256.utf8.count == 64, sha256.utf8.allSatisfy(\.isLowercaseHexDigit),
                   let state, SHA256Midstate(hex: Substring(state), coveringAtMost: length) != nil, saved != nil else { return false }
             return madeBy.map { !$0.isEmpty && $0.utf8.count <= 64 && $0.utf8.allSatisfy(\.isASCIILetterOrDigit) } ?? true
-        case .intent: return (revision ?? 0) > 0 && (from ?? -1) >= 0 && document != nil
-        case .identity: return (revision ?? 0) > 0 && document != nil
-        case .abandoned: return (revision ?? 0) > 0
-        case .pruned: return revisions.map { $0.allSatisfy { $0 > 1 } } ?? false
-        case .seal: return (line ?? 0) > 0
-        case .base: return (next ?? 0) > 0
+        case .intent: return Self.bounded(revision) && (from ?? -1) >= 0 && (from ?? 0) <= HistoryLog.maxNumber && document != nil
+        case .identity: return Self.bounded(revision) && document != nil
+        case .abandoned: return Self.bounded(revision)
+        case .pruned: return revisions.map { $0.allSatisfy { $0 > 1 && Self.bounded($0) } } ?? false
+        case .seal: return Self.bounded(line)
+        case .base: return Self.bounded(next)
         }
+    }
+
+    private static func bounded(_ number: Int?) -> Bool {
+        guard let number else { return false }
+        return number > 0 && Int64(number) <= HistoryLog.maxNumber
     }
 
     var midstate: SHA256Midstate? { state.flatMap { SHA256Midstate(hex: Substring($0), coveringAtMost: length ?? 0) } }

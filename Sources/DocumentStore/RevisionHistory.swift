@@ -13,8 +13,9 @@ import SystemPackage
 ///   whatever another program made of the document) starts a line of its own, numbered after
 ///   it. A restored revision is the same bytes as the one it restores: it names that line and
 ///   length, and the save after it starts a new line unless the line ends there.
-/// - `lock`: held (`flock`) by the document's one writer, across processes; a file of its own,
-///   so that whatever another program does to the document file, the lock stays where it is.
+/// - `lock`: the document's one writer, across processes, holds `flock` on the folder and then
+///   on this file: whatever another program does to the document file, or to this file, the
+///   lock stays where it is.
 /// Only canvasd writes these, and the document file never shares a byte of storage with them
 /// (no hard link: a write into the document in place reaches no kept revision). Names that
 /// are none of these are nobody's, and the next writer removes them.
@@ -88,6 +89,7 @@ final class HistoryCache: @unchecked Sendable {
     // @unchecked: the table is only touched under `lock`.
     private struct Entry {
         var identity: FileIdentity
+        var header: [UInt8]
         var reading: HistoryLog.Reading
         var state: HistoryState
     }
@@ -106,6 +108,11 @@ final class HistoryCache: @unchecked Sendable {
             case .format(.notALog): return .unreadable(name: name, reason: "damaged", message: "its revision log is not one (no header): move .canvas-revisions/\(name) away to start a new history")
             case .format(.newerVersion(let version)):
                 return .unreadable(name: name, reason: "damaged", message: "its revision log is of format \(version), written by a newer canvas bridge")
+            case .format(.damaged(let offset)):
+                return .unreadable(name: name, reason: "damaged",
+                                   message: "its revision log is damaged at byte \(offset) (a record there fails its checksum, with more after it): nothing is read past it or changed; move .canvas-revisions/\(name) away to start a new history")
+            case .format(.tooLarge(let size)):
+                return .unreadable(name: name, reason: "damaged", message: "its revision log is \(size) bytes, more than any canvasd writes")
             }
         }
     }
@@ -117,17 +124,21 @@ final class HistoryCache: @unchecked Sendable {
         } catch {
             throw .read(error)
         }
+        guard stat.size <= HistoryLog.maxLogBytes else { throw .format(.tooLarge(stat.size)) }
         let known = lock.withLock { table[key] }
         // The same log, grown (or as it was): only what was added since is read. Another file
-        // (a log written anew) is read whole.
-        if let known, known.identity == stat.identity, known.reading.end <= stat.size {
+        // (a log written anew, or copied over this one in place: its header's salt differs) is
+        // read whole, as is one whose new part does not continue the chain.
+        if let known, known.identity == stat.identity, known.reading.end <= stat.size,
+           try read(log, from: 0, to: Int64(HistoryLog.headerSize)) == known.header {
             if known.reading.end == stat.size { return known.state }
             let bytes = try read(log, from: known.reading.end, to: stat.size)
-            guard case .success(let more) = HistoryLog.parse(bytes, resuming: known.reading) else { return known.state }
-            var state = known.state
-            for record in more.records { state.apply(record) }
-            remember(key, Entry(identity: stat.identity, reading: more, state: state))
-            return state
+            if case .success(let more) = HistoryLog.parse(bytes, resuming: known.reading) {
+                var state = known.state
+                for record in more.records { state.apply(record) }
+                remember(key, Entry(identity: stat.identity, header: known.header, reading: more, state: state))
+                return state
+            }
         }
         let bytes = try read(log, from: 0, to: stat.size)
         switch HistoryLog.parse(bytes) {
@@ -135,7 +146,7 @@ final class HistoryCache: @unchecked Sendable {
         case .success(let reading):
             var state = HistoryState()
             for record in reading.records { state.apply(record) }
-            remember(key, Entry(identity: stat.identity, reading: reading, state: state))
+            remember(key, Entry(identity: stat.identity, header: Array(bytes.prefix(HistoryLog.headerSize)), reading: reading, state: state))
             return state
         }
     }
@@ -177,7 +188,7 @@ final class HistoryCache: @unchecked Sendable {
 /// reference), and appends to its log.
 final class HistoryWriter {
     let history: RevisionHistory
-    private let lockFile: FileDescriptor
+    private let held: HeldLock
     private var log: FileDescriptor
     private(set) var state: HistoryState
     /// What settling cost before the save (keeping the document as a revision: its hash and its
@@ -192,28 +203,17 @@ final class HistoryWriter {
     init?(_ history: RevisionHistory, wait: Bool, migrate: () throws -> [HistoryRecord]) throws(DocumentError) {
         self.history = history
         let name = history.name
-        do {
-            lockFile = FileDescriptor(rawValue: try Directory.check {
-                openat(history.directory.descriptor.rawValue, RevisionHistory.lockName, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o644)
-            })
-        } catch {
-            throw .system("open the lock of \(name)", error)
-        }
-        do {
-            if wait {
-                try FileLock.lock(lockFile)
-            } else if try !FileLock.tryLock(lockFile) {
-                try? lockFile.close()
-                return nil
-            }
-        } catch {
-            try? lockFile.close()
-            throw .system("lock \(name)", error)
-        }
+        guard let taken = try Self.takeLock(history, wait: wait) else { return nil }
+        held = taken
         do {
             if (try? history.directory.stat(HistoryLog.fileName)) == nil {
                 if try history.lostItsLog() { throw RevisionHistory.logLost(name) }
                 try Self.writeWhole(history, try migrate())
+                // The log in place, an older layout's files are nobody's: they go now, so that none
+                // of them is left sharing the document's inode.
+                for file in try history.directory.names() where LegacyHistory.isLegacyName(file) {
+                    try history.directory.remove(file)
+                }
             }
             log = try history.directory.openForReadingAndWriting(HistoryLog.fileName)
             let (reading, size) = try Self.readLog(log, name)
@@ -230,20 +230,73 @@ final class HistoryWriter {
                 try Directory.check { fdatasync(log.rawValue) }
             }
         } catch let error as DocumentError {
-            try? lockFile.close()
+            held.release()
             throw error
         } catch let error as Errno {
-            try? lockFile.close()
+            held.release()
             throw .system("open the revision log of \(name)", error)
         } catch {
-            try? lockFile.close()
+            held.release()
             throw .io(operation: "open the revision log of \(name)", message: "\(error)")
+        }
+    }
+
+    /// The document's lock, held: the history folder itself and its `lock` file.
+    struct HeldLock {
+        let folder: FileDescriptor
+        let file: FileDescriptor
+
+        func release() {
+            FileLock.unlock(file)
+            try? file.close()
+            FileLock.unlock(folder)
+            try? folder.close()
+        }
+    }
+
+    /// Takes the document's lock; nil when another holds it and `wait` is false. The lock is
+    /// `flock` on the history's folder, which no `rm` of a file in it undoes (a `lock` file
+    /// removed by hand, as people remove stale lock files, would otherwise let a second writer
+    /// in beside the first, on a new file of the same name), and then on the `lock` file, which
+    /// is where tools and people look for it (holding it holds every writer).
+    private static func takeLock(_ history: RevisionHistory, wait: Bool) throws(DocumentError) -> HeldLock? {
+        let folder: FileDescriptor, file: FileDescriptor
+        do {
+            folder = FileDescriptor(rawValue: try Directory.check {
+                openat(history.directory.descriptor.rawValue, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            })
+        } catch {
+            throw .system("open the revisions of \(history.name) to lock them", error)
+        }
+        do {
+            file = FileDescriptor(rawValue: try Directory.check {
+                openat(history.directory.descriptor.rawValue, RevisionHistory.lockName, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o644)
+            })
+        } catch {
+            try? folder.close()
+            throw .system("open the lock of \(history.name)", error)
+        }
+        let lock = HeldLock(folder: folder, file: file)
+        do {
+            for descriptor in [folder, file] {
+                if wait {
+                    try FileLock.lock(descriptor)
+                } else if try !FileLock.tryLock(descriptor) {
+                    lock.release()
+                    return nil
+                }
+            }
+            return lock
+        } catch {
+            lock.release()
+            throw .system("lock \(history.name)", error)
         }
     }
 
     /// The whole log, parsed, and its size on disk.
     private static func readLog(_ log: FileDescriptor, _ name: String) throws -> (HistoryLog.Reading, Int64) {
         let size = try Errno.rethrowing { try log.stat() }.size
+        guard size <= HistoryLog.maxLogBytes else { throw HistoryCache.Failure.format(.tooLarge(size)).documentError(name) }
         var bytes = [UInt8](repeating: 0, count: Int(size))
         var done = 0
         while done < bytes.count {
@@ -267,8 +320,7 @@ final class HistoryWriter {
         guard !closed else { return }
         closed = true
         try? log.close()
-        FileLock.unlock(lockFile)
-        try? lockFile.close()
+        held.release()
     }
 
     /// Appends records to the log; with `durable`, flushed before it returns (what follows

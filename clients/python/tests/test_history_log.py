@@ -151,3 +151,111 @@ def test_a_long_history_is_written_again_smaller(tmp_path):
             assert client.call("document.flatten", {"name": DOC, "page": 0, "drawing": drawing(5)})["revision"] == 222
     finally:
         server.stop()
+
+
+def test_a_removed_lock_file_lets_no_second_writer_in(tmp_path):
+    """A writer holds the document's lock (the history folder and its lock file); the lock file
+    is removed by hand, as stale lock files are: a save still waits for the writer."""
+    import fcntl
+    import os
+    import threading
+    server, acknowledged = saved_folder(tmp_path, 1)
+    try:
+        history = server.documents / ".canvas-revisions" / DOC
+        folder = os.open(history, os.O_RDONLY | os.O_DIRECTORY)
+        lock = open(history / "lock", "ab")
+        fcntl.flock(folder, fcntl.LOCK_EX)
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        (history / "lock").unlink()
+        answers = []
+        def save():
+            with server.client(timeout=20) as client:
+                answers.append(client.call("document.flatten", {"name": DOC, "page": 0, "drawing": drawing(90)}))
+        saver = threading.Thread(target=save)
+        saver.start()
+        saver.join(1.5)
+        assert not answers, "a save ran while another writer held the lock"
+        fcntl.flock(folder, fcntl.LOCK_UN)
+        os.close(folder)
+        lock.close()
+        saver.join(20)
+        assert answers and answers[0]["revision"] == 3
+    finally:
+        server.stop()
+
+
+def test_a_record_damaged_in_the_middle_of_the_log_is_refused_and_nothing_is_changed(tmp_path):
+    """Not a write cut short (that is always the last thing in the file): the history is refused
+    as damaged, and no reader or writer cuts the log or the kept bytes."""
+    server, acknowledged = saved_folder(tmp_path, 3)
+    try:
+        history = server.documents / ".canvas-revisions" / DOC
+        log = bytearray((history / "history.log").read_bytes())
+        offset, _, _ = list(records(bytes(log)))[1]
+        log[offset + 12] ^= 0x04
+        (history / "history.log").write_bytes(bytes(log))
+        before = {p.name: p.read_bytes() for p in history.iterdir()}
+        with server.client(timeout=10) as client:
+            for method in ("document.revisions", "document.info"):
+                with pytest.raises(CanvasError) as refused:
+                    client.call(method, {"name": DOC})
+                assert refused.value.code == "UNAVAILABLE" and refused.value.data["reason"] == "damaged"
+            with pytest.raises(CanvasError) as refused:
+                client.call("document.flatten", {"name": DOC, "page": 0, "drawing": drawing(70)})
+            assert refused.value.code == "UNAVAILABLE" and refused.value.data["reason"] == "damaged"
+        assert {p.name: p.read_bytes() for p in history.iterdir()} == before
+    finally:
+        server.stop()
+
+
+def test_a_forged_record_with_a_number_past_any_exact_integer_is_no_record(tmp_path):
+    """Checksummed and chained as a writer would, a revision numbered 2^63-1: not well-formed,
+    so canvasd starts and serves, and numbers go on from the log's own."""
+    import json
+    server, acknowledged = saved_folder(tmp_path, 1)
+    server.stop()
+    path = server.documents / ".canvas-revisions" / DOC / "history.log"
+    log = path.read_bytes()
+    first = json.loads(list(records(log))[0][2])
+    first.update({"revision": 2 ** 63 - 1, "line": 1})
+    payload = json.dumps(first).encode()
+    length = struct.pack("<I", len(payload))
+    path.write_bytes(log + length + payload + hashlib.sha256(log[-8:] + length + payload).digest()[:8])
+    again = Server(tmp_path / "s2", ["--log-level", "error"], documents=server.documents)
+    try:
+        assert listed(again) == acknowledged
+        with again.client(timeout=10) as client:
+            assert client.call("document.flatten", {"name": DOC, "page": 0, "drawing": drawing(120)})["revision"] == 3
+    finally:
+        again.stop()
+
+
+def test_a_huge_sparse_log_is_refused_unread(tmp_path):
+    server, acknowledged = saved_folder(tmp_path, 1)
+    try:
+        with open(server.documents / ".canvas-revisions" / DOC / "history.log", "r+b") as log:
+            log.truncate(8 << 30)
+        with server.client(timeout=10) as client:
+            listing = client.call("document.list")["documents"]
+            assert listing[0]["problem"]["reason"] == "damaged", listing
+            client.hello()
+    finally:
+        assert server.process.poll() is None, "canvasd died"
+        server.stop()
+
+
+def test_an_emptied_document_is_named_no_revision(tmp_path):
+    """Another program empties the file (to write it again): a read names no number for it, which
+    the next file written there would otherwise share."""
+    server, acknowledged = saved_folder(tmp_path, 1)
+    try:
+        (server.documents / DOC).write_bytes(b"")
+        with server.client(timeout=10) as client:
+            with pytest.raises(CanvasError) as refused:
+                client.get_document(DOC)
+            assert refused.value.code == "UNAVAILABLE"
+            (server.documents / DOC).write_bytes(tiny_pdf(3))
+            info = client.call("document.info", {"name": DOC})
+            assert (info["revision"], info["sha256"]) == (3, sha(tiny_pdf(3)))
+    finally:
+        server.stop()
