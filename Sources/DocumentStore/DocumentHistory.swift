@@ -343,6 +343,8 @@ extension DocumentStore {
             file = try openRegular(history.directory, RevisionHistory.lineName(line), document: name)
         } catch .notFound {
             throw .unreadable(name: name, reason: "damaged", message: "the file holding revision \(number) is gone from its history")
+        } catch .unreadable(_, "notRegularFile", _) {
+            throw .unreadable(name: name, reason: "damaged", message: "the file holding revision \(number) in its history is not a regular file")
         }
         if let sealed = state.lines[line], sealed == FileSnapshot(file.stat) { return file }
         let digest: String?

@@ -48,8 +48,14 @@ struct RevisionHistory {
             log = try directory.openForReading(HistoryLog.fileName)
         } catch .noSuchFileOrDirectory {
             return nil
+        } catch .tooManySymbolicLinkLevels {
+            throw .unreadable(name: name, reason: "damaged", message: "its revision log is a symbolic link, not a file canvasd wrote")
         } catch {
             throw .system("open the revision log of \(name)", error)
+        }
+        guard (try? log.stat())?.isRegularFile == true else {
+            try? log.close()
+            throw .unreadable(name: name, reason: "damaged", message: "its revision log is not a regular file")
         }
         defer { try? log.close() }
         do {
@@ -74,7 +80,10 @@ struct RevisionHistory {
         } catch {
             throw .system("list the revisions of \(name)", error)
         }
-        return names.contains { RevisionHistory.line(ofFile: $0) != nil } && !names.contains { LegacyHistory.isLegacyName($0) }
+        // A migration killed before its log was in place leaves only the lines of the older
+        // layout's files beside them; any other line is a history's whose log is gone.
+        let legacyLines = Set(names.compactMap { LegacyHistory.fileNumbers($0)?.1 })
+        return names.contains { name in RevisionHistory.line(ofFile: name).map { !legacyLines.contains($0) } ?? false }
     }
 
     static func logLost(_ name: String) -> DocumentError {
@@ -214,6 +223,9 @@ final class HistoryWriter {
                 for file in try history.directory.names() where LegacyHistory.isLegacyName(file) {
                     try history.directory.remove(file)
                 }
+            }
+            guard try history.directory.stat(HistoryLog.fileName)?.isRegularFile == true else {
+                throw DocumentError.unreadable(name: name, reason: "damaged", message: "its revision log is not a regular file")
             }
             log = try history.directory.openForReadingAndWriting(HistoryLog.fileName)
             let (reading, size) = try Self.readLog(log, name)

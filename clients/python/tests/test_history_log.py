@@ -259,3 +259,33 @@ def test_an_emptied_document_is_named_no_revision(tmp_path):
             assert (info["revision"], info["sha256"]) == (3, sha(tiny_pdf(3)))
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("what", ["log-directory", "log-symlink", "line-symlink"])
+def test_history_files_that_are_not_files_are_damage_not_faults(tmp_path, what):
+    """A history file replaced by a directory or a link is refused as damaged (UNAVAILABLE), not
+    answered INTERNAL, and nothing outside the folder is read."""
+    import os
+    server, acknowledged = saved_folder(tmp_path, 2)
+    try:
+        history = server.documents / ".canvas-revisions" / DOC
+        outside = tmp_path / "outside"
+        outside.write_bytes(b"never read")
+        if what == "log-directory":
+            (history / "history.log").unlink()
+            (history / "history.log").mkdir()
+        elif what == "log-symlink":
+            (history / "history.log").unlink()
+            os.symlink(outside, history / "history.log")
+        else:
+            (history / "data.1").unlink()
+            os.symlink(outside, history / "data.1")
+        with server.client(timeout=10) as client:
+            call = (lambda: client.get_document(DOC, revision=1)) if what == "line-symlink" else \
+                (lambda: client.call("document.revisions", {"name": DOC}))
+            with pytest.raises(CanvasError) as refused:
+                call()
+            assert refused.value.code == "UNAVAILABLE" and refused.value.data["reason"] == "damaged", refused.value
+        assert outside.read_bytes() == b"never read"
+    finally:
+        server.stop()
