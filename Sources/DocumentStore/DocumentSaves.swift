@@ -293,6 +293,12 @@ extension DocumentStore {
                                          madeBy: madeBy, pageCount: madeBy == nil ? nil : written.pageCount)], durable: true)
             committed = true
             FaultPoint.saveCommitted.reach()
+            // Asked again after the commit's flush, so that the window in which another
+            // program's write could be renamed over is the rename alone: written meanwhile, the
+            // save is abandoned (its number never used) and that change is kept by the next try.
+            if let current, try root.stat(name).map(FileSnapshot.init) != FileSnapshot(current.stat) {
+                throw DocumentError.unreadable(name: name, reason: "busy", message: "another program changed it during the save; nothing was saved, try again")
+            }
             try place(temporary, history, as: name, replacing: current != nil)
             placed = true
             FaultPoint.saveRenamed.reach()
