@@ -51,7 +51,7 @@ extension DocumentStore {
                 throw DocumentError.unreadable(name: name, reason: "busy", message: "another program changed it during the save; nothing was saved, try again")
             }
             var clock = ContinuousClock.now
-            try writer.append([.intent(number, from: length, document: before)], durable: true)
+            try writer.append([.intent(number, from: length, document: before, line: line)], durable: true)
             intended = true
             FaultPoint.appendIntended.reach()
             var hasher = SHA256Hasher(resuming: midstate)

@@ -139,6 +139,9 @@ extension DocumentStore {
     /// of the history; a reader settling leaves them for it.
     func settle(_ name: String, _ writer: HistoryWriter, cleaning: Bool = true) throws(DocumentError) -> OpenFile? {
         let history = writer.history
+        // Lines a save under way announced it would write past what the log accounts for: their
+        // tails are that save's, which the steps below may end before the files are looked at.
+        let announced = Set([writer.state.extending?.line, writer.state.intent?.line].compactMap { $0 })
         do {
             // A replacing save committed, then killed before or after its rename.
             if let pending = writer.state.pending, let temporary = pending.temporary, let number = pending.revision, let made = pending.document {
@@ -177,20 +180,29 @@ extension DocumentStore {
             // revisions pruned, an older layout's files once migrated, anything put there by hand.
             let needed = writer.state.neededLines
             var seals: [HistoryRecord] = []
+            func lost() -> DocumentError {
+                .unreadable(name: name, reason: "damaged",
+                            message: "its history holds bytes past every revision its log accounts for (the log lost records, cut or replaced by hand): nothing is changed; move .canvas-revisions/\(name) away to start a new history")
+            }
+            let state = writer.state
             for file in try history.directory.names() where file != HistoryLog.fileName && file != RevisionHistory.lockName {
-                // A line numbered past any the log handed out: the log lost records (cut or
-                // replaced by hand). Its bytes are kept revisions nobody may remove or renumber.
-                if let line = RevisionHistory.line(ofFile: file), line > writer.state.next {
-                    throw DocumentError.unreadable(name: name, reason: "damaged",
-                                                   message: "its history holds \(file), past every revision its log accounts for (the log lost records): nothing is changed; move .canvas-revisions/\(name) away to start a new history")
+                if let line = RevisionHistory.line(ofFile: file) {
+                    // A line numbered past any the log handed out, or longer than any record
+                    // made it with no save announced on it: bytes of revisions the log lost,
+                    // which nobody may remove, cut or number again.
+                    guard line <= state.next else { throw lost() }
+                    guard let stat = try history.directory.stat(file), stat.isRegularFile else { continue }
+                    let announced = announced.contains(line)
+                    if let length = needed[line] {
+                        guard stat.size <= length || stat.size <= (state.written[line] ?? 0) || announced else { throw lost() }
+                        if cleaning, stat.size > length, let snapshot = try shorten(file, history, to: length) {
+                            seals.append(.seal(line, snapshot))
+                        }
+                        continue
+                    }
+                    guard line == state.next || state.written[line] != nil || announced else { throw lost() }
                 }
                 guard cleaning else { continue }
-                if let line = RevisionHistory.line(ofFile: file), let length = needed[line] {
-                    if let stat = try history.directory.stat(file), stat.size > length, let snapshot = try shorten(file, history, to: length) {
-                        seals.append(.seal(line, snapshot))
-                    }
-                    continue
-                }
                 // A directory put there by hand is left alone (a file of ours is never one).
                 if let stat = try history.directory.stat(file), stat.type == .directory { continue }
                 try history.directory.remove(file)

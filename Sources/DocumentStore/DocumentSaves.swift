@@ -257,6 +257,9 @@ extension DocumentStore {
             } else if let base, let baseLine = base.line, let length = base.length, stat.size > length, lineEnds(at: base, writer) {
                 let target = try history.directory.openForWriting(RevisionHistory.lineName(baseLine))
                 defer { try? target.close() }
+                // Said first, and durable: bytes past a line's last record with no save announced
+                // are bytes of records the log lost, which nobody may cut.
+                try writer.append([.extending(number, line: baseLine, from: length)], durable: true)
                 extended = (baseLine, length)
                 try FileCopy.copyRange(out, from: length, to: stat.size, into: target, at: length, &cost)
                 try Directory.check { fdatasync(target.rawValue) }

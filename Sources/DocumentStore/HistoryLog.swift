@@ -180,7 +180,7 @@ struct FileSnapshot: Codable, Equatable, Hashable, Sendable {
 /// - `base`: a log written whole (a migration, or a compaction): `next`, the lowest number
 ///   never handed out, and `created`.
 struct HistoryRecord: Codable, Equatable, Sendable {
-    enum Kind: String, Codable, Sendable { case revision, intent, identity, abandoned, pruned, seal, base }
+    enum Kind: String, Codable, Sendable { case revision, intent, extending, identity, abandoned, pruned, seal, base }
 
     var kind: Kind
     var revision: Int?
@@ -211,9 +211,15 @@ struct HistoryRecord: Codable, Equatable, Sendable {
         return record
     }
 
-    static func intent(_ number: Int, from: Int64, document: FileSnapshot) -> HistoryRecord {
+    static func intent(_ number: Int, from: Int64, document: FileSnapshot, line: Int? = nil) -> HistoryRecord {
         var record = HistoryRecord(kind: .intent)
-        (record.revision, record.from, record.document) = (number, from, document)
+        (record.revision, record.from, record.document, record.line) = (number, from, document, line)
+        return record
+    }
+
+    static func extending(_ number: Int, line: Int, from: Int64) -> HistoryRecord {
+        var record = HistoryRecord(kind: .extending)
+        (record.revision, record.line, record.from) = (number, line, from)
         return record
     }
 
@@ -276,6 +282,8 @@ struct HistoryRecord: Codable, Equatable, Sendable {
                   let state, SHA256Midstate(hex: Substring(state), coveringAtMost: length) != nil, saved != nil else { return false }
             return madeBy.map { !$0.isEmpty && $0.utf8.count <= 64 && $0.utf8.allSatisfy(\.isASCIILetterOrDigit) } ?? true
         case .intent: return Self.bounded(revision) && (from ?? -1) >= 0 && (from ?? 0) <= HistoryLog.maxNumber && document != nil
+                && (line == nil || Self.bounded(line))
+        case .extending: return Self.bounded(revision) && Self.bounded(line) && (from ?? -1) >= 0 && (from ?? 0) <= HistoryLog.maxNumber
         case .identity: return Self.bounded(revision) && document != nil
         case .abandoned: return Self.bounded(revision)
         case .pruned: return revisions.map { $0.allSatisfy { $0 > 1 && Self.bounded($0) } } ?? false
@@ -302,6 +310,13 @@ struct HistoryState: Sendable {
     var current: (revision: Int, document: FileSnapshot)?
     /// An append whose commit has not followed (under way, or killed).
     var intent: HistoryRecord?
+    /// A save about to write a line's file past what the log accounts for (extending it, or
+    /// making a new one), whose commit has not followed.
+    var extending: HistoryRecord?
+    /// The most bytes any record has accounted for in each line's file (kept, pruned, or as a
+    /// seal left it): a file longer than this, with no save under way on it, holds bytes of
+    /// records the log lost.
+    var written: [Int: Int64] = [:]
     /// A replacing save committed whose rename is not known to have happened.
     var pending: HistoryRecord?
     /// Each line's file as the last writer left it.
@@ -318,7 +333,9 @@ struct HistoryState: Sendable {
             revisions[number] = record
             next = max(next, number + 1)
             intent = nil
+            extending = nil
             lines[line] = record.lineFile ?? lines[line]
+            written[line] = max(written[line] ?? 0, record.length ?? 0, record.lineFile?.size ?? 0)
             if record.temporary != nil {
                 pending = record
             } else {
@@ -327,6 +344,8 @@ struct HistoryState: Sendable {
             }
         case .intent:
             intent = record
+        case .extending:
+            extending = record
         case .identity:
             guard let number = record.revision, let document = record.document else { return }
             current = (number, document)
@@ -337,11 +356,13 @@ struct HistoryState: Sendable {
             revisions[number] = nil
             if pending?.revision == number { pending = nil }
             if intent?.revision == number { intent = nil }
+            if extending?.revision == number { extending = nil }
         case .pruned:
             for number in record.revisions ?? [] { revisions[number] = nil }
         case .seal:
             guard let line = record.line else { return }
             lines[line] = record.lineFile
+            written[line] = max(written[line] ?? 0, record.lineFile?.size ?? 0)
         case .base:
             next = max(next, record.next ?? 1)
         }

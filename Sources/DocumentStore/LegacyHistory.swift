@@ -254,7 +254,10 @@ enum LegacyHistory {
         }
         next = max(next, (records.compactMap(\.revision).max() ?? 0) + 1)
         records.sort { ($0.revision ?? 0) < ($1.revision ?? 0) }
-        return [.base(next: next)] + records
+        // Each line's file as made: the bytes it holds past its last revision kept (a revision
+        // whose bytes failed their check) are accounted for, not taken for records the log lost.
+        let seals = lineFiles.keys.sorted().compactMap { line in lineFiles[line].map { HistoryRecord.seal(line, FileSnapshot($0.1)) } }
+        return [.base(next: next)] + records + seals
     }
 }
 

@@ -13,8 +13,8 @@ import SystemPackage
 ///   whatever another program made of the document) starts a line of its own, numbered after
 ///   it. A restored revision is the same bytes as the one it restores: it names that line and
 ///   length, and the save after it starts a new line unless the line ends there.
-/// - `lock`: the document's one writer, across processes, holds `flock` on the folder and then
-///   on this file: whatever another program does to the document file, or to this file, the
+/// - `lock`: the document's one writer, across processes, holds `flock` on this file and then
+///   on the folder: whatever another program does to the document file, or to this file, the
 ///   lock stays where it is.
 /// Only canvasd writes these, and the document file never shares a byte of storage with them
 /// (no hard link: a write into the document in place reaches no kept revision). Names that
@@ -267,10 +267,10 @@ final class HistoryWriter {
     }
 
     /// Takes the document's lock; nil when another holds it and `wait` is false. The lock is
-    /// `flock` on the history's folder, which no `rm` of a file in it undoes (a `lock` file
-    /// removed by hand, as people remove stale lock files, would otherwise let a second writer
-    /// in beside the first, on a new file of the same name), and then on the `lock` file, which
-    /// is where tools and people look for it (holding it holds every writer).
+    /// `flock` on the `lock` file, which is where tools and people look for it (holding it holds
+    /// every writer), and then on the history's folder, which no `rm` of a file in it undoes: a
+    /// `lock` file removed by hand, as people remove stale lock files, would otherwise let a
+    /// second writer in beside the first, on a new file of the same name.
     private static func takeLock(_ history: RevisionHistory, wait: Bool) throws(DocumentError) -> HeldLock? {
         let folder: FileDescriptor, file: FileDescriptor
         do {
@@ -290,7 +290,9 @@ final class HistoryWriter {
         }
         let lock = HeldLock(folder: folder, file: file)
         do {
-            for descriptor in [folder, file] {
+            // The file first: a writer waits there holding nothing, so that one paused while it
+            // waits (SIGSTOP, a debugger) holds up nobody once the lock is given up.
+            for descriptor in [file, folder] {
                 if wait {
                     try FileLock.lock(descriptor)
                 } else if try !FileLock.tryLock(descriptor) {

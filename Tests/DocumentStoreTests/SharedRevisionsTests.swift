@@ -330,9 +330,13 @@ struct KilledSharedSaveTests {
     func beforeCommit() throws {
         var (store, folder, bytes) = try saved("killed-before-commit", saves: 3)
         let url = folder.appendingPathComponent("d.pdf"), history = historyFolder(folder, "d.pdf")
-        // Revision 5's new file written, and its increment appended to line 1, which it extends.
+        // Revision 5's new file written, and its increment appended to line 1, which it extends
+        // (announced first, as a save does).
         let made = try withUpdate(url, stroke(8))
         try Data(made).write(to: history.appendingPathComponent(".tmp.99999.5"))
+        let writer = try historyWriter(store, "d.pdf")
+        try writer.append([.extending(5, line: 1, from: Int64(bytes[4]!.count))], durable: true)
+        writer.close()
         try append(Array(made[bytes[4]!.count...]), to: history.appendingPathComponent("data.1"))
         try check(store, bytes, current: 4)
         let saved = try store.flatten("d.pdf", page: 0, drawing: stroke(9))
@@ -504,7 +508,7 @@ struct AppendInPlaceTests {
         let writer = try historyWriter(store, "d.pdf")
         let current = try #require(writer.state.current.flatMap { writer.state.revisions[$0.revision] })
         #expect(current.length == Int64(try self.current(folder).count))
-        try writer.append([.intent(writer.state.next, from: current.length!, document: try fileSnapshot(url))], durable: true)
+        try writer.append([.intent(writer.state.next, from: current.length!, document: try fileSnapshot(url), line: current.line)], durable: true)
         writer.close()
         for target in [url] + (inLine ? [historyFolder(folder, "d.pdf").appendingPathComponent(RevisionHistory.lineName(current.line!))] : []) {
             let handle = try FileHandle(forWritingTo: target)

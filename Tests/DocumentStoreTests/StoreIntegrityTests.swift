@@ -226,7 +226,11 @@ struct StoreIntegrityTests {
         let temporary = history.appendingPathComponent(".tmp.99999.1")
         try Data("half a PDF".utf8).write(to: temporary)
         // And what one killed after keeping its bytes and before its commit record leaves: a
-        // tail on the line it extended, and a line file no record names.
+        // tail on the line it extended (announced in the log first, as a save does), and a line
+        // file no record names.
+        let announcing = try HistoryWriter(RevisionHistory(directory: try Directory.open(history.path), name: "d.pdf"), wait: true) { [] }
+        try #require(announcing).append([.extending(3, line: 1, from: Int64(try Data(contentsOf: url).count))], durable: true)
+        announcing?.close()
         let line = history.appendingPathComponent("data.1")
         let handle = try FileHandle(forWritingTo: line)
         try handle.seekToEnd()

@@ -289,3 +289,35 @@ def test_history_files_that_are_not_files_are_damage_not_faults(tmp_path, what):
         assert outside.read_bytes() == b"never read"
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("mode", ["replace", "append"])
+def test_a_log_cut_at_a_record_boundary_by_hand_numbers_nothing_again(tmp_path, mode):
+    """The last save's records cut off the log, at a record's end (which reads as a whole log):
+    the kept bytes hold more than the log accounts for, so the history is refused rather than
+    the lost revision's number handed out again for other bytes."""
+    server, acknowledged = saved_folder(tmp_path, 3, ["--save-mode", mode])
+    try:
+        path = server.documents / ".canvas-revisions" / DOC / "history.log"
+        log = path.read_bytes()
+        frames = list(records(log))
+        import json
+        # The last save's records, from the one that announced it (extending a line, or an
+        # append's intent): cut after that one instead, the log reads as a save killed there.
+        kinds = [json.loads(payload)["kind"] for _, _, payload in frames]
+        last_revision = max(i for i, kind in enumerate(kinds) if kind == "revision")
+        first = max(i for i in range(last_revision) if kinds[i] in ("extending", "intent"))
+        path.write_bytes(log[:frames[first][0]])
+        seen = {}
+        with server.client(timeout=10) as client:
+            for call in (lambda: client.call("document.revisions", {"name": DOC})["revisions"],
+                         lambda: [client.call("document.flatten", {"name": DOC, "page": 0, "drawing": drawing(77)})]):
+                try:
+                    for entry in call():
+                        seen[entry["revision"]] = entry["sha256"]
+                except CanvasError as refused:
+                    assert refused.code == "UNAVAILABLE" and refused.data["reason"] == "damaged", refused
+        for number, digest in seen.items():
+            assert acknowledged.get(number, digest) == digest, f"revision {number} handed out again for other bytes"
+    finally:
+        server.stop()
