@@ -48,7 +48,7 @@ extension DocumentStore {
         do {
             let before = FileSnapshot(try Errno.rethrowing { try document.stat() })
             guard before == FileSnapshot(current.stat) else {
-                throw DocumentError.unreadable(name: name, reason: "busy", message: "another program changed it during the save; nothing was saved, try again")
+                throw DocumentError.changedDuringSave(name)
             }
             var clock = ContinuousClock.now
             try writer.append([.intent(number, from: length, document: before, line: line)], durable: true)
@@ -77,7 +77,7 @@ extension DocumentStore {
             let after = FileSnapshot(try Errno.rethrowing { try document.stat() })
             guard after == written else {
                 outsideChanged = true
-                throw DocumentError.unreadable(name: name, reason: "busy", message: "another program changed it during the save; nothing was saved, try again")
+                throw DocumentError.changedDuringSave(name)
             }
             let lineFile = FileSnapshot(try Errno.rethrowing { try target.stat() })
             let state = hasher.midstate

@@ -32,6 +32,12 @@ public enum DocumentError: Error, Sendable, Equatable, CustomStringConvertible {
     /// a system call gave one.
     case io(operation: String, message: String, errno: Errno? = nil)
 
+    /// A save that found the document written by another program while it ran: it saved nothing,
+    /// and the next try keeps that change as a revision first.
+    static func changedDuringSave(_ name: String) -> DocumentError {
+        .unreadable(name: name, reason: "busy", message: "another program changed it during the save; nothing was saved, try again")
+    }
+
     /// A failed system call, with its errno.
     static func system(_ operation: String, _ error: Errno) -> DocumentError {
         .io(operation: operation, message: String(cString: strerror(error.rawValue)), errno: error)

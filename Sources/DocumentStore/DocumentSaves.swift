@@ -289,7 +289,7 @@ extension DocumentStore {
             // Another program wrote the document during the save: renaming over it would lose
             // that. Not saved; the next try keeps that change as a revision first.
             if let current, try root.stat(name).map(FileSnapshot.init) != FileSnapshot(current.stat) {
-                throw DocumentError.unreadable(name: name, reason: "busy", message: "another program changed it during the save; nothing was saved, try again")
+                throw DocumentError.changedDuringSave(name)
             }
             try writer.append([.revision(number, line: line, length: stat.size, sha256: sha256, state: midstate, saved: Self.now(),
                                          source: source, document: FileSnapshot(stat), lineFile: lineFile, temporary: temporary,
@@ -300,7 +300,7 @@ extension DocumentStore {
             // program's write could be renamed over is the rename alone: written meanwhile, the
             // save is abandoned (its number never used) and that change is kept by the next try.
             if let current, try root.stat(name).map(FileSnapshot.init) != FileSnapshot(current.stat) {
-                throw DocumentError.unreadable(name: name, reason: "busy", message: "another program changed it during the save; nothing was saved, try again")
+                throw DocumentError.changedDuringSave(name)
             }
             try place(temporary, history, as: name, replacing: current != nil)
             placed = true
