@@ -173,23 +173,11 @@ final class HistoryCache: @unchecked Sendable {
     }
 
     private func read(_ log: FileDescriptor, from start: Int64, to end: Int64) throws(Failure) -> [UInt8] {
-        var bytes = [UInt8](repeating: 0, count: Int(end - start))
-        var done = 0
-        while done < bytes.count {
-            let count: Int
-            do {
-                count = try Errno.rethrowing {
-                    try bytes.withUnsafeMutableBytes { raw in
-                        try log.read(fromAbsoluteOffset: start + Int64(done), into: UnsafeMutableRawBufferPointer(rebasing: raw[done...]))
-                    }
-                }
-            } catch {
-                throw .read(error)
-            }
-            if count == 0 { break }
-            done += count
+        do {
+            return try log.bytes(from: start, to: end)
+        } catch {
+            throw .read(error)
         }
-        return Array(bytes[..<done])
     }
 }
 
@@ -311,16 +299,7 @@ final class HistoryWriter {
     private static func readLog(_ log: FileDescriptor, _ name: String) throws -> (HistoryLog.Reading, Int64) {
         let size = try Errno.rethrowing { try log.stat() }.size
         guard size <= HistoryLog.maxLogBytes else { throw HistoryCache.Failure.format(.tooLarge(size)).documentError(name) }
-        var bytes = [UInt8](repeating: 0, count: Int(size))
-        var done = 0
-        while done < bytes.count {
-            let count = try bytes.withUnsafeMutableBytes { raw in
-                try Errno.rethrowing { try log.read(fromAbsoluteOffset: Int64(done), into: UnsafeMutableRawBufferPointer(rebasing: raw[done...])) }
-            }
-            if count == 0 { break }
-            done += count
-        }
-        switch HistoryLog.parse(Array(bytes[..<done])) {
+        switch HistoryLog.parse(try log.bytes(from: 0, to: size)) {
         case .failure(let error): throw HistoryCache.Failure.format(error).documentError(name)
         case .success(let reading): return (reading, size)
         }
@@ -413,6 +392,25 @@ final class HistoryWriter {
         } catch {
             // Not compacted: the long log is still whole and right.
         }
+    }
+}
+
+extension FileDescriptor {
+    /// The bytes from `start` up to `end`, or up to the file's end if it is shorter now (a log
+    /// is read up to where it was when its size was taken).
+    func bytes(from start: Int64, to end: Int64) throws(Errno) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: Int(max(0, end - start)))
+        var done = 0
+        while done < bytes.count {
+            let count = try read(at: start + Int64(done), into: &bytes[done...])
+            if count == 0 { break }
+            done += count
+        }
+        return Array(bytes[..<done])
+    }
+
+    private func read(at offset: Int64, into slice: inout ArraySlice<UInt8>) throws(Errno) -> Int {
+        try Errno.rethrowing { try slice.withUnsafeMutableBytes { try read(fromAbsoluteOffset: offset, into: $0) } }
     }
 }
 
