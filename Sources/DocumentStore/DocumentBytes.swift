@@ -43,25 +43,13 @@ extension DocumentStore {
 
     /// Up to `length` bytes at `offset` of the first `size` bytes of the file.
     private static func read(_ file: OpenFile, _ name: String, offset: Int64, length: Int, size: Int64) throws(DocumentError) -> [UInt8] {
-        let count = Int(max(0, min(Int64(length), size - offset)))
+        let count = max(0, min(Int64(length), size - offset))
         guard count > 0 else { return [] }
-        var bytes = [UInt8](repeating: 0, count: count)
-        var done = 0
-        while done < count {
-            let read: Int
-            do throws(Errno) {
-                read = try Errno.rethrowing {
-                    try bytes.withUnsafeMutableBytes { buffer in
-                        try file.descriptor.read(fromAbsoluteOffset: offset + Int64(done),
-                                                 into: UnsafeMutableRawBufferPointer(rebasing: buffer[done...]))
-                    }
-                }
-            } catch {
-                throw .system("read \(name)", error)
-            }
-            if read == 0 { break }   // shorter than its stat said: a file being replaced; hash check catches it
-            done += read
+        do {
+            // Shorter than its stat said: a file being replaced; the hash check catches it.
+            return try file.descriptor.bytes(from: offset, to: offset + count)
+        } catch {
+            throw .system("read \(name)", error)
         }
-        return Array(bytes[..<done])
     }
 }
