@@ -14,11 +14,13 @@ int canvas_tcp_info(int fd, struct canvas_tcp_state *out) {
     socklen_t length = sizeof info;
     if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &length) != 0) return -1;
     // An older kernel copies out a shorter struct; a field past its end was never written.
-    if (length < offsetof(struct tcp_info, tcpi_bytes_acked) + sizeof info.tcpi_bytes_acked) {
+    if (length < offsetof(struct tcp_info, tcpi_data_segs_in) + sizeof info.tcpi_data_segs_in) {
         errno = ENODATA;
         return -1;
     }
     out->bytes_acked = info.tcpi_bytes_acked;
+    out->bytes_received = info.tcpi_bytes_received;
+    out->data_segments_received = info.tcpi_data_segs_in;
     return 0;
 }
 

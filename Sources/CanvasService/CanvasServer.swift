@@ -354,7 +354,7 @@ public final class CanvasServer {
                 let tallies = [web?.requestGuard.tally, web?.eventGuard.tally].compactMap { $0 }
                 metrics.gauges(sessions: dispatcher.sessionCount, jobsInFlight: dispatcher.jobsInFlight,
                                webConnections: tallies.reduce(0) { $0 + $1.open },
-                               webCutOff: tallies.reduce(0) { $0 + $1.refused + $1.timedOut })
+                               webCutOff: tallies.reduce(0) { $0 + $1.cutOff })
                 metrics.publish()
                 publish(dispatcher.expireIdle(at: now))
                 nextSweep = now + .seconds(1)
@@ -565,8 +565,10 @@ public final class CanvasServer {
     /// the same parse: there is no second reading of the frames that could see another request.
     private func serveWeb(_ frames: [[UInt8]], web: WebEndpoints, dropped: Int) -> Dispatcher.Output {
         guard frames.count >= 1 else { return Dispatcher.Output() }
-        return dispatcher.handle(Array(frames.dropFirst()), envelope: [frames[0], web.marker], droppedFrames: dropped,
-                                 at: clock.now, authenticate: web.authenticator)
+        let now = clock.now, body = Array(frames.dropFirst())
+        return web.authenticating(bytes: body.reduce(0) { $0 + $1.count }, now: now) { authenticate in
+            dispatcher.handle(body, envelope: [frames[0], web.marker], droppedFrames: dropped, at: now, authenticate: authenticate)
+        }
     }
 
     private func deliver(_ output: Dispatcher.Output) {

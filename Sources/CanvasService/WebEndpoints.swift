@@ -26,10 +26,13 @@ public struct WebConfiguration: Sendable {
     public static let reservedDescriptors = 256
 
     /// Per endpoint: half of what the descriptor limit leaves after the reserve (requests and
-    /// events each), at most 4,096; at most 64 connections in their upgrade, for 5 s each.
+    /// events each), at most 4,096, a quarter of them kept for peers that have authenticated;
+    /// at most 256 from one address; at most 64 connections in their upgrade, for 5 s each; 5 s
+    /// for a peer to authenticate.
     public static func defaultConnections(descriptorLimit: Int = ProcessLimits.descriptors) -> ConnectionGuard.Limits {
         let open = max(8, min(4_096, (descriptorLimit - reservedDescriptors) / 2))
-        return ConnectionGuard.Limits(maxConnections: open, maxHandshaking: min(64, open), handshakeTimeout: .seconds(5))
+        return ConnectionGuard.Limits(maxConnections: open, maxHandshaking: min(64, open), handshakeTimeout: .seconds(5),
+                                      authenticationTimeout: .seconds(5), maxPerSource: min(256, open))
     }
 }
 
@@ -144,14 +147,41 @@ final class WebEndpoints {
                 logger.error("web connections not watched", metadata: ["endpoint": "\(name)", "error": "\(error)"])
             }
             let after = watch.tally
-            if after.refused > before.refused || after.timedOut > before.timedOut {
+            if after.cutOff > before.cutOff {
                 logger.warning("web connections cut off", metadata: [
                     "endpoint": "\(name)", "pastCap": "\(after.refused - before.refused)",
-                    "upgradeTimedOut": "\(after.timedOut - before.timedOut)", "open": "\(after.open)",
+                    "madeRoom": "\(after.evicted - before.evicted)",
+                    "upgradeTimedOut": "\(after.timedOut - before.timedOut)",
+                    "notAuthenticated": "\(after.unauthenticated - before.unauthenticated)",
+                    "open": "\(after.open)", "authenticated": "\(after.authenticated)",
                     "maxConnections": "\(watch.limits.maxConnections)",
                 ])
             }
         }
+    }
+
+    /// Decides a request's owner as `authenticator` does, and tells the request endpoint's
+    /// guard whether the message (`bytes` of frames) proved who sent it: a valid token, `hello`'s
+    /// included (which is answered without one); a message the dispatcher cannot read as a
+    /// request proves nothing. Without tokens every message proves as much as any can.
+    func authenticating(bytes: Int, now: ContinuousClock.Instant, _ handle: (Dispatcher.Authenticator?) -> Dispatcher.Output) -> Dispatcher.Output {
+        guard let tokens, let authenticator else {
+            requestGuard.heard(bytes: bytes, proof: true)
+            return handle(nil)
+        }
+        var proved = false
+        let output = withoutActuallyEscaping({ (request: Request) -> Result<String?, ProtocolError> in
+            let owner = authenticator(request)
+            if case .success(.some) = owner {
+                proved = true
+            } else if request.method == "hello", let token = request.token, tokens.owner(of: token) != nil {
+                proved = true
+            }
+            return owner
+        }, do: { handle($0) })
+        requestGuard.heard(bytes: bytes, proof: proved)
+        requestGuard.settle(now: now)
+        return output
     }
 
     /// Who sent a web request: the owner its `token` stands for. `hello` needs no token;
@@ -179,7 +209,7 @@ final class WebEndpoints {
     /// sessions (and `documents.`) are applied; a refused one is simply not applied.
     func vetSubscriptions(check: (String?, [UInt8]) -> SubscriptionCheck,
                           ask: (_ session: String, _ owner: String?, _ answer: @escaping @Sendable (Bool) -> Void) -> Void) throws(ZMQError) {
-        let events = events, tokens = tokens, logger = logger
+        let events = events, tokens = tokens, logger = logger, eventGuard = eventGuard
         try vetting.vet(socket: events, next: { () throws(ZMQError) in
             while let frames = try events.receive(wait: false) {
                 guard let frame = frames.first, let kind = frame.first, kind <= 1 else { continue }
@@ -188,12 +218,16 @@ final class WebEndpoints {
                 if let tokens {
                     guard let newline = topic.firstIndex(of: UInt8(ascii: "\n")),
                           let who = tokens.owner(of: String(decoding: topic[..<newline], as: UTF8.self)) else {
+                        eventGuard.heard(bytes: frame.count, proof: false)
                         logger.info("web subscription without a known token refused")
                         continue
                     }
                     owner = who
                     topic = Array(topic[(newline + 1)...])
                 }
+                // A subscription with a valid token (any, without tokens) is this endpoint's
+                // proof of who the peer is, whether or not its topic is then allowed.
+                eventGuard.heard(bytes: frame.count, proof: true)
                 return (kind, topic, owner)
             }
             return nil
@@ -204,5 +238,6 @@ final class WebEndpoints {
                 logger.info("web subscription refused", metadata: ["topic": "\(String(decoding: topic, as: UTF8.self))", "client": "\(owner ?? "-")"])
             }
         })
+        eventGuard.settle(now: .now)
     }
 }

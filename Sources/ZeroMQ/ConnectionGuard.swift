@@ -1,38 +1,71 @@
 internal import CZeroMQ
 import Glibc
 
-/// Bounds the connections of a listening socket, which libzmq does not: a cap on how many are
-/// open, a cap on how many are still in their handshake, and a time limit for it.
+/// Bounds the connections of a listening socket, which libzmq does not: how many are open, how
+/// many come from one address, how many are still in their handshake and for how long, and how
+/// long a peer may stay without saying who it is.
 ///
 /// libzmq accepts every connection that comes and never times out a ws:// upgrade that is never
 /// finished, so a peer that opens connections and sends half an HTTP request holds a descriptor
 /// each for as long as it likes; once the process runs out, libzmq's listener spins on a failing
-/// `accept` and the rest of the process (the document store, libdispatch) fails too. This reads
-/// the socket's monitor (each connection accepted and each one lost, with its descriptor) and
-/// shuts down, at the TCP level, the connections past a cap and those that have had no byte
-/// from this end (a finished upgrade always answers) within the handshake time; libzmq then
-/// sees them end and closes them itself.
+/// `accept` and the rest of the process (the document store, libdispatch) fails too. A peer that
+/// finishes the upgrade and then stays silent needs nothing from us at all, so enough of them
+/// fill every slot and a page with a valid token is turned away. This reads the socket's monitor
+/// (each connection accepted and each one lost, with its descriptor) and shuts down, at the TCP
+/// level, what it must; libzmq then sees those connections end and closes them itself:
+///
+/// - a connection that has had no byte from this end (a finished upgrade always answers) within
+///   the handshake time, and one that the server has not been told has authenticated
+///   (`authenticated(_:)`) within the authentication time;
+/// - past a cap (open connections, connections from one address, connections in their handshake,
+///   or unauthenticated connections, which may fill all but `reservedForAuthenticated` slots),
+///   the oldest connection that has not authenticated makes room for the new one; the new one is
+///   refused only when every connection the cap counts has authenticated. So a flood of silent
+///   peers keeps pushing itself out, and a page that sends its token within moments of
+///   connecting is not locked out by it.
 public final class ConnectionGuard {
     public struct Limits: Sendable {
         public var maxConnections: Int
         public var maxHandshaking: Int
         public var handshakeTimeout: Duration
+        /// How long a peer may be connected before it must have authenticated.
+        public var authenticationTimeout: Duration
+        /// Connections from one IP address at once.
+        public var maxPerSource: Int
+        /// Slots unauthenticated peers may never take: they hold at most
+        /// `maxConnections - reservedForAuthenticated`.
+        public var reservedForAuthenticated: Int
 
-        public init(maxConnections: Int, maxHandshaking: Int, handshakeTimeout: Duration) {
+        public init(maxConnections: Int, maxHandshaking: Int, handshakeTimeout: Duration,
+                    authenticationTimeout: Duration = .seconds(5), maxPerSource: Int? = nil, reservedForAuthenticated: Int? = nil) {
             self.maxConnections = maxConnections
             self.maxHandshaking = maxHandshaking
             self.handshakeTimeout = handshakeTimeout
+            self.authenticationTimeout = authenticationTimeout
+            self.maxPerSource = maxPerSource ?? maxConnections
+            self.reservedForAuthenticated = reservedForAuthenticated ?? maxConnections / 4
         }
+
+        /// What unauthenticated connections may hold together.
+        var maxUnauthenticated: Int { max(1, maxConnections - reservedForAuthenticated) }
     }
 
     /// What the guard has done since it started, for logs and metrics.
     public struct Tally: Sendable, Equatable {
         public var open = 0
         public var handshaking = 0
-        /// Cut off at once: past a cap.
+        public var authenticated = 0
+        /// Cut off at once: past a cap, with no unauthenticated connection to make room.
         public var refused = 0
         /// Cut off for not finishing the handshake in time.
         public var timedOut = 0
+        /// Cut off for not authenticating in time.
+        public var unauthenticated = 0
+        /// Cut off to make room for a newer connection, past a cap.
+        public var evicted = 0
+
+        /// Every connection cut off, whatever the reason.
+        public var cutOff: Int { refused + timedOut + unauthenticated + evicted }
     }
 
     private struct Connection {
@@ -40,7 +73,12 @@ public final class ConnectionGuard {
         /// The peer's address as the socket gave it when it was accepted: a descriptor reused
         /// for another connection is told apart by it.
         let peer: [UInt8]
+        /// The peer's IP address alone (no port): what `maxPerSource` counts.
+        let source: [UInt8]
         var handshaken: Bool
+        var authenticated = false
+        /// The peer's bytes as the kernel counted them at the last look after its upgrade.
+        var heard: UInt64?
     }
 
     /// The PAIR that receives the monitor's events: poll it beside the watched socket.
@@ -62,9 +100,94 @@ public final class ConnectionGuard {
         try events.connect(endpoint)
     }
 
-    /// Reads the events queued, cutting off each new connection past a cap at once, and every
-    /// connection whose handshake has run out of time. Never waits.
+    /// Reads the events queued, making room for each new connection past a cap at once, and
+    /// cuts off every connection whose handshake or authentication has run out of time. Never
+    /// waits.
     public func service(now: ContinuousClock.Instant) throws(ZMQError) {
+        // Proofs first: a connection that has proved itself is not the one to make room for a
+        // connection accepted since.
+        if window.proofs > 0 || window.doubts > 0 { look(now: now) }
+        try readEvents(now: now)
+        for (descriptor, connection) in connections {
+            if !connection.handshaken && now - connection.accepted >= limits.handshakeTimeout {
+                if Self.hasAcknowledgedBytes(descriptor) {
+                    connections[descriptor]?.handshaken = true
+                } else {
+                    cutOff(descriptor)
+                    tally.timedOut += 1
+                    continue
+                }
+            }
+            if !connection.authenticated && now - connection.accepted >= limits.authenticationTimeout {
+                cutOff(descriptor)
+                tally.unauthenticated += 1
+            }
+        }
+        count()
+    }
+
+    /// A message was read from one of the socket's peers: `bytes` of frame data, and whether it
+    /// proved who sent it (a valid token). libzmq's ws:// transport does not say which
+    /// connection a message came on (it attaches no properties, so not even the deprecated
+    /// `ZMQ_SRCFD`), so proofs are tied to connections by what the kernel counts: see `look`.
+    public func heard(bytes: Int, proof: Bool) {
+        if proof {
+            window.proofs += 1
+            window.smallestProof = min(window.smallestProof, bytes + Self.framing)
+        } else {
+            window.doubts += 1
+        }
+    }
+
+    /// Ties the proofs heard since the last look to the connections they came on, at most every
+    /// `lookInterval` (each look reads every unauthenticated connection's `tcp_info`).
+    public func settle(now: ContinuousClock.Instant) {
+        guard window.proofs > 0 || window.doubts > 0, now - lastLook >= Self.lookInterval else { return }
+        look(now: now)
+    }
+
+    /// What a client adds to a message's data on the wire at the least: a WebSocket header
+    /// (2 bytes) and its mask (4).
+    private static let framing = 6
+    private static let lookInterval = Duration.milliseconds(10)
+
+    private struct Window {
+        var proofs = 0
+        var doubts = 0
+        var smallestProof = Int.max
+    }
+    private var window = Window()
+    private var lastLook = ContinuousClock.Instant.now
+
+    /// A connection that has received at least the smallest proof's bytes since the last look
+    /// (at its first look after its upgrade: one that has sent a data segment past its upgrade
+    /// request and its routing id) sent a message in this window. When the window's messages
+    /// were all proofs, every such connection sent a proof and is authenticated; when any was
+    /// not, none is, since the kernel cannot say which connection sent which. Either way each
+    /// connection's count moves on, so bytes are counted in one window only. A silent peer
+    /// never grows, so it is never taken for one that proved itself.
+    private func look(now: ContinuousClock.Instant) {
+        let threshold = UInt64(window.smallestProof == .max ? 1 : window.smallestProof)
+        var senders: [ConnectionDescriptor] = []
+        for (descriptor, connection) in connections where !connection.authenticated {
+            guard let state = descriptor.tcpState, state.bytesAcknowledged > 0 else { continue }
+            connections[descriptor]?.handshaken = true
+            if let heard = connection.heard {
+                if state.bytesReceived >= heard + threshold { senders.append(descriptor) }
+            } else if state.dataSegmentsReceived >= 3 {
+                senders.append(descriptor)
+            }
+            connections[descriptor]?.heard = state.bytesReceived
+        }
+        if window.doubts == 0 && window.proofs > 0 {
+            for descriptor in senders { connections[descriptor]?.authenticated = true }
+        }
+        window = Window()
+        lastLook = now
+        count()
+    }
+
+    private func readEvents(now: ContinuousClock.Instant) throws(ZMQError) {
         while let frames = try events.receive(wait: false) {
             guard let first = frames.first, let event = MonitorEvent(frame: first) else { continue }
             switch Int32(event.event) {
@@ -72,41 +195,59 @@ public final class ConnectionGuard {
             case ZMQ_EVENT_DISCONNECTED: connections[event.descriptor] = nil
             case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
                 // This event names the peer, not the descriptor: the handshake is seen from
-                // the descriptor's own bytes below instead.
+                // the descriptor's own bytes instead.
                 break
             default: break
             }
         }
-        for (descriptor, connection) in connections where !connection.handshaken {
-            guard now - connection.accepted >= limits.handshakeTimeout else { continue }
-            if Self.hasAcknowledgedBytes(descriptor) {
-                connections[descriptor]?.handshaken = true
-            } else {
-                cutOff(descriptor, connection)
-                tally.timedOut += 1
-            }
-        }
+    }
+
+    private func count() {
         tally.open = connections.count
         tally.handshaking = connections.values.count { !$0.handshaken }
+        tally.authenticated = connections.values.count { $0.authenticated }
     }
 
     private func accepted(_ descriptor: ConnectionDescriptor, at now: ContinuousClock.Instant) {
         guard let peer = Self.peer(of: descriptor) else { return }
-        let connection = Connection(accepted: now, peer: peer, handshaken: false)
-        var handshaking = connections.values.count { !$0.handshaken }
-        if handshaking >= limits.maxHandshaking {
-            // Most of those may have finished since: look before refusing.
+        let connection = Connection(accepted: now, peer: peer, source: Self.source(of: peer), handshaken: false)
+        // A reused descriptor whose end was not reported yet: the old connection is gone.
+        connections[descriptor] = nil
+        if connections.values.count(where: { !$0.handshaken }) >= limits.maxHandshaking {
+            // Most of those may have finished since: look before making room.
             for (descriptor, connection) in connections where !connection.handshaken && Self.hasAcknowledgedBytes(descriptor) {
                 connections[descriptor]?.handshaken = true
-                handshaking -= 1
             }
         }
-        guard connections.count < limits.maxConnections, handshaking < limits.maxHandshaking else {
-            cutOff(descriptor, connection)
-            tally.refused += 1
-            return
+        let caps: [(limit: Int, counts: (Connection) -> Bool)] = [
+            (limits.maxPerSource, { $0.source == connection.source }),
+            (limits.maxHandshaking, { !$0.handshaken }),
+            (limits.maxUnauthenticated, { !$0.authenticated }),
+            (limits.maxConnections, { _ in true }),
+        ]
+        for cap in caps where connections.values.count(where: cap.counts) >= cap.limit {
+            guard makeRoom(among: cap.counts) else {
+                cutOff(descriptor, connection)
+                tally.refused += 1
+                return
+            }
         }
         connections[descriptor] = connection
+    }
+
+    /// Cuts off the oldest unauthenticated connection among those `counts` takes; false when
+    /// there is none.
+    private func makeRoom(among counts: (Connection) -> Bool) -> Bool {
+        let oldest = connections.filter { !$0.value.authenticated && counts($0.value) }.min { $0.value.accepted < $1.value.accepted }
+        guard let oldest else { return false }
+        cutOff(oldest.key)
+        tally.evicted += 1
+        return true
+    }
+
+    private func cutOff(_ descriptor: ConnectionDescriptor) {
+        guard let connection = connections[descriptor] else { return }
+        cutOff(descriptor, connection)
     }
 
     /// Shuts the connection down if the descriptor still is that connection (bound to the
@@ -131,6 +272,21 @@ public final class ConnectionGuard {
         }
         guard got == 0 else { return nil }
         return withUnsafeBytes(of: &address) { Array($0.prefix(Int(length))) }
+    }
+
+    /// The IP address in a `sockaddr` (4 or 16 bytes); the whole of it for another family.
+    private static func source(of peer: [UInt8]) -> [UInt8] {
+        peer.withUnsafeBytes { raw -> [UInt8] in
+            guard raw.count >= MemoryLayout<sa_family_t>.size else { return peer }
+            switch Int32(raw.load(as: sa_family_t.self)) {
+            case AF_INET where raw.count >= MemoryLayout<sockaddr_in>.size:
+                return withUnsafeBytes(of: raw.loadUnaligned(as: sockaddr_in.self).sin_addr) { Array($0) }
+            case AF_INET6 where raw.count >= MemoryLayout<sockaddr_in6>.size:
+                return withUnsafeBytes(of: raw.loadUnaligned(as: sockaddr_in6.self).sin6_addr) { Array($0) }
+            default:
+                return peer
+            }
+        }
     }
 
     private static func localPort(of descriptor: ConnectionDescriptor) -> UInt16? {

@@ -10,7 +10,8 @@ struct ConnectionDescriptor: Hashable, Sendable {
     var tcpState: TCPState? {
         var state = canvas_tcp_state()
         guard canvas_tcp_info(rawValue, &state) == 0 else { return nil }
-        return TCPState(bytesAcknowledged: state.bytes_acked)
+        return TCPState(bytesAcknowledged: state.bytes_acked, bytesReceived: state.bytes_received,
+                        dataSegmentsReceived: state.data_segments_received)
     }
 }
 
@@ -19,6 +20,10 @@ struct TCPState: Sendable, Equatable {
     /// Bytes of data this end has sent that the peer has acknowledged; a connecting end counts
     /// its SYN as one.
     var bytesAcknowledged: UInt64
+    /// Bytes of data the peer has sent.
+    var bytesReceived: UInt64
+    /// Segments with data the peer has sent.
+    var dataSegmentsReceived: UInt32
 }
 
 /// One event of a socket's monitor, from the first frame of its message.

@@ -101,6 +101,14 @@ struct Canvasd: ParsableCommand {
             help: "Connections each ws:// endpoint takes at once (default: half of the descriptor limit left after 256 reserved, at most 4096).")
     var maxWebConnections: Int?
 
+    @Option(name: .customLong("max-web-connections-per-source"),
+            help: "Connections each ws:// endpoint takes from one IP address (default: 256, or --max-web-connections if less). Behind a proxy every peer has the proxy's address: raise it to --max-web-connections and bound clients in the proxy.")
+    var maxWebConnectionsPerSource: Int?
+
+    @Option(name: .customLong("web-auth-timeout"),
+            help: "Seconds a ws:// peer may stay connected before it sends a request (a subscription, on the events endpoint) with a valid token.")
+    var webAuthTimeout = 5.0
+
     @Option(name: .customLong("log-level"), help: "The least severe messages logged.")
     var logLevel = Logger.Level.info
 
@@ -123,6 +131,12 @@ struct Canvasd: ParsableCommand {
         guard memoryBudget >= 64 else { throw ValidationError("--memory-budget must be at least 64 (megabytes)") }
         if let drainSeconds, !(0...600).contains(drainSeconds) { throw ValidationError("--drain-seconds must be between 0 and 600") }
         if let maxWebConnections, maxWebConnections < 1 { throw ValidationError("--max-web-connections must be positive") }
+        if let maxWebConnectionsPerSource, maxWebConnectionsPerSource < 1 {
+            throw ValidationError("--max-web-connections-per-source must be positive")
+        }
+        guard webAuthTimeout.isFinite, webAuthTimeout > 0, webAuthTimeout <= 3600 else {
+            throw ValidationError("--web-auth-timeout must be between 0 and 3600 seconds")
+        }
         guard maxSessionsPerOwner > 0 else { throw ValidationError("--max-sessions-per-owner must be positive") }
         guard maxUploads > 0 else { throw ValidationError("--max-uploads must be positive") }
         guard maxUploadsPerOwner > 0 else { throw ValidationError("--max-uploads-per-owner must be positive") }
@@ -181,7 +195,11 @@ struct Canvasd: ParsableCommand {
                 if let maxWebConnections {
                     connections.maxConnections = maxWebConnections
                     connections.maxHandshaking = min(connections.maxHandshaking, maxWebConnections)
+                    connections.maxPerSource = min(connections.maxPerSource, maxWebConnections)
+                    connections.reservedForAuthenticated = maxWebConnections / 4
                 }
+                if let maxWebConnectionsPerSource { connections.maxPerSource = maxWebConnectionsPerSource }
+                connections.authenticationTimeout = .milliseconds(Int64(webAuthTimeout * 1000))
                 configuration.web = WebConfiguration(endpoint: webEndpoint, eventsEndpoint: webEvents,
                                                      tokens: try webTokens.map { try WebTokens(path: $0) }, connections: connections)
             } catch {

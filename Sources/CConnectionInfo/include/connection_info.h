@@ -11,6 +11,10 @@ struct canvas_tcp_state {
     // Bytes this end has sent that the peer has acknowledged (tcpi_bytes_acked); a connecting
     // end counts its SYN as one.
     uint64_t bytes_acked;
+    // Bytes of data received from the peer (tcpi_bytes_received).
+    uint64_t bytes_received;
+    // Segments with data received from the peer (tcpi_data_segs_in).
+    uint32_t data_segments_received;
 };
 
 // Fills `out` from TCP_INFO on `fd`: 0, or -1 with errno set, as getsockopt sets it when `fd`

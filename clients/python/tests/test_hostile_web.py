@@ -113,7 +113,7 @@ def test_a_revoked_token_loses_its_connections_on_sighup(web: WebCanvasd):
     alice, bob = web.peer(), web.peer()
     assert "result" in bob.request({"id": 1, "method": "document.list", "params": {}, "token": BOB})
     subscriber = ZWSPeer(web.events_port).handshake()
-    subscriber.send_message(b"\x01" + f"{BOB}\ndocuments.".encode())
+    subscriber.send_frames([b"\x01" + f"{BOB}\ndocuments.".encode()])
     web.write_tokens([ALICE])
     web.server.process.send_signal(signal.SIGHUP)
     assert subscriber.closed_within(5.0), "the revoked token's event connection stayed open"

@@ -17,8 +17,10 @@ from typing import List, Optional
 
 
 class ZWSPeer:
-    def __init__(self, port: int, host: str = "127.0.0.1", timeout: float = 5.0) -> None:
-        self.sock = socket.create_connection((host, port), timeout=timeout)
+    def __init__(self, port: int, host: str = "127.0.0.1", timeout: float = 5.0, source: Optional[str] = None) -> None:
+        # `source`: the local address to connect from (127.0.0.N on loopback is another peer address).
+        self.sock = socket.create_connection((host, port), timeout=timeout,
+                                             source_address=(source, 0) if source else None)
         self.buffer = b""
 
     # The upgrade
