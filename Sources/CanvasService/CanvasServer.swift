@@ -430,10 +430,10 @@ public final class CanvasServer {
     /// Ends every web connection, so that a revoked token's end with them.
     private func disconnectWebPeers() {
         do {
-            try web?.disconnectAll()
+            try web?.disconnectAll(now: clock.now)
         } catch {
-            // Loud: until it is bound again no page reaches this instance.
-            logger.critical("web endpoints not bound again after cutting off web peers", metadata: ["error": "\(error)"])
+            // Loud: the revoked token's connections may still be open.
+            logger.critical("web peers not cut off after a token was revoked", metadata: ["error": "\(error)"])
         }
     }
 

@@ -1,5 +1,4 @@
 import CanvasProtocol
-import Glibc
 import Logging
 public import ZeroMQ
 
@@ -41,13 +40,13 @@ public struct WebConfiguration: Sendable {
 /// Never set `ZMQ_HEARTBEAT_*` on these sockets: libzmq 4.3.4 aborts the whole process
 /// (`_mechanism != NULL`) when a ZWS2.0 peer reaches a socket with heartbeats on.
 final class WebEndpoints {
-    private(set) var requests: ZMQSocket
-    private(set) var events: ZMQSocket
+    let requests: ZMQSocket
+    let events: ZMQSocket
     /// The events socket's subscriptions being vetted.
     private(set) var vetting = SubscriptionVetting()
     /// Each endpoint's connection bounds, read from the socket's monitor.
-    private(set) var requestGuard: ConnectionGuard
-    private(set) var eventGuard: ConnectionGuard
+    let requestGuard: ConnectionGuard
+    let eventGuard: ConnectionGuard
     let tokens: WebTokens?
     /// Decides each request's owner from its token, when the server wants tokens.
     let authenticator: Dispatcher.Authenticator?
@@ -58,9 +57,6 @@ final class WebEndpoints {
     let eventsEndpoint: String
     private let logger: Logger
 
-    private let context: ZMQContext
-    private let configuration: WebConfiguration
-    private let maxMessageBytes: Int
 
     init(context: ZMQContext, configuration: WebConfiguration, maxMessageBytes: Int, logger: Logger) throws(ServerStartError) {
         if configuration.tokens == nil {
@@ -74,9 +70,6 @@ final class WebEndpoints {
         tokens = configuration.tokens
         authenticator = configuration.tokens.map { tokens in { [logger] request in Self.owner(of: request, tokens: tokens, logger: logger) } }
         self.logger = logger
-        self.context = context
-        self.configuration = configuration
-        self.maxMessageBytes = maxMessageBytes
         do {
             (requests, requestGuard) = try Self.requestSocket(context, at: configuration.endpoint, configuration, maxMessageBytes: maxMessageBytes)
             endpoint = requests.lastEndpoint
@@ -93,7 +86,7 @@ final class WebEndpoints {
         try socket.setMaximumMessageSize(Int64(max(maxMessageBytes * 4, 16 << 20)))
         // No ROUTER_HANDOVER here: a web peer chooses its own routing id, and must not be
         // able to take over another peer's connection (and its replies) by naming it.
-        try bind(socket, endpoint)
+        try socket.bind(endpoint)
         return (socket, try ConnectionGuard(watching: socket, context: context, limits: configuration.connections))
     }
 
@@ -104,37 +97,23 @@ final class WebEndpoints {
         let socket = try context.socket(.xpub)
         try socket.setManualSubscriptions(true)
         try socket.setSendHighWaterMark(Limits.eventQueueMessages)
-        try bind(socket, endpoint)
+        try socket.bind(endpoint)
         return (socket, try ConnectionGuard(watching: socket, context: context, limits: configuration.connections))
     }
 
-    /// Binds, waiting a moment for an address that a socket of ours is still giving up:
-    /// libzmq unbinds in its I/O thread, after `unbind` returns.
-    private static func bind(_ socket: ZMQSocket, _ endpoint: String) throws(ZMQError) {
-        var tries = 0
-        while true {
-            do {
-                try socket.bind(endpoint)
-                return
-            } catch where error.errno == EADDRINUSE && tries < 100 {
-                tries += 1
-                usleep(10_000)
-            }
-        }
-    }
-
-    /// Cuts off every web peer, by closing both sockets and binding new ones at the same
-    /// addresses: after a token is revoked its connections (and the subscriptions they hold,
-    /// which libzmq applies per connection and cannot be taken back from outside) must end.
-    /// Pages with a valid token reconnect and subscribe again, as after a restart.
-    func disconnectAll() throws(ZMQError) {
-        try requests.unbind(endpoint)
-        try events.unbind(eventsEndpoint)
-        // The old sockets close (linger 0) when these assignments drop the last references.
-        (requests, requestGuard) = try Self.requestSocket(context, at: endpoint, configuration, maxMessageBytes: maxMessageBytes)
-        (events, eventGuard) = try Self.eventSocket(context, at: eventsEndpoint, configuration)
-        vetting = SubscriptionVetting()   // a subscription awaited was the old socket's
-        logger.notice("every web peer disconnected: a token was revoked", metadata: ["requests": "\(endpoint)", "events": "\(eventsEndpoint)"])
+    /// Cuts off every web peer at the TCP level: after a token is revoked its connections (and
+    /// the subscriptions they hold, which libzmq applies per connection and cannot be taken back
+    /// from outside) must end. Pages with a valid token reconnect and subscribe again, as after
+    /// a restart. The sockets stay bound: closing and binding a ws:// endpoint again while peers
+    /// connect takes libzmq 4.3.4 down with the process. A connection accepted after the
+    /// monitor's last event has sent nothing the loop has read, so whatever it sends is judged
+    /// by the tokens as they are now.
+    func disconnectAll(now: ContinuousClock.Instant) throws(ZMQError) {
+        let requestPeers = try requestGuard.cutOffAll(now: now)
+        let eventPeers = try eventGuard.cutOffAll(now: now)
+        logger.notice("every web peer disconnected: a token was revoked", metadata: [
+            "requests": "\(endpoint)", "requestPeers": "\(requestPeers)", "events": "\(eventsEndpoint)", "eventPeers": "\(eventPeers)",
+        ])
     }
 
     /// Reads both endpoints' connection events, cutting off what is past the bounds.

@@ -126,6 +126,17 @@ public final class ConnectionGuard {
         count()
     }
 
+    /// Shuts down every connection the socket has, as far as its monitor has said: each peer
+    /// sees its connection end (and what it subscribed to ends with it) and may connect again.
+    /// Returns how many were cut off.
+    public func cutOffAll(now: ContinuousClock.Instant) throws(ZMQError) -> Int {
+        try readEvents(now: now)
+        let all = connections
+        for (descriptor, connection) in all { cutOff(descriptor, connection) }
+        count()
+        return all.count
+    }
+
     /// A message was read from one of the socket's peers: `bytes` of frame data, and whether it
     /// proved who sent it (a valid token). libzmq's ws:// transport does not say which
     /// connection a message came on (it attaches no properties, so not even the deprecated

@@ -317,3 +317,41 @@ def test_a_rotated_token_receives_no_more_events_on_sighup(tmp_path: Path):
         assert wanted <= heard, heard
     finally:
         web.stop()
+
+
+def test_revocations_while_pages_connect_leave_canvasd_up(tmp_path: Path):
+    """Twenty revocations (SIGHUP after a token is removed and put back) while peers keep
+    connecting to both ws:// endpoints. Revocation used to close and bind both sockets again,
+    and with peers connecting meanwhile libzmq 4.3.4 took the process down (SIGSEGV within six
+    revocations, three runs of three); now the connections are cut at the TCP level and the
+    sockets stay bound."""
+    web = WebCanvasd(tmp_path, [ALICE, BOB])
+    stop = threading.Event()
+
+    def connect_forever(port: int) -> None:
+        while not stop.is_set():
+            try:
+                peer = ZWSPeer(port, timeout=1).handshake()
+                peer.close()
+            except (ConnectionError, OSError):
+                time.sleep(0.01)
+
+    threads = [threading.Thread(target=connect_forever, args=(port,), daemon=True)
+               for port in (web.port, web.events_port, web.port, web.events_port)]
+    for thread in threads:
+        thread.start()
+    try:
+        for round in range(20):
+            web.write_tokens([ALICE] if round % 2 == 0 else [ALICE, BOB])
+            web.server.process.send_signal(signal.SIGHUP)
+            time.sleep(0.1)
+            assert web.server.process.poll() is None, f"canvasd died at revocation {round + 1}"
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(5)
+    try:
+        page = web.peer()
+        assert "result" in page.request({"id": 1, "method": "document.list", "params": {}, "token": ALICE})
+    finally:
+        web.stop()
