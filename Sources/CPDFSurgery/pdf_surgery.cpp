@@ -355,35 +355,33 @@ struct ps_document {
 
 namespace {
 
-void report(char *message, size_t size, std::string const &text) {
-    if (message && size) std::snprintf(message, size, "%s", text.c_str());
+void report(ps_error *error, std::string const &text, int code = 0) {
+    if (!error) return;
+    std::snprintf(error->message, sizeof error->message, "%s", text.c_str());
+    error->code = code;
 }
 
-// Where a failure's errno goes: the document's, when there is one.
-thread_local int lastErrno = 0;
-
-// Runs `body`, turning every exception into a status and a message.
+// Runs `body`, turning every exception into a status and the caller's error record.
 template <typename Body>
-ps_status guarded(char *message, size_t size, ps_status fallback, Body body) {
-    lastErrno = 0;
+ps_status guarded(ps_error *error, ps_status fallback, Body body) {
+    report(error, "");
     try {
         body();
         return PS_OK;
     } catch (Failure const &failure) {
-        report(message, size, failure.what());
-        lastErrno = failure.code;
+        report(error, failure.what(), failure.code);
         return failure.status;
-    } catch (QPDFExc const &error) {
-        report(message, size, error.what());
+    } catch (QPDFExc const &exception) {
+        report(error, exception.what());
         return fallback;
     } catch (std::bad_alloc const &) {
-        report(message, size, "out of memory");
+        report(error, "out of memory");
         return PS_INTERNAL;
-    } catch (std::exception const &error) {
-        report(message, size, error.what());
+    } catch (std::exception const &exception) {
+        report(error, exception.what());
         return fallback;
     } catch (...) {
-        report(message, size, "unknown C++ exception");
+        report(error, "unknown C++ exception");
         return PS_INTERNAL;
     }
 }
@@ -392,13 +390,13 @@ ps_status guarded(char *message, size_t size, ps_status fallback, Body body) {
 // timeout, and once a read failed, an I/O error, whatever qpdf made of the failed read (it turns
 // an unreadable object into null, and a page without its MediaBox would then look damaged).
 template <typename Body>
-ps_status guardedOn(ps_document *document, char *message, size_t size, ps_status fallback, Body body) {
-    ps_status status = guarded(message, size, fallback, body);
+ps_status guardedOn(ps_document *document, ps_error *error, ps_status fallback, Body body) {
+    ps_status status = guarded(error, fallback, body);
     if (status != PS_TIMEOUT && document->region && document->region->expired()) {
-        status = guarded(message, size, fallback, [&] { document->region->checkDeadline(); });
+        status = guarded(error, fallback, [&] { document->region->checkDeadline(); });
     } else if (status != PS_OK && status != PS_IO && document->file && document->file->failure() != 0) {
         int code = document->file->failure();
-        status = guarded(message, size, fallback, [&] {
+        status = guarded(error, fallback, [&] {
             throw Failure(PS_IO, std::string("read the document: ") + std::strerror(code), code);
         });
     }
@@ -646,11 +644,10 @@ bool listPagesQuickly(ps_document *document, std::vector<QPDFObjGen> &pages) {
 
 extern "C" {
 
-ps_status ps_open(int fd, const char *name, int64_t offset, int64_t budget_ms, ps_document **out, char *message,
-                  size_t message_size) {
+ps_status ps_open(int fd, const char *name, int64_t offset, int64_t budget_ms, ps_document **out, ps_error *error) {
     *out = nullptr;
     auto document = std::make_unique<ps_document>();
-    ps_status status = guardedOn(document.get(), message, message_size, PS_DAMAGED, [&] {
+    ps_status status = guardedOn(document.get(), error, PS_DAMAGED, [&] {
         // qpdf reads through a duplicate of the caller's descriptor, which the source owns.
         int copy = fcntl(fd, F_DUPFD_CLOEXEC, 0);
         if (copy < 0) throw Failure(PS_IO, std::string("duplicate the descriptor: ") + std::strerror(errno), errno);
@@ -700,14 +697,14 @@ void ps_close(ps_document *document) { delete document; }
 
 int ps_page_count(ps_document *document) { return static_cast<int>(document->pages.size()); }
 
-ps_status ps_page_info_at(ps_document *document, int page, ps_page_info *out, char *message, size_t message_size) {
-    return guardedOn(document, message, message_size, PS_DAMAGED, [&] { *out = inspect(pageAt(document, page)); });
+ps_status ps_page_info_at(ps_document *document, int page, ps_page_info *out, ps_error *error) {
+    return guardedOn(document, error, PS_DAMAGED, [&] { *out = inspect(pageAt(document, page)); });
 }
 
-ps_status ps_page_drawing(ps_document *document, int page, unsigned char **bytes, size_t *length, char *message, size_t message_size) {
+ps_status ps_page_drawing(ps_document *document, int page, unsigned char **bytes, size_t *length, ps_error *error) {
     *bytes = nullptr;
     *length = 0;
-    return guardedOn(document, message, message_size, PS_DAMAGED, [&] {
+    return guardedOn(document, error, PS_DAMAGED, [&] {
         QPDFObjectHandle marker = pageAt(document, page).getObjectHandle().getKey(kMarker);
         if (!marker.isDictionary()) return;
         // An edit by an earlier version of this code stored all the page's ink as one drawing
@@ -942,12 +939,12 @@ extern "C" {
 ps_status ps_flatten_increment(ps_document *document, int page, const unsigned char *overlay, size_t overlay_length,
                                const unsigned char *strokes, size_t strokes_length,
                                const unsigned char *drawing, size_t drawing_length, unsigned char **bytes, size_t *length,
-                               char *message, size_t message_size) {
+                               ps_error *error) {
     *bytes = nullptr;
     *length = 0;
     // What qpdf throws here comes from the input's structure (our own faults are Failures with
     // PS_INTERNAL): the document is damaged, as far as a client can tell.
-    return guardedOn(document, message, message_size, PS_DAMAGED, [&] {
+    return guardedOn(document, error, PS_DAMAGED, [&] {
         if (document->needs_rewrite) throw Failure(PS_INTERNAL, "this document must be rewritten whole, not appended to");
         bool xrefIsStream = false;
         qpdf_offset_t previousXref = lastStartXref(document, xrefIsStream);
@@ -1067,10 +1064,10 @@ ps_status ps_flatten_increment(ps_document *document, int page, const unsigned c
 
 ps_status ps_flatten_rewrite(ps_document *document, int page, const unsigned char *overlay, size_t overlay_length,
                              const unsigned char *strokes, size_t strokes_length,
-                             const unsigned char *drawing, size_t drawing_length, int fd, char *message, size_t message_size) {
+                             const unsigned char *drawing, size_t drawing_length, int fd, ps_error *error) {
     // What qpdf throws here comes from the input's structure (our own faults are Failures with
     // PS_INTERNAL): the document is damaged, as far as a client can tell.
-    return guardedOn(document, message, message_size, PS_DAMAGED, [&] {
+    return guardedOn(document, error, PS_DAMAGED, [&] {
         QPDFObjectHandle dictionary = applyInk(document, *document->pdf, page, overlay, overlay_length, strokes, strokes_length,
                                                drawing, drawing_length);
         QPDFObjectHandle pageObject = pageAt(document, page).getObjectHandle();
@@ -1108,6 +1105,5 @@ void ps_set_budget(ps_document *document, int64_t budget_ms) {
 
 void ps_free(void *bytes) { std::free(bytes); }
 
-int ps_last_errno(void) { return lastErrno; }
 
 }  // extern "C"

@@ -16,12 +16,15 @@ public struct PDFError: Error, Sendable, Equatable, CustomStringConvertible {
 
     public var description: String { "\(operation): \(message)" }
 
-    init(_ status: ps_status, _ operation: String, _ buffer: [CChar], errno: Errno) {
-        self.init(status, operation, buffer)
+    init(io errno: Errno, _ operation: String, _ message: String) {
+        kind = .io
+        self.operation = operation
+        self.message = message
         self.errno = errno
     }
 
-    init(_ status: ps_status, _ operation: String, _ buffer: [CChar]) {
+    /// A failed call's status and the error record the call filled.
+    init(_ status: ps_status, _ operation: String, _ error: ps_error) {
         switch status {
         case PS_DAMAGED: kind = .damaged
         case PS_ENCRYPTED: kind = .encrypted
@@ -31,10 +34,9 @@ public struct PDFError: Error, Sendable, Equatable, CustomStringConvertible {
         case PS_TIMEOUT: kind = .timeout
         default: kind = .internal
         }
-        let code = status == PS_IO ? ps_last_errno() : 0
-        errno = code != 0 ? Errno(rawValue: code) : nil
+        errno = status == PS_IO && error.code != 0 ? Errno(rawValue: error.code) : nil
         self.operation = operation
-        message = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        message = withUnsafeBytes(of: error.message) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
     }
 }
 
@@ -64,10 +66,10 @@ public final class PDFFile {
     /// It keeps a duplicate of the descriptor: the caller's may be closed at once. Everything
     /// done with it, this open included, fails with `.timeout` once `budget` has passed.
     public init(file: FileDescriptor, name: String, offset: Int64 = 0, budget: Duration? = nil) throws(PDFError) {
-        var message = [CChar](repeating: 0, count: 1024)
+        var error = ps_error()
         var document: OpaquePointer?
-        let status = ps_open(file.rawValue, name, offset, budget.map(Self.milliseconds) ?? 0, &document, &message, message.count)
-        guard status == PS_OK, let document else { throw PDFError(status, "open \(name)", message) }
+        let status = ps_open(file.rawValue, name, offset, budget.map(Self.milliseconds) ?? 0, &document, &error)
+        guard status == PS_OK, let document else { throw PDFError(status, "open \(name)", error) }
         handle = document
         path = name
     }
@@ -79,8 +81,7 @@ public final class PDFFile {
         do {
             file = try FileDescriptor.open(FilePath(path), .readOnly, options: [.closeOnExec])
         } catch {
-            let message = Array("\(error)".utf8CString)
-            throw PDFError(PS_IO, "open \(path)", message, errno: (error as? Errno) ?? .ioError)
+            throw PDFError(io: (error as? Errno) ?? .ioError, "open \(path)", "\(error)")
         }
         defer { try? file.close() }
         try self.init(file: file, name: path, offset: offset)
@@ -115,10 +116,10 @@ public final class PDFFile {
     public var needsRewrite: Bool { ps_needs_rewrite(handle) != 0 }
 
     public func page(_ index: Int) throws(PDFError) -> PageGeometry {
-        var message = [CChar](repeating: 0, count: 1024)
+        var error = ps_error()
         var info = ps_page_info()
-        let status = ps_page_info_at(handle, Int32(clamping: index), &info, &message, message.count)
-        guard status == PS_OK else { throw PDFError(status, "read page \(index)", message) }
+        let status = ps_page_info_at(handle, Int32(clamping: index), &info, &error)
+        guard status == PS_OK else { throw PDFError(status, "read page \(index)", error) }
         return PageGeometry(box: (info.llx, info.lly, info.urx, info.ury), rotation: Int(info.rotation),
                             userUnit: info.user_unit, width: info.display_width, height: info.display_height)
     }
@@ -126,12 +127,12 @@ public final class PDFFile {
     /// The drawings earlier flattens stored with the page's ink, one per edit in the order made,
     /// as a JSON array; nil when the page has none.
     public func storedDrawing(page index: Int) throws(PDFError) -> [UInt8]? {
-        var message = [CChar](repeating: 0, count: 1024)
+        var error = ps_error()
         var bytes: UnsafeMutablePointer<UInt8>?
         var length = 0
-        let status = ps_page_drawing(handle, Int32(clamping: index), &bytes, &length, &message, message.count)
+        let status = ps_page_drawing(handle, Int32(clamping: index), &bytes, &length, &error)
         defer { ps_free(bytes) }
-        guard status == PS_OK else { throw PDFError(status, "read the ink of page \(index)", message) }
+        guard status == PS_OK else { throw PDFError(status, "read the ink of page \(index)", error) }
         guard let bytes, length > 0 else { return nil }
         return Array(UnsafeBufferPointer(start: bytes, count: length))
     }
@@ -142,26 +143,26 @@ public final class PDFFile {
     /// empty). Append it to this PDF's bytes. A file can make one increment; open it again for
     /// another.
     public func flattenIncrement(page index: Int, strokes: [UInt8], texts: [UInt8], drawing: [UInt8]) throws(PDFError) -> [UInt8] {
-        var message = [CChar](repeating: 0, count: 1024)
+        var error = ps_error()
         var bytes: UnsafeMutablePointer<UInt8>?
         var length = 0
         let status = ps_flatten_increment(handle, Int32(clamping: index), texts, texts.count,
                                           strokes, strokes.count,
                                           drawing, drawing.count,
-                                          &bytes, &length, &message, message.count)
+                                          &bytes, &length, &error)
         defer { ps_free(bytes) }
-        guard status == PS_OK, let bytes else { throw PDFError(status, "place the ink on page \(index)", message) }
+        guard status == PS_OK, let bytes else { throw PDFError(status, "place the ink on page \(index)", error) }
         return Array(UnsafeBufferPointer(start: bytes, count: length))
     }
 
     /// Adds the ink to the page as `flattenIncrement` does, and writes the whole new PDF to
     /// the open file `descriptor`, from its current position.
     public func flattenRewrite(page index: Int, strokes: [UInt8], texts: [UInt8], drawing: [UInt8], to descriptor: FileDescriptor) throws(PDFError) {
-        var message = [CChar](repeating: 0, count: 1024)
+        var error = ps_error()
         let status = ps_flatten_rewrite(handle, Int32(clamping: index), texts, texts.count,
                                         strokes, strokes.count,
                                         drawing, drawing.count,
-                                        descriptor.rawValue, &message, message.count)
-        guard status == PS_OK else { throw PDFError(status, "rewrite the document with ink on page \(index)", message) }
+                                        descriptor.rawValue, &error)
+        guard status == PS_OK else { throw PDFError(status, "rewrite the document with ink on page \(index)", error) }
     }
 }

@@ -18,11 +18,20 @@ typedef enum {
     PS_PAGE_RANGE = 3,   // no such page
     PS_BAD_OVERLAY = 4,  // the overlay is not a one-page PDF
     PS_INTERNAL = 5,     // anything else (the message says what)
-    PS_IO = 6,           // a system call failed: ps_last_errno() says why
+    PS_IO = 6,           // a system call failed: the ps_error's code says why
     PS_TIMEOUT = 7,      // the work on this document ran past its time budget
 } ps_status;
 
 typedef struct ps_document ps_document;
+
+// What a call that failed says, in the record the caller gave it (as qpdf's C API keeps a
+// failure on the handle it happened to, not in a per-thread slot): the message, and for
+// PS_IO the errno of the system call that failed (0 otherwise). Every call that takes one
+// fills it, clearing what an earlier call left.
+typedef struct {
+    int code;
+    char message[1024];
+} ps_error;
 
 // A page as a viewer shows it: the visible box (CropBox within MediaBox) in default user space,
 // its rotation (0, 90, 180 or 270, clockwise), UserUnit, and the display size in points
@@ -39,17 +48,16 @@ typedef struct {
 // reads through its own duplicate of `fd`: the caller may close `fd` at once. `name` appears
 // in messages. Everything done with the document, from this open to its last write, must end
 // within `budget_ms` milliseconds of the open (0: no limit), or fails with PS_TIMEOUT.
-ps_status ps_open(int fd, const char *name, int64_t offset, int64_t budget_ms, ps_document **out, char *message,
-                  size_t message_size);
+ps_status ps_open(int fd, const char *name, int64_t offset, int64_t budget_ms, ps_document **out, ps_error *error);
 void ps_close(ps_document *document);
 
 int ps_page_count(ps_document *document);
-ps_status ps_page_info_at(ps_document *document, int page, ps_page_info *out, char *message, size_t message_size);
+ps_status ps_page_info_at(ps_document *document, int page, ps_page_info *out, ps_error *error);
 
 // The drawings stored with the page's ink by earlier flattens, one per edit in the order made,
 // as a JSON array. The caller frees *bytes with ps_free; *length is 0 when the page has no ink
 // of ours.
-ps_status ps_page_drawing(ps_document *document, int page, unsigned char **bytes, size_t *length, char *message, size_t message_size);
+ps_status ps_page_drawing(ps_document *document, int page, unsigned char **bytes, size_t *length, ps_error *error);
 
 // Adds ink to `page`, over its content and any ink earlier flattens put there (which stays as
 // it is), and returns the bytes of an incremental update: appended to the original PDF bytes
@@ -62,7 +70,7 @@ ps_status ps_flatten_increment(ps_document *document, int page,
                                const unsigned char *overlay, size_t overlay_length,
                                const unsigned char *strokes, size_t strokes_length,
                                const unsigned char *drawing, size_t drawing_length,
-                               unsigned char **bytes, size_t *length, char *message, size_t message_size);
+                               unsigned char **bytes, size_t *length, ps_error *error);
 
 // 1 when the document cannot take an appended update (it was read only after repair, or it is
 // encrypted) and must be written whole with ps_flatten_rewrite.
@@ -74,7 +82,7 @@ ps_status ps_flatten_rewrite(ps_document *document, int page,
                              const unsigned char *overlay, size_t overlay_length,
                              const unsigned char *strokes, size_t strokes_length,
                              const unsigned char *drawing, size_t drawing_length,
-                             int fd, char *message, size_t message_size);
+                             int fd, ps_error *error);
 
 // The points of ink that flattening put on `page` in all (0 for a page without ink of ours, or
 // with ink from before the count was kept).
@@ -88,9 +96,6 @@ void ps_add_ink_points(ps_document *document, int64_t points);
 void ps_set_budget(ps_document *document, int64_t budget_ms);
 
 void ps_free(void *bytes);
-
-// The errno behind the last PS_IO status returned on this thread (0 for other statuses).
-int ps_last_errno(void);
 
 #ifdef __cplusplus
 }
