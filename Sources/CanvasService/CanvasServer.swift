@@ -463,12 +463,11 @@ public final class CanvasServer {
     /// serves from the same.
     ///
     /// Its I/O thread is scheduled as a batch thread, so that waking it (every reply after a
-    /// pause does) does not take this thread's core mid-burst: with the default policy, on 2
-    /// cores, it woke once every few replies and ran while the loop waited to send the rest.
-    /// `canvasbench latency --pipelined-only --against` with only that changed (SCHED_BATCH
-    /// set on the other canvasd's I/O thread by `chrt -b`), on a busy 2-core machine: pipelined
-    /// throughput 1.59x and 1.32x, the I/O thread's CPU per request 0.92 against 1.82 µs and
-    /// 1.07 against 1.90, the client's halved too; the median round trip 6% and 5% longer.
+    /// pause does) does not take this thread's core mid-burst: with the default policy, on a
+    /// machine of few cores, it woke every few replies and ran while the loop waited to send
+    /// the rest. It trades a little of the round trip for pipelined throughput;
+    /// `canvasbench latency --pipelined-only --against` (with `chrt -b` on the other canvasd's
+    /// I/O thread) shows both.
     public static func makeContext() throws(ZMQError) -> ZMQContext {
         let context = try ZMQContext()
         try context.setBackgroundScheduling(.batch)
@@ -492,12 +491,9 @@ public final class CanvasServer {
 
     /// Requests read (and answered) in one go before their replies are sent. Replies held
     /// back save libzmq's I/O thread a wake-up each, but keep the first of them waiting for
-    /// the rest (here about 2 µs a request). With 64, a client pipelining 64 got nothing back
-    /// until all were answered and left canvasd idle meanwhile. `canvasbench latency
-    /// --pipelined-only --against` on a busy 2-core machine, 12 rounds each, 32 against: 8
-    /// 1.05x, 16 0.96x, 64 1.38x throughput; the I/O threads' CPU per request fell with it.
-    /// Since the I/O thread is a batch thread (`makeContext`): 32 against 16 0.84x and 1.11x
-    /// in two runs, against 64 1.43x; 16 against 8 1.08x.
+    /// the rest; a burst as long as a client's pipeline leaves that client with nothing back
+    /// until all are answered, and canvasd idle meanwhile. The size is the one
+    /// `canvasbench latency --pipelined-only --against` found best; its commit has the figures.
     private static let burst = 32
 
     /// A receive that returns sooner than this found its request queued (libzmq hands it over
@@ -544,16 +540,12 @@ public final class CanvasServer {
     }
 
     /// Lets libzmq's I/O thread, just woken to write a reply, run before whatever this thread
-    /// does next (the reply cache, the loop, the next wait). The scheduler tends to wake it on
-    /// the waker's core, where it would wait for all of that: with 2 cores, 8 µs of work after
-    /// the send made the round trip 6-14% slower, and yielding here made it 1-4% faster
-    /// (`canvasbench latency --against`). Where it has a core of its own, this returns at once.
-    /// Only for a request that was waited for: in a burst, yielding cost a third of the
-    /// pipelined throughput. And only when the one before was waited for too: yielding after
-    /// the first one waited for after a burst, most often a pipelining client's next, cost a
-    /// fifth of it (`canvasbench latency --against`, 2 runs on a busy 2-core machine: pipelined
-    /// throughput 1.24x and 1.25x without it, the I/O threads' CPU per request a quarter less,
-    /// the round trip 1.00x).
+    /// does next (the reply cache, the loop, the next wait): the scheduler tends to wake it on
+    /// the waker's core, where it would wait for all of that. Where it has a core of its own,
+    /// this returns at once. Only for a request that was waited for, and only when the one
+    /// before was waited for too: yielding inside a burst, or right after one (most often a
+    /// pipelining client's next request), costs pipelined throughput more than it gives the
+    /// round trip (`canvasbench latency --against` shows both).
     private func handOver() { sched_yield() }
 
     /// A request from a web peer: its token decides its owner, and the reply goes back on the

@@ -41,8 +41,8 @@ public final class Dispatcher {
     static let inlineDrawingPoints = 2_000
 
     // What every request reaches, several times: without the run-time exclusivity check each
-    // access to a class's property costs (a thread-local lookup and a list of the accesses
-    // under way, 5% of the loop's time in `canvasbench latency`'s profile). The dispatcher is
+    // access to a class's property costs a thread-local lookup and a list of the accesses
+    // under way (`canvasbench latency`'s profile shows it). The dispatcher is
     // used by one thread, and none of these is reached again while it is being changed: what
     // changes them (a table's slot, a job started) calls nothing back in the dispatcher.
     @exclusivity(unchecked) var table = SessionTable()

@@ -205,8 +205,8 @@ struct ReplyCache {
     /// A short hash of the id at each place of the ring, 0 where nothing lives. An id is found
     /// by scanning these, at most `capacity` words, instead of through a dictionary: a
     /// dictionary cost a lookup, an insert and a removal per request, and the removal hashes
-    /// the ids after the one removed again (5% of the request loop's time, in `canvasbench
-    /// latency`'s profile), where the scan hashes only the id asked for.
+    /// the ids after the one removed again (`canvasbench latency`'s profile shows it), where
+    /// the scan hashes only the id asked for.
     private var tags: [UInt32] = []
     private var first = 0
     private var count = 0
