@@ -2,7 +2,10 @@
 """`make bench-cluster`: what sharing sessions through Redis costs, and what more instances bring.
 
 1. Round trip of one client with one request in flight, against one canvasd started by the
-   bench, without and with --session-store (every change written to Redis before its reply).
+   bench, without and with --session-store (every change written to Redis before its reply),
+   and the store's floor, measured in the same run: the round trip without the store plus a
+   bare client's round trip of the store's own write script (`canvasbench store-floor`); the
+   ratio of the round trip with the store to that floor is printed last.
 2. `canvasbench load` through HAProxy (deploy/haproxy.cfg) in front of 1 instance without a
    session store, then 1 and 3 instances sharing sessions in Redis and one document folder,
    clients spread over source addresses.
@@ -22,11 +25,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cluster import Cluster, free_port, wait_for_port  # noqa: E402
 
 
-def bench(binary: Path, arguments: list) -> None:
+def bench(binary: Path, arguments: list) -> str:
+    """Runs canvasbench, printing what it prints, and returns that."""
     print("$ canvasbench " + " ".join(arguments), flush=True)
-    run = subprocess.run([str(binary), *arguments])
+    run = subprocess.run([str(binary), *arguments], stdout=subprocess.PIPE, text=True)
+    print(run.stdout, end="", flush=True)
     if run.returncode != 0:
         raise SystemExit(f"canvasbench failed with status {run.returncode}")
+    return run.stdout
+
+
+def p50(output: str, row: str) -> float:
+    """The p50 column of a latency row (`all`, `script`) in canvasbench's output."""
+    for line in output.splitlines():
+        fields = line.split()
+        if fields and fields[0] == row and len(fields) == 5:
+            return float(fields[1])
+    raise SystemExit(f"no latency row {row!r} in canvasbench's output")
 
 
 def main() -> int:
@@ -47,8 +62,14 @@ def main() -> int:
     try:
         wait_for_port(port, redis, "redis-server")
         single = ["load", "--clients", "1", "--window", "1", "--requests", str(options.rtt_requests), "--flatten-every", "1000000000"]
-        bench(canvasbench, single)
-        bench(canvasbench, single + ["--session-store", f"redis://127.0.0.1:{port}/0"])
+        without = p50(bench(canvasbench, single), "all")
+        store = f"redis://127.0.0.1:{port}/0"
+        shared = p50(bench(canvasbench, single + ["--session-store", store]), "all")
+        script = p50(bench(canvasbench, ["store-floor", "--session-store", store, "--requests", str(options.rtt_requests)]), "script")
+        floor = without + script
+        print(f"store's floor: {without:.0f} µs without the store + {script:.0f} µs of its script = {floor:.0f} µs p50; "
+              f"with the store {shared:.0f} µs: {shared / floor:.2f}x the floor ({shared / without:.2f}x without the store)",
+              flush=True)
     finally:
         redis.terminate()
         redis.wait()
