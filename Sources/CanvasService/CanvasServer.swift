@@ -558,7 +558,7 @@ public final class CanvasServer {
     private func serveWeb(_ frames: [[UInt8]], web: WebEndpoints, dropped: Int) -> Dispatcher.Output {
         guard frames.count >= 1 else { return Dispatcher.Output() }
         let now = clock.now, body = Array(frames.dropFirst())
-        return web.authenticating(bytes: body.reduce(0) { $0 + $1.count }, now: now) { authenticate in
+        return web.authenticating(frames: body.map(\.count), now: now) { authenticate in
             dispatcher.handle(body, envelope: [frames[0], web.marker], droppedFrames: dropped, at: now, authenticate: authenticate)
         }
     }

@@ -140,12 +140,13 @@ final class WebEndpoints {
     }
 
     /// Decides a request's owner as `authenticator` does, and tells the request endpoint's
-    /// guard whether the message (`bytes` of frames) proved who sent it: a valid token, `hello`'s
+    /// guard whether the message (`frames`, their sizes) proved who sent it: a valid token, `hello`'s
     /// included (which is answered without one); a message the dispatcher cannot read as a
     /// request proves nothing. Without tokens every message proves as much as any can.
-    func authenticating(bytes: Int, now: ContinuousClock.Instant, _ handle: (Dispatcher.Authenticator?) -> Dispatcher.Output) -> Dispatcher.Output {
+    func authenticating(frames: [Int], now: ContinuousClock.Instant, _ handle: (Dispatcher.Authenticator?) -> Dispatcher.Output) -> Dispatcher.Output {
         guard let tokens, let authenticator else {
-            requestGuard.heard(bytes: bytes, proof: true)
+            requestGuard.heard(frames: frames, proof: true)
+            requestGuard.settle(now: now)
             return handle(nil)
         }
         var proved = false
@@ -158,7 +159,7 @@ final class WebEndpoints {
             }
             return owner
         }, do: { handle($0) })
-        requestGuard.heard(bytes: bytes, proof: proved)
+        requestGuard.heard(frames: frames, proof: proved)
         requestGuard.settle(now: now)
         return output
     }
@@ -197,7 +198,7 @@ final class WebEndpoints {
                 if let tokens {
                     guard let newline = topic.firstIndex(of: UInt8(ascii: "\n")),
                           let who = tokens.owner(of: String(decoding: topic[..<newline], as: UTF8.self)) else {
-                        eventGuard.heard(bytes: frame.count, proof: false)
+                        eventGuard.heard(frames: [frame.count], proof: false)
                         logger.info("web subscription without a known token refused")
                         continue
                     }
@@ -206,7 +207,7 @@ final class WebEndpoints {
                 }
                 // A subscription with a valid token (any, without tokens) is this endpoint's
                 // proof of who the peer is, whether or not its topic is then allowed.
-                eventGuard.heard(bytes: frame.count, proof: true)
+                eventGuard.heard(frames: [frame.count], proof: true)
                 return (kind, topic, owner)
             }
             return nil

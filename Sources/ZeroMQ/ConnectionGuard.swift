@@ -106,7 +106,7 @@ public final class ConnectionGuard {
     public func service(now: ContinuousClock.Instant) throws(ZMQError) {
         // Proofs first: a connection that has proved itself is not the one to make room for a
         // connection accepted since.
-        if window.proofs > 0 || window.doubts > 0 { look(now: now) }
+        if window.heardAny { look(now: now) }
         try readEvents(now: now)
         for (descriptor, connection) in connections {
             if !connection.handshaken && now - connection.accepted >= limits.handshakeTimeout {
@@ -137,69 +137,100 @@ public final class ConnectionGuard {
         return all.count
     }
 
-    /// A message was read from one of the socket's peers: `bytes` of frame data, and whether it
+    /// A message was read from one of the socket's peers: its frames' sizes, and whether it
     /// proved who sent it (a valid token). libzmq's ws:// transport does not say which
     /// connection a message came on (it attaches no properties, so not even the deprecated
     /// `ZMQ_SRCFD`), so proofs are tied to connections by what the kernel counts: see `look`.
-    public func heard(bytes: Int, proof: Bool) {
-        if proof {
-            window.proofs += 1
-            window.smallestProof = min(window.smallestProof, bytes + Self.framing)
+    public func heard(frames: [Int], proof: Bool) {
+        let bytes = frames.reduce(0) { $0 + Self.wireBytes(frame: $1) }
+        if window.proofs.count + window.doubts.count >= Self.windowMessages {
+            window.overflowed = true
+        } else if proof {
+            window.proofs.append(bytes)
         } else {
-            window.doubts += 1
+            window.doubts.append(bytes)
         }
+    }
+
+    /// What a ZWS 2.0 client sends for one frame of `size` bytes: a masked WebSocket binary
+    /// message (2 bytes of header, 2 or 8 more for a longer length, 4 of mask) whose payload is
+    /// a flags byte and the frame.
+    static func wireBytes(frame size: Int) -> Int {
+        let payload = size + 1
+        return payload + 6 + (payload >= 65_536 ? 8 : payload >= 126 ? 2 : 0)
     }
 
     /// Ties the proofs heard since the last look to the connections they came on. A look reads
     /// every unauthenticated connection's `tcp_info` (a system call each), so the looks are
-    /// spaced by their cost: 10 ms, and 25 µs more per connection read, which keeps them to a
-    /// few per cent of the loop however many silent peers there are, while a proof is still
-    /// tied long before `authenticationTimeout`.
+    /// spaced by their cost: 10 ms, and 25 µs more per connection, which keeps them to a few per cent of the
+    /// loop however many peers there are, while a proof is still tied long before
+    /// `authenticationTimeout`.
     public func settle(now: ContinuousClock.Instant) {
-        guard window.proofs > 0 || window.doubts > 0 else { return }
+        guard window.heardAny else { return }
         let interval = Duration.milliseconds(10) + .microseconds(25 * (tally.open - tally.authenticated))
         guard now - lastLook >= interval else { return }
         look(now: now)
     }
 
-    /// What a client adds to a message's data on the wire at the least: a WebSocket header
-    /// (2 bytes) and its mask (4).
-    private static let framing = 6
+    /// Messages whose sizes a look matches against the connections' counts; past this many in
+    /// one window it ties nothing (the matching is a subset sum).
+    private static let windowMessages = 16
 
     private struct Window {
-        var proofs = 0
-        var doubts = 0
-        var smallestProof = Int.max
+        /// The bytes on the wire of each message read since the last look.
+        var proofs: [Int] = []
+        var doubts: [Int] = []
+        var overflowed = false
+        var heardAny: Bool { !proofs.isEmpty || !doubts.isEmpty || overflowed }
     }
     private var window = Window()
     private var lastLook = ContinuousClock.Instant.now
 
-    /// A connection that has received at least the smallest proof's bytes since the last look
-    /// (at its first look after its upgrade: one that has sent a data segment past its upgrade
-    /// request and its routing id) sent a message in this window. When the window's messages
-    /// were all proofs, every such connection sent a proof and is authenticated; when any was
-    /// not, none is, since the kernel cannot say which connection sent which. Either way each
-    /// connection's count moves on, so bytes are counted in one window only. A silent peer
-    /// never grows, so it is never taken for one that proved itself.
+    /// Each connection's bytes since the last look (the kernel's count, less what it was then)
+    /// are matched against the sizes of the messages read meanwhile: bytes that some of the
+    /// proofs add up to, and no choice of the other messages does, were proofs, and the
+    /// connection is authenticated. Bytes that nothing read adds up to (a message not read yet)
+    /// or that both could (sizes that collide) teach nothing: the connection is judged by its
+    /// next message. So a peer that sends what proves nothing, however often, neither passes
+    /// for one that proved itself nor hides the proofs of others.
+    /// A connection seen for the first time since its upgrade has no count to go from (its
+    /// upgrade request's length is unknown): it is authenticated only when it has sent a
+    /// message past its routing id (a third data segment), every message read was a proof, and
+    /// there were no more connections that sent than proofs; otherwise its count starts there.
+    /// Every count moves on, so bytes are matched once. A silent peer never grows, so it is
+    /// never taken for one that proved itself.
     private func look(now: ContinuousClock.Instant) {
-        let threshold = UInt64(window.smallestProof == .max ? 1 : window.smallestProof)
-        var senders: [ConnectionDescriptor] = []
+        var grown: [(ConnectionDescriptor, Int)] = [], fresh: [ConnectionDescriptor] = []
         for (descriptor, connection) in connections where !connection.authenticated {
             guard let state = descriptor.tcpState, state.bytesAcknowledged > 0 else { continue }
             connections[descriptor]?.handshaken = true
             if let heard = connection.heard {
-                if state.bytesReceived >= heard + threshold { senders.append(descriptor) }
+                if state.bytesReceived > heard { grown.append((descriptor, Int(clamping: state.bytesReceived - heard))) }
             } else if state.dataSegmentsReceived >= 3 {
-                senders.append(descriptor)
+                fresh.append(descriptor)
             }
             connections[descriptor]?.heard = state.bytesReceived
         }
-        if window.doubts == 0 && window.proofs > 0 {
-            for descriptor in senders { connections[descriptor]?.authenticated = true }
+        if !window.overflowed {
+            let proofSums = Self.subsetSums(window.proofs), doubtSums = Self.subsetSums(window.doubts)
+            for (descriptor, bytes) in grown where proofSums.contains(bytes) && !doubtSums.contains(bytes) {
+                connections[descriptor]?.authenticated = true
+            }
+            if window.doubts.isEmpty && fresh.count + grown.count <= window.proofs.count {
+                for descriptor in fresh { connections[descriptor]?.authenticated = true }
+            }
         }
         window = Window()
         lastLook = now
         count()
+    }
+
+    /// Every total of some of `sizes` (none included), at most 2^16 of them.
+    private static func subsetSums(_ sizes: [Int]) -> Set<Int> {
+        var sums: Set<Int> = [0]
+        for size in sizes { sums.formUnion(sums.map { $0 + size }) }
+        sums.remove(0)
+        return sums
     }
 
     private func readEvents(now: ContinuousClock.Instant) throws(ZMQError) {

@@ -136,3 +136,49 @@ def test_unauthenticated_peers_never_take_the_reserved_slots(tmp_path: Path):
         close_all(crowd + pages)
     finally:
         web.stop()
+
+
+def test_a_peer_that_keeps_sending_without_a_token_neither_stays_nor_hides_the_pages(tmp_path: Path):
+    # A peer sending a request without a token every 20 ms, so that nearly every moment a page's
+    # proof is read, one of its messages is read too: before the sizes were matched, nothing
+    # read in such a moment counted, and the pages were closed with it. Now it is closed at the
+    # authentication time, and the pages that sent their token meanwhile stay.
+    import threading
+    web = WebCanvasd(tmp_path, [ALICE], ["--web-auth-timeout", "2"])
+    stop = threading.Event()
+    noisy = ZWSPeer(web.port).handshake()
+    closed = threading.Event()
+
+    def chatter() -> None:
+        index = 0
+        while not stop.is_set():
+            index += 1
+            try:
+                noisy.send_frames([f'{{"id": {index}, "method": "document.list", "params": {{}}}}'.encode()])
+                noisy.sock.settimeout(0.02)
+                try:
+                    noisy.receive_frames()
+                except socket.timeout:
+                    pass
+            except (ConnectionError, OSError):
+                closed.set()
+                return
+            time.sleep(0.02)
+
+    import socket
+    thread = threading.Thread(target=chatter, daemon=True)
+    thread.start()
+    try:
+        pages = []
+        for index in range(5):
+            page = ZWSPeer(web.port).handshake()
+            assert "result" in page.request({"id": 1, "method": "hello", "params": {}, "token": ALICE})
+            assert served(page, id=2)
+            pages.append(page)
+        assert closed.wait(10), "the peer sending without a token was never closed"
+        time.sleep(1.0)   # the pages are past the authentication time too
+        assert all(served(page, id=3 + index) for index, page in enumerate(pages)), "a page that sent its token was closed"
+    finally:
+        stop.set()
+        thread.join(5)
+        web.stop()
