@@ -102,6 +102,31 @@ struct ConnectionInfoTests {
         }
     }
 
+    @Test("tcp_info: the bytes and data segments one end has received, as the connection guard reads them")
+    func bytesReceived() throws {
+        let (client, server) = try loopbackPair()
+        defer { close(client.rawValue); close(server.rawValue) }
+        #expect(server.tcpState?.bytesReceived == 0)
+        for (round, size) in [100, 7, 300].enumerated() {
+            try sendAll(client, count: size)
+            let deadline = ContinuousClock.now + .seconds(5)
+            let want = [100, 107, 407][round]
+            while (server.tcpState?.bytesReceived ?? 0) < UInt64(want) && ContinuousClock.now < deadline { usleep(1_000) }
+            #expect(server.tcpState?.bytesReceived == UInt64(want))
+            #expect(server.tcpState?.dataSegmentsReceived == UInt32(round + 1))
+        }
+    }
+
+    @Test("a ZWS 2.0 frame's bytes on the wire, at WebSocket's length steps (RFC 6455 5.2)")
+    func wireBytes() {
+        // Payload = flags byte + frame; header 2 bytes, +2 from 126, +8 from 65,536; mask 4.
+        #expect(ConnectionGuard.wireBytes(frame: 0) == 1 + 6)
+        #expect(ConnectionGuard.wireBytes(frame: 124) == 125 + 6)
+        #expect(ConnectionGuard.wireBytes(frame: 125) == 126 + 8)
+        #expect(ConnectionGuard.wireBytes(frame: 65_534) == 65_535 + 8)
+        #expect(ConnectionGuard.wireBytes(frame: 65_535) == 65_536 + 14)
+    }
+
     private func loopbackPair() throws -> (client: ConnectionDescriptor, server: ConnectionDescriptor) {
         let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         try #require(listener >= 0)
