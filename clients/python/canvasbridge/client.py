@@ -289,8 +289,8 @@ class Session:
         ``maxPointsPerStroke`` becomes several strokes (``split_stroke``), the ones after the
         first ``joined`` to its undo step, so one undo takes the whole stroke back; each goes in
         ``continued`` parts under ``maxMessageBytes``. All or nothing: when a piece is refused,
-        what the stroke added is undone and the error's ``data`` gets ``piece``, ``pieces`` and
-        ``undone``. The result has ``pieces``."""
+        what the stroke added is undone and, for a stroke that was split, the error's ``data``
+        gets ``piece``, ``pieces`` and ``undone``. The result has ``pieces``."""
         limits = self.client.limits()
         pieces = split_stroke([_point(p) for p in points], limits.get("maxPointsPerStroke", 10_000))
         budget = limits.get("maxMessageBytes", 1 << 20) - _ENVELOPE_BYTES
@@ -313,7 +313,8 @@ class Session:
                     except CanvasError:
                         break
                     undone += 1
-                error.data = {**error.data, "piece": index, "pieces": len(pieces), "undone": undone}
+                if len(pieces) > 1:
+                    error.data = {**error.data, "piece": index, "pieces": len(pieces), "undone": undone}
                 raise
             if index == 0:
                 before = result["strokes"] - 1
