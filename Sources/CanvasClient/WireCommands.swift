@@ -20,7 +20,10 @@ public enum WireCommands {
             return ("pencil.configure", try JSONCodec.value(of: configuration).objectValue ?? [:])
         case .edit(let edit):
             switch edit {
-            case .addStroke(let stroke): return ("drawing.addStroke", try JSONCodec.value(of: stroke).objectValue ?? [:])
+            case .addStroke(let stroke, let joining):
+                var params = try JSONCodec.value(of: stroke).objectValue ?? [:]
+                if joining { params["joined"] = true }
+                return ("drawing.addStroke", params)
             case .addText(let text): return ("drawing.addText", try JSONCodec.value(of: text).objectValue ?? [:])
             case .erase(let request): return ("drawing.erase", try JSONCodec.value(of: request).objectValue ?? [:])
             case .moveText(let index, let x, let y):
@@ -49,6 +52,10 @@ public enum WireCommands {
             }
         case (.failure(let error), .invalidEdit(.noSuchText)):
             guard error.code == .notFound else { return "expected NOT_FOUND, got \(error)" }
+        case (.failure(let error), .invalidEdit(.cannotJoin(let refusal))):
+            guard error.code == .invalidParams, error.data["field"] == "joined", error.data["reason"] == .string(refusal.rawValue) else {
+                return "expected INVALID_PARAMS joined \(refusal.rawValue), got \(error)"
+            }
         case (.failure(let error), _):
             return "expected success, got \(error)"
         case (.success(let result), .accepted):
@@ -102,7 +109,14 @@ public struct RandomCommands {
         case 6, 7: return .finishTransition
         case 8: return .submit
         case 9: return .cancel
-        case 10, 11: return .edit(.addStroke(stroke()))
+        case 10: return .edit(.addStroke(stroke()))
+        case 11:
+            // One pen from one corner back to it: joined, it often continues the stroke before
+            // (the server's step worked out from its history, the model's remembered).
+            let corner = try! InkPoint(x: 100, y: 100)
+            let points = [corner] + stroke().points + [corner]
+            return .edit(.addStroke(try! Stroke(tool: .pen, color: .black, width: 2, points: points),
+                                    joiningLastStep: Bool.random(using: &random)))
         case 12: return .edit(.addText(try! TextAnnotation(text: ["Hi", "Ünï ✓", "two\nlines"].randomElement(using: &random)!,
                                                            x: coordinate(), y: coordinate(),
                                                            fontSize: Double(Int.random(in: 8...48, using: &random)),

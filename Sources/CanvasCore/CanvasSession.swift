@@ -76,7 +76,7 @@ public struct CanvasSession: Hashable, Sendable, Codable {
         var actions: [CanvasAction] = []
         let tool: CanvasTool?
         switch edit {
-        case .addStroke(let stroke): tool = CanvasTool(stroke.tool)
+        case .addStroke(let stroke, _): tool = CanvasTool(stroke.tool)
         case .erase: tool = .eraser
         case .addText, .moveText, .editText, .clear, .undo, .redo: tool = nil
         }

@@ -48,7 +48,7 @@ public enum CanvasCommand: Hashable, Sendable, CustomStringConvertible {
             return "configurePencil(supported: \(c.supported), \(c.preferredTapAction), \(c.policy))"
         case .edit(let edit):
             switch edit {
-            case .addStroke(let s): return "addStroke(\(s.tool), \(s.points.count) points)"
+            case .addStroke(let s, let joining): return "addStroke(\(s.tool), \(s.points.count) points\(joining ? ", joined" : ""))"
             case .addText(let t): return "addText(\(t.text.debugDescription))"
             case .moveText(let i, let x, let y): return "moveText(\(i), \(x), \(y))"
             case .editText(let i, let change): return "editText(\(i), \(change))"

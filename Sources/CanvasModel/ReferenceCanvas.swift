@@ -10,8 +10,11 @@ public struct ReferenceCanvas: Sendable {
     public private(set) var drawing = Drawing.empty
     public private(set) var tool: CanvasTool = .pen
     public private(set) var previousTool: CanvasTool = .eraser
-    private var undoHistory: [Drawing] = []
-    private var redoHistory: [Drawing] = []
+    /// Each step as the drawing on its other side and whether it only added strokes (which a
+    /// joined stroke continues): the model remembers what each step was, where the real
+    /// history works it out from its drawings.
+    private var undoHistory: [Step] = []
+    private var redoHistory: [Step] = []
     private var pencil: PencilConfiguration
     private var initialized: Bool
     private var ticket: UInt64 = 0
@@ -24,6 +27,11 @@ public struct ReferenceCanvas: Sendable {
         self.transitions = transitions
         self.initialized = initialized
         self.historyLimit = historyLimit
+    }
+
+    private struct Step: Sendable {
+        var drawing: Drawing
+        var addedStrokes: Bool
     }
 
     private var animated: Bool { transitions != .instant }
@@ -157,20 +165,37 @@ public struct ReferenceCanvas: Sendable {
 
     private mutating func applyEdit(_ edit: DrawingEdit) -> Observation.Reply {
         var next = drawing
+        var addedStrokes = false
         switch edit {
         case .undo:
             guard let last = undoHistory.popLast() else { return .edited(changed: false) }
-            redoHistory.append(drawing)
-            drawing = last
+            redoHistory.append(Step(drawing: drawing, addedStrokes: last.addedStrokes))
+            drawing = last.drawing
             return .edited(changed: true)
         case .redo:
             guard let last = redoHistory.popLast() else { return .edited(changed: false) }
-            undoHistory.append(drawing)
-            drawing = last
+            undoHistory.append(Step(drawing: drawing, addedStrokes: last.addedStrokes))
+            drawing = last.drawing
             return .edited(changed: true)
-        case .addStroke(let stroke):
+        case .addStroke(let stroke, joiningLastStep: true):
+            // Into the step on top: only right after a step of strokes, nothing undone since,
+            // the same pen, and starting where the last stroke ended.
+            if !redoHistory.isEmpty { return .invalidEdit(.cannotJoin(.undone)) }
+            guard undoHistory.last?.addedStrokes == true, let last = drawing.strokes.last else {
+                return .invalidEdit(.cannotJoin(.notAfterStroke))
+            }
+            if stroke.tool != last.tool || stroke.width != last.width
+                || stroke.color.red != last.color.red || stroke.color.green != last.color.green || stroke.color.blue != last.color.blue {
+                return .invalidEdit(.cannotJoin(.style))
+            }
+            if stroke.points[0] != last.points[last.points.count - 1] { return .invalidEdit(.cannotJoin(.gap)) }
+            pickUp(stroke.tool == .pen ? .pen : .highlighter)
+            drawing.strokes.append(stroke)
+            return .edited(changed: true)
+        case .addStroke(let stroke, joiningLastStep: false):
             pickUp(stroke.tool == .pen ? .pen : .highlighter)
             next.strokes.append(stroke)
+            addedStrokes = true
         case .addText(let text):
             next.texts.append(text)
         case .moveText(let index, let x, let y):
@@ -206,7 +231,7 @@ public struct ReferenceCanvas: Sendable {
             if drawing.strokes.isEmpty && drawing.texts.isEmpty { return .edited(changed: false) }
             next = .empty
         }
-        undoHistory.append(drawing)
+        undoHistory.append(Step(drawing: drawing, addedStrokes: addedStrokes))
         if undoHistory.count > historyLimit { undoHistory.removeFirst() }
         redoHistory = []
         drawing = next

@@ -76,7 +76,8 @@ struct CanvasMethods {
                                 "strokes": .integer(Int64(session.canvas.drawing.strokes.count)),
                                 "texts": .integer(Int64(session.canvas.drawing.texts.count))])
             }
-            return .object(try edit(try self.params.addStroke(whole, on: session.canvas.drawing), by: .drawingAddStroke, &session, &call))
+            return .object(try edit(try self.params.addStroke(whole.stroke, joined: whole.joined, on: session.canvas.drawing),
+                                    by: .drawingAddStroke, &session, &call))
         case .sessionClose:
             return .object(["closed": true])
         case .canvasInitialize:
@@ -275,6 +276,8 @@ struct CanvasMethods {
                 // small: what it would have made is what is too large.
                 throw ProtocolError(.payloadTooLarge, "\(method.rawValue) would leave the drawing with \(size) \(field), over the limit of \(limit); nothing was changed",
                                     data: ["field": .string(field), "size": .integer(Int64(size)), "limit": .integer(Int64(limit))])
+            case .invalid(.cannotJoin(let refusal)):
+                throw SessionParams.cannotJoin(refusal)
             case .invalid(.invalid(let validation)):
                 throw ProtocolError(.invalidParams, "\(validation.field): \(validation.description)",
                                     data: ["field": .string(validation.field)])

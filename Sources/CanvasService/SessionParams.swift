@@ -54,7 +54,7 @@ struct SessionParams {
     func edit(_ method: Method, _ params: Params, on drawing: Drawing) throws(ProtocolError) -> DrawingEdit {
         switch method {
         case .drawingAddStroke:
-            preconditionFailure("a stroke comes through assembleStroke and addStroke(_:on:)")
+            preconditionFailure("a stroke comes through assembleStroke and addStroke(_:joined:on:)")
         case .drawingAddText:
             let text = try params.decode(TextAnnotation.self)
             // Counted in Unicode code points, as JSON Schema's maxLength counts a string.
@@ -77,13 +77,13 @@ struct SessionParams {
     }
 
     /// A whole stroke's edit, refused when it would take `drawing` past a limit.
-    func addStroke(_ stroke: Stroke, on drawing: Drawing) throws(ProtocolError) -> DrawingEdit {
+    func addStroke(_ stroke: Stroke, joined: Bool, on drawing: Drawing) throws(ProtocolError) -> DrawingEdit {
         if drawing.strokes.count >= limits.maxStrokesPerDrawing {
             throw Self.tooLarge("strokes", drawing.strokes.count + 1, limits.maxStrokesPerDrawing)
         }
         let points = drawing.pointCount + stroke.points.count
         if points > limits.maxPointsPerDrawing { throw Self.tooLarge("points", points, limits.maxPointsPerDrawing) }
-        return .addStroke(stroke)
+        return .addStroke(stroke, joiningLastStep: joined)
     }
 
     static func tooLarge(_ field: String, _ size: Int, _ limit: Int) -> ProtocolError {

@@ -19,16 +19,19 @@ struct StrokeParts: Codable, Equatable {
     let tool: InkTool
     let color: InkColor
     let width: Double
+    /// Whether the stroke joins the drawing's last undo step (`joined`), as every part says.
+    let joined: Bool
     var points: [InkPoint]
 
-    init(tool: InkTool, color: InkColor, width: Double, points: [InkPoint]) {
+    init(tool: InkTool, color: InkColor, width: Double, joined: Bool = false, points: [InkPoint]) {
         self.tool = tool
         self.color = color
         self.width = width
+        self.joined = joined
         self.points = points
     }
 
-    private enum CodingKeys: String, CodingKey { case tool, color, width, points }
+    private enum CodingKeys: String, CodingKey { case tool, color, width, joined, points }
     /// How snapshots written before parts were kept as points hold them: the first part's
     /// `style` and every part's `points`, as JSON.
     private enum EarlierKeys: String, CodingKey { case style, points }
@@ -50,8 +53,21 @@ struct StrokeParts: Codable, Equatable {
             self.init(tool: stroke.tool, color: stroke.color, width: stroke.width, points: stroke.points)
             return
         }
+        // Absent in snapshots from before strokes could join, and written only when true, so
+        // an instance of that version reads the parts of a stroke of its own kind as it did.
         self.init(tool: try container.decode(InkTool.self, forKey: .tool), color: try container.decode(InkColor.self, forKey: .color),
-                  width: try container.decode(Double.self, forKey: .width), points: try container.decode([InkPoint].self, forKey: .points))
+                  width: try container.decode(Double.self, forKey: .width),
+                  joined: try container.decodeIfPresent(Bool.self, forKey: .joined) ?? false,
+                  points: try container.decode([InkPoint].self, forKey: .points))
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(tool, forKey: .tool)
+        try container.encode(color, forKey: .color)
+        try container.encode(width, forKey: .width)
+        if joined { try container.encode(joined, forKey: .joined) }
+        try container.encode(points, forKey: .points)
     }
 
     func agrees(with part: Stroke) -> Bool {
@@ -67,9 +83,14 @@ extension SessionParams {
     /// A part that could never complete is refused at once, not when the last part comes: the
     /// stroke's points so far past `maxPointsPerStroke`, the drawing's past
     /// `maxPointsPerDrawing`, or a drawing that already has `maxStrokesPerDrawing` strokes.
-    func assembleStroke(_ params: Params, _ session: inout ServiceSession) throws(ProtocolError) -> Stroke? {
+    ///
+    /// `joined` (the stroke joins the last undo step) is said by every part alike; a stroke that
+    /// could not join is refused with its first part, as nothing a part waits through can
+    /// change the drawing it would join.
+    func assembleStroke(_ params: Params, _ session: inout ServiceSession) throws(ProtocolError) -> (stroke: Stroke, joined: Bool)? {
         let continued = try params.bool("continued", default: false)
-        guard continued || session.strokeParts != nil else { return try stroke(params) }
+        let joined = try params.bool("joined", default: false)
+        guard continued || session.strokeParts != nil else { return (try stroke(params), joined) }
         try CanvasMethods.requireOpen(session)
         guard case .array(let points)? = params.values["points"], !points.isEmpty else {
             throw ProtocolError(.invalidParams, "points: a part needs at least one point", data: ["field": "points"])
@@ -77,10 +98,17 @@ extension SessionParams {
         // Each part is checked as a stroke of its own as it arrives, so a bad point is refused
         // with the part that carries it (its path within this part's `points`), not later.
         let part = try stroke(params)
-        var parts = session.strokeParts ?? StrokeParts(tool: part.tool, color: part.color, width: part.width, points: [])
+        var parts = session.strokeParts ?? StrokeParts(tool: part.tool, color: part.color, width: part.width, joined: joined, points: [])
         guard parts.agrees(with: part) else {
             throw ProtocolError(.invalidParams, "a stroke's parts must all have the same tool, color and width; the stroke's earlier parts are dropped",
                                 data: ["field": "continued"])
+        }
+        guard parts.joined == joined else {
+            throw ProtocolError(.invalidParams, "joined: a stroke's parts must all say the same `joined`; the stroke's earlier parts are dropped",
+                                data: ["field": "joined"])
+        }
+        if joined, session.strokeParts == nil, let refusal = session.canvas.canvas.editableDrawing?.joinRefusal(part) {
+            throw Self.cannotJoin(refusal)
         }
         let strokePoints = parts.points.count + part.points.count
         if strokePoints > limits.maxPointsPerStroke { throw Self.tooLarge("points", strokePoints, limits.maxPointsPerStroke) }
@@ -97,10 +125,15 @@ extension SessionParams {
         }
         session.strokeParts = nil
         do {
-            return try Stroke(tool: parts.tool, color: parts.color, width: parts.width, points: parts.points)
+            return (try Stroke(tool: parts.tool, color: parts.color, width: parts.width, points: parts.points), parts.joined)
         } catch {
             preconditionFailure("parts already checked make a valid stroke: \(error)")
         }
+    }
+
+    static func cannotJoin(_ refusal: StrokeJoinRefusal) -> ProtocolError {
+        ProtocolError(.invalidParams, "joined: \(refusal); nothing was changed",
+                      data: ["field": "joined", "reason": .string(refusal.rawValue)])
     }
 
     /// One request's stroke (a whole stroke or a part), its point count checked before its

@@ -21,7 +21,7 @@ public enum DrawingTarget {
             let params = (try? JSONCodec.parse(json))?.objectValue.map(Params.init)
             let edit: DrawingEdit?
             switch kind {
-            case UInt8(ascii: "s"): edit = (try? params?.decode(Stroke.self)).map(DrawingEdit.addStroke)
+            case UInt8(ascii: "s"): edit = (try? params?.decode(Stroke.self)).map { DrawingEdit.addStroke($0) }
             case UInt8(ascii: "t"): edit = (try? params?.decode(TextAnnotation.self)).map(DrawingEdit.addText)
             case UInt8(ascii: "e"): edit = (try? params?.decode(EraseRequest.self)).map(DrawingEdit.erase)
             case UInt8(ascii: "m"):

@@ -59,7 +59,14 @@ enum Generators {
                 case 5: return .finishTransition
                 case 6: return .submit
                 case 7: return .cancel
-                case 8, 9: return .edit(.addStroke(stroke))
+                case 8: return .edit(.addStroke(stroke))
+                case 9:
+                    // Strokes that start and end at one point in one style, so a joined one
+                    // often continues the stroke before it and sometimes does not.
+                    let corner = try! InkPoint(x: 100, y: 100)
+                    let piece = try! Stroke(tool: .pen, color: InkColor(small < 4 ? "black" : "#000000"), width: 2,
+                                            points: [corner] + stroke.points + [corner])
+                    return .edit(.addStroke(piece, joiningLastStep: small % 2 == 0))
                 case 10: return .edit(.addText(text))
                 case 11: return .edit(.erase(erase))
                 case 12: return .edit(.undo)

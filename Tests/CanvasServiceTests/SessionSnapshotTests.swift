@@ -59,14 +59,43 @@ struct SessionSnapshotTests {
         // The last part repeats the style: the width as another number spelling, the colour in
         // another case; the stroke keeps the first part's spelling.
         let last: [String: JSONValue] = ["tool": "highlighter", "color": "#ff8800", "width": 3, "points": [["x": 99.5, "y": 7]]]
-        let whole = try #require(try params.assembleStroke(Params(last), &restored))
-        #expect(restored.strokeParts == nil)
+        let (whole, joined) = try #require(try params.assembleStroke(Params(last), &restored))
+        #expect(restored.strokeParts == nil && !joined)
         #expect(whole.points == [try InkPoint(x: 10, y: 20.125, pressure: 0.5), try InkPoint(x: 0.1, y: 1e-7), try InkPoint(x: 99.5, y: 7)])
         #expect(whole.tool == .highlighter && whole.color.rawValue == "#FF8800" && whole.width == 3)
         // A snapshot without parts (and one written before they were kept) has none.
         let plain = try SessionSnapshot.decode(try SessionSnapshot.encode(try Self.session()), session: "5eed", connection: nil,
                                                now: .now, limits: Limits())
         #expect(plain.strokeParts == nil)
+    }
+
+    @Test("a joined stroke's waiting parts stay joined in the snapshot, and its last part joins the step before")
+    func joinedStrokeParts() throws {
+        var canvas = CanvasSession(transitions: .instant)
+        _ = try canvas.open()
+        let before = try Stroke(tool: .pen, color: .black, width: 2, points: [InkPoint(x: 0, y: 0), InkPoint(x: 10, y: 10)])
+        _ = try canvas.edit(.addStroke(before))
+        var original = ServiceSession(
+            id: "5eed", owner: nil, connection: nil, canvas: canvas, transitions: .instant, size: nil, resultImages: false,
+            lastActive: .now, seq: 3, replies: ReplyCache(capacity: 4, maxReplyBytes: 10), target: nil)
+        let params = SessionParams(limits: Limits())
+        let first: [String: JSONValue] = ["tool": "pen", "color": "black", "width": 2, "continued": true, "joined": true,
+                                          "points": [["x": 10, "y": 10], ["x": 20, "y": 0]]]
+        #expect(try params.assembleStroke(Params(first), &original) == nil)
+        let bytes = try SessionSnapshot.encode(original)
+        var restored = try SessionSnapshot.decode(bytes, session: "5eed", connection: nil, now: .now, limits: Limits())
+        #expect(restored.strokeParts?.joined == true && restored.strokeParts == original.strokeParts)
+        let last: [String: JSONValue] = ["tool": "pen", "color": "black", "width": 2, "joined": true, "points": [["x": 30, "y": 10]]]
+        let (whole, joined) = try #require(try params.assembleStroke(Params(last), &restored))
+        #expect(joined && whole.points.count == 3)
+        _ = try restored.canvas.edit(.addStroke(whole, joiningLastStep: joined))
+        _ = try restored.canvas.edit(.undo)
+        #expect(restored.canvas.drawing == .empty, "one undo took back the stroke and the one it joined")
+        // Parts that are not joined are written as before joined existed.
+        var plain = original
+        plain.strokeParts = StrokeParts(tool: .pen, color: .black, width: 2, points: [try InkPoint(x: 1, y: 1)])
+        let text = String(decoding: try JSONEncoder().encode(plain.strokeParts), as: UTF8.self)
+        #expect(!text.contains("joined"))
     }
 
     @Test("waiting parts stored by the earlier version, as JSON style and points, are read as points")

@@ -116,6 +116,33 @@ struct SharedSessionTests {
         #expect(try Self.send(toB, id: 6, "drawing.undo", session: session)["result"]?["strokes"] == 0)
     }
 
+    @Test("a joined stroke half sent when its instance dies joins the step before it on the one that takes the session over")
+    func joinedPartsMove() throws {
+        let pair = try TwoInstances()
+        defer { pair.stop() }
+        let a = pair.a, toA = pair.toA, toB = pair.toB
+        let session = try pair.openSession()
+        _ = try Self.send(toA, id: 2, "canvas.open", session: session)
+        _ = try Self.send(toA, id: 3, "drawing.addStroke", Self.stroke, session: session)
+        var first = Self.stroke
+        first["joined"] = true
+        first["continued"] = true
+        first["points"] = [["x": 30.25, "y": 40.5], ["x": 35, "y": 45]]
+        #expect(try Self.send(toA, id: 4, "drawing.addStroke", first, session: session)["result"]?["pendingPoints"] == 2)
+        kill(a.process.processIdentifier, SIGKILL)
+        a.process.waitUntilExit()
+
+        var last = Self.stroke
+        last["joined"] = true
+        last["points"] = [["x": 50, "y": 60.75]]
+        #expect(try Self.send(toB, id: 5, "drawing.addStroke", last, session: session)["result"]?["strokes"] == 2)
+        // The session's history came over as drawings: B works out that the stroke continues
+        // the step A made, and one undo takes both strokes back.
+        let undone = try Self.send(toB, id: 6, "drawing.undo", session: session)["result"]
+        #expect(undone?["strokes"] == 0 && undone?["canUndo"] == false)
+        #expect(try Self.send(toB, id: 7, "drawing.redo", session: session)["result"]?["strokes"] == 2)
+    }
+
     @Test("two live instances never both act on a session: a stale copy is dropped and the request answered on the stored one")
     func noTwoInstancesAtOnce() throws {
         let pair = try TwoInstances()

@@ -170,11 +170,14 @@ export interface CanvasPlugin {
   /**
    * A stroke of more points than the server's `limits.maxPointsPerStroke` (from `hello`)
    * becomes several strokes, each within it, each after the first starting at the point where
-   * the one before ended (so `pieces` strokes, and `pieces - 1` points twice); a stroke too long
-   * for one browser frame is sent in `continued` parts. A refused part never waits on the server
-   * to be joined to the next stroke. A stroke is all or nothing: when a piece is refused the
-   * pieces before it are undone (one undo step each, so they sit on the redo stack), and
-   * `error.data` has `piece` (which failed), `pieces` and `undone`.
+   * the one before ended (so `pieces` strokes, and `pieces - 1` points twice), the pieces after
+   * the first `joined` to its undo step, so one undo takes the whole stroke back and one redo
+   * brings it back; a stroke too long for one browser frame is sent in `continued` parts. A
+   * refused part never waits on the server to be joined to the next stroke. A stroke is all or
+   * nothing: when a piece is refused the pieces before it are undone (one undo step, so they sit
+   * on the redo stack; a server that ignores `joined` made one step of each, and each is
+   * undone), and `error.data` has `piece` (which failed), `pieces` and `undone` (the undo
+   * requests it took).
    */
   addStroke(stroke: { tool?: 'pen' | 'highlighter'; color?: Color; width?: number; points: InkPoint[] }): Promise<StrokeResult>;
   addText(text: { text: string; x: number; y: number; fontSize?: number; color?: Color }): Promise<EditResult>;

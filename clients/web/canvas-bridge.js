@@ -248,8 +248,9 @@ export class CanvasPlugin {
   /**
    * Adds a pen or highlighter stroke. A stroke of more points than the server's
    * `maxPointsPerStroke` becomes several strokes, each within it (each after the first
-   * starting where the one before ended); each goes in `continued` parts that fit a browser
-   * frame. A refused part never stays waiting to be joined to the next stroke.
+   * starting where the one before ended, and `joined` to it: one undo step for the gesture);
+   * each goes in `continued` parts that fit a browser frame. A refused part never stays
+   * waiting to be joined to the next stroke.
    * @param {{tool?: string, color?: string, width?: number, points: any[]}} stroke
    */
   addStroke({ tool = 'pen', color = 'black', width = 3, points }) {
@@ -260,15 +261,23 @@ export class CanvasPlugin {
     const pieces = splitStroke(points, limit);
     return this.serially(async () => {
       let result;
+      let before = 0;
       for (let index = 0; index < pieces.length; index++) {
         try {
-          result = await this.sendStroke({ tool, color, width }, pieces[index]);
+          // The pieces after the first join its undo step, so the gesture is undone whole.
+          const style = index === 0 ? { tool, color, width } : { tool, color, width, joined: true };
+          result = await this.sendStroke(style, pieces[index]);
+          if (index === 0) before = result.strokes - 1;
         } catch (error) {
-          // All or nothing: the pieces already added are taken back (each was one undo step),
-          // so a refused stroke leaves the drawing as it was.
+          // All or nothing: the pieces already added are one undo step, taken back, so a
+          // refused stroke leaves the drawing as it was. A server that does not know `joined`
+          // ignores it and makes a step of each piece: undo goes on until the strokes are as
+          // many as before.
           let undone = 0;
-          for (; undone < index; undone++) {
-            try { await this.callNow('drawing.undo', {}, {}); } catch (_) { break; }
+          let strokes = index > 0 ? result.strokes : before;
+          while (undone < index && strokes > before) {
+            try { strokes = (await this.callNow('drawing.undo', {}, {})).strokes; } catch (_) { break; }
+            undone += 1;
           }
           if (error instanceof CanvasError) error.data = { ...error.data, piece: index, pieces: pieces.length, undone };
           throw error;
@@ -280,7 +289,7 @@ export class CanvasPlugin {
 
   /**
    * One stroke within the server's limit, in frame-sized parts.
-   * @param {{tool: string, color: string, width: number}} style
+   * @param {{tool: string, color: string, width: number, joined?: boolean}} style
    * @param {any[]} points
    */
   async sendStroke(style, points) {
@@ -299,7 +308,7 @@ export class CanvasPlugin {
   }
 
   /**
-   * @param {{tool: string, color: string, width: number}} style
+   * @param {{tool: string, color: string, width: number, joined?: boolean}} style
    * @param {any[][]} parts
    * @param {Record<string, unknown>} whole
    */

@@ -1,6 +1,9 @@
 /// One change a client can make to an open drawing.
 public enum DrawingEdit: Hashable, Sendable {
-    case addStroke(Stroke)
+    /// With `joiningLastStep`, the stroke goes into the last undo step instead of one of its
+    /// own, so the strokes one gesture was sent as are undone and redone together; refused
+    /// unless it continues the last stroke (`StrokeJoinRefusal`).
+    case addStroke(Stroke, joiningLastStep: Bool = false)
     case addText(TextAnnotation)
     /// Moves text number `index` (in `Drawing.texts`) so its corner is at (x, y).
     case moveText(index: Int, x: Double, y: Double)
@@ -19,9 +22,11 @@ public enum DrawingEditError: Error, Hashable, Sendable, CustomStringConvertible
     /// The drawing the edit would make has `size` strokes, points or texts (`field`), more
     /// than `limit` (`DrawingBounds`).
     case overLimit(field: String, size: Int, limit: Int)
+    case cannotJoin(StrokeJoinRefusal)
 
     public var description: String {
         switch self {
+        case .cannotJoin(let refusal): return "\(refusal); nothing was changed"
         case .noSuchText(let index, let count): return "there is no text \(index); the drawing has \(count)"
         case .invalid(let error): return error.description
         case .overLimit(let field, let size, let limit):
@@ -69,10 +74,18 @@ public struct EditableDrawing: Hashable, Sendable {
             undoStack.append(drawing)
             drawing = next
             return true
-        case .addStroke(let stroke):
+        case .addStroke(let stroke, let joining):
             var next = drawing
             next.strokes.append(stroke)
-            try record(next, within: bounds)
+            guard joining else {
+                try record(next, within: bounds)
+                return true
+            }
+            if let refusal = joinRefusal(stroke) { throw .cannotJoin(refusal) }
+            if let refusal = bounds.refusal(next, after: drawing) { throw refusal }
+            // The step's drawing from before stays on top of the undo stack, so undo goes back
+            // past the whole gesture; redo is empty already (`joinRefusal`).
+            drawing = next
         case .addText(let text):
             var next = drawing
             next.texts.append(text)
@@ -110,6 +123,21 @@ public struct EditableDrawing: Hashable, Sendable {
             record(.empty)
         }
         return true
+    }
+
+    /// Why `stroke` cannot join the last undo step, or nil when it can. Worked out from the
+    /// history itself: the last step added strokes when the drawing is the one before it with
+    /// strokes appended and nothing else changed (no other edit leaves that: an erase removes
+    /// or shortens, a text edit changes texts, a clear empties), so a restored session, whose
+    /// history is its drawings, joins as the one it was stored from did.
+    public func joinRefusal(_ stroke: Stroke) -> StrokeJoinRefusal? {
+        guard redoStack.isEmpty else { return .undone }
+        guard let before = undoStack.last, let last = drawing.strokes.last,
+              drawing.strokes.count > before.strokes.count, drawing.texts == before.texts,
+              drawing.strokes[..<before.strokes.count].elementsEqual(before.strokes) else { return .notAfterStroke }
+        guard stroke.sameStyle(as: last) else { return .style }
+        guard stroke.points.first == last.points.last else { return .gap }
+        return nil
     }
 
     private mutating func record(_ next: Drawing, within bounds: DrawingBounds) throws(DrawingEditError) {

@@ -9,10 +9,13 @@ from .client import (
     Event,
     EventSubscriber,
     Session,
+    frame_parts,
+    split_stroke,
 )
 from .keys import CurveKeys, generate as generate_keys, load_pair, load_public
 
 __all__ = [
     "DEFAULT_ENDPOINT", "DEFAULT_EVENTS", "CanvasClient", "CanvasError", "CanvasTimeout", "Event",
     "EventSubscriber", "Session", "CurveKeys", "generate_keys", "load_pair", "load_public",
+    "split_stroke", "frame_parts",
 ]

@@ -68,6 +68,7 @@ class CanvasClient:
         # Ids start at a random point so two clients of one session do not look like retries
         # of each other's requests.
         self._next_id = random.randint(1, 1 << 40)
+        self._limits: Optional[JSON] = None
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -145,7 +146,15 @@ class CanvasClient:
     # -- methods without a session ------------------------------------------------------------
 
     def hello(self) -> JSON:
-        return self.call("hello")
+        result = self.call("hello")
+        self._limits = result.get("limits") or {}
+        return result
+
+    def limits(self) -> JSON:
+        """The server's ``hello`` limits, asked for once."""
+        if self._limits is None:
+            self.hello()
+        return self._limits
 
     def get_document(self, name: str, *, revision: Optional[int] = None, piece: int = 4 << 20) -> Tuple[bytes, JSON]:
         """The bytes of the current revision of ``name``, or of ``revision`` (1 is the original),
@@ -274,9 +283,63 @@ class Session:
 
     def add_stroke(self, points: Sequence[Union[Sequence[float], JSON]], *, tool: str = "pen",
                    color: str = "black", width: float = 2.0) -> JSON:
-        """Points are ``{"x", "y", "pressure"?}`` objects or ``(x, y)`` / ``(x, y, pressure)`` tuples."""
-        return self.call("drawing.addStroke",
-                         {"tool": tool, "color": color, "width": width, "points": [_point(p) for p in points]})
+        """Points are ``{"x", "y", "pressure"?}`` objects or ``(x, y)`` / ``(x, y, pressure)`` tuples.
+
+        As the web client does (spec §1.2): a stroke of more points than the server's
+        ``maxPointsPerStroke`` becomes several strokes (``split_stroke``), the ones after the
+        first ``joined`` to its undo step, so one undo takes the whole stroke back; each goes in
+        ``continued`` parts under ``maxMessageBytes``. All or nothing: when a piece is refused,
+        what the stroke added is undone and, for a stroke that was split, the error's ``data``
+        gets ``piece``, ``pieces`` and ``undone``. The result has ``pieces``."""
+        limits = self.client.limits()
+        pieces = split_stroke([_point(p) for p in points], limits.get("maxPointsPerStroke", 10_000))
+        budget = limits.get("maxMessageBytes", 1 << 20) - _ENVELOPE_BYTES
+        result: JSON = {}
+        before = 0
+        for index, piece in enumerate(pieces):
+            style: JSON = {"tool": tool, "color": color, "width": width}
+            if index > 0:
+                style["joined"] = True
+            try:
+                result = self._send_stroke(style, piece, budget)
+            except CanvasError as error:
+                # The pieces already added are one undo step; a server that does not know
+                # `joined` ignores it and made a step of each, so undo goes on until the
+                # strokes are as many as before.
+                undone, strokes = 0, result.get("strokes", before) if index > 0 else before
+                while undone < index and strokes > before:
+                    try:
+                        strokes = self.undo()["strokes"]
+                    except CanvasError:
+                        break
+                    undone += 1
+                if len(pieces) > 1:
+                    error.data = {**error.data, "piece": index, "pieces": len(pieces), "undone": undone}
+                raise
+            if index == 0:
+                before = result["strokes"] - 1
+        return {**result, "pieces": len(pieces)}
+
+    def _send_stroke(self, style: JSON, points: List[JSON], budget: int) -> JSON:
+        """One stroke within the server's point limit, in parts that each fit one request."""
+        parts = frame_parts(points, budget)
+        result: JSON = {}
+        for index, part in enumerate(parts):
+            params = {**style, "points": part}
+            if index < len(parts) - 1:
+                params["continued"] = True
+            try:
+                result = self.call("drawing.addStroke", params)
+            except CanvasError:
+                # A request that changes nothing drops any parts still waiting, so the next
+                # stroke starts anew whatever the server keeps after a refusal.
+                if index > 0:
+                    try:
+                        self.call("pencil.configure", {})
+                    except CanvasError:
+                        pass
+                raise
+        return result
 
     def add_text(self, text: str, x: float, y: float, *, font_size: float = 14, color: str = "black") -> JSON:
         return self.call("drawing.addText", {"text": text, "x": x, "y": y, "fontSize": font_size, "color": color})
@@ -303,6 +366,35 @@ class Session:
 
     def clear(self) -> JSON:
         return self.call("drawing.clear")
+
+
+# Room in a request for what surrounds a part's points (id, method, session, style).
+_ENVELOPE_BYTES = 4096
+
+
+def split_stroke(points: Sequence[JSON], max_points: int) -> List[List[JSON]]:
+    """The strokes a stroke of ``points`` becomes: pieces of at most ``max_points`` points, each
+    after the first starting at the point where the one before ended, so the line has no gap
+    (the web client's ``splitStroke``)."""
+    if len(points) <= max_points or max_points < 2:
+        return [list(points)]
+    return [list(points[start:start + max_points]) for start in range(0, len(points) - 1, max_points - 1)]
+
+
+def frame_parts(points: Sequence[JSON], budget: int) -> List[List[JSON]]:
+    """The ``continued`` parts of one stroke: runs of points whose JSON fits ``budget`` bytes."""
+    parts: List[List[JSON]] = []
+    part: List[JSON] = []
+    size = 0
+    for point in points:
+        cost = len(json.dumps(point, separators=(",", ":"))) + 1
+        if part and size + cost > budget:
+            parts.append(part)
+            part, size = [], 0
+        part.append(point)
+        size += cost
+    parts.append(part)
+    return parts
 
 
 def _point(point: Union[Sequence[float], JSON]) -> JSON:

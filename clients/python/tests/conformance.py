@@ -38,6 +38,7 @@ STATEFUL = {
     ("document.upload.commit", "upload"),  # the uploaded bytes are not a document the store serves
     ("document.upload.part", "offset"),  # a part without binary frames
     ("drawing.addStroke", "continued"),  # a part whose style differs from the parts before it
+    ("drawing.addStroke", "joined"),  # a stroke that does not continue the one drawn last
     ("drawing.editText", "x"), ("drawing.editText", "y"),  # a nudge that takes the text out of range
     ("document.get", "length"),  # over this server's limits.maxGetBytes, which the schema cannot know
 }

@@ -185,6 +185,45 @@ def test_an_oversized_stroke_and_a_large_upload_go_through_in_parts(web, browser
     assert time.monotonic() - started < 30
 
 
+def test_a_gesture_split_at_the_point_limit_is_one_undo_step(web, browser):
+    # 20,000 points under the default maxPointsPerStroke of 10,000: three strokes on the wire,
+    # one gesture for the person who drew it, so one undo and one redo.
+    browser.get(f"{web.base}/harness.html")
+    result = run_js(browser, """
+      const Canvas = await bridge.connect({url: args.url, events: args.events});
+      await Canvas.open();
+      await Canvas.addStroke({points: [{x: 1, y: 1}, {x: 5, y: 5}]});
+      const points = [];
+      for (let i = 0; i < 20000; i++) points.push({x: 10 + i / 40, y: 100 + 50 * Math.sin(i / 100), pressure: 0.25 + (i % 50) / 100});
+      const added = await Canvas.addStroke({tool: 'pen', color: 'blue', width: 2, points});
+      const undone = await Canvas.undo();
+      const afterUndo = await Canvas.getDrawing();
+      const redone = await Canvas.redo();
+      const afterRedo = await Canvas.getDrawing();
+      const expected = bridge.splitStroke(points, Canvas.server.limits.maxPointsPerStroke);
+      const same = expected.length === afterRedo.strokes.length - 1 && expected.every((piece, k) => {
+        const got = afterRedo.strokes[k + 1].points;
+        return got.length === piece.length && piece.every((p, i) => Math.abs(p.x - got[i].x) < 1e-9
+          && Math.abs(p.y - got[i].y) < 1e-9 && Math.abs(p.pressure - got[i].pressure) < 1e-9);
+      });
+      // A gesture refused part way (a bad point in its last piece) takes back what it added
+      // with one undo, and the strokes drawn before it stay.
+      points[19999] = {x: 'not a number', y: 1};
+      let refused = null;
+      try { await Canvas.addStroke({tool: 'pen', color: 'red', width: 2, points}); } catch (error) { refused = {code: error.code, data: error.data}; }
+      const afterRefusal = await Canvas.getDrawing();
+      return {added, undone, undoStrokes: afterUndo.strokes.length, canRedo: afterUndo.canRedo, redone,
+              redoStrokes: afterRedo.strokes.length, same, refused, refusalStrokes: afterRefusal.strokes.length,
+              refusalColors: afterRefusal.strokes.map((s) => s.color)};
+    """, url=web.url, events=web.events)
+    assert result["added"]["pieces"] == 3 and result["added"]["strokes"] == 4, result["added"]
+    assert result["undone"]["strokes"] == 1 and result["undoStrokes"] == 1 and result["canRedo"] is True
+    assert result["redone"]["strokes"] == 4 and result["redoStrokes"] == 4 and result["same"]
+    assert result["refused"]["code"] == "INVALID_PARAMS" and result["refused"]["data"]["piece"] == 2
+    assert result["refused"]["data"]["undone"] == 1, result["refused"]
+    assert result["refusalStrokes"] == 4 and result["refusalColors"] == ["black", "blue", "blue", "blue"]
+
+
 def test_the_demo_shows_the_page_and_the_ink(web, browser):
     open_demo(browser, web)
     drag(browser, [(120, 300), (200, 300), (320, 300)], color_button="red")
