@@ -110,11 +110,12 @@ extension DocumentStore {
         throw .unreadable(name: name, reason: "busy", message: "it was saved or changed over and over while being read; try again")
     }
 
-    /// Settles the document when nobody holds its lock; false when somebody does.
-    func settleIfIdle(_ name: String, _ history: RevisionHistory) throws(DocumentError) -> Bool {
+    /// Settles the document when nobody holds its lock; false when somebody does. A reader
+    /// leaves files for a writer to remove (`cleaning`); start-up removes them itself.
+    func settleIfIdle(_ name: String, _ history: RevisionHistory, cleaning: Bool = false) throws(DocumentError) -> Bool {
         guard let writer = try writer(name, history, wait: false) else { return false }
         defer { writer.close() }
-        _ = try settle(name, writer, cleaning: false)
+        _ = try settle(name, writer, cleaning: cleaning)
         return true
     }
 
@@ -438,13 +439,16 @@ extension DocumentStore {
 
     /// At start-up, settles each history a killed save left something in (a temporary file, an
     /// append's intent, a commit whose rename is not known to have happened), when no writer
-    /// holds it: an uncommitted tail on a document is cut before anyone reads the folder.
+    /// holds it: an uncommitted tail on a document is cut before anyone reads the folder, and
+    /// the killed save's files are removed as the next save would (under the lock no save is
+    /// under way, so no temporary file is anyone's), rather than waiting, perhaps for ever, for
+    /// a next save of that document.
     func settleLeftovers() {
         for name in (try? root.directory(Self.revisionsFolderName, create: false).names()) ?? [] where (try? Self.check(name)) != nil {
             guard let history = try? history(name, create: false), let state = try? history.read(histories) else { continue }
             let temporaries = ((try? history.directory.names()) ?? []).contains { $0.hasPrefix(RevisionHistory.temporaryPrefix) }
             guard temporaries || state.intent != nil || state.pending != nil else { continue }
-            _ = try? settleIfIdle(name, history)
+            _ = try? settleIfIdle(name, history, cleaning: true)
         }
     }
 }
