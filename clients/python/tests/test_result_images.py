@@ -4,9 +4,13 @@ large one is rendered beside the request loop, so other clients are answered mea
 from __future__ import annotations
 
 import base64
+import json
 import math
+import os
+import random
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -119,3 +123,64 @@ def test_a_submit_into_a_document_gives_the_image_of_what_it_saved(server):
         reply = session.call("canvas.submit", {"imageData": True})
         assert reply["action"] == "submitted" and reply["document"]["revision"] == 2
         check_image(reply["imageData"], size=(612, 792), red_y=700)   # the page's display size
+
+
+# Result images have a time budget (spec 3.1, limits.imageTimeBudgetMs).
+
+def far_apart(session, side: int, points: int, seed: int = 7) -> None:
+    """Strokes of `points` points in all, 1,000 a stroke, each point anywhere on a `side`
+    square: thin lines across the page between samples, as a client drawing straight lines
+    sends them. Before the budget, one such image of 16,000 points on 4000 × 4000 rendered for
+    minutes."""
+    rng = random.Random(seed)
+    for _ in range(points // 1000):
+        stroke = [{"x": rng.uniform(0, side), "y": rng.uniform(0, side), "pressure": rng.uniform(0.1, 1)} for _ in range(1000)]
+        session.call("drawing.addStroke", {"tool": "pen", "color": "black", "width": 1, "points": stroke})
+
+
+def cpu_seconds(server) -> float:
+    """The user and system time canvasd has used, from /proc/PID/stat."""
+    fields = (Path("/proc") / str(server.process.pid) / "stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_a_render_past_its_budget_stops_and_the_result_goes_without_it(server):
+    """The issue's case, on a server with the default budget: a minimize with imageData of a
+    4000 × 4000 canvas and 16,000 points far apart. It answers within the budget (and slack
+    for a loaded machine), minimized, with `imageOmitted: "timeout"`; another client is
+    answered meanwhile, and the session's own canvas.state sent behind it is answered after
+    it; once answered, the render costs no more CPU."""
+    with server.client(timeout=60, retries=0) as drawer, server.client(timeout=60, retries=0) as other:
+        session = drawer.open_session(size=(4000, 4000))
+        session.call("canvas.open")
+        far_apart(session, 4000, 16_000)
+        bystander = other.open_session()
+        # Sent together on one socket: the state after the minimize, and its reply after it.
+        minimize_id, state_id = drawer.new_id(), drawer.new_id()
+        started = time.perf_counter()
+        for id, method, params in ((minimize_id, "canvas.minimize", {"imageData": True}), (state_id, "canvas.state", {})):
+            drawer._socket.send_multipart([json.dumps({"id": id, "method": method, "session": session.id,
+                                                       "params": params}).encode()])
+        waits = []
+        while not drawer._socket.poll(0):
+            asked = time.perf_counter()
+            assert other.hello()["protocol"] and bystander.state()["state"] == "closed"
+            waits.append(time.perf_counter() - asked)
+            assert time.perf_counter() - started < 60, "no reply to the minimize in 60 s"
+        replies = [drawer._receive(60), drawer._receive(60)]
+        took = time.perf_counter() - started
+        assert [reply["id"] for reply in replies] == [minimize_id, state_id]
+        result = replies[0]["result"]
+        assert result == {"action": "minimized", "hasContent": True, "state": "minimized", "imageOmitted": "timeout"}, result
+        assert replies[1]["result"]["state"] == "minimized"
+        budget = drawer.hello()["limits"]["imageTimeBudgetMs"] / 1000
+        assert budget <= took < budget + 5, (budget, took)
+        # Another client's requests were answered all along: the render is beside the loop.
+        assert len(waits) >= 10 and max(waits) < 1.0, (len(waits), max(waits))
+        # The render stopped: no core keeps working on an image nobody will get.
+        spent = cpu_seconds(server)
+        time.sleep(1.0)
+        assert cpu_seconds(server) - spent < 0.3
+        # The drawing is all there, and opens again as it was.
+        assert session.call("canvas.open")["state"] == "open"
+        assert sum(len(stroke["points"]) for stroke in session.call("drawing.get")["strokes"]) == 16_000
