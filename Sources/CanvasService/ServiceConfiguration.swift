@@ -45,10 +45,11 @@ public struct Limits: Sendable {
     public var maxImageSide = 8_192
     /// How long a result image may take to render, counted from when its result is ready for
     /// it (a submit's save done): past it the render stops and the result goes without the
-    /// image (`imageOmitted: "timeout"`), so its session waits this long at most. A page of
-    /// handwriting renders in well under a second; the largest drawings on the largest
-    /// canvases take minutes.
-    public var imageTimeBudget: Duration = .seconds(3)
+    /// image (`imageOmitted: "timeout"`), so its session waits this long at most. Room for a
+    /// page of handwriting, and for an empty image of the largest size (whose PNG encoding
+    /// is most of its cost), on a busy machine; not for many points far apart on a large
+    /// canvas, whose image could take minutes.
+    public var imageTimeBudget: Duration = .seconds(5)
     /// The largest document `document.upload.*` takes, and how many uploads may be under way
     /// at once (their bytes wait in a temporary file each until the commit: disk, not memory).
     public var maxUploadBytes = 32 << 20

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from canvasbridge import CanvasError, EventSubscriber
+from conftest import Server
 from images import decode_png
 from pdfs import tiny_pdf
 
@@ -184,3 +185,66 @@ def test_a_render_past_its_budget_stops_and_the_result_goes_without_it(server):
         # The drawing is all there, and opens again as it was.
         assert session.call("canvas.open")["state"] == "open"
         assert sum(len(stroke["points"]) for stroke in session.call("drawing.get")["strokes"]) == 16_000
+
+
+def test_a_repeat_sent_while_the_image_renders_gets_the_first_reply(server):
+    """2.4: the minimize sent again with its id while its image renders waits its turn and is
+    answered from the reply cache: the same reply twice, one minimize, one canvas.result."""
+    with server.client(timeout=60, retries=0) as drawer:
+        session = drawer.open_session(size=(4000, 4000), result_images=True)
+        session.call("canvas.open")
+        far_apart(session, 4000, 16_000)
+        request = json.dumps({"id": 4242, "method": "canvas.minimize", "session": session.id,
+                              "params": {"imageData": True}}).encode()
+        with EventSubscriber(server.events, prefix=session.id + ".") as events:
+            events.ready()
+            drawer._socket.send_multipart([request])
+            time.sleep(0.5)   # the render is under way: the repeat comes during it
+            drawer._socket.send_multipart([request])
+            first, second = drawer._receive(60), drawer._receive(60)
+            assert first is not None and first == second, (first, second)
+            assert first["result"]["imageOmitted"] == "timeout" and first["result"]["state"] == "minimized"
+            received = events.drain(quiet=0.5)
+        assert [(event.event, event.data.get("imageOmitted")) for event in received] == [
+            ("canvas.stateChanged", None), ("canvas.result", "timeout")], received
+        assert "imageData" not in received[1].data
+
+
+def test_a_short_budget_leaves_out_the_large_image_and_keeps_the_small_one(tmp_path):
+    """`--image-time-budget 0.5`: hello reports it; a large result image past it is left out of
+    the reply and of canvas.result, a submit into a document past it has saved all the same,
+    and a small image on the same server still comes whole."""
+    server = Server(tmp_path, ["--image-time-budget", "0.5"])
+    try:
+        (server.documents / "letter.pdf").write_bytes(tiny_pdf(1))
+        with server.client(timeout=60, retries=0) as client:
+            assert client.hello()["limits"]["imageTimeBudgetMs"] == 500
+            large = client.open_session(size=(4000, 4000), result_images=True)
+            large.call("canvas.open")
+            far_apart(large, 4000, 8_000)
+            with EventSubscriber(server.events, prefix=large.id + ".canvas.result") as events:
+                events.ready()
+                started = time.perf_counter()
+                reply = large.call("canvas.minimize", {"imageData": True})
+                assert time.perf_counter() - started < 0.5 + 5
+                assert reply == {"action": "minimized", "hasContent": True, "state": "minimized", "imageOmitted": "timeout"}
+                event = events.next(timeout=10)
+            assert event is not None and event.data["imageOmitted"] == "timeout" and "imageData" not in event.data
+            # A submit into a document: the save is made, and its image is left out.
+            into = client.open_session()
+            into.call("canvas.open", {"document": "letter.pdf", "page": 0})
+            far_apart(into, 612, 8_000)
+            submitted = into.call("canvas.submit", {"imageData": True})
+            assert submitted["action"] == "submitted" and submitted["imageOmitted"] == "timeout"
+            assert submitted["document"]["revision"] == 2 and "imageData" not in submitted
+            # A few strokes on a page render well within the budget (milliseconds).
+            small = client.open_session(size=(WIDTH, HEIGHT))
+            small.call("canvas.open")
+            for line in range(3):
+                small.add_stroke([(40 + i * 4, 40 + line * 30 + 8 * math.sin(i / 3), 0.5) for i in range(100)])
+            small.call("drawing.addStroke", {"tool": "pen", "color": "red", "width": 6, "points": [{"x": 100, "y": 970}, {"x": 300, "y": 970}]})
+            reply = small.call("canvas.minimize", {"imageData": True})
+            assert "imageOmitted" not in reply
+            check_image(reply["imageData"])
+    finally:
+        server.stop()
