@@ -119,10 +119,30 @@ struct ActionExecutor {
     }
 
     /// Whether rendering `drawing` for `session` takes long enough (a millisecond or more) to
-    /// hold up every other client if done on the loop: many points, or many pixels to encode.
+    /// hold up every other client if done on the loop: many points, many pixels to encode, or
+    /// long lines of ink (a few points far apart cost as much as thousands close together:
+    /// each segment is outlined, and filled, over all the cells and rows it crosses).
     static func rendersOffLoop(_ drawing: Drawing, _ session: ServiceSession, maxImageSide: Int) -> Bool {
         if drawing.pointCount > Dispatcher.inlineDrawingPoints { return true }
         let extent = session.size ?? InkRenderer.extent(of: drawing)
-        return min(extent.width, maxImageSide) * min(extent.height, maxImageSide) > 250_000
+        if min(extent.width, maxImageSide) * min(extent.height, maxImageSide) > 250_000 { return true }
+        return inkLength(drawing) > maxInlineInkLength
+    }
+
+    /// The most centre line, in points, a result image rendered on the loop may have: several
+    /// pages of handwriting, whose points lie a point or two apart.
+    static let maxInlineInkLength = 50_000.0
+
+    /// The length of every stroke's polyline together, stopping once past the inline bound
+    /// (at most `inlineDrawingPoints` points are measured).
+    static func inkLength(_ drawing: Drawing) -> Double {
+        var length = 0.0
+        for stroke in drawing.strokes {
+            for (a, b) in zip(stroke.points, stroke.points.dropFirst()) {
+                length += ((b.x - a.x) * (b.x - a.x) + (b.y - a.y) * (b.y - a.y)).squareRoot()
+            }
+            if length > maxInlineInkLength { break }
+        }
+        return length
     }
 }

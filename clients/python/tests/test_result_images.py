@@ -248,3 +248,18 @@ def test_a_short_budget_leaves_out_the_large_image_and_keeps_the_small_one(tmp_p
             check_image(reply["imageData"])
     finally:
         server.stop()
+
+
+def test_a_small_image_of_long_lines_is_rendered_beside_the_loop(server):
+    """2,000 points far apart on a 500 × 500 canvas: few points and pixels, but lines across
+    the canvas, which cost as much as a large drawing. Rendered beside the loop, another client
+    is answered meanwhile (on the loop, it waited for the whole render: seconds, once)."""
+    with server.client(timeout=60) as drawer, server.client(timeout=60) as other:
+        session = drawer.open_session(size=(500, 500))
+        session.call("canvas.open")
+        far_apart(session, 500, 2_000)
+        bystander = other.open_session()
+        reply = answered_meanwhile(lambda: session.call("canvas.minimize", {"imageData": True}), bystander)
+        assert reply["action"] == "minimized" and "imageOmitted" not in reply
+        width, height, _ = decode_png(base64.b64decode(reply["imageData"]))
+        assert (width, height) == (500, 500)
