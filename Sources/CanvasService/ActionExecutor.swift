@@ -5,7 +5,8 @@ import InkRendering
 import Logging
 
 /// A result's image as made before the result ran: rendered off the loop, or left out because
-/// it could not be (the result then says `imageOmitted` with the reason).
+/// it could not be (the result then says `imageOmitted` with the reason; a render stopped at
+/// its deadline says `timeout`).
 enum ResultImage {
     case rendered(Result<String, RenderError>)
     case omitted(reason: String)
@@ -16,6 +17,7 @@ enum ResultImage {
 struct ActionExecutor {
     let logger: Logger
     let maxImageSide: Int
+    let imageTimeBudget: Duration
 
     /// Carries out `actions` for `session`. Returns the CanvasResult emitted, if any, with the
     /// image when the caller asked for it. `rendered` is that image when a job made it off the
@@ -37,8 +39,10 @@ struct ActionExecutor {
                 if imageData || session.resultImages {
                     switch rendered {
                     case .omitted(let reason)?: omitted = .string(reason)
-                    case .rendered(let result)?: image = png(result, session)
-                    case nil: image = png(Self.png(drawing, size: session.size, maxImageSide: maxImageSide), session)
+                    case .rendered(let result)?: (image, omitted) = png(result, session)
+                    case nil:
+                        (image, omitted) = png(Self.png(drawing, size: session.size, maxImageSide: maxImageSide,
+                                                        deadline: RenderDeadline(.now + imageTimeBudget)), session)
                     }
                 }
                 if imageData { json["imageData"] = image.map { .string($0) }; json["imageOmitted"] = omitted }
@@ -74,23 +78,35 @@ struct ActionExecutor {
         call.output.events.append(ReplyEncoder.event(session: session.id, name: name, seq: session.nextSeq(), data: data))
     }
 
-    /// The image, or nil (logged) when Cairo could not make it.
-    private func png(_ rendered: Result<String, RenderError>, _ session: ServiceSession) -> String? {
+    /// The image; or none, left out (`timeout`) when its render passed the time budget, or
+    /// nil (logged) when Cairo could not make it.
+    private func png(_ rendered: Result<String, RenderError>, _ session: ServiceSession) -> (image: String?, omitted: JSONValue?) {
         do {
-            return try rendered.get()
+            return (try rendered.get(), nil)
+        } catch where error.pastDeadline {
+            logger.notice("imageData left out: its render passed the time budget",
+                          metadata: ["session": "\(session.id)", "budgetMs": "\(imageTimeBudget.milliseconds)", "at": "\(error.operation)"])
+            return (nil, "timeout")
         } catch {
             logger.error("imageData not rendered", metadata: ["session": "\(session.id)", "error": "\(error)"])
-            return nil
+            return (nil, nil)
         }
     }
 
     /// The result image of `drawing` as base64 PNG: `size` when the session has one, else the
-    /// drawing's extent, each side capped. Pure, so a job may run it off the loop.
-    static func png(_ drawing: Drawing, size: (width: Int, height: Int)?, maxImageSide: Int) -> Result<String, RenderError> {
+    /// drawing's extent, each side capped; past `deadline` the render stops and fails
+    /// (`pastDeadline`). Pure, so a job may run it off the loop.
+    static func png(_ drawing: Drawing, size: (width: Int, height: Int)?, maxImageSide: Int,
+                    deadline: RenderDeadline) -> Result<String, RenderError> {
         let extent = InkRenderer.extent(of: drawing)
         let width = min(size?.width ?? extent.width, maxImageSide)
         let height = min(size?.height ?? extent.height, maxImageSide)
-        return Result { () throws(RenderError) in Data(try InkRenderer.png(drawing, width: width, height: height)).base64EncodedString() }
+        return Result { () throws(RenderError) in
+            let bytes = try InkRenderer.png(drawing, width: width, height: height, deadline: deadline)
+            // Base64 of the largest PNG is a few hundred milliseconds of its own.
+            try deadline.check("encode the PNG as base64")
+            return Data(bytes).base64EncodedString()
+        }
     }
 
     /// The drawing of the result among `actions` whose image `run` would render for `session`
@@ -103,10 +119,30 @@ struct ActionExecutor {
     }
 
     /// Whether rendering `drawing` for `session` takes long enough (a millisecond or more) to
-    /// hold up every other client if done on the loop: many points, or many pixels to encode.
+    /// hold up every other client if done on the loop: many points, many pixels to encode, or
+    /// long lines of ink (a few points far apart cost as much as thousands close together:
+    /// each segment is outlined, and filled, over all the cells and rows it crosses).
     static func rendersOffLoop(_ drawing: Drawing, _ session: ServiceSession, maxImageSide: Int) -> Bool {
         if drawing.pointCount > Dispatcher.inlineDrawingPoints { return true }
         let extent = session.size ?? InkRenderer.extent(of: drawing)
-        return min(extent.width, maxImageSide) * min(extent.height, maxImageSide) > 250_000
+        if min(extent.width, maxImageSide) * min(extent.height, maxImageSide) > 250_000 { return true }
+        return inkLength(drawing) > maxInlineInkLength
+    }
+
+    /// The most centre line, in points, a result image rendered on the loop may have: several
+    /// pages of handwriting, whose points lie a point or two apart.
+    static let maxInlineInkLength = 50_000.0
+
+    /// The length of every stroke's polyline together, stopping once past the inline bound
+    /// (at most `inlineDrawingPoints` points are measured).
+    static func inkLength(_ drawing: Drawing) -> Double {
+        var length = 0.0
+        for stroke in drawing.strokes {
+            for (a, b) in zip(stroke.points, stroke.points.dropFirst()) {
+                length += ((b.x - a.x) * (b.x - a.x) + (b.y - a.y) * (b.y - a.y)).squareRoot()
+            }
+            if length > maxInlineInkLength { break }
+        }
+        return length
     }
 }

@@ -98,7 +98,7 @@ public final class Dispatcher {
         let params = SessionParams(limits: limits)
         server = ServerMethods(limits: limits, params: params, idleTimeout: idleTimeout, authenticated: authenticated, logger: logger,
                                shared: lanes.first?.shared, instance: configuration.instanceName)
-        canvas = CanvasMethods(params: params, executor: ActionExecutor(logger: logger, maxImageSide: limits.maxImageSide),
+        canvas = CanvasMethods(params: params, executor: ActionExecutor(logger: logger, maxImageSide: limits.maxImageSide, imageTimeBudget: limits.imageTimeBudget),
                                documents: documents)
     }
 

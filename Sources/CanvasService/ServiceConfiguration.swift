@@ -14,7 +14,7 @@ public struct Limits: Sendable {
     /// by every subscriber (libzmq sends one copy of a large message to all).
     public static let eventQueueMessages: Int32 = 1_000
     /// The largest `imageData` a `canvas.result` event carries; a larger image is left out of
-    /// the event (`imageOmitted: true`), the reply that asked for it still has it.
+    /// the event (`imageOmitted: "tooLarge"`), the reply that asked for it still has it.
     public static let maxEventImageBytes = 128 << 10
     public var maxPointsPerStroke = 10_000
     /// Points in all strokes of one drawing: what bounds rendering, `drawing.get` and a save.
@@ -43,6 +43,13 @@ public struct Limits: Sendable {
     public var maxCachedBytesPerSession = 1 << 20
     /// The largest side of an `imageData` PNG, in pixels.
     public var maxImageSide = 8_192
+    /// How long a result image may take to render, counted from when its result is ready for
+    /// it (a submit's save done): past it the render stops and the result goes without the
+    /// image (`imageOmitted: "timeout"`), so its session waits this long at most. Room for a
+    /// page of handwriting, and for an empty image of the largest size (whose PNG encoding
+    /// is most of its cost), on a busy machine; not for many points far apart on a large
+    /// canvas, whose image could take minutes.
+    public var imageTimeBudget: Duration = .seconds(5)
     /// The largest document `document.upload.*` takes, and how many uploads may be under way
     /// at once (their bytes wait in a temporary file each until the commit: disk, not memory).
     public var maxUploadBytes = 32 << 20
@@ -79,6 +86,7 @@ public struct Limits: Sendable {
             "replyCacheSize": .integer(Int64(replyCacheSize)),
             "maxCachedReplyBytes": .integer(Int64(maxCachedReplyBytes)),
             "maxImageSide": .integer(Int64(maxImageSide)),
+            "imageTimeBudgetMs": .integer(imageTimeBudget.milliseconds),
             "maxUploadBytes": .integer(Int64(maxUploadBytes)),
             "maxUploads": .integer(Int64(maxUploads)),
             "maxUploadsPerOwner": .integer(Int64(maxUploadsPerOwner)),

@@ -117,10 +117,11 @@ extension Dispatcher {
             let save = try DocumentMethods.available(documents)
                 .targetSave(target, drawing, madeBy: madeBy(session, request, fingerprint), fence: saveFence(session, request, fingerprint))
             let asked = (try? params.bool("imageData", default: false)) ?? false
-            let size = session.size, maxImageSide = limits.maxImageSide
+            let size = session.size, maxImageSide = limits.maxImageSide, budget = limits.imageTimeBudget
             var render: (@Sendable () -> Result<String, RenderError>)?
             if asked || session.resultImages, ActionExecutor.rendersOffLoop(drawing, session, maxImageSide: maxImageSide) {
-                render = { ActionExecutor.png(drawing, size: size, maxImageSide: maxImageSide) }
+                // The budget is the image's: it starts once the save is done.
+                render = { ActionExecutor.png(drawing, size: size, maxImageSide: maxImageSide, deadline: RenderDeadline(.now + budget)) }
             }
             var job = PendingJob(kind: .canvas(.canvasSubmit), request: request, envelope: envelope, client: call.client,
                                  holding: (session, fingerprint))
@@ -139,16 +140,20 @@ extension Dispatcher {
     /// canvas, an 8192-pixel square over a second): rendered off the loop, holding only this
     /// session, and reported when it is in (`finishJobs`). Never on the loop: with the runner
     /// full, or this owner's renders at their bound, it is reported now without the image.
+    /// The image's time budget counts from now, waiting for a free runner included: the
+    /// session is held for the budget at most, and past it the render stops and the result
+    /// is reported without the image (`timeout`).
     func render(_ unreported: UnreportedResult, _ method: Method, _ request: Request, _ session: consuming ServiceSession,
                 fingerprint: [UInt8], frames: [[UInt8]], envelope: [[UInt8]], eventsFrom mark: Int, _ call: inout Call) {
         let omitted: String
         do throws(ProtocolError) {
             let drawing = unreported.drawing, size = session.size, maxImageSide = limits.maxImageSide
+            let deadline = RenderDeadline(call.now + limits.imageTimeBudget)
             var job = PendingJob(kind: .rendering(unreported), request: request, envelope: envelope, client: call.client,
                                  holding: (session, fingerprint))
             job.frames = frames
             job.retaking = call.retaking
-            try jobs.read(for: job, kind: .render) { .image(ActionExecutor.png(drawing, size: size, maxImageSide: maxImageSide)) }
+            try jobs.read(for: job, kind: .render) { .image(ActionExecutor.png(drawing, size: size, maxImageSide: maxImageSide, deadline: deadline)) }
             return
         } catch {
             omitted = error.data["reason"]?.stringValue ?? "busy"

@@ -35,9 +35,11 @@ struct InkEnvelope {
     private final class Hint { var capsule = -1 }
     private let hint = Hint()
 
-    init(_ centres: [InkVector], radii: [Double]) {
+    /// Throws only when `deadline` passes: a stroke of many points far apart is the most
+    /// work of any, and the grid below the part of it that grows with their distance.
+    init(_ centres: [InkVector], radii: [Double], deadline: RenderDeadline = .none) throws(RenderError) {
         precondition(centres.count == radii.count && !centres.isEmpty)
-        var largest = 0.0
+        var largest = 0.0, length = 0.0
         if centres.count == 1 {
             capsules = [Capsule(a: centres[0], b: centres[0], ra: radii[0], rb: radii[0])]
             largest = radii[0]
@@ -46,51 +48,83 @@ struct InkEnvelope {
             for k in 0..<(centres.count - 1) {
                 capsules.append(Capsule(a: centres[k], b: centres[k + 1], ra: radii[k], rb: radii[k + 1]))
                 largest = max(largest, radii[k], radii[k + 1])
+                length += (centres[k + 1] - centres[k]).length
             }
         }
-        cell = max(4 * largest, 2)
+        // A cell a few radii wide, so a question asks the few capsules around it; but where the
+        // points are far apart (a line across the page between two samples), wide enough that
+        // a capsule's cells number a few dozen, not its length over two points.
+        cell = max(4 * largest, 2, length / Double(capsules.count) / 32)
         let boxes = capsules.map(bounds)
         var low = boxes[0].0, high = boxes[0].1
         var used = 0
-        for (a, b) in boxes {
-            low = (min(low.0, a.0), min(low.1, a.1))
-            high = (max(high.0, b.0), max(high.1, b.1))
-            used += Int((b.0 - a.0 + 1) * (b.1 - a.1 + 1))
+        for (index, capsule) in capsules.enumerated() {
+            try deadline.check(step: index, "lay out the envelope of \(capsules.count) segments")
+            low = (min(low.0, boxes[index].0.0), min(low.1, boxes[index].0.1))
+            high = (max(high.0, boxes[index].1.0), max(high.1, boxes[index].1.1))
+            forEachCell(of: capsule, box: boxes[index]) { _, _ in used += 1 }
         }
         let (columns, rows) = (high.0 - low.0 + 1, high.1 - low.1 + 1)
         guard columns <= 1 << 16, rows <= 1 << 16, columns * rows <= Int64(4 * used + 4096) else {
-            for (index, (a, b)) in boxes.enumerated() {
-                for gx in a.0...b.0 {
-                    for gy in a.1...b.1 { sparse[key(gx, gy), default: []].append(Int32(index)) }
-                }
+            var sparse: [Int64: [Int32]] = [:]
+            for (index, capsule) in capsules.enumerated() {
+                try deadline.check(step: index, "file the envelope of \(capsules.count) segments")
+                forEachCell(of: capsule, box: boxes[index]) { gx, gy in sparse[key(gx, gy), default: []].append(Int32(index)) }
             }
+            self.sparse = sparse
             return
         }
         self.low = low
         self.columns = columns
         self.rows = rows
         // Counted, then filled in capsule order: each cell lists its capsules as the
-        // dictionary did.
+        // dictionary does.
         var starts = [Int32](repeating: 0, count: Int(columns * rows) + 1)
-        for (a, b) in boxes {
-            for gy in a.1...b.1 {
-                for gx in a.0...b.0 { starts[Int((gy - low.1) * columns + (gx - low.0)) + 1] += 1 }
-            }
+        for (index, capsule) in capsules.enumerated() {
+            try deadline.check(step: index, "count the envelope's cells of \(capsules.count) segments")
+            forEachCell(of: capsule, box: boxes[index]) { gx, gy in starts[Int((gy - low.1) * columns + (gx - low.0)) + 1] += 1 }
         }
         for index in 1..<starts.count { starts[index] += starts[index - 1] }
         var next = starts
         var members = [Int32](repeating: 0, count: Int(starts[starts.count - 1]))
-        for (index, (a, b)) in boxes.enumerated() {
-            for gy in a.1...b.1 {
-                for gx in a.0...b.0 {
-                    let at = Int((gy - low.1) * columns + (gx - low.0))
-                    members[Int(next[at])] = Int32(index)
-                    next[at] += 1
-                }
+        for (index, capsule) in capsules.enumerated() {
+            try deadline.check(step: index, "fill the envelope's cells of \(capsules.count) segments")
+            forEachCell(of: capsule, box: boxes[index]) { gx, gy in
+                let at = Int((gy - low.1) * columns + (gx - low.0))
+                members[Int(next[at])] = Int32(index)
+                next[at] += 1
             }
         }
         self.starts = starts
         self.members = members
+    }
+
+    /// Calls `body` with each cell the capsule may meet: column by column of its box, the rows
+    /// that the segment, clipped to the column widened by the larger radius, covers, widened
+    /// by that radius again. A point of the capsule lies within the radius of a point of the
+    /// segment, so no cell it meets is left out; and a long slanted capsule is filed under the
+    /// cells along it, not under every cell of its box (a segment across the page is
+    /// thousands of cells long, and its box millions).
+    private func forEachCell(of c: Capsule, box: ((Int64, Int64), (Int64, Int64)), _ body: (Int64, Int64) -> Void) {
+        // A hair more than the radius: a point on the edge, within a containment test's slack,
+        // still finds the capsule in its cell.
+        let r = max(c.ra, c.rb) + 1e-6
+        let d = c.b - c.a
+        for gx in box.0.0...box.1.0 {
+            var t0 = 0.0, t1 = 1.0
+            if abs(d.x) > 1e-12 {
+                let left = Double(gx) * cell - r, right = Double(gx + 1) * cell + r
+                let ta = (left - c.a.x) / d.x, tb = (right - c.a.x) / d.x
+                t0 = max(0, min(ta, tb))
+                t1 = min(1, max(ta, tb))
+                if t0 > t1 { continue }
+            }
+            let y0 = c.a.y + d.y * t0, y1 = c.a.y + d.y * t1
+            let top = max(box.0.1, Int64(((min(y0, y1) - r) / cell).rounded(.down)))
+            let bottom = min(box.1.1, Int64(((max(y0, y1) + r) / cell).rounded(.down)))
+            guard top <= bottom else { continue }
+            for gy in top...bottom { body(gx, gy) }
+        }
     }
 
     private func cellOf(_ p: InkVector) -> (Int64, Int64) {

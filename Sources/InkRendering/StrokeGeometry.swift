@@ -53,18 +53,21 @@ public enum StrokeGeometry {
     }
 
     /// The envelope of a pen stroke.
-    static func envelope(_ stroke: Stroke) -> InkEnvelope {
-        InkEnvelope(stroke.points.map { InkVector($0.x, $0.y) }, radii: stroke.points.map { reach($0, of: stroke) })
+    static func envelope(_ stroke: Stroke, deadline: RenderDeadline = .none) throws(RenderError) -> InkEnvelope {
+        try InkEnvelope(stroke.points.map { InkVector($0.x, $0.y) }, radii: stroke.points.map { reach($0, of: stroke) }, deadline: deadline)
     }
 
     /// The samples of a pen's centre line, each with the radius of the ink there.
-    public static func smoothed(_ stroke: Stroke) -> [Sample] { centreLine(stroke, envelope: envelope(stroke)) }
+    public static func smoothed(_ stroke: Stroke) -> [Sample] {
+        // Without a deadline nothing throws.
+        try! centreLine(stroke, envelope: envelope(stroke))
+    }
 
-    static func centreLine(_ stroke: Stroke, envelope: InkEnvelope) -> [Sample] {
+    static func centreLine(_ stroke: Stroke, envelope: InkEnvelope, deadline: RenderDeadline = .none) throws(RenderError) -> [Sample] {
         let points = merged(stroke.points.map { Sample(x: $0.x, y: $0.y, radius: radius($0, of: stroke)) })
         let centres = smoothedCentres(points)
         let radii = smoothedRadii(points.map(\.radius))
-        return points.indices.map { k in
+        func sample(_ k: Int) -> Sample {
             let room = envelope.room(centres[k])
             // Where smoothing took the line too near the envelope's edge (a sharp corner of
             // sparse points), the point stays where it was drawn.
@@ -72,6 +75,15 @@ public enum StrokeGeometry {
             let point = points[k]
             return Sample(x: point.x, y: point.y, radius: min(point.radius, inset * envelope.room(InkVector(point.x, point.y))))
         }
+        var samples: [Sample] = []
+        samples.reserveCapacity(points.count)
+        for k in points.indices {
+            // Each asks the envelope: where many capsules cross (points far apart), this is
+            // the slow part of a stroke.
+            try deadline.check(step: k, "smooth the centre line of \(points.count) points")
+            samples.append(sample(k))
+        }
+        return samples
     }
 
     /// A highlighter's centre line (its ink is the line stroked at the stroke's width).

@@ -30,10 +30,18 @@ public enum StrokeOutline {
     /// even those leave it (a shape no piece of this construction fits), the stroke is drawn as
     /// the envelope's own capsules, each a polygon with its corners on its two circles.
     public static func pen(_ stroke: Stroke) -> InkPath {
-        let envelope = StrokeGeometry.envelope(stroke)
-        let samples = withoutSwallowedDiscs(deduplicated(StrokeGeometry.centreLine(stroke, envelope: envelope)))
+        // Without a deadline nothing throws.
+        try! pen(stroke, deadline: .none)
+    }
+
+    /// `pen(_:)`, stopped when `deadline` passes (checked along the stroke's envelope, centre
+    /// line and outline: a stroke of `maxPointsPerStroke` points is seconds of work).
+    public static func pen(_ stroke: Stroke, deadline: RenderDeadline) throws(RenderError) -> InkPath {
+        let envelope = try StrokeGeometry.envelope(stroke, deadline: deadline)
+        let samples = try withoutSwallowedDiscs(deduplicated(StrokeGeometry.centreLine(stroke, envelope: envelope, deadline: deadline)),
+                                                deadline: deadline)
         let quantum = quantum(width: stroke.width)
-        if var path = outline(of: samples, within: envelope, quantum: quantum) {
+        if var path = try outline(of: samples, within: envelope, quantum: quantum, deadline: deadline) {
             path.quantum = quantum
             return path
         }
@@ -51,6 +59,12 @@ public enum StrokeOutline {
     /// The line stays within 0.35 × width and 0.5 pt of the input points, so the ink stays
     /// inside the envelope a pen without pressure has (spec §4).
     public static func highlighter(_ stroke: Stroke) -> InkPath {
+        // Without a deadline nothing throws.
+        try! highlighter(stroke, deadline: .none)
+    }
+
+    /// `highlighter(_:)`, stopped when `deadline` passes.
+    public static func highlighter(_ stroke: Stroke, deadline: RenderDeadline) throws(RenderError) -> InkPath {
         let points = StrokeGeometry.highlighterLine(stroke)
         var path = InkPath()
         path.move(to: points[0])
@@ -60,9 +74,11 @@ public enum StrokeOutline {
             return path
         }
         let reach = min(0.35 * stroke.width, StrokeGeometry.allowance)
-        let envelope = InkEnvelope(stroke.points.map { InkVector($0.x, $0.y) }, radii: Array(repeating: reach, count: stroke.points.count))
+        let envelope = try InkEnvelope(stroke.points.map { InkVector($0.x, $0.y) }, radii: Array(repeating: reach, count: stroke.points.count),
+                                       deadline: deadline)
         let fitted = CurveFit.fitSpans(points, tolerance: min(tolerance, 0.1 * reach))
-        for span in fitted.curves {
+        for (index, span) in fitted.curves.enumerated() {
+            try deadline.check(step: index, "outline a highlighter stroke of \(stroke.points.count) points")
             if envelope.contains(span.curve) {
                 path.curve(span.curve.c1, span.curve.c2, span.curve.p3)
             } else {
@@ -87,12 +103,15 @@ public enum StrokeOutline {
 
     /// Drops samples whose disc lies inside a neighbour's (pressure rising faster than the pen
     /// moves): they add no ink, and between the rest the outline has a tangent on both sides.
-    static func withoutSwallowedDiscs(_ samples: [StrokeGeometry.Sample]) -> [StrokeGeometry.Sample] {
+    static func withoutSwallowedDiscs(_ samples: [StrokeGeometry.Sample], deadline: RenderDeadline = .none) throws(RenderError)
+        -> [StrokeGeometry.Sample] {
         var samples = samples
         func inside(_ a: StrokeGeometry.Sample, _ b: StrokeGeometry.Sample) -> Bool {
             ((a.x - b.x) * (a.x - b.x) + (a.y - b.y) * (a.y - b.y)).squareRoot() + a.radius <= b.radius + 1e-9
         }
         while samples.count > 1 {
+            // Each pass may drop as little as one sample of a long run of swelling discs.
+            try deadline.check("drop the swallowed discs of \(samples.count) samples")
             var kept: [StrokeGeometry.Sample] = []
             for (i, sample) in samples.enumerated() {
                 let swallowed = (i > 0 && inside(sample, samples[i - 1])) || (i < samples.count - 1 && inside(sample, samples[i + 1]))
@@ -105,7 +124,8 @@ public enum StrokeOutline {
     }
 
     /// The outline of the samples' discs, or nil if some part of it would leave `envelope`.
-    static func outline(of samples: [StrokeGeometry.Sample], within envelope: InkEnvelope, quantum: Double) -> InkPath? {
+    static func outline(of samples: [StrokeGeometry.Sample], within envelope: InkEnvelope, quantum: Double,
+                        deadline: RenderDeadline = .none) throws(RenderError) -> InkPath? {
         var path = InkPath()
         guard samples.count > 1 else {
             for eighths in [false, true] {
@@ -118,7 +138,9 @@ public enum StrokeOutline {
         }
         let tolerance = tolerance(for: samples)
         for piece in pieces(samples) {
-            guard addPiece(samples, piece, tolerance: tolerance, quantum: quantum, within: envelope, into: &path) else { return nil }
+            try deadline.check("outline a stroke of \(samples.count) samples")
+            guard try addPiece(samples, piece, tolerance: tolerance, quantum: quantum, within: envelope, deadline: deadline, into: &path)
+            else { return nil }
         }
         return path
     }
@@ -359,7 +381,7 @@ public enum StrokeOutline {
     /// One piece: the left side forward, a round cap, the right side back, a round cap. False
     /// if some part of it would leave `envelope`.
     private static func addPiece(_ samples: [StrokeGeometry.Sample], _ range: ClosedRange<Int>, tolerance: Double, quantum: Double,
-                                 within envelope: InkEnvelope, into path: inout InkPath) -> Bool {
+                                 within envelope: InkEnvelope, deadline: RenderDeadline, into path: inout InkPath) throws(RenderError) -> Bool {
         let (rawLeft, rawRight) = sides(samples, range)
         let centre = range.map { InkVector(samples[$0].x, samples[$0].y) }
         let left = clippedFolds(rawLeft, along: centre), right = clippedFolds(Array(rawRight.reversed()), along: centre.reversed())
@@ -370,12 +392,12 @@ public enum StrokeOutline {
         let startOffsets = offsetDirections(samples, range.lowerBound, range)
         let endOffsets = offsetDirections(samples, range.upperBound, range)
         path.move(to: left.side[0].snapped(quantum))
-        let fit = Fit(tolerance: tolerance, quantum: quantum, envelope: envelope)
-        guard fit.side(left.side, corners: left.corners, into: &path) else { return false }
+        let fit = Fit(tolerance: tolerance, quantum: quantum, envelope: envelope, deadline: deadline)
+        guard try fit.side(left.side, corners: left.corners, into: &path) else { return false }
         // End cap: from the left offset, round the front, to the right offset.
         guard fit.cap(around: end, radius: samples[range.upperBound].radius, from: endOffsets.left, via: endDirection, to: endOffsets.right,
                       into: &path) else { return false }
-        guard fit.side(right.side, corners: right.corners, into: &path) else { return false }
+        guard try fit.side(right.side, corners: right.corners, into: &path) else { return false }
         guard fit.cap(around: start, radius: samples[range.lowerBound].radius, from: startOffsets.right, via: -startDirection,
                       to: startOffsets.left, into: &path) else { return false }
         path.close()
@@ -387,13 +409,15 @@ public enum StrokeOutline {
         let tolerance: Double
         let quantum: Double
         let envelope: InkEnvelope
+        var deadline = RenderDeadline.none
 
         /// One side of a piece, fitted with curves; a curve that would leave the envelope is
         /// fitted again as two halves, and two points that no curve joins inside it are joined
         /// by a line. False if even the line leaves it.
-        func side(_ points: [InkVector], corners: Set<Int>, into path: inout InkPath) -> Bool {
+        func side(_ points: [InkVector], corners: Set<Int>, into path: inout InkPath) throws(RenderError) -> Bool {
             let fitted = CurveFit.fitSpans(points, tolerance: tolerance, corners: corners)
-            for span in fitted.curves {
+            for (index, span) in fitted.curves.enumerated() {
+                try deadline.check(step: index, every: 16, "fit a side of \(points.count) points")
                 guard refit(fitted.points, span, into: &path) else { return false }
             }
             return true

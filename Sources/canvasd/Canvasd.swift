@@ -97,6 +97,11 @@ struct Canvasd: ParsableCommand {
             help: "Resident megabytes past which large replies (document.get, a large drawing.get) are refused for the moment.")
     var memoryBudget = defaults.limits.memoryBudgetBytes >> 20
 
+    @Option(name: .customLong("image-time-budget"),
+            help: "Seconds a result image (imageData) may take to render; past them the result goes without it (imageOmitted: timeout).")
+    var imageTimeBudget = Double(defaults.limits.imageTimeBudget.components.seconds)
+        + Double(defaults.limits.imageTimeBudget.components.attoseconds) / 1e18
+
     @Option(name: .customLong("max-web-connections"),
             help: "Connections each ws:// endpoint takes at once (default: half of the descriptor limit left after 256 reserved, at most 4096).")
     var maxWebConnections: Int?
@@ -130,6 +135,7 @@ struct Canvasd: ParsableCommand {
         guard maxSessionsPerClient > 0 else { throw ValidationError("--max-sessions-per-client must be positive") }
         guard memoryBudget >= 64 else { throw ValidationError("--memory-budget must be at least 64 (megabytes)") }
         if let drainSeconds, !(0...600).contains(drainSeconds) { throw ValidationError("--drain-seconds must be between 0 and 600") }
+        guard (0.001...600).contains(imageTimeBudget) else { throw ValidationError("--image-time-budget must be between 0.001 and 600 (seconds)") }
         if let maxWebConnections, maxWebConnections < 1 { throw ValidationError("--max-web-connections must be positive") }
         if let maxWebConnectionsPerSource, maxWebConnectionsPerSource < 1 {
             throw ValidationError("--max-web-connections-per-source must be positive")
@@ -171,6 +177,7 @@ struct Canvasd: ParsableCommand {
         configuration.limits.maxUploadBytes = maxUploadBytes
         configuration.limits.maxSessionsPerClient = maxSessionsPerClient
         configuration.limits.memoryBudgetBytes = memoryBudget << 20
+        configuration.limits.imageTimeBudget = .milliseconds(Int64((imageTimeBudget * 1000).rounded()))
         configuration.limits.maxSessionsPerOwner = maxSessionsPerOwner
         configuration.limits.maxUploads = maxUploads
         configuration.limits.maxUploadsPerOwner = maxUploadsPerOwner

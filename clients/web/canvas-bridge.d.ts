@@ -35,10 +35,11 @@ export interface CanvasResult {
   imageData?: string;
   /**
    * Why an image that was asked for is not there: it could not be rendered beside the server's
-   * request loop now (`busy`, `ownerBusy`), or, in a `canvas.result` event, it was too large
+   * request loop now (`busy`, `ownerBusy`), its render passed the server's time budget
+   * (`timeout`, `limits.imageTimeBudgetMs`), or, in a `canvas.result` event, it was too large
    * for an event (`tooLarge`; the reply that asked for it has it).
    */
-  imageOmitted?: 'busy' | 'ownerBusy' | 'tooLarge';
+  imageOmitted?: 'busy' | 'ownerBusy' | 'timeout' | 'tooLarge';
   state?: CanvasState;
   /** After a submit into a document: the revision it made. */
   document?: DocumentSummary;

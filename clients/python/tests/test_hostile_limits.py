@@ -283,8 +283,9 @@ def test_result_images_past_the_owners_renders_go_without_and_hold_nobody_up(ser
     results = [event.data for event in received if event.event == "canvas.result"]
     assert len(results) == sessions_count
     # An image rendered but too large for an event (past 128 KiB) says "tooLarge"; one that
-    # could not be rendered beside the loop says "busy" or "ownerBusy".
-    rendered = [data for data in results if "imageData" in data or data.get("imageOmitted") == "tooLarge"]
+    # could not be rendered beside the loop says "busy" or "ownerBusy"; one whose render passed
+    # the time budget (a loaded machine, four of the largest at once) says "timeout".
+    rendered = [data for data in results if "imageData" in data or data.get("imageOmitted") in ("tooLarge", "timeout")]
     omitted = [data for data in results if data.get("imageOmitted") in ("busy", "ownerBusy")]
     assert len(rendered) + len(omitted) == sessions_count, "every result has its image or says why not"
     assert omitted, "past the owner's renders in flight, images were still rendered (on the loop)"
