@@ -11,6 +11,10 @@ import Synchronization
 /// stored, where the store's record of answered requests answers it if another instance did:
 /// a request is never run a second time on a stale copy.
 extension Dispatcher {
+    /// How long a save waits, with its document's lock held, for the store to confirm its
+    /// session (`saveFence`): four times the store's timeout.
+    static let saveFenceWait = DispatchTimeInterval.seconds(2)
+
     /// The lane a session's store steps go through: always the same one for an id.
     func lane(for id: String) -> StoreLane {
         var hash: UInt32 = 2_166_136_261   // FNV-1a: stable, unlike Hasher, which is seeded per process
@@ -86,7 +90,11 @@ extension Dispatcher {
     /// version the save was made from, and the request unanswered. The fence before the save
     /// (`fence`) cannot see a pause between it and the lock, nor one while the save writes;
     /// this can. (A pause between its answer and the commit's one system call, it cannot.)
-    /// Asked on the session's lane, in order with its other calls; the save's thread waits.
+    /// Asked on the session's lane, in order with its other calls; the save's thread waits, with
+    /// the document's lock held, for `saveFenceWait` at most: each call on the lane is bounded
+    /// by the store's timeout, but a queue of them is not, and the lock must not be held for
+    /// as long as a queue takes. Past it the save is refused as the store not answering, which
+    /// the client retries like any other.
     func saveFence(_ session: ServiceSession, _ request: Request, _ fingerprint: [UInt8]) -> DocumentStore.WriteFence? {
         guard !lanes.isEmpty else { return nil }
         let id = session.id, expected = session.storedVersion, lane = lane(for: id), shared = lane.shared
@@ -110,7 +118,10 @@ extension Dispatcher {
                 asked.signal()
             }
             lane(ask)
-            asked.wait()
+            guard asked.wait(timeout: .now() + Self.saveFenceWait) == .success else {
+                throw .fenced(name: name, reason: "sessionStore",
+                              message: "the session store did not confirm session \(id) for this save within 2 s")
+            }
             if let (reason, message) = refusal.withLock({ $0 }) { throw .fenced(name: name, reason: reason, message: message) }
         }
     }
