@@ -355,7 +355,6 @@ public final class CanvasServer {
                 metrics.gauges(sessions: dispatcher.sessionCount, jobsInFlight: dispatcher.jobsInFlight,
                                webConnections: tallies.reduce(0) { $0 + $1.open },
                                webCutOff: tallies.reduce(0) { $0 + $1.refused + $1.timedOut })
-                metrics.publish()
                 publish(dispatcher.expireIdle(at: now))
                 nextSweep = now + .seconds(1)
             }
@@ -373,6 +372,7 @@ public final class CanvasServer {
         logger.info("canvasd stopping", metadata: ["sessions": "\(dispatcher.sessionCount)"])
         shared?.releaseName()
         zap?.stop()
+        health?.stop()
     }
 
     /// One turn of the loop when only the request socket needs watching (no CurveZMQ, no web
