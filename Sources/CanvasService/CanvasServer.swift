@@ -355,6 +355,7 @@ public final class CanvasServer {
                 metrics.gauges(sessions: dispatcher.sessionCount, jobsInFlight: dispatcher.jobsInFlight,
                                webConnections: tallies.reduce(0) { $0 + $1.open },
                                webCutOff: tallies.reduce(0) { $0 + $1.refused + $1.timedOut })
+                metrics.publish()
                 publish(dispatcher.expireIdle(at: now))
                 nextSweep = now + .seconds(1)
             }

@@ -47,7 +47,7 @@ public final class HealthEndpoint: Sendable {
     private let channel: any Channel
     private let probes: StoreProbe?
 
-    /// How much of one request head (request line and header fields) is read; past it, 431.
+    /// How much of one request head (its target and header fields) is read; past it, 431.
     static let headLimit = 8 * 1024
     /// Seconds a connection may stay silent, before a request or after an answer.
     static let idleTimeout: TimeAmount = .seconds(5)
@@ -102,8 +102,10 @@ public final class HealthEndpoint: Sendable {
             channel = try bootstrap.bind(host: host, port: port).wait()
         } catch {
             try? group.syncShutdownGracefully()
+            probes?.stop()
             let code = (error as? IOError)?.errnoCode
-            throw .health("health endpoint \(host):\(port): \(error)" + (code.map { " (errno \($0))" } ?? "")
+            let reason = code.map { "\(String(cString: strerror($0))) (errno \($0))" } ?? "\(error)"
+            throw .health("health endpoint \(host):\(port): binding: \(reason)"
                           + (code == EADDRINUSE ? "; give --health-endpoint another port" : ""))
         }
         self.address = "\(host):\(channel.localAddress?.port ?? port)"

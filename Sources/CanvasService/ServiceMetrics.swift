@@ -17,9 +17,9 @@ import Synchronization
 /// Labels are kept to small fixed sets (method names this server has, error codes), so a client
 /// cannot grow the set of series by sending made-up names.
 public final class ServiceMetrics: @unchecked Sendable {
-    // @unchecked: `requestCounters` and `replyCounters` are the serving loop's alone (every call
-    // that reaches them runs on it); everything else is immutable, and swift-prometheus's
-    // handlers are safe from any thread.
+    // @unchecked: `counting`, `published`, the counters by label and `webCutOffCounted` are the
+    // serving loop's alone (every call that reaches them runs on it); everything else is
+    // immutable, and swift-metrics' and swift-prometheus's handlers are safe from any thread.
     public static let contentType = "text/plain; version=0.0.4; charset=utf-8"
     /// The histograms' upper bounds.
     static let buckets: [Duration] = [.microseconds(100), .microseconds(500), .milliseconds(1), .milliseconds(5), .milliseconds(10),
@@ -29,13 +29,28 @@ public final class ServiceMetrics: @unchecked Sendable {
     /// swift-metrics' factory over this server's registry, for anything else that records.
     public let factory: PrometheusMetricsFactory
 
-    /// By method: the protocol's methods by `Method.index`, made on first use so a family has a
-    /// sample only for the methods seen. Names this server has no method of, together, as `other`.
-    @exclusivity(unchecked) private var requestCounters: [CoreMetrics.Counter?]
-    @exclusivity(unchecked) private var otherRequests: CoreMetrics.Counter?
-    /// By error code; results, by far the most common reply, apart, without hashing a label.
+    /// What the loop counts on every request and reply, in plain fields: an atomic counter's
+    /// increment, twice a request, showed in the loop's time per request, so these are counted
+    /// here and given to the registry's counters once a second (`publish`). By method: the
+    /// protocol's methods by `Method.index`; names this server has no method of, together, as
+    /// `other`. Replies by error code; results, by far the most common reply, apart, without
+    /// hashing a label.
+    struct Counts {
+        var requestsByMethod = [UInt64](repeating: 0, count: Method.allCases.count)
+        var otherRequests: UInt64 = 0
+        var replies: [String: UInt64] = [:]
+        var okReplies: UInt64 = 0
+    }
+
+    // Counted on every request and reply, and changed by nothing that counts again: without
+    // the run-time exclusivity check (see `Dispatcher.table`).
+    @exclusivity(unchecked) private var counting = Counts()
+    /// What the registry's counters have been given of `counting`.
+    @exclusivity(unchecked) private var published = Counts()
+    /// The registry's counters by label value, made on first publication so a family has a
+    /// sample only for the values seen.
+    @exclusivity(unchecked) private var requestCounters: [String: CoreMetrics.Counter] = [:]
     @exclusivity(unchecked) private var replyCounters: [String: CoreMetrics.Counter] = [:]
-    @exclusivity(unchecked) private var okReplies: CoreMetrics.Counter?
     private let handling: CoreMetrics.Timer
     private let store: CoreMetrics.Timer
     private let storeFailures: CoreMetrics.Counter
@@ -56,7 +71,6 @@ public final class ServiceMetrics: @unchecked Sendable {
 
     public init() {
         factory = PrometheusMetricsFactory(registry: registry)
-        requestCounters = Array(repeating: nil, count: Method.allCases.count)
         handling = Self.timer(registry, factory, "canvasd_request_handling_seconds",
                               "Time the request loop spent on one request (work off the loop not included).")
         store = Self.timer(registry, factory, "canvasd_session_store_seconds", "Time one call to the session store took.")
@@ -103,19 +117,10 @@ public final class ServiceMetrics: @unchecked Sendable {
     /// A request for `method`; nil: a name this server has no method of, counted as `other`.
     func request(_ method: Method?) {
         guard let method else {
-            if otherRequests == nil {
-                otherRequests = Self.counter(registry, factory, "canvasd_requests_total", Self.requestsHelp, [("method", "other")])
-            }
-            otherRequests!.increment()
+            counting.otherRequests += 1
             return
         }
-        if let counter = requestCounters[method.index] {
-            counter.increment()
-            return
-        }
-        let counter = Self.counter(registry, factory, "canvasd_requests_total", Self.requestsHelp, [("method", method.rawValue)])
-        requestCounters[method.index] = counter
-        counter.increment()
+        counting.requestsByMethod[method.index] += 1
     }
 
     /// A reply sent: counted by its error code, or `ok`. Read from the reply's first bytes,
@@ -123,17 +128,39 @@ public final class ServiceMetrics: @unchecked Sendable {
     func replied(_ bytes: [UInt8]) {
         // A result is told by its first byte after the brace (`{"id"` against `{"error"`).
         guard bytes.count > 2, bytes[2] == UInt8(ascii: "e"), let code = Self.errorCode(bytes) else {
-            if okReplies == nil { okReplies = Self.counter(registry, factory, "canvasd_replies_total", Self.repliesHelp, [("code", "ok")]) }
-            okReplies!.increment()
+            counting.okReplies += 1
             return
         }
-        if let counter = replyCounters[code] {
-            counter.increment()
+        counting.replies[code, default: 0] += 1
+    }
+
+    /// Gives the registry what the loop counted since the last time (the loop calls it once a second).
+    func publish() {
+        for method in Method.allCases {
+            let count = counting.requestsByMethod[method.index]
+            add(count - published.requestsByMethod[method.index], to: &requestCounters, method.rawValue,
+                "canvasd_requests_total", Self.requestsHelp, label: "method")
+        }
+        add(counting.otherRequests - published.otherRequests, to: &requestCounters, "other",
+            "canvasd_requests_total", Self.requestsHelp, label: "method")
+        add(counting.okReplies - published.okReplies, to: &replyCounters, "ok", "canvasd_replies_total", Self.repliesHelp, label: "code")
+        for (code, count) in counting.replies {
+            add(count - published.replies[code, default: 0], to: &replyCounters, code, "canvasd_replies_total", Self.repliesHelp,
+                label: "code")
+        }
+        published = counting
+    }
+
+    private func add(_ delta: UInt64, to counters: inout [String: CoreMetrics.Counter], _ value: String, _ name: String,
+                     _ help: String, label: String) {
+        guard delta > 0 else { return }
+        if let counter = counters[value] {
+            counter.increment(by: delta)
             return
         }
-        let counter = Self.counter(registry, factory, "canvasd_replies_total", Self.repliesHelp, [("code", code)])
-        replyCounters[code] = counter
-        counter.increment()
+        let counter = Self.counter(registry, factory, name, help, [(label, value)])
+        counters[value] = counter
+        counter.increment(by: delta)
     }
 
     func handled(seconds: Double) { handling.recordNanoseconds(Int64(seconds * 1e9)) }

@@ -24,8 +24,13 @@ struct MetricsTextTests {
         first.request(.canvasState)
         first.request(.canvasState)
         second.request(nil)
+        first.publish()
+        first.request(.canvasState)
+        first.publish()
+        first.publish()   // nothing new: nothing added
+        second.publish()
         let one = Self.scrape(first), two = Self.scrape(second)
-        #expect(one.contains("canvasd_requests_total{method=\"canvas.state\"} 2\n"), "\(one)")
+        #expect(one.contains("canvasd_requests_total{method=\"canvas.state\"} 3\n"), "\(one)")
         #expect(!one.contains("method=\"other\""), "\(one)")
         #expect(two.contains("canvasd_requests_total{method=\"other\"} 1\n"), "\(two)")
         #expect(!two.contains("canvas.state"), "\(two)")
@@ -36,6 +41,7 @@ struct MetricsTextTests {
         let metrics = ServiceMetrics()
         metrics.handled(seconds: 0.002)
         metrics.replied(Array(#"{"error":{"code":"INVALID_PARAMS","message":"m"},"id":1}"#.utf8))
+        metrics.publish()
         let text = Self.scrape(metrics)
         let bounds = ["0.0001", "0.0005", "0.001", "0.005", "0.01", "0.05", "0.1", "0.5", "1.0", "5.0", "+Inf"]
         let buckets = text.split(separator: "\n").filter { $0.hasPrefix("canvasd_request_handling_seconds_bucket") }.map(String.init)
