@@ -61,8 +61,15 @@ public final class HealthEndpoint: Sendable {
 
     /// Binds `address` (`HOST:PORT`, or `PORT` for loopback; port 0 picks one). Nothing is
     /// accepted before `start()`.
-    public init(address: String, pulse: ServerPulse, metrics: ServiceMetrics, instance: String, sessionStore: String?,
-                logger: Logger) throws(ServerStartError) {
+    public convenience init(address: String, pulse: ServerPulse, metrics: ServiceMetrics, instance: String, sessionStore: String?,
+                            logger: Logger) throws(ServerStartError) {
+        try self.init(address: address, pulse: pulse, metrics: metrics, instance: instance, sessionStore: sessionStore,
+                      logger: logger, connectionLimit: Self.connectionLimit)
+    }
+
+    /// `connectionLimit` other than the one served: for a test to reach it with a few connections.
+    init(address: String, pulse: ServerPulse, metrics: ServiceMetrics, instance: String, sessionStore: String?,
+         logger: Logger, connectionLimit: Int) throws(ServerStartError) {
         let (host, port) = Self.split(address)
         guard (0...65535).contains(port) else { throw .health("--health-endpoint \(address): expected HOST:PORT or PORT") }
         var probeAddress = in_addr()
@@ -79,7 +86,7 @@ public final class HealthEndpoint: Sendable {
             .serverChannelOption(.autoRead, value: false)
             .serverChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture(withResultOf: {
-                    try channel.pipeline.syncOperations.addHandler(ConnectionLimit(limit: Self.connectionLimit))
+                    try channel.pipeline.syncOperations.addHandler(ConnectionLimit(limit: connectionLimit))
                 })
             }
             .childChannelInitializer { channel in
