@@ -26,6 +26,12 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", exact: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", exact: "1.16.2"),
         .package(url: "https://github.com/apple/swift-system", exact: "1.8.1"),
+        // The health endpoint's HTTP server (NIOHTTP1), and its metrics through swift-metrics
+        // with swift-prometheus writing the text format. NIO brings swift-atomics and
+        // swift-collections, whose only versions in the mirror are the ones tested (1.3.0, 1.6.0).
+        .package(url: "https://github.com/apple/swift-nio", exact: "2.101.3"),
+        .package(url: "https://github.com/apple/swift-metrics", exact: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", exact: "2.4.1"),
     ],
     targets: [
         // Pure model: drawing, canvas and pencil state machines. No I/O, clocks, threads or C.
@@ -76,6 +82,11 @@ let package = Package(
             dependencies: [
                 "CanvasCore", "CanvasProtocol", "DocumentStore", "InkRendering", "SessionStore", "ZeroMQ",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -373,6 +373,7 @@ public final class CanvasServer {
         logger.info("canvasd stopping", metadata: ["sessions": "\(dispatcher.sessionCount)"])
         shared?.releaseName()
         zap?.stop()
+        health?.stop()
     }
 
     /// One turn of the loop when only the request socket needs watching (no CurveZMQ, no web

@@ -1,6 +1,9 @@
 import Foundation
 import Glibc
 public import Logging
+import NIOCore
+import NIOHTTP1
+import NIOPosix
 import SessionStore
 import Synchronization
 
@@ -26,158 +29,364 @@ public final class ServerPulse: Sendable {
     }
 }
 
-/// A small HTTP endpoint for orchestrators and load balancers (`--health-endpoint`), on a
-/// thread of its own so that it can tell a stuck loop from a live one:
+/// A small HTTP endpoint for orchestrators and load balancers (`--health-endpoint`), on an event
+/// loop of its own so that it can tell a stuck request loop from a live one:
 ///
 /// - `GET /livez`: 200 while the request loop has turned within `stuckAfter` (it turns at least
 ///   every 200 ms when idle), else 503: the process should be restarted.
 /// - `GET /readyz`: 200 when live, not draining, and (with a session store) the store answers
 ///   a PING; else 503 with the reason: take the instance out of rotation.
 /// - `GET /metrics`: `ServiceMetrics` in Prometheus text format.
-public final class HealthEndpoint: @unchecked Sendable {
-    // @unchecked: the listening socket and the Redis connection are used by the endpoint's
-    // thread alone once it starts; the rest is immutable or thread-safe.
+///
+/// SwiftNIO's HTTP/1 server serves it: connections are many and kept alive, and none of them
+/// holds up another, so a peer that connects and sends nothing, or a byte at a time, cannot make
+/// a load balancer's probe time out and take a healthy instance out (issue 33).
+public final class HealthEndpoint: Sendable {
     public let address: String
-    private let listener: Int32
-    private let pulse: ServerPulse
-    private let metrics: ServiceMetrics
-    private let instance: String
-    private let store: RedisURL?
-    private var storeConnection: RedisConnection?
-    private let logger: Logger
-    private let stuckAfter: Double = 2.0
+    private let group: MultiThreadedEventLoopGroup
+    private let channel: any Channel
+    private let probes: StoreProbe?
 
-    /// Binds `address` (`HOST:PORT`, or `PORT` for loopback; port 0 picks one).
-    public init(address: String, pulse: ServerPulse, metrics: ServiceMetrics, instance: String, sessionStore: String?,
-                logger: Logger) throws(ServerStartError) {
+    /// How much of one request head (its target and header fields) is read; past it, 431.
+    static let headLimit = 8 * 1024
+    /// Seconds a connection may stay silent, before a request or after an answer.
+    static let idleTimeout: TimeAmount = .seconds(5)
+    /// Seconds from a request's first byte (or the connection's opening) to the end of its head:
+    /// a head trickled in a byte at a time is cut off here.
+    static let headTimeout: TimeAmount = .seconds(5)
+    /// Connections open at once; past it, a new one is closed as soon as it is accepted, so
+    /// health connections cannot take the descriptors the request sockets need.
+    static let connectionLimit = 4096
+    static let backlog: Int32 = 1024
+
+    /// Binds `address` (`HOST:PORT`, or `PORT` for loopback; port 0 picks one). Nothing is
+    /// accepted before `start()`.
+    public convenience init(address: String, pulse: ServerPulse, metrics: ServiceMetrics, instance: String, sessionStore: String?,
+                            logger: Logger) throws(ServerStartError) {
+        try self.init(address: address, pulse: pulse, metrics: metrics, instance: instance, sessionStore: sessionStore,
+                      logger: logger, connectionLimit: Self.connectionLimit)
+    }
+
+    /// `connectionLimit` other than the one served: for a test to reach it with a few connections.
+    init(address: String, pulse: ServerPulse, metrics: ServiceMetrics, instance: String, sessionStore: String?,
+         logger: Logger, connectionLimit: Int) throws(ServerStartError) {
         let (host, port) = Self.split(address)
         guard (0...65535).contains(port) else { throw .health("--health-endpoint \(address): expected HOST:PORT or PORT") }
-        var socketAddress = sockaddr_in()
-        socketAddress.sin_family = sa_family_t(AF_INET)
-        socketAddress.sin_port = in_port_t(port).bigEndian
-        guard inet_pton(AF_INET, host, &socketAddress.sin_addr) == 1 else {
+        var probeAddress = in_addr()
+        guard inet_pton(AF_INET, host, &probeAddress) == 1 else {
             throw .health("--health-endpoint \(address): \(host) is not an IPv4 address")
         }
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard listener >= 0 else { throw .health("health endpoint: socket: \(String(cString: strerror(errno))) (errno \(errno))") }
-        var on: Int32 = 1
-        setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &on, socklen_t(MemoryLayout<Int32>.size))
-        let bound = withUnsafePointer(to: &socketAddress) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard bound == 0, listen(listener, 64) == 0 else {
-            let code = errno
-            close(listener)
-            throw .health("health endpoint \(host):\(port): \(String(cString: strerror(code))) (errno \(code))"
+        let store = try? sessionStore.map { (text) throws(RedisError) in try RedisURL(text) }
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let probes = store.map { StoreProbe(url: $0) }
+        let answers = HealthAnswers(pulse: pulse, metrics: metrics, instance: instance, probes: probes)
+        let bootstrap = ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: Self.backlog)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .serverChannelOption(.autoRead, value: false)
+            .serverChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture(withResultOf: {
+                    try channel.pipeline.syncOperations.addHandler(ConnectionLimit(limit: connectionLimit))
+                })
+            }
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture(withResultOf: {
+                    var limits = NIOHTTPDecoderLimitConfiguration()
+                    limits.maxHeaderListSize = Self.headLimit
+                    limits.maxHeaderFieldSize = Self.headLimit
+                    try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: Self.idleTimeout))
+                    // Protocol errors are answered by `HealthHTTPHandler`: a head past the limit
+                    // gets 431, not NIO's bare 400.
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline(
+                        withErrorHandling: false, withEncoderConfiguration: .init(), withDecoderLimitConfiguration: limits)
+                    try channel.pipeline.syncOperations.addHandler(HealthHTTPHandler(answers: answers, logger: logger))
+                })
+            }
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelOption(.allowRemoteHalfClosure, value: true)
+        let channel: any Channel
+        do {
+            channel = try bootstrap.bind(host: host, port: port).wait()
+        } catch {
+            try? group.syncShutdownGracefully()
+            probes?.stop()
+            let code = (error as? IOError)?.errnoCode
+            let reason = code.map { "\(String(cString: strerror($0))) (errno \($0))" } ?? "\(error)"
+            throw .health("health endpoint \(host):\(port): binding: \(reason)"
                           + (code == EADDRINUSE ? "; give --health-endpoint another port" : ""))
         }
-        var actual = sockaddr_in()
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &actual) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) } }
-        self.address = "\(host):\(UInt16(bigEndian: actual.sin_port))"
-        self.listener = listener
-        self.pulse = pulse
-        self.metrics = metrics
-        self.instance = instance
-        self.logger = logger
-        store = try? sessionStore.map { (text) throws(RedisError) in try RedisURL(text) }
+        self.address = "\(host):\(channel.localAddress?.port ?? port)"
+        self.group = group
+        self.channel = channel
+        self.probes = probes
     }
 
+    /// Starts accepting connections.
     public func start() {
-        let thread = Thread { [self] in serve() }
-        thread.name = "canvasd health"
-        thread.start()
+        _ = channel.setOption(.autoRead, value: true)
     }
 
-    private func serve() {
-        while true {
-            let client = accept(listener, nil, nil)
-            if client < 0 {
-                if errno == EINTR || errno == ECONNABORTED { continue }
-                // Out of descriptors, say: wait rather than spin; the listener stays.
-                usleep(100_000)
-                continue
-            }
-            answer(client)
-            // Our side is finished; the peer's close (or a second) ends it, without a reset.
-            shutdown(client, Int32(SHUT_WR))
-            var scratch = [UInt8](repeating: 0, count: 512)
-            while recv(client, &scratch, scratch.count, 0) > 0 {}
-            close(client)
-        }
-    }
-
-    private func answer(_ client: Int32) {
-        var timeout = timeval(tv_sec: 1, tv_usec: 0)
-        setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        setsockopt(client, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var buffer = [UInt8](repeating: 0, count: 2048)
-        var received = 0
-        // The request line is all that matters, but the whole head is read (up to 2 KiB, or 1 s):
-        // closing a socket with unread bytes resets it, and the reply can be lost on the way.
-        let end = Array("\r\n\r\n".utf8)
-        while received < buffer.count {
-            let count = buffer.withUnsafeMutableBytes { recv(client, $0.baseAddress! + received, $0.count - received, 0) }
-            if count <= 0 { break }
-            received += count
-            if buffer[..<received].firstRange(of: end) != nil { break }
-        }
-        let line = String(decoding: buffer[..<received].prefix { $0 != UInt8(ascii: "\r") && $0 != UInt8(ascii: "\n") }, as: UTF8.self)
-        let parts = line.split(separator: " ")
-        let (status, body, type): (Int, String, String)
-        if parts.count >= 2, parts[0] == "GET" || parts[0] == "HEAD" {
-            let path = parts[1].split(separator: "?").first.map(String.init) ?? ""
-            switch path {
-            case "/livez", "/healthz":
-                let since = pulse.sinceTurn
-                (status, body, type) = since <= stuckAfter
-                    ? (200, "ok\n", "text/plain")
-                    : (503, "request loop stuck for \(String(format: "%.1f", since)) s\n", "text/plain")
-            case "/readyz":
-                let reason = notReady()
-                (status, body, type) = reason == nil ? (200, "ready\n", "text/plain") : (503, "not ready: \(reason!)\n", "text/plain")
-            case "/metrics":
-                let resident = MemoryPressure.residentBytes().map(Double.init) ?? 0
-                (status, body, type) = (200, metrics.exposition(instance: instance, extra: [
-                    ("canvasd_resident_memory_bytes", "Resident memory of the process.", resident),
-                    ("canvasd_draining", "1 while the instance drains (SIGTERM), else 0.", pulse.draining ? 1 : 0),
-                    ("canvasd_request_loop_idle_seconds", "Seconds since the request loop last turned.", pulse.sinceTurn),
-                ]), "text/plain; version=0.0.4; charset=utf-8")
-            default:
-                (status, body, type) = (404, "no such path: try /livez, /readyz or /metrics\n", "text/plain")
-            }
-        } else {
-            (status, body, type) = (400, "GET /livez, /readyz or /metrics\n", "text/plain")
-        }
-        let reasons = [200: "OK", 400: "Bad Request", 404: "Not Found", 503: "Service Unavailable"]
-        let head = "HTTP/1.0 \(status) \(reasons[status] ?? "")\r\nContent-Type: \(type)\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n"
-        let bytes = Array(head.utf8) + (parts.first == "HEAD" ? [] : Array(body.utf8))
-        var sent = 0
-        while sent < bytes.count {
-            let count = bytes.withUnsafeBytes { send(client, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) }
-            if count <= 0 { break }
-            sent += count
-        }
-    }
-
-    /// Why this instance should not get new clients now, or nil.
-    private func notReady() -> String? {
-        let since = pulse.sinceTurn
-        if since > stuckAfter { return "request loop stuck for \(String(format: "%.1f", since)) s" }
-        if pulse.draining { return "draining" }
-        guard let store else { return nil }
-        do {
-            if storeConnection == nil { storeConnection = try RedisConnection(url: store, timeout: .seconds(1)) }
-            _ = try storeConnection!.command(["PING"], doing: "checking the session store")
-            return nil
-        } catch {
-            storeConnection = nil
-            return "session store: \(error)"
-        }
+    /// Closes the listener and every connection, and ends the endpoint's threads.
+    public func stop() {
+        try? channel.close().wait()
+        try? group.syncShutdownGracefully()
+        probes?.stop()
     }
 
     private static func split(_ address: String) -> (String, Int) {
         guard let colon = address.lastIndex(of: ":") else { return ("127.0.0.1", Int(address) ?? -1) }
         return (String(address[..<colon]), Int(address[address.index(after: colon)...]) ?? -1)
+    }
+}
+
+/// Closes a connection accepted past `limit` open ones. On the listener's pipeline, which
+/// receives each accepted connection as a `Channel`.
+final class ConnectionLimit: ChannelInboundHandler {
+    typealias InboundIn = any Channel
+    typealias InboundOut = any Channel
+    /// Counted down by each connection's close, which may run after the listener's handler is gone.
+    final class Count: Sendable { let value = Atomic<Int>(0) }
+    private let limit: Int
+    private let open = Count()
+
+    init(limit: Int) { self.limit = limit }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let child = Self.unwrapInboundIn(data)
+        guard open.value.load(ordering: .relaxed) < limit else {
+            child.close(promise: nil)
+            return
+        }
+        open.value.add(1, ordering: .relaxed)
+        let open = self.open
+        child.closeFuture.whenComplete { _ in open.value.subtract(1, ordering: .relaxed) }
+        context.fireChannelRead(data)
+    }
+}
+
+/// What each path answers: a status, a body and its type. Sendable: everything it reads is.
+struct HealthAnswers: Sendable {
+    let pulse: ServerPulse
+    let metrics: ServiceMetrics
+    let instance: String
+    let probes: StoreProbe?
+    let stuckAfter: Double = 2.0
+
+    struct Answer: Sendable {
+        var status: HTTPResponseStatus
+        var body: String
+        var type = "text/plain"
+    }
+
+    static let usage = "GET /livez, /readyz or /metrics\n"
+
+    /// The answer to `method` `uri`; only `/readyz` with a session store waits (for its PING,
+    /// off the event loop).
+    func answer(_ method: HTTPMethod, _ uri: String, on loop: any EventLoop) -> EventLoopFuture<Answer> {
+        guard method == .GET || method == .HEAD else { return loop.makeSucceededFuture(Answer(status: .badRequest, body: Self.usage)) }
+        let path = uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
+        switch path {
+        case "/livez", "/healthz":
+            let since = pulse.sinceTurn
+            return loop.makeSucceededFuture(since <= stuckAfter
+                ? Answer(status: .ok, body: "ok\n")
+                : Answer(status: .serviceUnavailable, body: "request loop stuck for \(String(format: "%.1f", since)) s\n"))
+        case "/readyz":
+            if let reason = notReady() {
+                return loop.makeSucceededFuture(Answer(status: .serviceUnavailable, body: "not ready: \(reason)\n"))
+            }
+            guard let probes else { return loop.makeSucceededFuture(Answer(status: .ok, body: "ready\n")) }
+            return probes.check(on: loop).map { reason in
+                reason.map { Answer(status: .serviceUnavailable, body: "not ready: \($0)\n") } ?? Answer(status: .ok, body: "ready\n")
+            }
+        case "/metrics":
+            let resident = MemoryPressure.residentBytes().map(Double.init) ?? 0
+            return loop.makeSucceededFuture(Answer(status: .ok, body: metrics.exposition(instance: instance, extra: .init(
+                residentBytes: resident, draining: pulse.draining, loopIdleSeconds: pulse.sinceTurn)),
+                type: ServiceMetrics.contentType))
+        default:
+            return loop.makeSucceededFuture(Answer(status: .notFound, body: "no such path: try /livez, /readyz or /metrics\n"))
+        }
+    }
+
+    /// Why this instance should not get new clients now, short of asking the store, or nil.
+    private func notReady() -> String? {
+        let since = pulse.sinceTurn
+        if since > stuckAfter { return "request loop stuck for \(String(format: "%.1f", since)) s" }
+        if pulse.draining { return "draining" }
+        return nil
+    }
+}
+
+/// The session store's PING for `/readyz`. hiredis blocks, so it runs on a thread of its own,
+/// never on the event loop; probes that arrive while one PING is out share its answer, so a
+/// store that stopped answering costs one timeout however many probes wait on it.
+final class StoreProbe: @unchecked Sendable {
+    // @unchecked: `connection` is used by the pool's one thread alone; `inFlight` is behind its lock.
+    private let url: RedisURL
+    private let pool = NIOThreadPool(numberOfThreads: 1)
+    private var connection: RedisConnection?
+    private let inFlight = Mutex<EventLoopFuture<String?>?>(nil)
+
+    init(url: RedisURL) {
+        self.url = url
+        pool.start()
+    }
+
+    /// Why the store is not usable (nil: it answered), from a PING made now or one under way.
+    func check(on loop: any EventLoop) -> EventLoopFuture<String?> {
+        let (future, started) = inFlight.withLock { current -> (EventLoopFuture<String?>, Bool) in
+            if let current { return (current, false) }
+            let future = pool.runIfActive(eventLoop: loop) { self.ping() }
+            current = future
+            return (future, true)
+        }
+        // Outside the lock: a future already failed (the pool stopped) runs this at once.
+        if started { future.whenComplete { _ in self.inFlight.withLock { $0 = nil } } }
+        return future.recover { "session store: not checked (\($0))" }
+    }
+
+    private func ping() -> String? {
+        do {
+            if connection == nil { connection = try RedisConnection(url: url, timeout: .seconds(1)) }
+            _ = try connection!.command(["PING"], doing: "checking the session store")
+            return nil
+        } catch {
+            connection = nil
+            return "session store: \(error)"
+        }
+    }
+
+    func stop() { try? pool.syncShutdownGracefully() }
+}
+
+/// One connection's requests, answered in turn. A connection that is silent for the idle
+/// timeout, or takes longer than the head timeout to send a request head, is closed; a protocol
+/// error gets its answer (400, or 431 for a head past the limit) and the connection is closed
+/// once the peer stops sending.
+final class HealthHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private let answers: HealthAnswers
+    private let logger: Logger
+    private var request: HTTPRequestHead?
+    private var headDeadline: Scheduled<Void>?
+    /// A protocol error was answered: what arrives after it is read and dropped.
+    private var failed = false
+    /// An answer is being made (a `/readyz` may wait for the store's PING).
+    private var answering = false
+    /// The peer has closed its side: the answer under way is the last.
+    private var inputClosed = false
+
+    init(answers: HealthAnswers, logger: Logger) {
+        self.answers = answers
+        self.logger = logger
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        armHeadDeadline(context: context)
+        context.fireChannelActive()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        headDeadline?.cancel()
+        context.fireChannelInactive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !failed else { return }
+        switch Self.unwrapInboundIn(data) {
+        case .head(let head):
+            headDeadline?.cancel()
+            headDeadline = nil
+            request = head
+        case .body:
+            break   // no path takes a body; a POST's is read and refused with the request
+        case .end:
+            guard let head = request else { return }
+            request = nil
+            respond(to: head, context: context)
+        }
+    }
+
+    private func respond(to head: HTTPRequestHead, context: ChannelHandlerContext) {
+        answering = true
+        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        answers.answer(head.method, head.uri, on: context.eventLoop).whenSuccess { answer in
+            let (handler, context) = loopBound.value
+            handler.answering = false
+            handler.send(answer, head: head, keepAlive: head.isKeepAlive && answer.status != .badRequest && !handler.inputClosed,
+                         context: context)
+        }
+    }
+
+    private func send(_ answer: HealthAnswers.Answer, head: HTTPRequestHead, keepAlive: Bool, context: ChannelHandlerContext) {
+        guard context.channel.isActive else { return }
+        let body = Array(answer.body.utf8)
+        var headers = HTTPHeaders([("Content-Type", answer.type), ("Content-Length", String(body.count))])
+        if !keepAlive { headers.add(name: "Connection", value: "close") }
+        context.write(Self.wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: answer.status, headers: headers))),
+                      promise: nil)
+        if head.method != .HEAD {
+            context.write(Self.wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: body)))), promise: nil)
+        }
+        let sent = context.writeAndFlush(Self.wrapOutboundOut(.end(nil)))
+        if keepAlive {
+            armHeadDeadline(context: context)
+        } else {
+            finish(after: sent, context: context)
+        }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        guard !failed else { return }
+        failed = true
+        headDeadline?.cancel()
+        guard let parserError = error as? HTTPParserError else {
+            context.close(promise: nil)
+            return
+        }
+        let tooLarge = parserError == .headerOverflow
+        let answer = HealthAnswers.Answer(
+            status: tooLarge ? .requestHeaderFieldsTooLarge : .badRequest,
+            body: tooLarge ? "request head over \(HealthEndpoint.headLimit) bytes\n" : HealthAnswers.usage)
+        logger.debug("health endpoint: refused a request", metadata: ["error": "\(parserError)", "status": "\(answer.status.code)"])
+        send(answer, head: HTTPRequestHead(version: .http1_1, method: .GET, uri: "/"), keepAlive: false, context: context)
+    }
+
+    /// Our side is finished: the output is closed once the answer is out, and the rest of what
+    /// the peer sends is read and dropped until it closes or goes idle. Closing with unread bytes
+    /// would reset the connection, and the answer could be lost on the way.
+    private func finish(after sent: EventLoopFuture<Void>, context: ChannelHandlerContext) {
+        failed = true
+        // However the peer goes on, the connection ends by the head timeout.
+        armHeadDeadline(context: context)
+        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        sent.whenComplete { _ in
+            let (handler, context) = loopBound.value
+            context.close(mode: handler.inputClosed ? .all : .output, promise: nil)
+        }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        switch event {
+        case is IdleStateHandler.IdleStateEvent:
+            context.close(promise: nil)
+        case ChannelEvent.inputClosed:
+            // The peer is done sending; an answer under way is still sent, then we close.
+            inputClosed = true
+            if !answering { context.close(promise: nil) }
+        default:
+            context.fireUserInboundEventTriggered(event)
+        }
+    }
+
+    private func armHeadDeadline(context: ChannelHandlerContext) {
+        headDeadline?.cancel()
+        let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        headDeadline = context.eventLoop.scheduleTask(in: HealthEndpoint.headTimeout) {
+            loopBound.value.close(promise: nil)
+        }
     }
 }

@@ -1,67 +1,118 @@
 import CanvasProtocol
+import CoreMetrics
 import Foundation
+public import Prometheus
 import Synchronization
 
 /// What canvasd counts about itself, for Prometheus to scrape (`/metrics` on the health
-/// endpoint). The loop records; the health endpoint's thread reads what it last published.
+/// endpoint): recorded through swift-metrics (`Counter`, `Timer`, `Meter`), kept and written in
+/// the text format by swift-prometheus.
+///
+/// Each server has a registry of its own, handed to whatever records: no process-wide
+/// `MetricsSystem.bootstrap`, so several servers in one process (the tests) count apart. Each
+/// family is registered in the registry with its HELP text, which swift-metrics has no way to
+/// carry (`PrometheusMetricsFactory` registers every family with an empty one), and recorded
+/// through swift-metrics' types over the registry's handlers.
 ///
 /// Labels are kept to small fixed sets (method names this server has, error codes), so a client
 /// cannot grow the set of series by sending made-up names.
 public final class ServiceMetrics: @unchecked Sendable {
-    // @unchecked: `counting` is the serving loop's alone (every recording method runs on it);
-    // the endpoint's thread reads only `published`, behind its lock. Counting without a lock
-    // keeps the per-request cost off the loop's hot path; the loop publishes once a second.
-    /// A histogram with fixed upper bounds, in seconds.
-    struct Histogram {
-        static let bounds: [Double] = [0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5]
-        var counts = [UInt64](repeating: 0, count: bounds.count + 1)
-        var sum = 0.0
+    // @unchecked: `counting`, `published`, the counters by label and `webCutOffCounted` are the
+    // serving loop's alone (every call that reaches them runs on it); everything else is
+    // immutable, and swift-metrics' and swift-prometheus's handlers are safe from any thread.
+    public static let contentType = "text/plain; version=0.0.4; charset=utf-8"
+    /// The histograms' upper bounds.
+    static let buckets: [Duration] = [.microseconds(100), .microseconds(500), .milliseconds(1), .milliseconds(5), .milliseconds(10),
+                                      .milliseconds(50), .milliseconds(100), .milliseconds(500), .seconds(1), .seconds(5)]
 
-        mutating func observe(_ seconds: Double) {
-            counts[Self.bounds.firstIndex { seconds <= $0 } ?? Self.bounds.count] += 1
-            sum += seconds
-        }
-    }
+    public let registry = PrometheusCollectorRegistry()
+    /// swift-metrics' factory over this server's registry, for anything else that records.
+    public let factory: PrometheusMetricsFactory
 
-    struct State {
-        /// By method: the protocol's methods by `Method.index`; names this server has no
-        /// method of, together, as `other`.
+    /// What the loop counts on every request and reply, in plain fields: an atomic counter's
+    /// increment, twice a request, showed in the loop's time per request, so these are counted
+    /// here and given to the registry's counters once a second (`publish`). By method: the
+    /// protocol's methods by `Method.index`; names this server has no method of, together, as
+    /// `other`. Replies by error code; results, by far the most common reply, apart, without
+    /// hashing a label.
+    struct Counts {
         var requestsByMethod = [UInt64](repeating: 0, count: Method.allCases.count)
         var otherRequests: UInt64 = 0
-        /// By error code; results are counted apart, as `ok`, in `okReplies`.
         var replies: [String: UInt64] = [:]
         var okReplies: UInt64 = 0
-        var handling = Histogram()
-        var store = Histogram()
-        var storeFailures: UInt64 = 0
-        var takeovers: UInt64 = 0
-        /// Bytes of session changes written to the session store: deltas, and whole snapshots.
-        var storedDeltaBytes: UInt64 = 0
-        var storedWholeBytes: UInt64 = 0
-        var saves: UInt64 = 0
-        var sessions = 0
-        var jobsInFlight = 0
-        var webConnections = 0
-        var webCutOff: UInt64 = 0
     }
 
     // Counted on every request and reply, and changed by nothing that counts again: without
     // the run-time exclusivity check (see `Dispatcher.table`).
-    @exclusivity(unchecked) private var counting = State()
-    private let published = Mutex(State())
-    /// What the store lanes' threads count (`StoreLine`): their own, behind a lock, taken into what is
-    /// published with the rest.
-    private let storeCounting = Mutex((store: Histogram(), failures: UInt64(0), takeovers: UInt64(0), delta: UInt64(0), whole: UInt64(0)))
+    @exclusivity(unchecked) private var counting = Counts()
+    /// What the registry's counters have been given of `counting`.
+    @exclusivity(unchecked) private var published = Counts()
+    /// The registry's counters by label value, made on first publication so a family has a
+    /// sample only for the values seen.
+    @exclusivity(unchecked) private var requestCounters: [String: CoreMetrics.Counter] = [:]
+    @exclusivity(unchecked) private var replyCounters: [String: CoreMetrics.Counter] = [:]
+    private let handling: CoreMetrics.Timer
+    private let store: CoreMetrics.Timer
+    private let storeFailures: CoreMetrics.Counter
+    private let takeovers: CoreMetrics.Counter
+    /// Bytes of session changes written to the session store: deltas, and whole snapshots.
+    private let storedDelta: CoreMetrics.Counter
+    private let storedWhole: CoreMetrics.Counter
+    private let saves: CoreMetrics.Counter
+    private let sessions: Meter
+    private let jobsInFlight: Meter
+    private let webConnections: Meter
+    private let webCutOff: CoreMetrics.Counter
+    /// The web endpoints' own tally of connections cut off, of which `webCutOff` has counted this much.
+    @exclusivity(unchecked) private var webCutOffCounted = 0
+    private let residentMemory: Meter
+    private let draining: Meter
+    private let loopIdle: Meter
 
-    public init() {}
-
-    /// Makes what the loop counted visible to the endpoint (the loop calls it once a second).
-    func publish() {
-        var snapshot = counting
-        (snapshot.store, snapshot.storeFailures, snapshot.takeovers, snapshot.storedDeltaBytes, snapshot.storedWholeBytes) =
-            storeCounting.withLock { $0 }
-        published.withLock { $0 = snapshot }
+    public init() {
+        factory = PrometheusMetricsFactory(registry: registry)
+        handling = Self.timer(registry, factory, "canvasd_request_handling_seconds",
+                              "Time the request loop spent on one request (work off the loop not included).")
+        store = Self.timer(registry, factory, "canvasd_session_store_seconds", "Time one call to the session store took.")
+        storeFailures = Self.counter(registry, factory, "canvasd_session_store_failures_total",
+                                     "Calls to the session store that failed or were not made while it rested.")
+        takeovers = Self.counter(registry, factory, "canvasd_session_takeovers_total", "Sessions taken over from the session store.")
+        let written = ("canvasd_session_store_written_bytes_total",
+                       "Bytes of session changes written to the session store, as deltas on a session's log or whole snapshots.")
+        storedDelta = Self.counter(registry, factory, written.0, written.1, [("kind", "delta")])
+        storedWhole = Self.counter(registry, factory, written.0, written.1, [("kind", "whole")])
+        saves = Self.counter(registry, factory, "canvasd_saves_total", "Revisions saved into documents.")
+        sessions = Self.meter(registry, factory, "canvasd_sessions", "Sessions held by this instance.")
+        jobsInFlight = Self.meter(registry, factory, "canvasd_jobs_in_flight", "Saves and reads running or waiting beside the loop.")
+        webConnections = Self.meter(registry, factory, "canvasd_web_connections", "Open ws:// connections, both endpoints.")
+        webCutOff = Self.counter(registry, factory, "canvasd_web_connections_cut_off_total",
+                                 "ws:// connections closed for passing a cap or not finishing their upgrade.")
+        residentMemory = Self.meter(registry, factory, "canvasd_resident_memory_bytes", "Resident memory of the process.")
+        draining = Self.meter(registry, factory, "canvasd_draining", "1 while the instance drains (SIGTERM), else 0.")
+        loopIdle = Self.meter(registry, factory, "canvasd_request_loop_idle_seconds", "Seconds since the request loop last turned.")
     }
+
+    private static func counter(_ registry: PrometheusCollectorRegistry, _ factory: PrometheusMetricsFactory, _ name: String,
+                                _ help: String, _ labels: [(String, String)] = []) -> CoreMetrics.Counter {
+        let handler = registry.makeCounter(descriptor: MetricNameDescriptor(metricName: name, unitName: "", helpText: help), labels: labels)
+        return CoreMetrics.Counter(label: name, dimensions: labels, handler: handler, factory: factory)
+    }
+
+    private static func meter(_ registry: PrometheusCollectorRegistry, _ factory: PrometheusMetricsFactory, _ name: String,
+                              _ help: String, _ labels: [(String, String)] = []) -> Meter {
+        let handler = registry.makeGauge(descriptor: MetricNameDescriptor(metricName: name, unitName: "", helpText: help), labels: labels)
+        return Meter(label: name, dimensions: labels, handler: handler, factory: factory)
+    }
+
+    private static func timer(_ registry: PrometheusCollectorRegistry, _ factory: PrometheusMetricsFactory, _ name: String,
+                              _ help: String) -> CoreMetrics.Timer {
+        let handler = registry.makeDurationHistogram(descriptor: MetricNameDescriptor(metricName: name, unitName: "", helpText: help),
+                                                     labels: [], buckets: buckets)
+        return CoreMetrics.Timer(label: name, dimensions: [], handler: handler, factory: factory)
+    }
+
+    private static let requestsHelp = "Requests received, by method (unknown methods as \"other\")."
+    private static let repliesHelp = "Replies sent, by error code (\"ok\" for results)."
 
     /// A request for `method`; nil: a name this server has no method of, counted as `other`.
     func request(_ method: Method?) {
@@ -75,8 +126,7 @@ public final class ServiceMetrics: @unchecked Sendable {
     /// A reply sent: counted by its error code, or `ok`. Read from the reply's first bytes,
     /// which `ReplyEncoder` writes as `{"error":{"code":"…"` for every failure.
     func replied(_ bytes: [UInt8]) {
-        // A result, by far the most common reply, is told by its first byte after the brace
-        // (`{"id"` against `{"error"`) and counted without hashing a label.
+        // A result is told by its first byte after the brace (`{"id"` against `{"error"`).
         guard bytes.count > 2, bytes[2] == UInt8(ascii: "e"), let code = Self.errorCode(bytes) else {
             counting.okReplies += 1
             return
@@ -84,28 +134,56 @@ public final class ServiceMetrics: @unchecked Sendable {
         counting.replies[code, default: 0] += 1
     }
 
-    func handled(seconds: Double) { counting.handling.observe(seconds) }
+    /// Gives the registry what the loop counted since the last time (the loop calls it once a second).
+    func publish() {
+        for method in Method.allCases {
+            let count = counting.requestsByMethod[method.index]
+            add(count - published.requestsByMethod[method.index], to: &requestCounters, method.rawValue,
+                "canvasd_requests_total", Self.requestsHelp, label: "method")
+        }
+        add(counting.otherRequests - published.otherRequests, to: &requestCounters, "other",
+            "canvasd_requests_total", Self.requestsHelp, label: "method")
+        add(counting.okReplies - published.okReplies, to: &replyCounters, "ok", "canvasd_replies_total", Self.repliesHelp, label: "code")
+        for (code, count) in counting.replies {
+            add(count - published.replies[code, default: 0], to: &replyCounters, code, "canvasd_replies_total", Self.repliesHelp,
+                label: "code")
+        }
+        published = counting
+    }
+
+    private func add(_ delta: UInt64, to counters: inout [String: CoreMetrics.Counter], _ value: String, _ name: String,
+                     _ help: String, label: String) {
+        guard delta > 0 else { return }
+        if let counter = counters[value] {
+            counter.increment(by: delta)
+            return
+        }
+        let counter = Self.counter(registry, factory, name, help, [(label, value)])
+        counters[value] = counter
+        counter.increment(by: delta)
+    }
+
+    func handled(seconds: Double) { handling.recordNanoseconds(Int64(seconds * 1e9)) }
     /// Called on a store lane's thread.
     func askedStore(seconds: Double, failed: Bool) {
-        storeCounting.withLock {
-            $0.store.observe(seconds)
-            if failed { $0.failures += 1 }
-        }
+        store.recordNanoseconds(Int64(seconds * 1e9))
+        if failed { storeFailures.increment() }
     }
     /// Called on a store lane's thread.
-    func tookOver() { storeCounting.withLock { $0.takeovers += 1 } }
+    func tookOver() { takeovers.increment() }
     /// A session's change written to the store, as a delta or whole.
-    func stored(bytes: Int, whole: Bool) {
-        storeCounting.withLock {
-            if whole { $0.whole += UInt64(bytes) } else { $0.delta += UInt64(bytes) }
-        }
-    }
-    func saved(_ count: Int) { counting.saves += UInt64(count) }
+    func stored(bytes: Int, whole: Bool) { (whole ? storedWhole : storedDelta).increment(by: bytes) }
+    func saved(_ count: Int) { saves.increment(by: count) }
+    /// What the loop holds now (it calls this once a second). `webCutOff` is the web endpoints'
+    /// tally since the start; the counter is given what it has not counted yet.
     func gauges(sessions: Int, jobsInFlight: Int, webConnections: Int, webCutOff: Int) {
-        counting.sessions = sessions
-        counting.jobsInFlight = jobsInFlight
-        counting.webConnections = webConnections
-        counting.webCutOff = UInt64(webCutOff)
+        self.sessions.set(sessions)
+        self.jobsInFlight.set(jobsInFlight)
+        self.webConnections.set(webConnections)
+        if webCutOff > webCutOffCounted {
+            self.webCutOff.increment(by: webCutOff - webCutOffCounted)
+            webCutOffCounted = webCutOff
+        }
     }
 
     private static let errorPrefix = Array(#"{"error":{"code":""#.utf8)
@@ -118,80 +196,24 @@ public final class ServiceMetrics: @unchecked Sendable {
         return String(decoding: rest[..<end], as: UTF8.self)
     }
 
-    /// The Prometheus text exposition (version 0.0.4) of everything counted, and `extra`
-    /// gauges read at the time of the scrape.
-    /// A sample's value in plain decimals: Swift writes small ones with an exponent
-    /// (`9.8306e-05`, a loop idle for 98 µs), which a strict reader of the text format refuses.
-    static func decimal(_ value: Double) -> String {
-        let text = String(value)
-        guard value.isFinite, text.contains("e") else { return text }
-        var fixed = String(format: "%.15f", value)
-        while fixed.hasSuffix("0") { fixed.removeLast() }
-        if fixed.hasSuffix(".") { fixed.removeLast() }
-        return fixed
+    /// Gauges read at the time of a scrape, not by the loop.
+    public struct ScrapeGauges: Sendable {
+        public var residentBytes: Double
+        public var draining: Bool
+        public var loopIdleSeconds: Double
     }
 
-    public func exposition(instance: String, extra: [(name: String, help: String, value: Double)] = []) -> String {
-        let now = published.withLock { $0 }
-        var out = ""
-        func family(_ name: String, _ type: String, _ help: String) {
-            out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
-        }
-        func sample(_ name: String, _ labels: [(String, String)] = [], _ value: Double) {
-            let text = value == value.rounded() && abs(value) < 1e15 ? String(Int64(value)) : Self.decimal(value)
-            let rendered = labels.isEmpty ? "" : "{" + labels.map { "\($0.0)=\"\(Self.escape($0.1))\"" }.joined(separator: ",") + "}"
-            out += "\(name)\(rendered) \(text)\n"
-        }
-        /// A family of one sample without labels.
-        func single(_ name: String, _ type: String, _ help: String, _ value: Double) {
-            family(name, type, help)
-            sample(name, [], value)
-        }
-        func histogram(_ name: String, _ help: String, _ h: Histogram) {
-            family(name, "histogram", help)
-            var cumulative: UInt64 = 0
-            for (index, bound) in Histogram.bounds.enumerated() {
-                cumulative += h.counts[index]
-                sample("\(name)_bucket", [("le", String(bound))], Double(cumulative))
-            }
-            cumulative += h.counts[Histogram.bounds.count]
-            sample("\(name)_bucket", [("le", "+Inf")], Double(cumulative))
-            sample("\(name)_sum", [], h.sum)
-            sample("\(name)_count", [], Double(cumulative))
-        }
-        family("canvasd_info", "gauge", "This instance: its name in the session store.")
-        sample("canvasd_info", [("instance", instance)], 1)
-        family("canvasd_requests_total", "counter", "Requests received, by method (unknown methods as \"other\").")
-        var requests: [String: UInt64] = now.otherRequests > 0 ? ["other": now.otherRequests] : [:]
-        for method in Method.allCases where now.requestsByMethod[method.index] > 0 {
-            requests[method.rawValue, default: 0] += now.requestsByMethod[method.index]
-        }
-        for (method, count) in requests.sorted(by: { $0.key < $1.key }) { sample("canvasd_requests_total", [("method", method)], Double(count)) }
-        family("canvasd_replies_total", "counter", "Replies sent, by error code (\"ok\" for results).")
-        var replies = now.replies
-        if now.okReplies > 0 { replies["ok", default: 0] += now.okReplies }
-        for (code, count) in replies.sorted(by: { $0.key < $1.key }) { sample("canvasd_replies_total", [("code", code)], Double(count)) }
-        histogram("canvasd_request_handling_seconds", "Time the request loop spent on one request (work off the loop not included).", now.handling)
-        histogram("canvasd_session_store_seconds", "Time one call to the session store took.", now.store)
-        single("canvasd_session_store_failures_total", "counter", "Calls to the session store that failed or were not made while it rested.",
-               Double(now.storeFailures))
-        single("canvasd_session_takeovers_total", "counter", "Sessions taken over from the session store.", Double(now.takeovers))
-        family("canvasd_session_store_written_bytes_total", "counter",
-               "Bytes of session changes written to the session store, as deltas on a session's log or whole snapshots.")
-        sample("canvasd_session_store_written_bytes_total", [("kind", "delta")], Double(now.storedDeltaBytes))
-        sample("canvasd_session_store_written_bytes_total", [("kind", "whole")], Double(now.storedWholeBytes))
-        single("canvasd_saves_total", "counter", "Revisions saved into documents.", Double(now.saves))
-        single("canvasd_sessions", "gauge", "Sessions held by this instance.", Double(now.sessions))
-        single("canvasd_jobs_in_flight", "gauge", "Saves and reads running or waiting beside the loop.", Double(now.jobsInFlight))
-        single("canvasd_web_connections", "gauge", "Open ws:// connections, both endpoints.", Double(now.webConnections))
-        single("canvasd_web_connections_cut_off_total", "counter", "ws:// connections closed for passing a cap or not finishing their upgrade.",
-               Double(now.webCutOff))
-        for gauge in extra { single(gauge.name, "gauge", gauge.help, gauge.value) }
-        return out
-    }
-
-    private static func escape(_ value: String) -> String {
-        value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
-            .replacingOccurrences(of: "\n", with: "\\n")
+    /// The Prometheus text exposition (version 0.0.4) of everything recorded, with `scrape`'s gauges.
+    public func exposition(instance: String, extra scrape: ScrapeGauges) -> String {
+        let info = registry.makeGauge(descriptor: MetricNameDescriptor(metricName: "canvasd_info", unitName: "",
+                                                                       helpText: "This instance: its name in the session store."),
+                                      labels: [("instance", instance)])
+        info.set(Double(1))
+        residentMemory.set(scrape.residentBytes)
+        draining.set(scrape.draining ? 1 : 0)
+        // To the millisecond: swift-prometheus writes a gauge as Swift prints a Double, with an
+        // exponent below 0.0001 (`9.8306e-05`), which a strict reader of the text format refuses.
+        loopIdle.set((scrape.loopIdleSeconds * 1000).rounded() / 1000)
+        return registry.emitToString()
     }
 }
