@@ -86,7 +86,7 @@ public final class ServiceMetrics: @unchecked Sendable {
         jobsInFlight = Self.meter(registry, factory, "canvasd_jobs_in_flight", "Saves and reads running or waiting beside the loop.")
         webConnections = Self.meter(registry, factory, "canvasd_web_connections", "Open ws:// connections, both endpoints.")
         webCutOff = Self.counter(registry, factory, "canvasd_web_connections_cut_off_total",
-                                 "ws:// connections closed for passing a cap or not finishing their upgrade.")
+                                 "ws:// connections closed by canvasd: past a cap, upgrade or authentication not in time, or a token revoked.")
         residentMemory = Self.meter(registry, factory, "canvasd_resident_memory_bytes", "Resident memory of the process.")
         draining = Self.meter(registry, factory, "canvasd_draining", "1 while the instance drains (SIGTERM), else 0.")
         loopIdle = Self.meter(registry, factory, "canvasd_request_loop_idle_seconds", "Seconds since the request loop last turned.")
