@@ -63,9 +63,11 @@ public final class ConnectionGuard {
         public var unauthenticated = 0
         /// Cut off to make room for a newer connection, past a cap.
         public var evicted = 0
+        /// Cut off all at once (`cutOffAll`: a token was revoked).
+        public var cutAll = 0
 
         /// Every connection cut off, whatever the reason.
-        public var cutOff: Int { refused + timedOut + unauthenticated + evicted }
+        public var cutOff: Int { refused + timedOut + unauthenticated + evicted + cutAll }
     }
 
     private struct Connection {
@@ -133,6 +135,7 @@ public final class ConnectionGuard {
         try readEvents(now: now)
         let all = connections
         for (descriptor, connection) in all { cutOff(descriptor, connection) }
+        tally.cutAll += all.count
         count()
         return all.count
     }
