@@ -40,14 +40,9 @@ public final class Dispatcher {
     /// there when small too (ActionExecutor.rendersOffLoop); larger ones on a worker.
     static let inlineDrawingPoints = 2_000
 
-    // What every request reaches, several times: without the run-time exclusivity check each
-    // access to a class's property costs a thread-local lookup and a list of the accesses
-    // under way (`canvasbench latency`'s profile shows it). The dispatcher is
-    // used by one thread, and none of these is reached again while it is being changed: what
-    // changes them (a table's slot, a job started) calls nothing back in the dispatcher.
-    @exclusivity(unchecked) var table = SessionTable()
-    @exclusivity(unchecked) var timers = TransitionTimers()
-    @exclusivity(unchecked) var jobs: Jobs
+    var table = SessionTable()
+    var timers = TransitionTimers()
+    var jobs: Jobs
     let server: ServerMethods
     let canvas: CanvasMethods
     /// nil when the document folder could not be used: document methods then answer UNAVAILABLE.

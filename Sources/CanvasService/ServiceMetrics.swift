@@ -42,15 +42,14 @@ public final class ServiceMetrics: @unchecked Sendable {
         var okReplies: UInt64 = 0
     }
 
-    // Counted on every request and reply, and changed by nothing that counts again: without
-    // the run-time exclusivity check (see `Dispatcher.table`).
-    @exclusivity(unchecked) private var counting = Counts()
+    /// Counted on every request and reply.
+    private var counting = Counts()
     /// What the registry's counters have been given of `counting`.
-    @exclusivity(unchecked) private var published = Counts()
+    private var published = Counts()
     /// The registry's counters by label value, made on first publication so a family has a
     /// sample only for the values seen.
-    @exclusivity(unchecked) private var requestCounters: [String: CoreMetrics.Counter] = [:]
-    @exclusivity(unchecked) private var replyCounters: [String: CoreMetrics.Counter] = [:]
+    private var requestCounters: [String: CoreMetrics.Counter] = [:]
+    private var replyCounters: [String: CoreMetrics.Counter] = [:]
     private let handling: CoreMetrics.Timer
     private let store: CoreMetrics.Timer
     private let storeFailures: CoreMetrics.Counter
@@ -64,7 +63,7 @@ public final class ServiceMetrics: @unchecked Sendable {
     private let webConnections: Meter
     private let webCutOff: CoreMetrics.Counter
     /// The web endpoints' own tally of connections cut off, of which `webCutOff` has counted this much.
-    @exclusivity(unchecked) private var webCutOffCounted = 0
+    private var webCutOffCounted = 0
     private let residentMemory: Meter
     private let draining: Meter
     private let loopIdle: Meter

@@ -34,10 +34,7 @@ struct ServiceSession: @unchecked Sendable {
     }
 
     private final class Storage {
-        // Reached only through the session's accessors, which make it unique before writing:
-        // two accesses that overlap would have to be to one session value, which the compiler
-        // already rules out, so the run-time check would only cost time.
-        @exclusivity(unchecked) var fields: Fields
+        var fields: Fields
         init(_ fields: Fields) { self.fields = fields }
     }
 
@@ -295,21 +292,8 @@ struct ReplyCache {
     /// Where in the ring `id` lives, if it does.
     private func place(of id: RequestID) -> Int? {
         let tag = Self.tag(id)
-        return tags.withUnsafeBufferPointer { tags in
-            // Eight tags compared at once: most ids are new, and finding that reads every tag
-            // (twice a request: asked for, then stored).
-            let wanted = SIMD8<UInt32>(repeating: tag)
-            var start = 0
-            while start + 8 <= tags.count {
-                let eight = UnsafeRawPointer(tags.baseAddress! + start).loadUnaligned(as: SIMD8<UInt32>.self)
-                if any(eight .== wanted) {
-                    for place in start..<start + 8 where tags[place] == tag && ring[place].id == id { return place }
-                }
-                start += 8
-            }
-            for place in start..<tags.count where tags[place] == tag && ring[place].id == id { return place }
-            return nil
-        }
+        for place in tags.indices where tags[place] == tag && ring[place].id == id { return place }
+        return nil
     }
 
     /// A non-zero 32-bit hash of an id: a multiplicative hash of an integer, FNV-1a of a

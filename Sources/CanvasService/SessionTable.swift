@@ -13,9 +13,7 @@ struct SessionTable {
         /// The connection that opened it, which counts toward the per-client limit when
         /// clients are not authenticated.
         let connection: [UInt8]?
-        // Changed by the slot's own events only, which reach nothing else of the table: without
-        // the run-time exclusivity check (see `Dispatcher.table`).
-        @exclusivity(unchecked) var slot: SessionSlot
+        var slot: SessionSlot
         /// A place kept while a session is taken over: its owner is only who asked for it,
         /// until the store says whose it is.
         let provisional: Bool
@@ -29,11 +27,6 @@ struct SessionTable {
     }
 
     private var entries: [String: Entry] = [:]
-    /// The entry of the session `arrive` handed out last, and its id: giving a session back
-    /// (nearly always that one, at the end of its request) then finds its slot without hashing
-    /// the id again. Forgotten whenever an entry is put in or taken out, so it is always the
-    /// entry the table holds for that id.
-    private var handedOut: (id: String, entry: Entry)?
 
     var count: Int { entries.count }
 
@@ -59,26 +52,22 @@ struct SessionTable {
     static let idDigits = 15
 
     mutating func insert(_ session: ServiceSession) {
-        handedOut = nil
         entries[session.id] = Entry(owner: session.owner, connection: session.connection, slot: .ready(session))
     }
 
     /// A session that is held from the start: one whose creation the store has yet to confirm.
     mutating func insertHeld(_ session: ServiceSession) {
-        handedOut = nil
         entries[session.id] = Entry(owner: session.owner, connection: session.connection, slot: .held(queue: []))
     }
 
     /// A session being taken over from the store for `owner`: held, so that what comes for it
     /// meanwhile waits, though there is no session yet. `adopt` or `remove` ends it.
     mutating func insertTakingOver(_ id: String, owner: String?, connection: [UInt8]?) {
-        handedOut = nil
         entries[id] = Entry(owner: owner, connection: connection, slot: .held(queue: []), provisional: true)
     }
 
     /// The session taken over, in the place `insertTakingOver` kept, still held, with what queued.
     mutating func adopt(_ session: ServiceSession) {
-        handedOut = nil
         let queue: [QueuedWork]
         if case .held(let queued)? = entries[session.id]?.slot { queue = queued } else { queue = [] }
         entries[session.id] = Entry(owner: session.owner, connection: session.connection, slot: .held(queue: queue))
@@ -122,7 +111,6 @@ struct SessionTable {
 
     private mutating func arrive(_ entry: Entry, _ id: String, _ work: QueuedWork) -> ServiceSession? {
         guard let session = entry.slot.arrive(work) else { return nil }
-        handedOut = (id, entry)
         return session
     }
 
@@ -133,8 +121,7 @@ struct SessionTable {
     mutating func release(_ session: consuming ServiceSession) -> [QueuedWork] {
         // The id read first, so that the session itself is moved into the slot, not copied.
         let id = session.id
-        let entry = handedOut.flatMap { $0.id == id ? $0.entry : nil } ?? entries[id]
-        return entry?.slot.release(session) ?? []
+        return entries[id]?.slot.release(session) ?? []
     }
 
     /// When session `id` is held, puts `work` at the end of what waits for it, in order, and
@@ -150,7 +137,6 @@ struct SessionTable {
     }
 
     mutating func remove(_ id: String) {
-        handedOut = nil
         entries[id] = nil
     }
 
