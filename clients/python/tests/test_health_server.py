@@ -28,12 +28,8 @@ def read_response(sock: socket.socket, deadline: float, head_only: bool = False)
     the connection closed or the deadline passed before a whole response."""
     data = b""
     while b"\r\n\r\n" not in data:
-        sock.settimeout(max(0.01, deadline - time.monotonic()))
-        try:
-            chunk = sock.recv(4096)
-        except (socket.timeout, ConnectionResetError):
-            return None
-        if not chunk:
+        chunk = receive(sock, deadline)
+        if chunk is None:
             return None
         data += chunk
     head, body = data.split(b"\r\n\r\n", 1)
@@ -42,15 +38,20 @@ def read_response(sock: socket.socket, deadline: float, head_only: bool = False)
     headers = {name.strip().lower(): value.strip() for name, value in (line.split(":", 1) for line in lines[1:])}
     length = 0 if head_only else int(headers.get("content-length", "0"))
     while len(body) < length:
-        sock.settimeout(max(0.01, deadline - time.monotonic()))
-        try:
-            chunk = sock.recv(4096)
-        except (socket.timeout, ConnectionResetError):
-            return None
-        if not chunk:
+        chunk = receive(sock, deadline)
+        if chunk is None:
             return None
         body += chunk
     return status, headers, body
+
+
+def receive(sock: socket.socket, deadline: float) -> Optional[bytes]:
+    """What the peer sent next, or None when it closed or the deadline passed."""
+    sock.settimeout(max(0.01, deadline - time.monotonic()))
+    try:
+        return sock.recv(4096) or None
+    except (socket.timeout, ConnectionResetError):
+        return None
 
 
 def probe(port: int, path: str = "/livez", timeout: float = 3.0) -> Tuple[Optional[int], float]:
