@@ -57,7 +57,6 @@ final class WebEndpoints {
     let eventsEndpoint: String
     private let logger: Logger
 
-
     init(context: ZMQContext, configuration: WebConfiguration, maxMessageBytes: Int, logger: Logger) throws(ServerStartError) {
         if configuration.tokens == nil {
             for endpoint in [configuration.endpoint, configuration.eventsEndpoint] where !ServiceSecurity.isLocal(endpoint) {

@@ -165,9 +165,9 @@ public final class ConnectionGuard {
 
     /// Ties the proofs heard since the last look to the connections they came on. A look reads
     /// every unauthenticated connection's `tcp_info` (a system call each), so the looks are
-    /// spaced by their cost: 10 ms, and 25 µs more per connection, which keeps them to a few per cent of the
-    /// loop however many peers there are, while a proof is still tied long before
-    /// `authenticationTimeout`.
+    /// spaced by their cost: 10 ms, and 25 µs more per connection, which keeps them to a few
+    /// per cent of the loop however many peers there are, while a proof is still tied long
+    /// before `authenticationTimeout`.
     public func settle(now: ContinuousClock.Instant) {
         guard window.heardAny else { return }
         let interval = Duration.milliseconds(10) + .microseconds(25 * (tally.open - tally.authenticated))
@@ -196,6 +196,7 @@ public final class ConnectionGuard {
     /// or that both could (sizes that collide) teach nothing: the connection is judged by its
     /// next message. So a peer that sends what proves nothing, however often, neither passes
     /// for one that proved itself nor hides the proofs of others.
+    ///
     /// A connection seen for the first time since its upgrade has no count to go from (its
     /// upgrade request's length is unknown): it is authenticated only when it has sent a
     /// message past its routing id (a third data segment), every message read was a proof, and
