@@ -71,8 +71,7 @@ struct StrokeParts: Codable, Equatable {
     }
 
     func agrees(with part: Stroke) -> Bool {
-        tool == part.tool && width == part.width
-            && (color.red, color.green, color.blue) == (part.color.red, part.color.green, part.color.blue)
+        part.sameStyle(tool: tool, color: color, width: width)
     }
 }
 

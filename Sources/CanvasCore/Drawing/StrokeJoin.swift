@@ -28,7 +28,12 @@ extension Stroke {
     /// Whether `other` is drawn with the same tool, width and colour; a colour is compared as a
     /// colour (`#FFD400`, `#ffd400` and the name of that colour are one), as stroke parts are.
     public func sameStyle(as other: Stroke) -> Bool {
-        tool == other.tool && width == other.width
-            && (color.red, color.green, color.blue) == (other.color.red, other.color.green, other.color.blue)
+        sameStyle(tool: other.tool, color: other.color, width: other.width)
+    }
+
+    /// `sameStyle(as:)` against a style held apart from any stroke (a stroke's waiting parts).
+    public func sameStyle(tool: InkTool, color: InkColor, width: Double) -> Bool {
+        self.tool == tool && self.width == width
+            && (self.color.red, self.color.green, self.color.blue) == (color.red, color.green, color.blue)
     }
 }
