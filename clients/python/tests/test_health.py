@@ -73,6 +73,20 @@ def redis_server(folder: Path) -> Iterator[Tuple[int, subprocess.Popen]]:
         process.wait(timeout=5)
 
 
+@contextlib.contextmanager
+def served_with_store(folder: Path) -> Iterator[Tuple[Server, int, subprocess.Popen]]:
+    """canvasd with a session store in a Redis of its own and a health endpoint: the server,
+    the health port and the Redis process (to stop and continue)."""
+    port = free_port()
+    with redis_server(folder) as (redis_port, store):
+        server = Server(folder / "a", ["--session-store", f"redis://127.0.0.1:{redis_port}", "--instance", "a",
+                                       "--health-endpoint", str(port)])
+        try:
+            yield server, port, store
+        finally:
+            server.stop()
+
+
 def test_liveness_readiness_and_metrics(tmp_path: Path):
     port = free_port()
     server = Server(tmp_path, ["--health-endpoint", f"127.0.0.1:{port}", "--instance", "probe-1"])
@@ -118,38 +132,32 @@ def test_a_taken_health_port_is_named(tmp_path: Path):
 
 @pytest.mark.skipif(not shutil.which("redis-server"), reason="needs redis-server (make system-deps installs it)")
 def test_readiness_follows_the_session_store(tmp_path: Path):
-    port = free_port()
-    with redis_server(tmp_path) as (redis_port, store):
-        server = Server(tmp_path / "a", ["--session-store", f"redis://127.0.0.1:{redis_port}", "--instance", "a",
-                                         "--health-endpoint", str(port)])
+    with served_with_store(tmp_path) as (server, port, store):
+        assert get(port, "/readyz")[0] == 200
+        os.kill(store.pid, signal.SIGSTOP)
         try:
-            assert get(port, "/readyz")[0] == 200
-            os.kill(store.pid, signal.SIGSTOP)
-            try:
-                deadline = time.monotonic() + 3
-                while get(port, "/readyz")[0] == 200:
-                    assert time.monotonic() < deadline, "still ready 3 s after the store stopped"
-                    time.sleep(0.1)
-                status, body, _ = get(port, "/readyz")
-                assert status == 503 and "session store" in body
-                assert get(port, "/livez")[0] == 200   # alive: it is the store that is gone
-            finally:
-                os.kill(store.pid, signal.SIGCONT)
-            deadline = time.monotonic() + 5
-            while get(port, "/readyz")[0] != 200:
-                assert time.monotonic() < deadline, "not ready again after the store came back"
+            deadline = time.monotonic() + 3
+            while get(port, "/readyz")[0] == 200:
+                assert time.monotonic() < deadline, "still ready 3 s after the store stopped"
                 time.sleep(0.1)
-            # What the store was sent: a new session whole, its changes as deltas on its log.
-            with server.client() as client:
-                session = client.open_session()
-                session.open()
-                session.add_stroke([(10, 10), (20, 20), (30, 25)])
-            time.sleep(1.2)   # the loop publishes what it counted once a second
-            samples = parse(get(port, "/metrics")[1])
-            assert samples['canvasd_session_store_written_bytes_total{kind="whole"}'] > 0, samples
-            assert samples['canvasd_session_store_written_bytes_total{kind="delta"}'] > 0, samples
+            status, body, _ = get(port, "/readyz")
+            assert status == 503 and "session store" in body
+            assert get(port, "/livez")[0] == 200   # alive: it is the store that is gone
         finally:
-            server.stop()
+            os.kill(store.pid, signal.SIGCONT)
+        deadline = time.monotonic() + 5
+        while get(port, "/readyz")[0] != 200:
+            assert time.monotonic() < deadline, "not ready again after the store came back"
+            time.sleep(0.1)
+        # What the store was sent: a new session whole, its changes as deltas on its log.
+        with server.client() as client:
+            session = client.open_session()
+            session.open()
+            session.add_stroke([(10, 10), (20, 20), (30, 25)])
+        time.sleep(1.2)   # the loop publishes what it counted once a second
+        samples = parse(get(port, "/metrics")[1])
+        assert samples['canvasd_session_store_written_bytes_total{kind="whole"}'] > 0, samples
+        assert samples['canvasd_session_store_written_bytes_total{kind="delta"}'] > 0, samples
 
 
 @pytest.mark.skipif(not shutil.which("redis-server"), reason="needs redis-server (make system-deps installs it)")

@@ -16,7 +16,7 @@ from typing import List, Optional, Tuple
 import pytest
 
 from conftest import Server
-from test_health import redis_server
+from test_health import served_with_store
 from web import free_port
 
 IDLE = 1000
@@ -193,33 +193,27 @@ def test_an_idle_connection_is_closed_without_an_answer(health: int):
 def test_readiness_waiting_on_a_stopped_store_holds_up_no_probe(tmp_path: Path):
     """The store's PING blocks (hiredis); it must not hold up other probes, nor several
     /readyz each pay for their own PING."""
-    port = free_port()
-    with redis_server(tmp_path) as (redis_port, store):
-        server = Server(tmp_path / "a", ["--session-store", f"redis://127.0.0.1:{redis_port}", "--instance", "a",
-                                         "--health-endpoint", str(port)])
+    with served_with_store(tmp_path) as (_, port, store):
+        assert probe(port, "/readyz")[0] == 200
+        os.kill(store.pid, signal.SIGSTOP)
         try:
-            assert probe(port, "/readyz")[0] == 200
-            os.kill(store.pid, signal.SIGSTOP)
-            try:
-                results: List[Tuple[Optional[int], float]] = []
-                waiting = [threading.Thread(target=lambda: results.append(probe(port, "/readyz", timeout=10)))
-                           for _ in range(5)]
-                for thread in waiting:
-                    thread.start()
-                time.sleep(0.2)
-                live, seconds = probe(port, "/livez")
-                for thread in waiting:
-                    thread.join()
-                print(f"\n/livez while 5 /readyz wait on a stopped store: {seconds * 1000:.1f} ms; "
-                      f"/readyz: {[(status, round(took, 2)) for status, took in results]}")
-                assert live == 200 and seconds < 0.9, (live, seconds)
-                assert [status for status, _ in results] == [503] * 5
-                assert max(took for _, took in results) < 4.0, results
-            finally:
-                os.kill(store.pid, signal.SIGCONT)
-            deadline = time.monotonic() + 5
-            while probe(port, "/readyz")[0] != 200:
-                assert time.monotonic() < deadline, "not ready again after the store came back"
-                time.sleep(0.1)
+            results: List[Tuple[Optional[int], float]] = []
+            waiting = [threading.Thread(target=lambda: results.append(probe(port, "/readyz", timeout=10)))
+                       for _ in range(5)]
+            for thread in waiting:
+                thread.start()
+            time.sleep(0.2)
+            live, seconds = probe(port, "/livez")
+            for thread in waiting:
+                thread.join()
+            print(f"\n/livez while 5 /readyz wait on a stopped store: {seconds * 1000:.1f} ms; "
+                  f"/readyz: {[(status, round(took, 2)) for status, took in results]}")
+            assert live == 200 and seconds < 0.9, (live, seconds)
+            assert [status for status, _ in results] == [503] * 5
+            assert max(took for _, took in results) < 4.0, results
         finally:
-            server.stop()
+            os.kill(store.pid, signal.SIGCONT)
+        deadline = time.monotonic() + 5
+        while probe(port, "/readyz")[0] != 200:
+            assert time.monotonic() < deadline, "not ready again after the store came back"
+            time.sleep(0.1)
