@@ -344,6 +344,10 @@ struct ps_document {
     std::shared_ptr<RegionInputSource> region;
     // Points of ink the next flatten adds, counted into the page's total under /Points.
     long long addedPoints = 0;
+    // Positions in the page's /Forms of the edits the next flatten replaces (a reopened
+    // drawing's), and the points they held, taken off the page's count.
+    std::set<int> droppedForms;
+    long long droppedPoints = 0;
     // Where the PDF starts in the file, and its length.
     qpdf_offset_t start = 0;
     qpdf_offset_t size = 0;
@@ -708,29 +712,39 @@ ps_status ps_page_drawing(ps_document *document, int page, unsigned char **bytes
         QPDFObjectHandle marker = pageAt(document, page).getObjectHandle().getKey(kMarker);
         if (!marker.isDictionary()) return;
         // An edit by an earlier version of this code stored all the page's ink as one drawing
-        // on the marker; edits since then each store theirs on their own form.
-        std::vector<QPDFObjectHandle> sources{marker.getKey("/Drawing")};
+        // on the marker; edits since then each store theirs on their own form. Every entry of
+        // /Forms gets a record, so that a record's position is the form's.
+        std::string out;
+        auto record = [&](char kind, QPDFObjectHandle source) {
+            std::string data;
+            if (source.isStream()) {
+                std::shared_ptr<Buffer> buffer = source.getStreamData(qpdf_dl_generalized);
+                data.assign(reinterpret_cast<char const *>(buffer->getBuffer()), buffer->getSize());
+            }
+            if (data.size() > 0xFFFFFFFFu) throw Failure(PS_DAMAGED, "a stored drawing over 4 GB");
+            out += kind;
+            bigEndian(out, data.size(), 4);
+            out += data;
+        };
+        QPDFObjectHandle legacy = marker.getKey("/Drawing");
+        if (legacy.isStream()) record('L', legacy);
         QPDFObjectHandle forms = marker.getKey("/Forms");
         if (forms.isArray()) {
             for (auto &form : forms.getArrayAsVector()) {
-                if (form.isStream()) sources.push_back(form.getDict().getKey(kDrawingKey));
+                record('F', form.isStream() ? form.getDict().getKey(kDrawingKey) : QPDFObjectHandle::newNull());
             }
         }
-        std::string json;
-        for (auto &source : sources) {
-            if (!source.isStream()) continue;
-            std::shared_ptr<Buffer> data = source.getStreamData(qpdf_dl_generalized);
-            if (data->getSize() == 0) continue;
-            json += json.empty() ? "[" : ",";
-            json.append(reinterpret_cast<char const *>(data->getBuffer()), data->getSize());
-        }
-        if (json.empty()) return;
-        json += "]";
-        *bytes = static_cast<unsigned char *>(std::malloc(json.size()));
+        if (out.empty()) return;
+        *bytes = static_cast<unsigned char *>(std::malloc(out.size()));
         if (!*bytes) throw std::bad_alloc();
-        std::memcpy(*bytes, json.data(), json.size());
-        *length = json.size();
+        std::memcpy(*bytes, out.data(), out.size());
+        *length = out.size();
     });
+}
+
+void ps_drop_forms(ps_document *document, const int *forms, size_t count, int64_t points) {
+    document->droppedForms.insert(forms, forms + count);
+    document->droppedPoints = points;
 }
 
 }  // extern "C"
@@ -754,6 +768,29 @@ QPDFObjectHandle itemsOf(QPDFObjectHandle array) {
         for (auto &item : array.getArrayAsVector()) copy.appendItem(item);
     }
     return copy;
+}
+
+// Whether `stream` is one of the streams that draw an edit's form ("q", the placement, the
+// form's name and "Do", "Q"; the first edit's begins with the "Q" that closes the page's own
+// content), and if so the form's name and whether it begins with that "Q". Our draw streams
+// are short and unfiltered; anything else is the page's own content.
+bool drawsForm(QPDFObjectHandle stream, std::string &name, bool &closesPage) {
+    if (!stream.isStream() || !stream.getDict().getKey("/Filter").isNull()) return false;
+    QPDFObjectHandle length = stream.getDict().getKey("/Length");
+    if (!length.isInteger() || length.getIntValue() > 512) return false;
+    std::shared_ptr<Buffer> raw = stream.getRawStreamData();
+    std::string data(reinterpret_cast<char const *>(raw->getBuffer()), raw->getSize());
+    closesPage = data.rfind("Q\n", 0) == 0;
+    if (closesPage) data.erase(0, 2);
+    std::string const tail = " Do\nQ\n";
+    if (data.rfind("q\n", 0) != 0 || data.size() < tail.size() + 2 ||
+        data.compare(data.size() - tail.size(), tail.size(), tail) != 0) {
+        return false;
+    }
+    size_t end = data.size() - tail.size();
+    size_t start = data.rfind('\n', end - 1) + 1;
+    name = data.substr(start, end - start);
+    return name.rfind(kFormPrefix, 0) == 0;
 }
 
 // Adds one edit's ink to page `page` of `document`: the new objects (the form, the drawing it
@@ -817,15 +854,20 @@ QPDFObjectHandle applyInk(ps_document *document, QPDF &made, int page, const uns
                 }
             }
         }
-        QPDFObjectHandle form = compressedStream(made, content);
-        QPDFObjectHandle formDict = form.getDict();
-        formDict.replaceKey("/Type", QPDFObjectHandle::newName("/XObject"));
-        formDict.replaceKey("/Subtype", QPDFObjectHandle::newName("/Form"));
-        formDict.replaceKey("/BBox", QPDFObjectHandle::newArray(QPDFObjectHandle::Rectangle(0, 0, info.display_width, info.display_height)));
-        formDict.replaceKey("/Resources", resources);
-        QPDFObjectHandle source = compressedStream(made, std::string(reinterpret_cast<char const *>(drawing), drawing_length));
-        source.getDict().replaceKey("/Type", QPDFObjectHandle::newName("/CanvasBridgeDrawing"));
-        formDict.replaceKey(kDrawingKey, source);
+        // An edit that only takes ink away (a reopened drawing erased to nothing) draws nothing.
+        bool adds = !content.empty();
+        QPDFObjectHandle form;
+        if (adds) {
+            form = compressedStream(made, content);
+            QPDFObjectHandle formDict = form.getDict();
+            formDict.replaceKey("/Type", QPDFObjectHandle::newName("/XObject"));
+            formDict.replaceKey("/Subtype", QPDFObjectHandle::newName("/Form"));
+            formDict.replaceKey("/BBox", QPDFObjectHandle::newArray(QPDFObjectHandle::Rectangle(0, 0, info.display_width, info.display_height)));
+            formDict.replaceKey("/Resources", resources);
+            QPDFObjectHandle source = compressedStream(made, std::string(reinterpret_cast<char const *>(drawing), drawing_length));
+            source.getDict().replaceKey("/Type", QPDFObjectHandle::newName("/CanvasBridgeDrawing"));
+            formDict.replaceKey(kDrawingKey, source);
+        }
 
         // The page's new dictionary: its own entries, and its resources (its own, shared or
         // inherited: copied onto the page either way) with the form under a name of its own.
@@ -838,16 +880,43 @@ QPDFObjectHandle applyInk(ps_document *document, QPDF &made, int page, const uns
         bool firstEdit = !marker.isDictionary();
         marker = entriesOf(marker);
         QPDFObjectHandle forms = itemsOf(marker.getKey("/Forms"));
-        int number = forms.getArrayNItems() + 1;
-        while (xobjects.hasKey(kFormPrefix + std::to_string(number))) ++number;
-        std::string name = kFormPrefix + std::to_string(number);
-        xobjects.replaceKey(name, form);
+
+        // A reopened drawing replaces the edits it was reopened from: the page stops drawing
+        // them (their forms leave /Forms, their names the resources, their draw streams the
+        // content), while the file's earlier revisions keep them.
+        std::set<std::string> droppedNames;
+        if (!document->droppedForms.empty()) {
+            std::vector<QPDFObjectHandle> items = forms.getArrayAsVector();
+            std::set<QPDFObjGen> dropped;
+            for (int index : document->droppedForms) {
+                if (index < 0 || static_cast<size_t>(index) >= items.size() || !items[index].isIndirect()) {
+                    throw Failure(PS_INTERNAL, "the page has no ink form at position " + std::to_string(index) + " to replace");
+                }
+                dropped.insert(items[index].getObjGen());
+            }
+            forms = QPDFObjectHandle::newArray();
+            for (size_t index = 0; index < items.size(); ++index) {
+                if (!document->droppedForms.count(static_cast<int>(index))) forms.appendItem(items[index]);
+            }
+            for (auto &entry : xobjects.getDictAsMap()) {
+                if (entry.second.isIndirect() && dropped.count(entry.second.getObjGen())) droppedNames.insert(entry.first);
+            }
+            for (auto &name : droppedNames) xobjects.removeKey(name);
+        }
+        std::string name;
+        if (adds) {
+            int number = forms.getArrayNItems() + 1;
+            while (xobjects.hasKey(kFormPrefix + std::to_string(number))) ++number;
+            name = kFormPrefix + std::to_string(number);
+            xobjects.replaceKey(name, form);
+        }
         pageResources.replaceKey("/XObject", xobjects);
         dictionary.replaceKey("/Resources", pageResources);
 
         // The page's content: its own streams, untouched; on the first edit a `q` before them
         // and a `Q` after, so that whatever state they leave does not reach the ink; then one
-        // stream per edit drawing its form.
+        // stream per edit drawing its form. A replaced edit's stream goes, except for the `Q`
+        // the first edit's carries, which stays where it was.
         QPDFObjectHandle contents = pageObject.getKey("/Contents");
         QPDFObjectHandle streams = QPDFObjectHandle::newArray();
         if (firstEdit) {
@@ -856,17 +925,27 @@ QPDFObjectHandle applyInk(ps_document *document, QPDF &made, int page, const uns
             marker.replaceKey("/Open", opening);
         }
         for (auto &stream : contents.isArray() ? contents.getArrayAsVector() : std::vector<QPDFObjectHandle>{contents}) {
-            if (!stream.isNull()) streams.appendItem(stream);
+            if (stream.isNull()) continue;
+            std::string drawn;
+            bool closesPage = false;
+            if (!droppedNames.empty() && drawsForm(stream, drawn, closesPage) && droppedNames.count(drawn)) {
+                if (closesPage) streams.appendItem(QPDFObjectHandle::newStream(&made, "Q\n"));
+                continue;
+            }
+            streams.appendItem(stream);
         }
-        std::string draw = std::string(firstEdit ? "Q\n" : "") + "q\n" + placement(info) + "\n" + name + " Do\nQ\n";
-        streams.appendItem(QPDFObjectHandle::newStream(&made, draw));
+        if (adds) {
+            std::string draw = std::string(firstEdit ? "Q\n" : "") + "q\n" + placement(info) + "\n" + name + " Do\nQ\n";
+            streams.appendItem(QPDFObjectHandle::newStream(&made, draw));
+            forms.appendItem(form);
+        }
         dictionary.replaceKey("/Contents", streams);
 
-        forms.appendItem(form);
         marker.replaceKey("/Forms", forms);
         // A running count of the ink on the page, so a limit on it costs one number to read.
         QPDFObjectHandle counted = marker.getKey("/Points");
         long long before = counted.isInteger() ? std::max(0LL, counted.getIntValue()) : 0;
+        before = std::max(0LL, before - std::max(0LL, document->droppedPoints));
         long long after = before > LLONG_MAX - document->addedPoints ? LLONG_MAX : before + document->addedPoints;
         marker.replaceKey("/Points", QPDFObjectHandle::newInteger(after));
         dictionary.replaceKey(kMarker, marker);

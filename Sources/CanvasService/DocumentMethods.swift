@@ -209,6 +209,8 @@ struct DocumentMethods {
             return ProtocolError(.payloadTooLarge, message, data: ["field": "drawing", "name": .string(name), "page": .integer(Int64(page)),
                                                                    "pageInk": .integer(Int64(stored)), "size": .integer(Int64(stored + adding)),
                                                                    "limit": .integer(Int64(limit))])
+        case .inkChanged(let name, let page):
+            return ProtocolError(.conflict, message, data: ["reason": "inkChanged", "document": .string(name), "page": .integer(Int64(page))])
         case .refused(let name, let reason, _):
             return ProtocolError(.invalidParams, message, data: ["field": "upload", "name": .string(name), "reason": .string(reason)])
         case .fenced(let name, let reason, _):

@@ -17,6 +17,8 @@ public enum DocumentError: Error, Sendable, Equatable, CustomStringConvertible {
     case inkLimit(name: String, page: Int, stored: Int, adding: Int, limit: Int)
     /// `expectedRevision` is not the current one: someone else saved first.
     case conflict(name: String, expected: Int, current: Int)
+    /// A reopened drawing's save found the ink it was to replace no longer on the page.
+    case inkChanged(name: String, page: Int)
     /// A new document (an upload without `expectedRevision`) under a name already taken.
     case alreadyExists(name: String)
     /// An upload that is not a document the store can serve (damaged, encrypted, not a PDF,
@@ -55,6 +57,8 @@ public enum DocumentError: Error, Sendable, Equatable, CustomStringConvertible {
             // looking for a writer that does not exist.
             return expected < current ? "\(name) is at revision \(current), not \(expected): it was saved since"
                 : "\(name) is at revision \(current); there is no revision \(expected) yet"
+        case .inkChanged(let name, let page):
+            return "the ink reopened from page \(page) of \(name) is no longer on it (saved over since, restored, or replaced); cancel, or reopen the page"
         case .refused(let name, _, let message): return "\(name) refused: \(message)"
         case .fenced(let name, _, let message): return "\(name) not saved: \(message)"
         case .alreadyExists(let name): return "\(name) already exists; give expectedRevision to upload a new revision of it"

@@ -338,6 +338,7 @@ public final class DocumentStore: Sendable {
         case .storedDrawing(let message): return .unreadable(name: name, reason: "damaged", message: "the ink stored on page \(page): \(message)")
         case .tooMuchInk(let stored, let adding, let limit):
             return .inkLimit(name: name, page: page, stored: stored, adding: adding, limit: limit)
+        case .inkChanged(let page): return .inkChanged(name: name, page: page)
         }
     }
 

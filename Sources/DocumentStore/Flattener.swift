@@ -36,6 +36,31 @@ public struct PDFLocation: Sendable {
     }
 }
 
+/// A page's canvas ink as the edits that put it there, in the order made.
+public struct PageInk: Sendable {
+    public struct Edit: Sendable {
+        /// The drawing the edit was made from, as it was submitted.
+        public let drawing: Drawing
+        /// SHA-256 (hex) of the drawing's stored bytes: names the edit for `Flattener.prepare`'s
+        /// `replacing`, wherever the file's objects move to.
+        public let digest: String
+        /// The edit's form among the page's; nil for the drawing an early version kept for the
+        /// whole page, which stays on the page as it is (it cannot be taken off alone).
+        let form: Int?
+    }
+
+    public let edits: [Edit]
+
+    /// The edits that a reopened drawing can replace (all but an early version's whole-page ink).
+    public var replaceable: [Edit] { edits.filter { $0.form != nil } }
+
+    /// Those edits' strokes and texts as one drawing.
+    public var drawing: Drawing {
+        let edits = replaceable
+        return Drawing(strokes: edits.flatMap(\.drawing.strokes), texts: edits.flatMap(\.drawing.texts))
+    }
+}
+
 /// Why a flatten failed.
 public enum FlattenError: Error, Sendable, CustomStringConvertible {
     case pdf(PDFError)
@@ -43,6 +68,9 @@ public enum FlattenError: Error, Sendable, CustomStringConvertible {
     case storedDrawing(String)
     /// The page would hold more ink than the limit, counting what earlier saves put there.
     case tooMuchInk(onPage: Int, adding: Int, limit: Int)
+    /// Ink a reopened drawing was to replace is no longer on the page (another save replaced
+    /// it, or the document was restored or replaced since the drawing was reopened).
+    case inkChanged(page: Int)
 
     public var description: String {
         switch self {
@@ -51,6 +79,8 @@ public enum FlattenError: Error, Sendable, CustomStringConvertible {
         case .storedDrawing(let message): return "read the ink already on the page: \(message)"
         case .tooMuchInk(let stored, let adding, let limit):
             return "the page has \(stored) points of ink; \(adding) more would pass the limit of \(limit) a page"
+        case .inkChanged(let page):
+            return "the ink reopened from page \(page) is no longer on it: the page changed since it was reopened"
         }
     }
 }
@@ -68,17 +98,14 @@ public enum Flattener {
         private let file: PDFFile
         private let page: Int
         private let layers: InkRenderer.PDFLayers
-        private let json: [UInt8]
+        private let source: [UInt8]
         public let pageCount: Int
-        /// The ink this edit adds, as it is stored: rounded to `InkPrecision`.
-        public let drawing: Drawing
 
-        init(file: PDFFile, page: Int, layers: InkRenderer.PDFLayers, json: [UInt8], drawing: Drawing) {
+        init(file: PDFFile, page: Int, layers: InkRenderer.PDFLayers, source: [UInt8]) {
             self.file = file
             self.page = page
             self.layers = layers
-            self.json = json
-            self.drawing = drawing
+            self.source = source
             pageCount = file.pageCount
         }
 
@@ -92,7 +119,7 @@ public enum Flattener {
         /// The bytes to append to the PDF's bytes.
         public func increment() throws(FlattenError) -> [UInt8] {
             do {
-                return try file.flattenIncrement(page: page, strokes: layers.strokes, texts: layers.texts, drawing: json)
+                return try file.flattenIncrement(page: page, strokes: layers.strokes, texts: layers.texts, drawing: source)
             } catch {
                 throw .pdf(error)
             }
@@ -101,7 +128,7 @@ public enum Flattener {
         /// Writes the whole new PDF to `descriptor`.
         public func rewrite(to descriptor: FileDescriptor) throws(FlattenError) {
             do {
-                try file.flattenRewrite(page: page, strokes: layers.strokes, texts: layers.texts, drawing: json, to: descriptor)
+                try file.flattenRewrite(page: page, strokes: layers.strokes, texts: layers.texts, drawing: source, to: descriptor)
             } catch {
                 throw .pdf(error)
             }
@@ -109,17 +136,29 @@ public enum Flattener {
     }
 
     /// `maxPagePoints` bounds the ink on the page, what earlier saves put there included: a
-    /// drawing that would pass it is refused before anything is drawn.
+    /// drawing that would pass it is refused before anything is drawn. `replacing`: the digests
+    /// (`PageInk.Edit.digest`) of the edits a reopened drawing was reopened from, which it
+    /// replaces: the page no longer draws them. Each must still be on the page.
     public static func prepare(_ location: PDFLocation, page: Int, adding drawing: Drawing,
-                               maxPagePoints: Int = .max) throws(FlattenError) -> Prepared {
+                               replacing: [String]? = nil, maxPagePoints: Int = .max) throws(FlattenError) -> Prepared {
         do {
             let file = try location.open()
             let geometry = try file.page(page)
-            let stored = file.inkPoints(page: page), adding = drawing.pointCount
+            var stored = file.inkPoints(page: page)
+            if let replacing {
+                let edits = try edits(file.storedSources(page: page), page: page, location.path)
+                let dropped = try replaced(replacing, among: edits, page: page)
+                let points = dropped.reduce(0) { $0 + $1.drawing.pointCount }
+                file.dropForms(dropped.compactMap(\.form), points: points)
+                stored = max(0, stored - points)
+            }
+            let adding = drawing.pointCount
             guard adding <= maxPagePoints - min(stored, maxPagePoints) else {
                 throw FlattenError.tooMuchInk(onPage: stored, adding: adding, limit: maxPagePoints)
             }
             file.addingInkPoints(adding)
+            // The page draws the ink at the precision it is kept on paper; the source keeps the
+            // drawing as it was submitted, for a reopen to give back bit for bit.
             let ink = InkPrecision.rounded(drawing)
             let layers: InkRenderer.PDFLayers
             do {
@@ -127,7 +166,7 @@ public enum Flattener {
             } catch {
                 throw FlattenError.render(error.description)
             }
-            return Prepared(file: file, page: page, layers: layers, json: StoredDrawing.json(ink), drawing: ink)
+            return Prepared(file: file, page: page, layers: layers, source: InkSource.encode(drawing))
         } catch let error as FlattenError {
             throw error
         } catch let error as PDFError {
@@ -137,21 +176,74 @@ public enum Flattener {
         }
     }
 
-    /// All ink that flattening put on the page, every edit's in order, as one drawing.
-    public static func storedDrawing(_ location: PDFLocation, page: Int) throws(FlattenError) -> Drawing {
-        let stored: [UInt8]?
-        do {
-            stored = try location.open().storedDrawing(page: page)
-        } catch {
-            throw .pdf(error)
+    /// The edits `digests` names, one for each digest (a digest twice names two edits with the
+    /// same drawing): all of them on the page, or the page's ink changed since the reopen.
+    static func replaced(_ digests: [String], among edits: [PageInk.Edit], page: Int) throws(FlattenError) -> [PageInk.Edit] {
+        var wanted: [String: Int] = [:]
+        for digest in digests { wanted[digest, default: 0] += 1 }
+        var found: [PageInk.Edit] = []
+        for edit in edits where edit.form != nil {
+            guard let left = wanted[edit.digest], left > 0 else { continue }
+            wanted[edit.digest] = left - 1
+            found.append(edit)
         }
-        guard let stored else { return .empty }
+        guard found.count == digests.count else { throw .inkChanged(page: page) }
+        return found
+    }
+
+    /// The page's canvas ink, edit by edit, as reopening loads it.
+    public static func pageInk(_ location: PDFLocation, page: Int) throws(FlattenError) -> PageInk {
         do {
-            let edits = try JSONDecoder().decode([Drawing].self, from: Data(stored))
-            return Drawing(strokes: edits.flatMap(\.strokes), texts: edits.flatMap(\.texts))
+            let file = try location.open()
+            _ = try file.page(page)
+            return PageInk(edits: try edits(file.storedSources(page: page), page: page, location.path))
+        } catch let error as FlattenError {
+            throw error
+        } catch let error as PDFError {
+            throw .pdf(error)
         } catch {
             throw .storedDrawing("\(error)")
         }
+    }
+
+    static func edits(_ sources: [PDFFile.StoredSource], page: Int, _ name: String) throws(FlattenError) -> [PageInk.Edit] {
+        var edits: [PageInk.Edit] = []
+        for source in sources where !source.bytes.isEmpty {
+            let drawing: Drawing
+            if InkSource.isEncoded(source.bytes) {
+                do {
+                    drawing = try InkSource.decode(source.bytes)
+                } catch {
+                    throw .storedDrawing(error.description)
+                }
+            } else {
+                // Saves before canvas/1.8 stored the drawing as JSON, as drawing.get gives it.
+                do {
+                    drawing = try JSONDecoder().decode(Drawing.self, from: Data(source.bytes))
+                } catch {
+                    throw .storedDrawing("\(error)")
+                }
+            }
+            var hasher = SHA256Hasher()
+            hasher.update(source.bytes)
+            let form: Int?
+            if case .form(let position) = source.place { form = position } else { form = nil }
+            edits.append(PageInk.Edit(drawing: drawing, digest: hasher.finish(), form: form))
+        }
+        return edits
+    }
+
+    /// All ink that flattening put on the page, every edit's in order, as one drawing.
+    public static func storedDrawing(_ location: PDFLocation, page: Int) throws(FlattenError) -> Drawing {
+        let edits: [PageInk.Edit]
+        do {
+            edits = try Self.edits(location.open().storedSources(page: page), page: page, location.path)
+        } catch let error as FlattenError {
+            throw error
+        } catch {
+            throw .pdf(error as! PDFError)
+        }
+        return Drawing(strokes: edits.flatMap(\.drawing.strokes), texts: edits.flatMap(\.drawing.texts))
     }
 
     /// The incremental update for a file that takes one (tests and offline use).

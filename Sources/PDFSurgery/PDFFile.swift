@@ -124,21 +124,61 @@ public final class PDFFile {
                             userUnit: info.user_unit, width: info.display_width, height: info.display_height)
     }
 
-    /// The drawings earlier flattens stored with the page's ink, one per edit in the order made,
-    /// as a JSON array; nil when the page has none.
-    public func storedDrawing(page index: Int) throws(PDFError) -> [UInt8]? {
+    /// What an earlier flatten stored with the page's ink: the bytes of the drawing an edit was
+    /// made from, with where they were kept.
+    public struct StoredSource: Sendable {
+        public enum Place: Sendable, Equatable {
+            /// The one drawing an early version of canvas bridge kept for all the page's ink.
+            case wholePage
+            /// The edit's form, by its position among the page's forms (`dropForms` takes it).
+            case form(Int)
+        }
+        public let place: Place
+        /// Empty when the form carries no drawing.
+        public let bytes: [UInt8]
+    }
+
+    /// The drawings earlier flattens stored with the page's ink, one per edit in the order made;
+    /// empty when the page has none.
+    public func storedSources(page index: Int) throws(PDFError) -> [StoredSource] {
         var error = ps_error()
         var bytes: UnsafeMutablePointer<UInt8>?
         var length = 0
         let status = ps_page_drawing(handle, Int32(clamping: index), &bytes, &length, &error)
         defer { ps_free(bytes) }
         guard status == PS_OK else { throw PDFError(status, "read the ink of page \(index)", error) }
-        guard let bytes, length > 0 else { return nil }
-        return Array(UnsafeBufferPointer(start: bytes, count: length))
+        guard let bytes, length > 0 else { return [] }
+        let records = UnsafeBufferPointer(start: bytes, count: length)
+        var sources: [StoredSource] = []
+        var offset = 0, forms = 0
+        while offset + 5 <= records.count {
+            let kind = records[offset]
+            let size = records[(offset + 1)..<(offset + 5)].reduce(0) { $0 << 8 | Int($1) }
+            offset += 5
+            guard size <= records.count - offset else { break }
+            let place: StoredSource.Place
+            if kind == UInt8(ascii: "L") {
+                place = .wholePage
+            } else {
+                place = .form(forms)
+                forms += 1
+            }
+            sources.append(StoredSource(place: place, bytes: Array(records[offset..<(offset + size)])))
+            offset += size
+        }
+        return sources
+    }
+
+    /// Makes the next flatten replace the edits whose forms are at `forms` (positions as
+    /// `storedSources` gives them): the page no longer draws them, and `points`, the ink they
+    /// held, comes off the page's count.
+    public func dropForms(_ forms: [Int], points: Int) {
+        let positions = forms.map { Int32(clamping: $0) }
+        ps_drop_forms(handle, positions, positions.count, Int64(points))
     }
 
     /// The incremental update that adds ink to the page, over its content and any earlier ink,
-    /// with `drawing` (JSON) stored beside it: `strokes`, content-stream operators in display
+    /// with `drawing` (its source, encoded) stored beside it: `strokes`, content-stream operators in display
     /// points (origin top-left, y down), then `texts`, a one-page PDF in display points (or
     /// empty). Append it to this PDF's bytes. A file can make one increment; open it again for
     /// another.

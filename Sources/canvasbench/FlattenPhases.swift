@@ -28,8 +28,8 @@ struct FlattenPhases: ParsableCommand {
             var opened: PDFFile? = try timed("open") { try PDFFile(path: document) }
             let geometry = try timed("page") { try opened!.page(page) }
             let layers = try timed("render") { try InkRenderer.pdfLayers(drawing, width: geometry.width, height: geometry.height) }
-            let json = timed("json") { StoredDrawing.json(drawing) }
-            _ = try timed("increment") { try opened!.flattenIncrement(page: page, strokes: layers.strokes, texts: layers.texts, drawing: json) }
+            let source = timed("source") { InkSource.encode(drawing) }
+            _ = try timed("increment") { try opened!.flattenIncrement(page: page, strokes: layers.strokes, texts: layers.texts, drawing: source) }
             timed("close") { opened = nil }
         }
         for (name, samples) in times.sorted(by: { $0.key < $1.key }) {

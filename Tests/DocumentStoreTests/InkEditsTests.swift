@@ -43,9 +43,9 @@ struct InkEditsTests {
         #expect(structure.nestedForms == 0, "a form draws another form")
         #expect(structure.inkDraws == 50)
         #expect(structure.fontFiles <= 50, "\(structure.fontFiles) fonts for 50 edits")
-        // All the ink reads back, every edit's in order, as it was drawn (to 0.01 pt).
+        // All the ink reads back, every edit's in order, as it was submitted, bit for bit.
         let stored = try Flattener.storedDrawing(PDFLocation(path: url.path), page: 1)
-        let expected = try (0..<50).map { InkPrecision.rounded(try Self.edit($0)) }
+        let expected = try (0..<50).map { try Self.edit($0) }
         #expect(stored == Drawing(strokes: expected.flatMap(\.strokes), texts: expected.flatMap(\.texts)))
         #expect(try run("/usr/bin/qpdf", ["--check", url.path]).status == 0)
         #expect(try Raster.render(url.path, page: 0) == Raster.render(writeOriginal(folder), page: 0), "another page changed")

@@ -54,17 +54,23 @@ void ps_close(ps_document *document);
 int ps_page_count(ps_document *document);
 ps_status ps_page_info_at(ps_document *document, int page, ps_page_info *out, ps_error *error);
 
-// The drawings stored with the page's ink by earlier flattens, one per edit in the order made,
-// as a JSON array. The caller frees *bytes with ps_free; *length is 0 when the page has no ink
-// of ours.
+// The drawings stored with the page's ink by earlier flattens, one record per edit in the order
+// made: a kind byte ('L' for the one drawing an early version kept for the whole page, 'F' for
+// an edit's form, the n-th 'F' record being the n-th form), a 4-byte big-endian length, and the
+// stored bytes (none for a form without a stored drawing). The caller frees *bytes with
+// ps_free; *length is 0 when the page has no ink of ours.
 ps_status ps_page_drawing(ps_document *document, int page, unsigned char **bytes, size_t *length, ps_error *error);
+// Makes the next flatten replace earlier edits: the page stops drawing the forms at positions
+// `forms` (as ps_page_drawing numbers its 'F' records), and `points`, the ink they held, comes
+// off the page's count. With empty ink, the flatten only takes those edits away.
+void ps_drop_forms(ps_document *document, const int *forms, size_t count, int64_t points);
 
 // Adds ink to `page`, over its content and any ink earlier flattens put there (which stays as
 // it is), and returns the bytes of an incremental update: appended to the original PDF bytes
 // they make the new document. The ink is `strokes`, content-stream operators in display points
 // (origin at the displayed page's top-left corner, y down; they may set the graphics state
 // /CanvasMultiply, a multiply blend), then the one-page PDF `overlay` in display points (texts;
-// none when its length is 0). `drawing` (JSON) is stored with the ink. The document handle is
+// none when its length is 0). `drawing` (the bytes of the drawing it was made from) is stored with the ink. The document handle is
 // spent afterwards: close it.
 ps_status ps_flatten_increment(ps_document *document, int page,
                                const unsigned char *overlay, size_t overlay_length,

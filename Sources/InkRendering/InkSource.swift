@@ -1,0 +1,311 @@
+public import CanvasCore
+
+/// The drawing a save stores beside its ink, so that the page's ink can be reopened as the
+/// strokes and texts that were submitted, every number bit for bit.
+///
+/// Handwriting arrives at the precision ink is drawn at (`InkPrecision`: hundredths of a point,
+/// thousandths of pressure) or close to it, so each number is kept as an integer count of that
+/// step, and a point as its step from the point before: two or three small integers a point,
+/// stored column by column (all x steps of a stroke, then all y, then all pressures) so that
+/// the deflate the PDF applies finds runs of like bytes. A number the step does not give back
+/// exactly (a client may send any double) is kept besides as its 8 bytes, so nothing is lost:
+/// it costs only where it happens.
+///
+/// Layout, version 1 (integers are LEB128 varints, signed ones zigzag-coded first):
+///
+///     "CBI" 1                      magic and version
+///     strokes, texts               counts
+///     per stroke: flags            bit 0 highlighter; bit 1 some points have pressure,
+///                                  bit 2 some have none (both: a presence bit per point follows)
+///                 color            length and UTF-8
+///                 width            a number (below)
+///                 points           count
+///                 [presence]       with flags 1|2 set, one bit a point, low bit first
+///                 x steps, y steps, pressure steps (only points with pressure)
+///                 exceptions       count, then each: index (column × count + point), 8 bytes
+///     per text:   color, text      length and UTF-8 each
+///                 x, y, fontSize   numbers
+///
+/// A number alone (a width, a text's place) is its count of hundredths, doubled, plus 1 when
+/// its 8 bytes follow because the count does not give it back.
+public enum InkSource {
+    static let magic: [UInt8] = [UInt8(ascii: "C"), UInt8(ascii: "B"), UInt8(ascii: "I")]
+    static let version: UInt8 = 1
+
+    /// Whether `bytes` are in this encoding (the other kind of stored drawing is JSON, from
+    /// before canvas/1.8).
+    public static func isEncoded(_ bytes: [UInt8]) -> Bool { bytes.starts(with: magic) }
+
+    public static func encode(_ drawing: Drawing) -> [UInt8] {
+        var out = Writer()
+        out.bytes.reserveCapacity(16 + drawing.pointCount * 4)
+        out.bytes += magic
+        out.bytes.append(version)
+        out.unsigned(UInt64(drawing.strokes.count))
+        out.unsigned(UInt64(drawing.texts.count))
+        var previous = (x: Int64(0), y: Int64(0), pressure: Int64(0))
+        for stroke in drawing.strokes {
+            let pressured = stroke.points.count(where: { $0.pressure != nil })
+            var flags: UInt8 = stroke.tool == .highlighter ? 1 : 0
+            if pressured > 0 { flags |= 2 }
+            if pressured < stroke.points.count { flags |= 4 }
+            out.bytes.append(flags)
+            out.string(stroke.color.rawValue)
+            out.number(stroke.width)
+            out.unsigned(UInt64(stroke.points.count))
+            if flags & 6 == 6 {
+                var byte: UInt8 = 0
+                for (index, point) in stroke.points.enumerated() {
+                    if point.pressure != nil { byte |= 1 << UInt8(index % 8) }
+                    if index % 8 == 7 || index == stroke.points.count - 1 {
+                        out.bytes.append(byte)
+                        byte = 0
+                    }
+                }
+            }
+            var exceptions: [(index: Int, value: Double)] = []
+            for (column, step) in [(0, 100.0), (1, 100.0), (2, 1000.0)] {
+                var last = column == 0 ? previous.x : column == 1 ? previous.y : previous.pressure
+                for (index, point) in stroke.points.enumerated() {
+                    let value: Double
+                    switch column {
+                    case 0: value = point.x
+                    case 1: value = point.y
+                    default:
+                        guard let pressure = point.pressure else { continue }
+                        value = pressure
+                    }
+                    let count = Quantized(value, step: step)
+                    if !count.exact { exceptions.append((column * stroke.points.count + index, value)) }
+                    out.signed(count.steps &- last)
+                    last = count.steps
+                }
+                switch column {
+                case 0: previous.x = last
+                case 1: previous.y = last
+                default: previous.pressure = last
+                }
+            }
+            out.unsigned(UInt64(exceptions.count))
+            for exception in exceptions {
+                out.unsigned(UInt64(exception.index))
+                out.raw(exception.value)
+            }
+        }
+        for text in drawing.texts {
+            out.string(text.color.rawValue)
+            out.string(text.text)
+            out.number(text.x)
+            out.number(text.y)
+            out.number(text.fontSize)
+        }
+        return out.bytes
+    }
+
+    /// Why stored bytes are not a drawing: where decoding stopped and what was wrong there.
+    public struct DecodeError: Error, CustomStringConvertible {
+        public let offset: Int
+        public let reason: String
+        public var description: String { "the stored drawing is damaged at byte \(offset): \(reason)" }
+    }
+
+    /// The drawing `encode` stored. Every count is checked against the bytes left, and every
+    /// value against the limits a drawing sent over the wire must meet, so damaged or hostile
+    /// bytes give an error, never a crash or an allocation larger than the input.
+    public static func decode(_ bytes: [UInt8]) throws(DecodeError) -> Drawing {
+        var input = Reader(bytes: bytes)
+        guard bytes.starts(with: magic) else { throw DecodeError(offset: 0, reason: "not an encoded drawing") }
+        input.offset = magic.count
+        let version = try input.byte()
+        guard version == Self.version else { throw DecodeError(offset: 3, reason: "version \(version), this build reads \(Self.version)") }
+        let strokeCount = try input.count(each: 5), textCount = try input.count(each: 5)
+        var strokes: [Stroke] = []
+        strokes.reserveCapacity(strokeCount)
+        var previous: [Int64] = [0, 0, 0]
+        for _ in 0..<strokeCount {
+            let flags = try input.byte()
+            guard flags & ~7 == 0 else { throw input.failure("stroke flags \(flags)") }
+            let color = try input.color()
+            let width = try input.number()
+            let count = try input.count(each: 2)
+            guard count > 0 else { throw input.failure("a stroke without points") }
+            var present = [Bool](repeating: flags & 2 != 0, count: count)
+            if flags & 6 == 6 {
+                let bitmap = try input.bytes((count + 7) / 8)
+                for index in 0..<count { present[index] = bitmap[index / 8] >> UInt8(index % 8) & 1 == 1 }
+            }
+            var columns: [[Int64]] = []
+            for column in 0..<3 {
+                var values: [Int64] = []
+                values.reserveCapacity(count)
+                var last = previous[column]
+                for index in 0..<count where column < 2 || present[index] {
+                    last = last &+ (try input.signed())
+                    values.append(last)
+                }
+                previous[column] = last
+                columns.append(values)
+            }
+            var exact: [Int: Double] = [:]
+            for _ in 0..<(try input.count(each: 9)) {
+                let index = try input.unsigned()
+                guard index < UInt64(3 * count) else { throw input.failure("an exception for value \(index) of \(3 * count)") }
+                exact[Int(index)] = try input.raw()
+            }
+            var points: [InkPoint] = []
+            points.reserveCapacity(count)
+            var pressureIndex = 0
+            for index in 0..<count {
+                let x = exact[index] ?? Double(columns[0][index]) / 100
+                let y = exact[count + index] ?? Double(columns[1][index]) / 100
+                var pressure: Double?
+                if present[index] {
+                    pressure = exact[2 * count + index] ?? Double(columns[2][pressureIndex]) / 1000
+                    pressureIndex += 1
+                }
+                do {
+                    points.append(try InkPoint(x: x, y: y, pressure: pressure))
+                } catch {
+                    throw input.failure("point \(index): \(error)")
+                }
+            }
+            do {
+                strokes.append(try Stroke(tool: flags & 1 == 1 ? .highlighter : .pen, color: color, width: width, points: points))
+            } catch {
+                throw input.failure("a stroke: \(error)")
+            }
+        }
+        var texts: [TextAnnotation] = []
+        for _ in 0..<textCount {
+            let color = try input.color()
+            let text = try input.string()
+            let x = try input.number(), y = try input.number(), fontSize = try input.number()
+            do {
+                texts.append(try TextAnnotation(text: text, x: x, y: y, fontSize: fontSize, color: color))
+            } catch {
+                throw input.failure("a text: \(error)")
+            }
+        }
+        guard input.offset == bytes.count else { throw input.failure("\(bytes.count - input.offset) bytes after the drawing") }
+        return Drawing(strokes: strokes, texts: texts)
+    }
+
+    /// A value as a whole number of `1 / step`, and whether that number gives the value back.
+    struct Quantized {
+        let steps: Int64
+        let exact: Bool
+
+        init(_ value: Double, step: Double) {
+            let scaled = (value * step).rounded()
+            // Values are within the drawing limits (a million points), far inside Int64.
+            steps = scaled.isFinite && abs(scaled) < 1e15 ? Int64(scaled) : 0
+            exact = (Double(steps) / step).bitPattern == value.bitPattern
+        }
+    }
+
+    struct Writer {
+        var bytes: [UInt8] = []
+
+        mutating func unsigned(_ value: UInt64) {
+            var value = value
+            while value >= 0x80 {
+                bytes.append(UInt8(truncatingIfNeeded: value) | 0x80)
+                value >>= 7
+            }
+            bytes.append(UInt8(value))
+        }
+
+        mutating func signed(_ value: Int64) { unsigned(UInt64(bitPattern: value << 1 ^ value >> 63)) }
+
+        mutating func raw(_ value: Double) {
+            var bits = value.bitPattern
+            for _ in 0..<8 {
+                bytes.append(UInt8(truncatingIfNeeded: bits))
+                bits >>= 8
+            }
+        }
+
+        mutating func string(_ text: String) {
+            unsigned(UInt64(text.utf8.count))
+            bytes += text.utf8
+        }
+
+        mutating func number(_ value: Double) {
+            let count = Quantized(value, step: 100)
+            unsigned(UInt64(bitPattern: count.steps << 1 ^ count.steps >> 63) << 1 | (count.exact ? 0 : 1))
+            if !count.exact { raw(value) }
+        }
+    }
+
+    struct Reader {
+        let bytes: [UInt8]
+        var offset = 0
+
+        func failure(_ reason: String) -> DecodeError { DecodeError(offset: offset, reason: reason) }
+
+        mutating func byte() throws(DecodeError) -> UInt8 {
+            guard offset < bytes.count else { throw failure("the bytes end early") }
+            defer { offset += 1 }
+            return bytes[offset]
+        }
+
+        mutating func bytes(_ count: Int) throws(DecodeError) -> [UInt8] {
+            guard count <= bytes.count - offset else { throw failure("the bytes end early") }
+            defer { offset += count }
+            return Array(bytes[offset..<offset + count])
+        }
+
+        mutating func unsigned() throws(DecodeError) -> UInt64 {
+            var value: UInt64 = 0
+            for shift in stride(from: 0, to: 64, by: 7) {
+                let next = try byte()
+                value |= UInt64(next & 0x7F) << UInt64(shift)
+                if next & 0x80 == 0 { return value }
+            }
+            throw failure("a number longer than 64 bits")
+        }
+
+        mutating func signed() throws(DecodeError) -> Int64 {
+            let value = try unsigned()
+            return Int64(bitPattern: value >> 1) ^ -Int64(bitPattern: value & 1)
+        }
+
+        /// A count of items that each take at least `each` bytes: never more than the bytes left
+        /// could hold, so a damaged count cannot ask for a huge allocation.
+        mutating func count(each: Int) throws(DecodeError) -> Int {
+            let value = try unsigned()
+            guard value <= UInt64((bytes.count - offset) / each + 1) else { throw failure("a count of \(value) with \(bytes.count - offset) bytes left") }
+            return Int(value)
+        }
+
+        mutating func raw() throws(DecodeError) -> Double {
+            var bits: UInt64 = 0
+            for (index, byte) in try bytes(8).enumerated() { bits |= UInt64(byte) << UInt64(8 * index) }
+            return Double(bitPattern: bits)
+        }
+
+        mutating func string() throws(DecodeError) -> String {
+            let length = try unsigned()
+            guard length <= UInt64(bytes.count - offset) else { throw failure("a string of \(length) bytes with \(bytes.count - offset) left") }
+            let utf8 = try bytes(Int(length))
+            guard let text = String(validating: utf8, as: UTF8.self) else { throw failure("a string that is not UTF-8") }
+            return text
+        }
+
+        mutating func color() throws(DecodeError) -> InkColor {
+            let text = try string()
+            do {
+                return try InkColor(text)
+            } catch {
+                throw failure("colour \(text.debugDescription): \(error)")
+            }
+        }
+
+        mutating func number() throws(DecodeError) -> Double {
+            let head = try unsigned()
+            if head & 1 == 1 { return try raw() }
+            let zigzag = head >> 1
+            return Double(Int64(bitPattern: zigzag >> 1) ^ -Int64(bitPattern: zigzag & 1)) / 100
+        }
+    }
+}
