@@ -280,6 +280,25 @@ public final class DocumentStore: Sendable {
         }
     }
 
+    /// The page's size and its canvas ink, edit by edit, as `canvas.open` reopens it.
+    public func pageInk(_ name: String, _ index: Int) throws(DocumentError) -> (page: PageSummary, ink: PageInk) {
+        let pdf = try pdf(name, try openDocument(name))
+        guard index >= 0 && index < pdf.pageCount else { throw .pageOutOfRange(name: name, page: index, pageCount: pdf.pageCount) }
+        let page: PageGeometry, sources: [PDFFile.StoredSource]
+        do {
+            page = try pdf.page(index)
+            sources = try pdf.storedSources(page: index)
+        } catch {
+            throw unreadable(name, error)
+        }
+        do throws(FlattenError) {
+            let edits = try Flattener.edits(sources, page: index, name)
+            return (PageSummary(width: page.width, height: page.height, rotation: page.rotation), PageInk(edits: edits))
+        } catch {
+            throw documentError(name, PDFLocation(path: name), index, error)
+        }
+    }
+
     static func modified(_ stat: Stat) -> Date {
         let time = stat.rawValue.st_mtim
         return Date(timeIntervalSince1970: Double(time.tv_sec) + Double(time.tv_nsec) / 1e9)
