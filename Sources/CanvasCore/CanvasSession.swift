@@ -32,9 +32,10 @@ public struct CanvasSession: Hashable, Sendable, Codable {
 
     // MARK: Client commands
 
-    public mutating func open() throws(CanvasRejection) -> [CanvasAction] {
+    /// `drawing`: what a canvas opened from closed starts with (a page's ink, reopened).
+    public mutating func open(drawing: Drawing = .empty) throws(CanvasRejection) -> [CanvasAction] {
         counted()
-        return try canvas.open(cause: .client)
+        return try canvas.open(cause: .client, drawing: drawing)
     }
     public mutating func minimize() throws(CanvasRejection) -> [CanvasAction] {
         counted()

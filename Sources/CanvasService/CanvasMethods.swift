@@ -85,7 +85,9 @@ struct CanvasMethods {
         case .canvasState:
             return .raw(session.stateText())
         case .canvasOpen:
-            try open(params, &session, found: found, &call)
+            if let reopened = try open(params, &session, found: found, &call) {
+                return .object(["state": .string(session.canvas.phase.rawValue), "reopened": .object(reopened)])
+            }
         case .canvasSubmit where session.target != nil && !session.canvas.canvas.isSaving:
             // Into a document: the canvas decides whether a save is due, and waits for it.
             _ = try params.bool("imageData", default: false)
@@ -123,17 +125,33 @@ struct CanvasMethods {
         return .object(["state": .string(session.canvas.phase.rawValue)])
     }
 
-    private func open(_ params: Params, _ session: inout ServiceSession, found: JobOutcome?, _ call: inout Call) throws(ProtocolError) {
+    /// `canvas.open`: from closed a new drawing, for a document page when one is named, with
+    /// that page's ink as the drawing when `reopen` says so. Returns `reopened`, what a reopen
+    /// loaded, for the result.
+    private func open(_ params: Params, _ session: inout ServiceSession, found: JobOutcome?,
+                      _ call: inout Call) throws(ProtocolError) -> [String: JSONValue]? {
         let size = try self.params.size(params)
+        let reopen = try params.bool("reopen", default: false)
+        if reopen && !params.has("document") {
+            throw ProtocolError(.invalidParams, "reopen: needs a document, whose page's ink to reopen", data: ["field": "reopen"])
+        }
         // Only an open that opens (from closed or minimized) takes a target and a size; on an
         // open canvas it changes nothing, and a refused one changes nothing either.
         let opens = session.canvas.phase == .closed || session.canvas.phase == .minimized
         var target: (target: DocumentTarget, size: (width: Int, height: Int))?
+        var ink: PageInk?
         if params.has("document") || params.has("page") {
             // The target is checked now, so nobody draws for a page that is not there.
             let documents = try DocumentMethods.available(documents)
             let (name, page) = try documents.targetParams(params)
-            guard case .page(let outcome)? = found else { preconditionFailure("canvas.open on a document runs after its page is read") }
+            let outcome: Result<PageSummary, DocumentError>
+            switch found {
+            case .page(let read)?: outcome = read
+            case .pageInk(let read)?:
+                outcome = read.map(\.page)
+                ink = try? read.get().ink
+            default: preconditionFailure("canvas.open on a document runs after its page is read")
+            }
             let geometry: PageSummary
             do throws(ProtocolError) {
                 geometry = try documents.run { () throws(DocumentError) in try outcome.get() }
@@ -143,24 +161,50 @@ struct CanvasMethods {
                 if error.data["field"] == "name" { error.data["field"] = "document" }
                 throw error
             }
+            let current = session.target.map { "page \($0.page) of \($0.name)" } ?? "no document"
+            var data: [String: JSONValue] = [:]
+            if let current = session.target { data = ["document": .string(current.name), "page": .integer(Int64(current.page))] }
+            if reopen, session.canvas.phase != .closed,
+               !(session.target?.isPage(page, of: name) ?? false) || session.target?.reopened == nil {
+                // The canvas holds a drawing of its own; loading the page's ink would either
+                // drop it or mix two drawings that save differently.
+                data["reason"] = "notReopened"
+                throw ProtocolError(.conflict, "the canvas holds a drawing that was not reopened from page \(page) of \(name) (it is for \(current)); submit or cancel it first",
+                                    data: data)
+            }
             if opens {
                 target = (DocumentTarget(name: name, page: page), (Int(geometry.width.rounded(.up)), Int(geometry.height.rounded(.up))))
             } else if session.canvas.phase == .open, !(session.target?.isPage(page, of: name) ?? false) {
                 // The open drawing was made for its own page; keeping it while saying "open"
                 // would let the client believe its ink goes to the page it just named.
-                var data: [String: JSONValue] = [:]
-                if let current = session.target { data = ["document": .string(current.name), "page": .integer(Int64(current.page))] }
-                let current = session.target.map { "page \($0.page) of \($0.name)" } ?? "no document"
                 throw ProtocolError(.conflict, "the canvas is already open on \(current); submit or cancel it first", data: data)
             }
         }
-        try perform(&session, &call) { canvas throws(CanvasRejection) in try canvas.open() }
-        guard opens else { return }
-        if let target {
+        var loaded: Drawing = .empty
+        if let ink, session.canvas.phase == .closed {
+            loaded = ink.drawing
+            let limits = self.params.limits
+            let strokeTooLong = loaded.strokes.contains { $0.points.count > limits.maxPointsPerStroke }
+            if loaded.strokes.count > limits.maxStrokesPerDrawing || loaded.texts.count > limits.maxTextsPerDrawing
+                || loaded.pointCount > limits.maxPointsPerDrawing || strokeTooLong {
+                throw ProtocolError(.payloadTooLarge, "the page's ink (\(loaded.strokes.count) strokes, \(loaded.texts.count) texts, \(loaded.pointCount) points) is more than a drawing may hold",
+                                    data: ["field": "reopen", "strokes": .integer(Int64(loaded.strokes.count)), "texts": .integer(Int64(loaded.texts.count)),
+                                           "size": .integer(Int64(loaded.pointCount)), "limit": .integer(Int64(limits.maxPointsPerDrawing))])
+            }
+        }
+        try perform(&session, &call) { canvas throws(CanvasRejection) in try canvas.open(drawing: loaded) }
+        guard opens else { return nil }
+        if var target {
+            if let ink, reopen {
+                target.target.reopened = ReopenedInk(edits: ink.replaceable.map(\.digest), drawing: PageInk.digest(loaded))
+            }
             session.target = target.target
             session.size = target.size
         }
         if let size { session.size = size }
+        guard let ink, reopen else { return nil }
+        return ["edits": .integer(Int64(ink.replaceable.count)), "strokes": .integer(Int64(loaded.strokes.count)),
+                "texts": .integer(Int64(loaded.texts.count))]
     }
 
     /// `canvas.minimize`, `.submit`, `.cancel`. A submit that was saving (`MethodResult.saving`)

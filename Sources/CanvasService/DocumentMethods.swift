@@ -119,11 +119,20 @@ struct DocumentMethods {
     }
 
     /// A submit's save into its target: the drawing on the page, or, with nothing drawn, just
-    /// the document's current summary (no new revision for an empty drawing).
+    /// the document's current summary (no new revision for an empty drawing). A drawing
+    /// reopened from the page's ink replaces that ink, even with nothing left (which takes it
+    /// off); saved as it was loaded, it changes nothing either.
     func targetSave(_ target: DocumentTarget, _ drawing: Drawing, madeBy: String? = nil,
                     fence: DocumentStore.WriteFence? = nil) -> PreparedSave {
         { [store] () throws(DocumentError) in
-            drawing.hasContent
+            if let reopened = target.reopened {
+                guard !reopened.edits.isEmpty || drawing.hasContent, PageInk.digest(drawing) != reopened.drawing else {
+                    return try store.summary(target.name)
+                }
+                return try store.flatten(target.name, page: target.page, drawing: drawing, replacing: reopened.edits,
+                                         expectedRevision: nil, madeBy: madeBy, fence: fence)
+            }
+            return drawing.hasContent
                 ? try store.flatten(target.name, page: target.page, drawing: drawing, expectedRevision: nil, madeBy: madeBy, fence: fence)
                 : try store.summary(target.name)
         }

@@ -5,11 +5,13 @@ import Synchronization
 
 /// What a job run off the loop gives back: a save's new summary (with a submit's result image,
 /// when it needs one), a reply already written (a document read's, a large drawing's), a
-/// page's geometry, or a result image.
+/// page's geometry (and its ink, to reopen), or a result image.
 enum JobOutcome: Sendable {
     case saved(Result<DocumentSummary, DocumentError>, image: Result<String, RenderError>? = nil)
     case reply([UInt8])
     case page(Result<PageSummary, DocumentError>)
+    /// The page a `canvas.open` with `reopen` names, and its ink.
+    case pageInk(Result<(page: PageSummary, ink: PageInk), DocumentError>)
     case image(Result<String, RenderError>)
     /// What the session store said to a step (`StoreStep`).
     case stored(StoreAnswer)

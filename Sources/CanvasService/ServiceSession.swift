@@ -151,12 +151,30 @@ struct ServiceSession: @unchecked Sendable {
 struct DocumentTarget: Sendable {
     let name: String
     let page: Int
+    /// Set when the drawing is the page's ink, reopened: its save replaces that ink.
+    var reopened: ReopenedInk?
+
+    init(name: String, page: Int, reopened: ReopenedInk? = nil) {
+        self.name = name
+        self.page = page
+        self.reopened = reopened
+    }
 
     /// Names compare by their bytes, as the file system does: "é" written precomposed or as
     /// e and an accent are two files, though Swift's == calls the strings equal.
     func isPage(_ page: Int, of name: String) -> Bool {
         self.page == page && self.name.utf8.elementsEqual(name.utf8)
     }
+}
+
+/// What a drawing reopened from its page's ink was loaded from.
+struct ReopenedInk: Sendable, Equatable, Codable {
+    /// The digests of the edits whose ink it holds (`PageInk.Edit.digest`): what its save
+    /// takes off the page.
+    let edits: [String]
+    /// The digest of the drawing as loaded (`PageInk.digest`): a save of the same drawing
+    /// makes no new revision.
+    let drawing: String
 }
 
 /// The last few replies of a session by request id, oldest forgotten first, each with the

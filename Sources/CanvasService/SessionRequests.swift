@@ -244,7 +244,13 @@ extension Dispatcher {
                                  fence: writes ? saveFence(session, request, fingerprint()) : nil)
         case .canvasOpen:
             guard let documents, let target = try? documents.targetParams(params) else { return false }
-            try jobs.read(for: job) { .page(Result { () throws(DocumentError) in try documents.store.page(target.name, target.page) }) }
+            // Only a canvas opened from closed takes the page's ink; otherwise the page alone
+            // is checked, as for any open.
+            if (try? params.bool("reopen", default: false)) == true, session.canvas.phase == .closed {
+                try jobs.read(for: job) { .pageInk(Result { () throws(DocumentError) in try documents.store.pageInk(target.name, target.page) }) }
+            } else {
+                try jobs.read(for: job) { .page(Result { () throws(DocumentError) in try documents.store.page(target.name, target.page) }) }
+            }
         case .drawingGet where session.canvas.phase == .open && session.canvas.drawing.pointCount > Self.inlineDrawingPoints:
             // Encoding a large drawing takes long enough to hold up everyone: off the loop, from
             // a copy (the drawing is a value).

@@ -26,7 +26,12 @@ struct SessionSnapshot: Codable {
     static let maxSeq: UInt64 = 1 << 53
 
     struct Size: Codable { var width: Int, height: Int }
-    struct Target: Codable { var name: String, page: Int }
+    struct Target: Codable {
+        var name: String, page: Int
+        /// Absent in snapshots written before a page's ink could be reopened, and for a
+        /// drawing not reopened.
+        var reopened: ReopenedInk?
+    }
 
     var format: Int
     var id: String
@@ -49,7 +54,7 @@ struct SessionSnapshot: Codable {
         size = session.size.map { Size(width: $0.width, height: $0.height) }
         resultImages = session.resultImages
         seq = session.seq
-        target = session.target.map { Target(name: $0.name, page: $0.page) }
+        target = session.target.map { Target(name: $0.name, page: $0.page, reopened: $0.reopened) }
         strokeParts = session.strokeParts
     }
 
@@ -139,6 +144,12 @@ struct SessionSnapshot: Codable {
             guard target.page >= 0, !target.name.isEmpty, !target.name.contains("/"), target.name.utf8.count <= 255 else {
                 throw .unreadable("the document target \(target.name.debugDescription) page \(target.page) is not one a request could name")
             }
+            if let reopened = target.reopened {
+                let digest = { (text: String) in text.utf8.count == 64 && text.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) } }
+                guard reopened.edits.count <= limits.maxPointsPerPage, reopened.edits.allSatisfy(digest), digest(reopened.drawing) else {
+                    throw .unreadable("the reopened ink of \(target.name.debugDescription) page \(target.page) is not named by SHA-256 digests")
+                }
+            }
         }
         let drawing = canvas.drawing
         guard drawing.strokes.count <= limits.maxStrokesPerDrawing, drawing.texts.count <= limits.maxTextsPerDrawing,
@@ -186,7 +197,7 @@ struct SessionSnapshot: Codable {
             id: snapshot.id, owner: snapshot.owner, connection: connection, canvas: snapshot.canvas,
             transitions: snapshot.transitions, size: snapshot.size.map { ($0.width, $0.height) },
             resultImages: snapshot.resultImages, lastActive: now, seq: snapshot.seq, replies: replies,
-            target: snapshot.target.map { DocumentTarget(name: $0.name, page: $0.page) })
+            target: snapshot.target.map { DocumentTarget(name: $0.name, page: $0.page, reopened: $0.reopened) })
         session.strokeParts = snapshot.strokeParts
         return session
     }

@@ -54,6 +54,13 @@ public struct PageInk: Sendable {
     /// The edits that a reopened drawing can replace (all but an early version's whole-page ink).
     public var replaceable: [Edit] { edits.filter { $0.form != nil } }
 
+    /// A drawing's digest as a save would store it: equal for equal drawings.
+    public static func digest(_ drawing: Drawing) -> String {
+        var hasher = SHA256Hasher()
+        hasher.update(InkSource.encode(drawing))
+        return hasher.finish()
+    }
+
     /// Those edits' strokes and texts as one drawing.
     public var drawing: Drawing {
         let edits = replaceable

@@ -71,14 +71,19 @@ struct State: ParsableCommand {
 struct Open: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Open the canvas (the on-screen button), optionally on a page of a document.",
-        discussion: "With --document, a later submit flattens the drawing into that page.")
+        discussion: """
+            With --document, a later submit flattens the drawing into that page. With --reopen as \
+            well, the drawing starts as the page's ink, stroke for stroke, and the submit replaces it.
+            """)
     @OptionGroup var connection: Connection
     @OptionGroup var session: SessionOption
     @Option(help: "A document in the server's folder (canvasctl documents lists them).") var document: String?
     @Option(parsing: .unconditional, help: "The page the ink goes to, numbered from 0 (default: 0).") var page: Int?
+    @Flag(help: "Load the page's ink as the drawing, to erase or change it; the submit replaces it.") var reopen = false
 
     func validate() throws {
         if page != nil, document == nil { throw ValidationError("--page needs --document") }
+        if reopen, document == nil { throw ValidationError("--reopen needs --document") }
         if let page, page < 0 { throw ValidationError("--page counts from 0; \(page) is no page") }
     }
 
@@ -86,6 +91,7 @@ struct Open: ParsableCommand {
         var params: [String: JSONValue] = [:]
         if let document { params["document"] = .string(document) }
         if let page { params["page"] = .integer(Int64(page)) }
+        if reopen { params["reopen"] = true }
         try connection.call("canvas.open", params, session: session.session)
     }
 }

@@ -67,12 +67,13 @@ public struct CanvasStateMachine: Hashable, Sendable, Codable {
 
     // MARK: Commands
 
-    /// Shows the canvas: a new drawing from closed, the kept one from minimized.
+    /// Shows the canvas: a new drawing from closed (`drawing`: empty, or a page's ink reopened,
+    /// its undo history starting there), the kept one from minimized.
     /// Opening an open canvas changes nothing.
-    public mutating func open(cause: Cause) throws(CanvasRejection) -> [CanvasAction] {
+    public mutating func open(cause: Cause, drawing: Drawing = .empty) throws(CanvasRejection) -> [CanvasAction] {
         switch state {
         case .closed:
-            return show(EditableDrawing(historyLimit: historyLimit), from: .closed, cause: cause)
+            return show(EditableDrawing(drawing, historyLimit: historyLimit), from: .closed, cause: cause)
         case .minimized(let drawing):
             return show(drawing, from: .minimized, cause: cause)
         case .open:
