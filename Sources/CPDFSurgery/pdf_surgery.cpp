@@ -53,6 +53,9 @@ const char *const kMarker = "/CanvasBridgeInk";
 const char *const kFormPrefix = "/CanvasInk";
 // The key, in an ink form's dictionary, of the drawing it was made from.
 const char *const kDrawingKey = "/CanvasBridgeDrawing";
+// The key, in an ink annotation, of the digest of what other programs may change in it (its
+// /InkList, /Rect and /C; a text's /Rect, /C and /Contents) as written with its drawing.
+const char *const kHashKey = "/CanvasBridgeHash";
 // The graphics state the strokes use for a multiply blend.
 const char *const kMultiplyState = "/CanvasMultiply";
 // The deepest page tree read. qpdf walks the tree recursively, a stack frame per level, so a
@@ -333,10 +336,18 @@ Box normalized(QPDFObjectHandle rect, char const *what) {
 
 }  // namespace
 
+// One annotation to add: its dictionary's own entries (PDF syntax), the ink its appearance
+// draws (as an edit's form: stroke operators, then a one-page PDF of texts), the box that
+// appearance covers in ink space, and the drawing it was made from.
+struct PendingAnnotation {
+    std::string dictionary, strokes, overlay, source;
+    double box[4];
+};
+
 struct ps_document {
     std::shared_ptr<QPDF> pdf = std::make_shared<QPDF>();
-    // The overlay's own document: copied streams are read from it when the result is written.
-    std::shared_ptr<QPDF> ink;
+    // The overlays' own documents: copied streams are read from them when the result is written.
+    std::vector<std::shared_ptr<QPDF>> inks;
     // The whole file (a .yianazip container's metadata included), read through the
     // descriptor the caller opened: the path is never opened again.
     std::shared_ptr<DescriptorInputSource> file;
@@ -348,6 +359,10 @@ struct ps_document {
     // drawing's), and the points they held, taken off the page's count.
     std::set<int> droppedForms;
     long long droppedPoints = 0;
+    // Ink the next flatten adds as annotations, and the positions in the page's /Annots of
+    // annotations of ours it replaces.
+    std::vector<PendingAnnotation> annotations;
+    std::set<int> droppedAnnotations;
     // Where the PDF starts in the file, and its length.
     qpdf_offset_t start = 0;
     qpdf_offset_t size = 0;
@@ -469,19 +484,26 @@ ps_page_info inspect(QPDFPageObjectHelper &page) {
 
 // The matrix from ink space (display points, y up, origin at the displayed page's bottom-left
 // corner) to the page's default user space, as a `cm` operator.
-std::string placement(ps_page_info const &p) {
+void placementMatrix(ps_page_info const &p, double m[6]) {
     double s = 1.0 / p.user_unit;
     double w = p.urx - p.llx, h = p.ury - p.lly;
-    double m[6];
     switch (p.rotation) {
     case 90: m[0] = 0; m[1] = s; m[2] = -s; m[3] = 0; m[4] = p.llx + w; m[5] = p.lly; break;
     case 180: m[0] = -s; m[1] = 0; m[2] = 0; m[3] = -s; m[4] = p.llx + w; m[5] = p.lly + h; break;
     case 270: m[0] = 0; m[1] = -s; m[2] = s; m[3] = 0; m[4] = p.llx; m[5] = p.lly + h; break;
     default: m[0] = s; m[1] = 0; m[2] = 0; m[3] = s; m[4] = p.llx; m[5] = p.lly; break;
     }
+    for (int i = 0; i < 6; ++i) {
+        if (std::fabs(m[i]) < 1e-12) m[i] = 0;
+    }
+}
+
+std::string placement(ps_page_info const &p) {
+    double m[6];
+    placementMatrix(p, m);
     std::ostringstream out;
     out.precision(10);
-    for (double v : m) out << (std::fabs(v) < 1e-12 ? 0.0 : v) << ' ';
+    for (double v : m) out << v << ' ';
     out << "cm";
     return out.str();
 }
@@ -747,6 +769,65 @@ void ps_drop_forms(ps_document *document, const int *forms, size_t count, int64_
     document->droppedPoints = points;
 }
 
+void ps_drop_annotations(ps_document *document, const int *annotations, size_t count) {
+    document->droppedAnnotations.insert(annotations, annotations + count);
+}
+
+ps_status ps_add_annotation(ps_document *document, const char *dictionary, size_t dictionary_length,
+                            const unsigned char *strokes, size_t strokes_length, const unsigned char *overlay, size_t overlay_length,
+                            const unsigned char *source, size_t source_length, const double box[4], ps_error *error) {
+    return guarded(error, PS_INTERNAL, [&] {
+        PendingAnnotation pending;
+        pending.dictionary.assign(dictionary, dictionary_length);
+        pending.strokes.assign(reinterpret_cast<char const *>(strokes), strokes_length);
+        pending.overlay.assign(reinterpret_cast<char const *>(overlay), overlay_length);
+        pending.source.assign(reinterpret_cast<char const *>(source), source_length);
+        std::copy(box, box + 4, pending.box);
+        document->annotations.push_back(std::move(pending));
+    });
+}
+
+ps_status ps_page_placement(ps_document *document, int page, double matrix[6], ps_error *error) {
+    return guardedOn(document, error, PS_DAMAGED, [&] { placementMatrix(inspect(pageAt(document, page)), matrix); });
+}
+
+ps_status ps_page_annotations(ps_document *document, int page, unsigned char **bytes, size_t *length, ps_error *error) {
+    *bytes = nullptr;
+    *length = 0;
+    return guardedOn(document, error, PS_DAMAGED, [&] {
+        QPDFObjectHandle annotations = pageAt(document, page).getObjectHandle().getKey("/Annots");
+        if (!annotations.isArray()) return;
+        std::string out;
+        std::vector<QPDFObjectHandle> items = annotations.getArrayAsVector();
+        for (size_t index = 0; index < items.size(); ++index) {
+            QPDFObjectHandle annotation = items[index];
+            if (!annotation.isDictionary()) continue;
+            QPDFObjectHandle source = annotation.getKey(kDrawingKey);
+            if (!source.isStream()) continue;
+            // What another program may have changed, as JSON (qpdf's version 2: names with
+            // their slash, strings as "u:" text).
+            QPDFObjectHandle seen = QPDFObjectHandle::newDictionary();
+            for (char const *key : {"/Subtype", "/Rect", "/C", "/InkList", "/BS", "/IT", "/Contents", "/CA", kHashKey}) {
+                if (annotation.hasKey(key)) seen.replaceKey(key, annotation.getKey(key));
+            }
+            std::string json = seen.getJSON(2, true).unparse();
+            std::shared_ptr<Buffer> data = source.getStreamData(qpdf_dl_generalized);
+            if (json.size() > 0xFFFFFFFFu || data->getSize() > 0xFFFFFFFFu) throw Failure(PS_DAMAGED, "an ink annotation over 4 GB");
+            out += 'A';
+            bigEndian(out, index, 4);
+            bigEndian(out, json.size(), 4);
+            out += json;
+            bigEndian(out, data->getSize(), 4);
+            out.append(reinterpret_cast<char const *>(data->getBuffer()), data->getSize());
+        }
+        if (out.empty()) return;
+        *bytes = static_cast<unsigned char *>(std::malloc(out.size()));
+        if (!*bytes) throw std::bad_alloc();
+        std::memcpy(*bytes, out.data(), out.size());
+        *length = out.size();
+    });
+}
+
 }  // extern "C"
 
 namespace {
@@ -768,6 +849,53 @@ QPDFObjectHandle itemsOf(QPDFObjectHandle array) {
         for (auto &item : array.getArrayAsVector()) copy.appendItem(item);
     }
     return copy;
+}
+
+// The content of a form that draws ink: `strokes` (operators in display points, y down)
+// flipped into ink space, then the one-page PDF `overlay`'s content (texts as Cairo set them),
+// whose resources, and the multiply state the strokes may use, go into `resources`.
+std::string inkContent(ps_document *document, QPDF &made, ps_page_info const &info, std::string const &strokes,
+                       std::string const &overlay, QPDFObjectHandle resources) {
+    std::string content;
+    if (!strokes.empty()) {
+        std::ostringstream flip;
+        flip.precision(10);
+        flip << "q 1 0 0 -1 0 " << info.display_height << " cm\n";
+        content = flip.str() + strokes + "\nQ\n";
+        if (strokes.find(kMultiplyState) != std::string::npos) {
+            QPDFObjectHandle multiply = QPDFObjectHandle::newDictionary();
+            multiply.replaceKey("/BM", QPDFObjectHandle::newName("/Multiply"));
+            QPDFObjectHandle states = QPDFObjectHandle::newDictionary();
+            states.replaceKey(kMultiplyState, multiply);
+            resources.replaceKey("/ExtGState", states);
+        }
+    }
+    if (!overlay.empty()) {
+        document->inks.push_back(std::make_shared<QPDF>());
+        QPDF &ink = *document->inks.back();
+        ink.setSuppressWarnings(true);
+        std::string overlayName = "canvas overlay";
+        ink.processMemoryFile(overlayName.c_str(), overlay.data(), overlay.size());
+        std::vector<QPDFPageObjectHelper> inkPages = QPDFPageDocumentHelper(ink).getAllPages();
+        if (inkPages.size() != 1) throw Failure(PS_BAD_OVERLAY, "the overlay must have exactly one page");
+        Pl_Buffer texts("overlay content");
+        inkPages[0].pipeContents(&texts);
+        std::shared_ptr<Buffer> data = texts.getBufferSharedPointer();
+        content.append(reinterpret_cast<char const *>(data->getBuffer()), data->getSize());
+        QPDFObjectHandle overlayResources = inkPages[0].getAttribute("/Resources", false);
+        if (overlayResources.isDictionary()) {
+            for (auto &entry : overlayResources.getDictAsMap()) {
+                QPDFObjectHandle mine = resources.getKey(entry.first);
+                QPDFObjectHandle theirs = imported(made, entry.second);
+                if (mine.isDictionary() && theirs.isDictionary()) {
+                    for (auto &item : theirs.getDictAsMap()) mine.replaceKey(item.first, item.second);
+                } else {
+                    resources.replaceKey(entry.first, theirs);
+                }
+            }
+        }
+    }
+    return content;
 }
 
 // Whether `stream` is one of the streams that draw an edit's form ("q", the placement, the
@@ -813,47 +941,9 @@ QPDFObjectHandle applyInk(ps_document *document, QPDF &made, int page, const uns
         // The form: the strokes (flipped from display points, y down), then the texts as Cairo
         // drew them, with the resources they use. It has no transparency group, so that a
         // multiply blend multiplies with the page below instead of with nothing.
-        std::string content;
         QPDFObjectHandle resources = QPDFObjectHandle::newDictionary();
-        std::string strokeOperators(reinterpret_cast<char const *>(strokes), strokes_length);
-        if (!strokeOperators.empty()) {
-            std::ostringstream flip;
-            flip.precision(10);
-            flip << "q 1 0 0 -1 0 " << info.display_height << " cm\n";
-            content = flip.str() + strokeOperators + "\nQ\n";
-            if (strokeOperators.find(kMultiplyState) != std::string::npos) {
-                QPDFObjectHandle multiply = QPDFObjectHandle::newDictionary();
-                multiply.replaceKey("/BM", QPDFObjectHandle::newName("/Multiply"));
-                QPDFObjectHandle states = QPDFObjectHandle::newDictionary();
-                states.replaceKey(kMultiplyState, multiply);
-                resources.replaceKey("/ExtGState", states);
-            }
-        }
-        if (overlay_length > 0) {
-            document->ink = std::make_shared<QPDF>();
-            QPDF &ink = *document->ink;
-            ink.setSuppressWarnings(true);
-            std::string overlayName = "canvas overlay";
-            ink.processMemoryFile(overlayName.c_str(), reinterpret_cast<char const *>(overlay), overlay_length);
-            std::vector<QPDFPageObjectHelper> inkPages = QPDFPageDocumentHelper(ink).getAllPages();
-            if (inkPages.size() != 1) throw Failure(PS_BAD_OVERLAY, "the overlay must have exactly one page");
-            Pl_Buffer texts("overlay content");
-            inkPages[0].pipeContents(&texts);
-            std::shared_ptr<Buffer> data = texts.getBufferSharedPointer();
-            content.append(reinterpret_cast<char const *>(data->getBuffer()), data->getSize());
-            QPDFObjectHandle overlayResources = inkPages[0].getAttribute("/Resources", false);
-            if (overlayResources.isDictionary()) {
-                for (auto &entry : overlayResources.getDictAsMap()) {
-                    QPDFObjectHandle mine = resources.getKey(entry.first);
-                    QPDFObjectHandle theirs = imported(made, entry.second);
-                    if (mine.isDictionary() && theirs.isDictionary()) {
-                        for (auto &item : theirs.getDictAsMap()) mine.replaceKey(item.first, item.second);
-                    } else {
-                        resources.replaceKey(entry.first, theirs);
-                    }
-                }
-            }
-        }
+        std::string content = inkContent(document, made, info, std::string(reinterpret_cast<char const *>(strokes), strokes_length),
+                                         std::string(reinterpret_cast<char const *>(overlay), overlay_length), resources);
         // An edit that only takes ink away (a reopened drawing erased to nothing) draws nothing.
         bool adds = !content.empty();
         QPDFObjectHandle form;
@@ -877,7 +967,11 @@ QPDFObjectHandle applyInk(ps_document *document, QPDF &made, int page, const uns
         QPDFObjectHandle pageResources = entriesOf(target.getAttribute("/Resources", false));
         QPDFObjectHandle xobjects = entriesOf(pageResources.getKey("/XObject"));
         QPDFObjectHandle marker = pageObject.getKey(kMarker);
-        bool firstEdit = !marker.isDictionary();
+        // The page's own content is bracketed by the first edit that draws a form (an edit
+        // made only of annotations leaves the content as it is).
+        bool bracketed = marker.isDictionary() &&
+                         !(marker.getKey("/Open").isNull() && marker.getKey("/Forms").isNull() && marker.getKey("/Drawing").isNull());
+        bool firstEdit = adds && !bracketed;
         marker = entriesOf(marker);
         QPDFObjectHandle forms = itemsOf(marker.getKey("/Forms"));
 
@@ -941,7 +1035,52 @@ QPDFObjectHandle applyInk(ps_document *document, QPDF &made, int page, const uns
         }
         dictionary.replaceKey("/Contents", streams);
 
-        marker.replaceKey("/Forms", forms);
+        // Ink as annotations: each has its own appearance (the ink an edit's form would draw,
+        // placed on the page by the same matrix) and the drawing it was made from. The page's
+        // other annotations stay as they are; those of ours a reopened drawing replaces go.
+        if (!document->annotations.empty() || !document->droppedAnnotations.empty()) {
+            QPDFObjectHandle existing = pageObject.getKey("/Annots");
+            std::vector<QPDFObjectHandle> items;
+            if (existing.isArray()) items = existing.getArrayAsVector();
+            for (int index : document->droppedAnnotations) {
+                if (index < 0 || static_cast<size_t>(index) >= items.size() || !items[index].isDictionary() ||
+                    !items[index].getKey(kDrawingKey).isStream()) {
+                    throw Failure(PS_INTERNAL, "the page has no ink annotation at position " + std::to_string(index) + " to replace");
+                }
+            }
+            QPDFObjectHandle annotations = QPDFObjectHandle::newArray();
+            for (size_t index = 0; index < items.size(); ++index) {
+                if (!document->droppedAnnotations.count(static_cast<int>(index))) annotations.appendItem(items[index]);
+            }
+            double m[6];
+            placementMatrix(info, m);
+            for (auto &pending : document->annotations) {
+                QPDFObjectHandle annotation = QPDFObjectHandle::parse(pending.dictionary, "ink annotation");
+                if (!annotation.isDictionary()) throw Failure(PS_INTERNAL, "an ink annotation that is not a dictionary");
+                QPDFObjectHandle appearanceResources = QPDFObjectHandle::newDictionary();
+                QPDFObjectHandle appearance = compressedStream(made, inkContent(document, made, info, pending.strokes, pending.overlay,
+                                                                                appearanceResources));
+                QPDFObjectHandle appearanceDict = appearance.getDict();
+                appearanceDict.replaceKey("/Type", QPDFObjectHandle::newName("/XObject"));
+                appearanceDict.replaceKey("/Subtype", QPDFObjectHandle::newName("/Form"));
+                appearanceDict.replaceKey("/BBox", QPDFObjectHandle::newArray(QPDFObjectHandle::Rectangle(
+                                                       pending.box[0], pending.box[1], pending.box[2], pending.box[3])));
+                appearanceDict.replaceKey("/Matrix", QPDFObjectHandle::newArray(QPDFObjectHandle::Matrix(m[0], m[1], m[2], m[3], m[4], m[5])));
+                appearanceDict.replaceKey("/Resources", appearanceResources);
+                QPDFObjectHandle states = QPDFObjectHandle::newDictionary();
+                states.replaceKey("/N", appearance);
+                annotation.replaceKey("/AP", states);
+                annotation.replaceKey("/P", pageObject);
+                QPDFObjectHandle source = compressedStream(made, pending.source);
+                source.getDict().replaceKey("/Type", QPDFObjectHandle::newName("/CanvasBridgeDrawing"));
+                annotation.replaceKey(kDrawingKey, source);
+                annotations.appendItem(made.makeIndirectObject(annotation));
+            }
+            dictionary.replaceKey("/Annots", annotations);
+        }
+
+        // (An edit of annotations alone leaves no /Forms behind: the page is not bracketed yet.)
+        if (adds || !marker.getKey("/Forms").isNull()) marker.replaceKey("/Forms", forms);
         // A running count of the ink on the page, so a limit on it costs one number to read.
         QPDFObjectHandle counted = marker.getKey("/Points");
         long long before = counted.isInteger() ? std::max(0LL, counted.getIntValue()) : 0;

@@ -135,6 +135,10 @@ struct CanvasMethods {
         if reopen && !params.has("document") {
             throw ProtocolError(.invalidParams, "reopen: needs a document, whose page's ink to reopen", data: ["field": "reopen"])
         }
+        let form = try DocumentMethods.inkForm(params)
+        if params.has("inkForm") && !params.has("document") {
+            throw ProtocolError(.invalidParams, "inkForm: needs a document, whose page the ink goes to", data: ["field": "inkForm"])
+        }
         // Only an open that opens (from closed or minimized) takes a target and a size; on an
         // open canvas it changes nothing, and a refused one changes nothing either.
         let opens = session.canvas.phase == .closed || session.canvas.phase == .minimized
@@ -173,7 +177,7 @@ struct CanvasMethods {
                                     data: data)
             }
             if opens {
-                target = (DocumentTarget(name: name, page: page), (Int(geometry.width.rounded(.up)), Int(geometry.height.rounded(.up))))
+                target = (DocumentTarget(name: name, page: page, form: form), (Int(geometry.width.rounded(.up)), Int(geometry.height.rounded(.up))))
             } else if session.canvas.phase == .open, !(session.target?.isPage(page, of: name) ?? false) {
                 // The open drawing was made for its own page; keeping it while saying "open"
                 // would let the client believe its ink goes to the page it just named.

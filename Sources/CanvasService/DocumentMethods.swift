@@ -113,8 +113,9 @@ struct DocumentMethods {
                 return summary
             }, saves: false)
         }
+        let form = try Self.inkForm(params)
         return Write(document: name, save: { [store] () throws(DocumentError) in
-            try store.flatten(name, page: page, drawing: drawing, expectedRevision: expected, madeBy: madeBy, fence: fence)
+            try store.flatten(name, page: page, drawing: drawing, form: form, expectedRevision: expected, madeBy: madeBy, fence: fence)
         }, saves: true)
     }
 
@@ -129,11 +130,12 @@ struct DocumentMethods {
                 guard !reopened.edits.isEmpty || drawing.hasContent, PageInk.digest(drawing) != reopened.drawing else {
                     return try store.summary(target.name)
                 }
-                return try store.flatten(target.name, page: target.page, drawing: drawing, replacing: reopened.edits,
+                return try store.flatten(target.name, page: target.page, drawing: drawing, form: target.form, replacing: reopened.edits,
                                          expectedRevision: nil, madeBy: madeBy, fence: fence)
             }
             return drawing.hasContent
-                ? try store.flatten(target.name, page: target.page, drawing: drawing, expectedRevision: nil, madeBy: madeBy, fence: fence)
+                ? try store.flatten(target.name, page: target.page, drawing: drawing, form: target.form, expectedRevision: nil,
+                                    madeBy: madeBy, fence: fence)
                 : try store.summary(target.name)
         }
     }
@@ -145,6 +147,16 @@ struct DocumentMethods {
         } catch {
             throw Self.protocolError(error)
         }
+    }
+
+    /// The `inkForm` param: how a save puts its ink on the page (`paper` when not given).
+    static func inkForm(_ params: Params) throws(ProtocolError) -> InkForm {
+        guard params.has("inkForm") else { return .paper }
+        let text = try params.string("inkForm")
+        guard let form = InkForm(rawValue: text) else {
+            throw ProtocolError(.invalidParams, "inkForm: \(text.debugDescription) is neither \"paper\" nor \"annotations\"", data: ["field": "inkForm"])
+        }
+        return form
     }
 
     /// `canvas.open`'s target: its `document` and `page` (0 when not given).

@@ -1,3 +1,4 @@
+import DocumentStore
 import CanvasCore
 import CanvasProtocol
 import SessionStore
@@ -151,12 +152,15 @@ struct ServiceSession: @unchecked Sendable {
 struct DocumentTarget: Sendable {
     let name: String
     let page: Int
+    /// How the save puts the ink on the page.
+    let form: InkForm
     /// Set when the drawing is the page's ink, reopened: its save replaces that ink.
     var reopened: ReopenedInk?
 
-    init(name: String, page: Int, reopened: ReopenedInk? = nil) {
+    init(name: String, page: Int, form: InkForm = .paper, reopened: ReopenedInk? = nil) {
         self.name = name
         self.page = page
+        self.form = form
         self.reopened = reopened
     }
 

@@ -1,3 +1,4 @@
+import DocumentStore
 import CanvasCore
 import CanvasProtocol
 import Foundation
@@ -31,6 +32,8 @@ struct SessionSnapshot: Codable {
         /// Absent in snapshots written before a page's ink could be reopened, and for a
         /// drawing not reopened.
         var reopened: ReopenedInk?
+        /// `InkForm`'s raw value; absent (paper) in snapshots from before annotations.
+        var inkForm: String?
     }
 
     var format: Int
@@ -54,7 +57,7 @@ struct SessionSnapshot: Codable {
         size = session.size.map { Size(width: $0.width, height: $0.height) }
         resultImages = session.resultImages
         seq = session.seq
-        target = session.target.map { Target(name: $0.name, page: $0.page, reopened: $0.reopened) }
+        target = session.target.map { Target(name: $0.name, page: $0.page, reopened: $0.reopened, inkForm: $0.form == .paper ? nil : $0.form.rawValue) }
         strokeParts = session.strokeParts
     }
 
@@ -144,6 +147,9 @@ struct SessionSnapshot: Codable {
             guard target.page >= 0, !target.name.isEmpty, !target.name.contains("/"), target.name.utf8.count <= 255 else {
                 throw .unreadable("the document target \(target.name.debugDescription) page \(target.page) is not one a request could name")
             }
+            if let form = target.inkForm, InkForm(rawValue: form) == nil {
+                throw .unreadable("the document target's ink form \(form.debugDescription) is none this build knows")
+            }
             if let reopened = target.reopened {
                 let digest = { (text: String) in text.utf8.count == 64 && text.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) } }
                 guard reopened.edits.count <= limits.maxPointsPerPage, reopened.edits.allSatisfy(digest), digest(reopened.drawing) else {
@@ -197,7 +203,7 @@ struct SessionSnapshot: Codable {
             id: snapshot.id, owner: snapshot.owner, connection: connection, canvas: snapshot.canvas,
             transitions: snapshot.transitions, size: snapshot.size.map { ($0.width, $0.height) },
             resultImages: snapshot.resultImages, lastActive: now, seq: snapshot.seq, replies: replies,
-            target: snapshot.target.map { DocumentTarget(name: $0.name, page: $0.page, reopened: $0.reopened) })
+            target: snapshot.target.map { DocumentTarget(name: $0.name, page: $0.page, form: $0.inkForm.flatMap(InkForm.init) ?? .paper, reopened: $0.reopened) })
         session.strokeParts = snapshot.strokeParts
         return session
     }

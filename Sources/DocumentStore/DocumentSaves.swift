@@ -11,14 +11,14 @@ import Glibc
 /// replaced), so that killed at any point the document is its old revision or its new one and
 /// an acknowledged revision is on disk.
 extension DocumentStore {
-    /// Puts `drawing` on `page`, as a new revision. Returns the new summary. `replacing`: the
+    /// Puts `drawing` on `page`, as a new revision, in `form`. Returns the new summary. `replacing`: the
     /// digests of the edits a reopened drawing came from (`PageInk`), which the page stops
     /// drawing; each must still be on the page (`DocumentError.inkChanged`).
     ///
     /// `madeBy`, a key of ASCII letters and digits naming the request, makes the save findable:
     /// run again with the same key, while the revision it made is kept, it answers that revision
     /// instead of saving again (for a request retried after its reply was lost).
-    public func flatten(_ name: String, page: Int, drawing: Drawing, replacing: [String]? = nil, expectedRevision: Int? = nil,
+    public func flatten(_ name: String, page: Int, drawing: Drawing, form: InkForm = .paper, replacing: [String]? = nil, expectedRevision: Int? = nil,
                         madeBy: String? = nil, fence: WriteFence? = nil) throws(DocumentError) -> DocumentSummary {
         try writing(name, expectedRevision: expectedRevision, madeBy: madeBy, fence: fence) { (document, writer, kept) throws(DocumentError) in
             guard let current = document, let kept else { throw .notFound(name) }
@@ -28,7 +28,7 @@ extension DocumentStore {
             let (place, container) = try location(name, current)
             let prepared: Flattener.Prepared
             do throws(FlattenError) {
-                prepared = try Flattener.prepare(place, page: page, adding: drawing, replacing: replacing, maxPagePoints: maxInkPointsPerPage)
+                prepared = try Flattener.prepare(place, page: page, adding: drawing, form: form, replacing: replacing, maxPagePoints: maxInkPointsPerPage)
             } catch {
                 throw documentError(name, place, page, error)
             }

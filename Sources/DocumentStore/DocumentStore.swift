@@ -284,18 +284,15 @@ public final class DocumentStore: Sendable {
     public func pageInk(_ name: String, _ index: Int) throws(DocumentError) -> (page: PageSummary, ink: PageInk) {
         let pdf = try pdf(name, try openDocument(name))
         guard index >= 0 && index < pdf.pageCount else { throw .pageOutOfRange(name: name, page: index, pageCount: pdf.pageCount) }
-        let page: PageGeometry, sources: [PDFFile.StoredSource]
         do {
-            page = try pdf.page(index)
-            sources = try pdf.storedSources(page: index)
-        } catch {
+            let page = try pdf.page(index)
+            return (PageSummary(width: page.width, height: page.height, rotation: page.rotation), PageInk(edits: try Flattener.edits(of: pdf, page: index)))
+        } catch let error as PDFError {
             throw unreadable(name, error)
-        }
-        do throws(FlattenError) {
-            let edits = try Flattener.edits(sources, page: index, name)
-            return (PageSummary(width: page.width, height: page.height, rotation: page.rotation), PageInk(edits: edits))
-        } catch {
+        } catch let error as FlattenError {
             throw documentError(name, PDFLocation(path: name), index, error)
+        } catch {
+            throw .unreadable(name: name, reason: "damaged", message: "the ink stored on page \(index): \(error)")
         }
     }
 

@@ -36,23 +36,36 @@ public struct PDFLocation: Sendable {
     }
 }
 
-/// A page's canvas ink as the edits that put it there, in the order made.
+/// A page's canvas ink as the edits that put it there: the forms of flattened edits in the
+/// order made, then the ink annotations in the page's order.
 public struct PageInk: Sendable {
     public struct Edit: Sendable {
-        /// The drawing the edit was made from, as it was submitted.
+        /// Where an edit's ink is on the page.
+        public enum Place: Sendable, Equatable {
+            /// The one drawing an early version kept for all the page's ink: it stays on the
+            /// page as it is (it cannot be taken off alone).
+            case wholePage
+            /// A flattened edit's form, by its position among the page's forms.
+            case form(Int)
+            /// An ink annotation, by its position in the page's /Annots.
+            case annotation(Int)
+        }
+
+        /// The drawing the edit was made from, as it was submitted; for an annotation another
+        /// program changed, what the annotation says now.
         public let drawing: Drawing
-        /// SHA-256 (hex) of the drawing's stored bytes: names the edit for `Flattener.prepare`'s
+        /// SHA-256 (hex) of what the edit stores: names it for `Flattener.prepare`'s
         /// `replacing`, wherever the file's objects move to.
         public let digest: String
-        /// The edit's form among the page's; nil for the drawing an early version kept for the
-        /// whole page, which stays on the page as it is (it cannot be taken off alone).
-        let form: Int?
+        public let place: Place
+        /// An annotation another program changed since we wrote it (its pressure is lost).
+        public var changedElsewhere = false
     }
 
     public let edits: [Edit]
 
     /// The edits that a reopened drawing can replace (all but an early version's whole-page ink).
-    public var replaceable: [Edit] { edits.filter { $0.form != nil } }
+    public var replaceable: [Edit] { edits.filter { $0.place != .wholePage } }
 
     /// A drawing's digest as a save would store it: equal for equal drawings.
     public static func digest(_ drawing: Drawing) -> String {
@@ -66,6 +79,15 @@ public struct PageInk: Sendable {
         let edits = replaceable
         return Drawing(strokes: edits.flatMap(\.drawing.strokes), texts: edits.flatMap(\.drawing.texts))
     }
+}
+
+/// How a save puts ink on a page.
+public enum InkForm: String, Sendable, CaseIterable {
+    /// Into the page's content, as paper keeps ink: every viewer shows it, none can edit it.
+    case paper
+    /// As standard `/Ink` and `/FreeText` annotations beside the page's content, which other
+    /// PDF tools show (the same outlines) and can move, change or delete.
+    case annotations
 }
 
 /// Why a flatten failed.
@@ -146,17 +168,17 @@ public enum Flattener {
     /// drawing that would pass it is refused before anything is drawn. `replacing`: the digests
     /// (`PageInk.Edit.digest`) of the edits a reopened drawing was reopened from, which it
     /// replaces: the page no longer draws them. Each must still be on the page.
-    public static func prepare(_ location: PDFLocation, page: Int, adding drawing: Drawing,
+    public static func prepare(_ location: PDFLocation, page: Int, adding drawing: Drawing, form: InkForm = .paper,
                                replacing: [String]? = nil, maxPagePoints: Int = .max) throws(FlattenError) -> Prepared {
         do {
             let file = try location.open()
             let geometry = try file.page(page)
             var stored = file.inkPoints(page: page)
             if let replacing {
-                let edits = try edits(file.storedSources(page: page), page: page, location.path)
-                let dropped = try replaced(replacing, among: edits, page: page)
+                let dropped = try replaced(replacing, among: try edits(of: file, page: page), page: page)
                 let points = dropped.reduce(0) { $0 + $1.drawing.pointCount }
-                file.dropForms(dropped.compactMap(\.form), points: points)
+                file.dropForms(dropped.compactMap { if case .form(let position) = $0.place { position } else { nil } }, points: points)
+                file.dropAnnotations(dropped.compactMap { if case .annotation(let position) = $0.place { position } else { nil } })
                 stored = max(0, stored - points)
             }
             let adding = drawing.pointCount
@@ -167,10 +189,19 @@ public enum Flattener {
             // The page draws the ink at the precision it is kept on paper; the source keeps the
             // drawing as it was submitted, for a reopen to give back bit for bit.
             let ink = InkPrecision.rounded(drawing)
-            let layers: InkRenderer.PDFLayers
+            var layers = InkRenderer.PDFLayers.none
             do {
-                layers = try InkRenderer.pdfLayers(ink, width: geometry.width, height: geometry.height)
-            } catch {
+                switch form {
+                case .paper:
+                    layers = try InkRenderer.pdfLayers(ink, width: geometry.width, height: geometry.height)
+                case .annotations:
+                    let placement = InkAnnotations.Placement(width: geometry.width, height: geometry.height, matrix: try file.placement(page: page))
+                    for annotation in try InkAnnotations.make(ink, on: placement) {
+                        try file.addAnnotation(dictionary: annotation.dictionary, strokes: annotation.strokes, overlay: annotation.overlay,
+                                               source: annotation.source, box: annotation.box)
+                    }
+                }
+            } catch let error as RenderError {
                 throw FlattenError.render(error.description)
             }
             return Prepared(file: file, page: page, layers: layers, source: InkSource.encode(drawing))
@@ -189,7 +220,7 @@ public enum Flattener {
         var wanted: [String: Int] = [:]
         for digest in digests { wanted[digest, default: 0] += 1 }
         var found: [PageInk.Edit] = []
-        for edit in edits where edit.form != nil {
+        for edit in edits where edit.place != .wholePage {
             guard let left = wanted[edit.digest], left > 0 else { continue }
             wanted[edit.digest] = left - 1
             found.append(edit)
@@ -202,8 +233,7 @@ public enum Flattener {
     public static func pageInk(_ location: PDFLocation, page: Int) throws(FlattenError) -> PageInk {
         do {
             let file = try location.open()
-            _ = try file.page(page)
-            return PageInk(edits: try edits(file.storedSources(page: page), page: page, location.path))
+            return PageInk(edits: try edits(of: file, page: page))
         } catch let error as FlattenError {
             throw error
         } catch let error as PDFError {
@@ -213,44 +243,60 @@ public enum Flattener {
         }
     }
 
-    static func edits(_ sources: [PDFFile.StoredSource], page: Int, _ name: String) throws(FlattenError) -> [PageInk.Edit] {
+    /// The page's edits: its forms' stored drawings, then its ink annotations.
+    static func edits(of file: PDFFile, page: Int) throws -> [PageInk.Edit] {
         var edits: [PageInk.Edit] = []
-        for source in sources where !source.bytes.isEmpty {
-            let drawing: Drawing
-            if InkSource.isEncoded(source.bytes) {
-                do {
-                    drawing = try InkSource.decode(source.bytes)
-                } catch {
-                    throw .storedDrawing(error.description)
-                }
-            } else {
-                // Saves before canvas/1.8 stored the drawing as JSON, as drawing.get gives it.
-                do {
-                    drawing = try JSONDecoder().decode(Drawing.self, from: Data(source.bytes))
-                } catch {
-                    throw .storedDrawing("\(error)")
-                }
+        for source in try file.storedSources(page: page) where !source.bytes.isEmpty {
+            let place: PageInk.Edit.Place
+            switch source.place {
+            case .wholePage: place = .wholePage
+            case .form(let position): place = .form(position)
             }
-            var hasher = SHA256Hasher()
-            hasher.update(source.bytes)
-            let form: Int?
-            if case .form(let position) = source.place { form = position } else { form = nil }
-            edits.append(PageInk.Edit(drawing: drawing, digest: hasher.finish(), form: form))
+            edits.append(PageInk.Edit(drawing: try stored(source.bytes), digest: digest(source.bytes), place: place))
+        }
+        let annotations = try file.storedAnnotations(page: page)
+        guard !annotations.isEmpty else { return edits }
+        let geometry = try file.page(page)
+        let placement = InkAnnotations.Placement(width: geometry.width, height: geometry.height, matrix: try file.placement(page: page))
+        for annotation in annotations {
+            let source = try stored(annotation.source)
+            guard let (drawing, changed) = InkAnnotations.read(entries: annotation.entries, source: source, on: placement) else {
+                throw FlattenError.storedDrawing("ink annotation \(annotation.index) is neither /Ink nor /FreeText, or has lost its ink")
+            }
+            // What another program may change counts in the digest: a change since the
+            // reopen is a change of the page's ink.
+            edits.append(PageInk.Edit(drawing: drawing, digest: digest(annotation.source + annotation.entries),
+                                      place: .annotation(annotation.index), changedElsewhere: changed))
         }
         return edits
     }
 
+    static func digest(_ bytes: [UInt8]) -> String {
+        var hasher = SHA256Hasher()
+        hasher.update(bytes)
+        return hasher.finish()
+    }
+
+    /// A drawing as a save stored it: encoded, or JSON from before canvas/1.8.
+    static func stored(_ bytes: [UInt8]) throws(FlattenError) -> Drawing {
+        if InkSource.isEncoded(bytes) {
+            do {
+                return try InkSource.decode(bytes)
+            } catch {
+                throw .storedDrawing(error.description)
+            }
+        }
+        do {
+            return try JSONDecoder().decode(Drawing.self, from: Data(bytes))
+        } catch {
+            throw .storedDrawing("\(error)")
+        }
+    }
+
     /// All ink that flattening put on the page, every edit's in order, as one drawing.
     public static func storedDrawing(_ location: PDFLocation, page: Int) throws(FlattenError) -> Drawing {
-        let edits: [PageInk.Edit]
-        do {
-            edits = try Self.edits(location.open().storedSources(page: page), page: page, location.path)
-        } catch let error as FlattenError {
-            throw error
-        } catch {
-            throw .pdf(error as! PDFError)
-        }
-        return Drawing(strokes: edits.flatMap(\.drawing.strokes), texts: edits.flatMap(\.drawing.texts))
+        let ink = try pageInk(location, page: page)
+        return Drawing(strokes: ink.edits.flatMap(\.drawing.strokes), texts: ink.edits.flatMap(\.drawing.texts))
     }
 
     /// The incremental update for a file that takes one (tests and offline use).

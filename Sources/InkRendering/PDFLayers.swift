@@ -11,6 +11,9 @@ extension InkRenderer {
         /// A one-page PDF with the texts (Cairo embeds the font subset they need), drawn over
         /// the strokes; empty when there is no text.
         public let texts: [UInt8]
+
+        /// Nothing to draw into the page's content (ink that goes into annotations instead).
+        public static let none = PDFLayers(strokes: [], texts: [])
     }
 
     /// The name of the graphics state (`/BM /Multiply`) that highlighter strokes use.

@@ -177,6 +177,76 @@ public final class PDFFile {
         ps_drop_forms(handle, positions, positions.count, Int64(points))
     }
 
+    /// The matrix (a b c d e f) from the page's ink space (display points, y up, origin at the
+    /// displayed page's bottom-left corner) to its default user space.
+    public func placement(page index: Int) throws(PDFError) -> [Double] {
+        var error = ps_error()
+        var matrix = [Double](repeating: 0, count: 6)
+        let status = matrix.withUnsafeMutableBufferPointer { ps_page_placement(handle, Int32(clamping: index), $0.baseAddress, &error) }
+        guard status == PS_OK else { throw PDFError(status, "place ink on page \(index)", error) }
+        return matrix
+    }
+
+    /// An ink annotation of ours as the page has it now: its position in /Annots, what other
+    /// programs may have changed in it (JSON: /Subtype, /Rect, /C, /InkList, /BS, /IT,
+    /// /Contents, /CA and the digest written with it), and the drawing stored with it.
+    public struct StoredAnnotation: Sendable {
+        public let index: Int
+        public let entries: [UInt8]
+        public let source: [UInt8]
+    }
+
+    public func storedAnnotations(page index: Int) throws(PDFError) -> [StoredAnnotation] {
+        var error = ps_error()
+        var bytes: UnsafeMutablePointer<UInt8>?
+        var length = 0
+        let status = ps_page_annotations(handle, Int32(clamping: index), &bytes, &length, &error)
+        defer { ps_free(bytes) }
+        guard status == PS_OK else { throw PDFError(status, "read the ink annotations of page \(index)", error) }
+        guard let bytes, length > 0 else { return [] }
+        let records = UnsafeBufferPointer(start: bytes, count: length)
+        var offset = 0
+        func number() -> Int? {
+            guard offset + 4 <= records.count else { return nil }
+            defer { offset += 4 }
+            return records[offset..<(offset + 4)].reduce(0) { $0 << 8 | Int($1) }
+        }
+        func block() -> [UInt8]? {
+            guard let size = number(), size <= records.count - offset else { return nil }
+            defer { offset += size }
+            return Array(records[offset..<(offset + size)])
+        }
+        var annotations: [StoredAnnotation] = []
+        while offset < records.count, records[offset] == UInt8(ascii: "A") {
+            offset += 1
+            guard let position = number(), let entries = block(), let source = block() else { break }
+            annotations.append(StoredAnnotation(index: position, entries: entries, source: source))
+        }
+        return annotations
+    }
+
+    /// Makes the next flatten add an ink annotation: `dictionary` (PDF syntax) its own entries,
+    /// an appearance drawing `strokes` then `overlay` as a form would, covering `box` (llx, lly,
+    /// urx, ury in ink space), and `source`, the drawing, stored with it.
+    public func addAnnotation(dictionary: String, strokes: [UInt8], overlay: [UInt8], source: [UInt8], box: [Double]) throws(PDFError) {
+        precondition(box.count == 4, "a box is four numbers")
+        var error = ps_error()
+        let text = Array(dictionary.utf8)
+        let status = text.withUnsafeBufferPointer { text in
+            text.withMemoryRebound(to: CChar.self) { chars in
+                ps_add_annotation(handle, chars.baseAddress, chars.count, strokes, strokes.count, overlay, overlay.count,
+                                  source, source.count, box, &error)
+            }
+        }
+        guard status == PS_OK else { throw PDFError(status, "add an ink annotation", error) }
+    }
+
+    /// Makes the next flatten take the ink annotations at `positions` in /Annots off the page.
+    public func dropAnnotations(_ positions: [Int]) {
+        let positions = positions.map { Int32(clamping: $0) }
+        ps_drop_annotations(handle, positions, positions.count)
+    }
+
     /// The incremental update that adds ink to the page, over its content and any earlier ink,
     /// with `drawing` (its source, encoded) stored beside it: `strokes`, content-stream operators in display
     /// points (origin top-left, y down), then `texts`, a one-page PDF in display points (or

@@ -97,6 +97,24 @@ int64_t ps_page_ink_points(ps_document *document, int page);
 // The points of ink the next flatten adds, for the page's count.
 void ps_add_ink_points(ps_document *document, int64_t points);
 
+// The matrix (a b c d e f) from the page's ink space (display points, y up, origin at the
+// displayed page's bottom-left corner) to its default user space.
+ps_status ps_page_placement(ps_document *document, int page, double matrix[6], ps_error *error);
+// Makes the next flatten add an annotation: `dictionary`, PDF syntax, gives its own entries
+// (/Subtype, /Rect, ... in user space); the flatten adds an appearance that draws `strokes`
+// and `overlay` as a form would (ps_flatten_increment), covering `box` (llx lly urx ury, in
+// ink space) and placed by the page's matrix, and stores `source` with it.
+ps_status ps_add_annotation(ps_document *document, const char *dictionary, size_t dictionary_length,
+                            const unsigned char *strokes, size_t strokes_length, const unsigned char *overlay, size_t overlay_length,
+                            const unsigned char *source, size_t source_length, const double box[4], ps_error *error);
+// The page's ink annotations (those carrying a stored drawing), one record each in /Annots
+// order: 'A', the annotation's position in /Annots (4 bytes, big-endian), then the length and
+// bytes of a JSON object of its /Subtype, /Rect, /C, /InkList, /BS, /IT, /Contents, /CA and
+// digest as they are now (qpdf's JSON version 2), then the length and bytes of its stored
+// drawing. Freed with ps_free; *length is 0 when there are none.
+ps_status ps_page_annotations(ps_document *document, int page, unsigned char **bytes, size_t *length, ps_error *error);
+// Makes the next flatten take the ink annotations at these positions in /Annots off the page.
+void ps_drop_annotations(ps_document *document, const int *annotations, size_t count);
 // Gives the document a new time budget, from now: a save parses within a reader's budget, then
 // has longer for its write.
 void ps_set_budget(ps_document *document, int64_t budget_ms);

@@ -1,0 +1,220 @@
+public import CanvasCore
+import Foundation
+
+/// Ink as standard PDF annotations, for other PDF tools to show and edit: each run of strokes
+/// of one tool, colour and width as an `/Ink` annotation (its `/InkList` the strokes' centre
+/// lines, one entry a stroke), each text as a `/FreeText`. The appearance of each is the ink a
+/// flattened edit draws for it, outline for outline, so a viewer shows exactly our ink; the
+/// drawing it was made from rides along, with a digest of what another program may change
+/// (`/InkList`, `/Rect` and `/C`; a text's `/Rect` and `/Contents`), so a change made elsewhere
+/// is seen, and the annotation then reopens from what it says now.
+public enum InkAnnotations {
+    /// One annotation to add: its dictionary's entries (PDF syntax, user space), what its
+    /// appearance draws (as a form: stroke operators in display points, then a one-page PDF of
+    /// its text), the box it covers in ink space, and its drawing.
+    public struct Annotation: Sendable {
+        public let dictionary: String
+        public let strokes: [UInt8]
+        public let overlay: [UInt8]
+        public let box: [Double]
+        public let source: [UInt8]
+    }
+
+    /// A page's place: its display size and the matrix from its ink space (display points,
+    /// y up) to default user space.
+    public struct Placement: Sendable {
+        public let width: Double
+        public let height: Double
+        public let matrix: [Double]
+
+        public init(width: Double, height: Double, matrix: [Double]) {
+            precondition(matrix.count == 6, "a matrix is six numbers")
+            self.width = width
+            self.height = height
+            self.matrix = matrix
+        }
+
+        /// A point in display points (y down) in user space.
+        func user(_ x: Double, _ y: Double) -> (Double, Double) {
+            let m = matrix, inkY = height - y
+            return (m[0] * x + m[2] * inkY + m[4], m[1] * x + m[3] * inkY + m[5])
+        }
+
+        /// A point in user space in display points; nil when the matrix cannot be inverted.
+        func display(_ x: Double, _ y: Double) -> (Double, Double)? {
+            let m = matrix, determinant = m[0] * m[3] - m[1] * m[2]
+            guard determinant != 0, determinant.isFinite else { return nil }
+            let dx = x - m[4], dy = y - m[5]
+            let inkX = (m[3] * dx - m[2] * dy) / determinant, inkY = (m[0] * dy - m[1] * dx) / determinant
+            return (inkX, height - inkY)
+        }
+
+        /// The user-space rectangle around an ink-space box.
+        func rect(_ box: [Double]) -> [Double] {
+            let corners = [(box[0], box[1]), (box[2], box[1]), (box[0], box[3]), (box[2], box[3])].map { corner in
+                user(corner.0, height - corner.1)
+            }
+            return [corners.map(\.0).min()!, corners.map(\.1).min()!, corners.map(\.0).max()!, corners.map(\.1).max()!]
+        }
+    }
+
+    /// Consecutive strokes of one tool, colour and width: one `/Ink` each.
+    static func runs(_ strokes: [Stroke]) -> [[Stroke]] {
+        var runs: [[Stroke]] = []
+        for stroke in strokes {
+            if let last = runs.last?.last, last.tool == stroke.tool, last.color == stroke.color, last.width == stroke.width {
+                runs[runs.count - 1].append(stroke)
+            } else {
+                runs.append([stroke])
+            }
+        }
+        return runs
+    }
+
+    /// The drawing's annotations, strokes first and texts after them, as a form draws them.
+    public static func make(_ drawing: Drawing, on page: Placement) throws(RenderError) -> [Annotation] {
+        var annotations: [Annotation] = []
+        for run in runs(drawing.strokes) {
+            let first = run[0]
+            let reach = (first.tool == .pen ? first.width * PenProfile.maximumFactor / 2 : first.width / 2) + 1
+            let xs = run.flatMap { $0.points.map(\.x) }, ys = run.flatMap { $0.points.map(\.y) }
+            let box = [xs.min()! - reach, page.height - ys.max()! - reach, xs.max()! + reach, page.height - ys.min()! + reach]
+            let inkList = run.map { stroke in stroke.points.flatMap { point in [page.user(point.x, point.y).0, page.user(point.x, point.y).1] } }
+            // A viewer that draws the annotation itself draws one width: the mean of ours.
+            let factors = run.flatMap { $0.points.map { first.tool == .pen ? PenProfile.factor(pressure: $0.pressure) : 1 } }
+            let width = first.width * factors.reduce(0, +) / Double(factors.count)
+            let fields = Fields(inkList: inkList, rect: page.rect(box), color: first.color)
+            var dictionary = "<< /Type /Annot /Subtype /Ink /F 4 /Rect \(fields.text(fields.rect)) /InkList [ "
+            dictionary += fields.inkList.map(fields.text).joined(separator: " ")
+            dictionary += " ] /C \(fields.text(fields.color, decimals: 3)) /CA 1 /BS << /W \(Fields.number(width)) /S /S >>"
+            if first.tool == .highlighter { dictionary += " /IT /InkHighlight" }
+            dictionary += " /CanvasBridgeHash (\(fields.digest)) >>"
+            annotations.append(Annotation(dictionary: dictionary, strokes: InkRenderer.strokeContent(run), overlay: [], box: box,
+                                          source: InkSource.encode(Drawing(strokes: run))))
+        }
+        for text in drawing.texts {
+            let lines = TextLayout.lines(of: text)
+            let longest = Double(lines.map(\.count).max() ?? 0)
+            let top = text.y - text.fontSize, bottom = text.y + Double(lines.count) * text.fontSize * 1.4 + 2
+            let box = [text.x - 2, page.height - bottom, text.x + longest * text.fontSize + 2, page.height - top]
+            let fields = Fields(rect: page.rect(box), contents: text.text)
+            let color = [Double(text.color.red), Double(text.color.green), Double(text.color.blue)].map { Fields.number($0 / 255, decimals: 3) }
+            let dictionary = "<< /Type /Annot /Subtype /FreeText /F 4 /Rect \(fields.text(fields.rect)) /Contents \(Fields.utf16(text.text))"
+                + " /DA (/Helv \(Fields.number(text.fontSize)) Tf \(color.joined(separator: " ")) rg) /CanvasBridgeHash (\(fields.digest)) >>"
+            annotations.append(Annotation(dictionary: dictionary, strokes: [],
+                                          overlay: try InkRenderer.textPDF([text], width: page.width, height: page.height), box: box,
+                                          source: InkSource.encode(Drawing(texts: [text]))))
+        }
+        return annotations
+    }
+
+    /// The drawing an annotation of ours holds: its stored drawing while what another program
+    /// may change is as written; otherwise what the annotation says now (an `/Ink`'s strokes
+    /// from its `/InkList`, at its `/BS` width and `/C` colour, without pressure; a text's
+    /// words and place from `/Contents` and `/Rect`). `changed` says which.
+    public static func read(entries: [UInt8], source: Drawing, on page: Placement) -> (drawing: Drawing, changed: Bool)? {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(entries)) as? [String: Any] else { return nil }
+        func number(_ value: Any?) -> Double? { (value as? Double) ?? (value as? Int).map(Double.init) ?? (value as? NSNumber)?.doubleValue }
+        func numbers(_ value: Any?) -> [Double]? { (value as? [Any])?.compactMap(number) }
+        let rect = numbers(object["/Rect"]) ?? []
+        let written = (object["/CanvasBridgeHash"] as? String).map { $0.hasPrefix("u:") ? String($0.dropFirst(2)) : $0 }
+        switch object["/Subtype"] as? String {
+        case "/Ink":
+            let inkList = (object["/InkList"] as? [Any])?.compactMap(numbers) ?? []
+            let color = numbers(object["/C"]) ?? []
+            let fields = Fields(inkList: inkList, rect: rect, colorValues: color)
+            if fields.digest == written { return (source, false) }
+            guard let model = source.strokes.first else { return nil }
+            let width = min(max((object["/BS"] as? [String: Any]).flatMap { number($0["/W"]) } ?? model.width,
+                                DrawingLimits.strokeWidth.lowerBound), DrawingLimits.strokeWidth.upperBound)
+            let tool: InkTool = (object["/IT"] as? String) == "/InkHighlight" ? .highlighter : .pen
+            // The colour keeps its name while /C is still that colour.
+            var inkColor = model.color
+            if color.count == 3, fields.text(color, decimals: 3) != fields.text(Fields(inkList: [], rect: [], color: model.color).color, decimals: 3) {
+                let hex = color.map { String(format: "%02X", Int((min(max($0, 0), 1) * 255).rounded())) }.joined()
+                inkColor = (try? InkColor("#" + hex)) ?? model.color
+            }
+            let strokes = inkList.compactMap { line -> Stroke? in
+                let points = stride(from: 0, to: line.count - 1, by: 2).compactMap { index -> InkPoint? in
+                    guard let (x, y) = page.display(line[index], line[index + 1]) else { return nil }
+                    return try? InkPoint(x: (x * 100).rounded() / 100, y: (y * 100).rounded() / 100)
+                }
+                return points.isEmpty ? nil : try? Stroke(tool: tool, color: inkColor, width: (width * 100).rounded() / 100, points: points)
+            }
+            return (Drawing(strokes: strokes), true)
+        case "/FreeText":
+            var contents = object["/Contents"] as? String ?? ""
+            if contents.hasPrefix("u:") { contents = String(contents.dropFirst(2)) }
+            let fields = Fields(rect: rect, contents: contents)
+            if fields.digest == written { return (source, false) }
+            guard let model = source.texts.first, rect.count == 4,
+                  let corner = page.display(rect[0], rect[3]), let other = page.display(rect[2], rect[1]) else { return nil }
+            // The box starts 2 pt left of the text and a line above it (`make`).
+            let x = min(corner.0, other.0) + 2, y = min(corner.1, other.1) + model.fontSize
+            guard let text = try? TextAnnotation(text: contents.isEmpty ? model.text : contents, x: (x * 100).rounded() / 100,
+                                                 y: (y * 100).rounded() / 100, fontSize: model.fontSize, color: model.color) else { return nil }
+            return (Drawing(texts: [text]), true)
+        default:
+            return nil
+        }
+    }
+
+    /// What the digest covers, each number as written (2 decimals; a colour 3).
+    struct Fields {
+        var inkList: [[Double]] = []
+        var rect: [Double] = []
+        var color: [Double] = []
+        var contents: String?
+
+        init(inkList: [[Double]], rect: [Double], color: InkColor) {
+            self.inkList = inkList
+            self.rect = rect
+            self.color = [Double(color.red), Double(color.green), Double(color.blue)].map { $0 / 255 }
+        }
+
+        init(inkList: [[Double]], rect: [Double], colorValues: [Double]) {
+            self.inkList = inkList
+            self.rect = rect
+            color = colorValues
+        }
+
+        init(rect: [Double], contents: String) {
+            self.rect = rect
+            self.contents = contents
+        }
+
+        static func number(_ value: Double, decimals: Int = 2) -> String {
+            var bytes: [UInt8] = []
+            DecimalText.append(value, decimals: decimals, json: true, to: &bytes)
+            return String(decoding: bytes, as: UTF8.self)
+        }
+
+        func text(_ values: [Double]) -> String { text(values, decimals: 2) }
+
+        func text(_ values: [Double], decimals: Int) -> String {
+            "[ " + values.map { Self.number($0, decimals: decimals) }.joined(separator: " ") + " ]"
+        }
+
+        /// A PDF text string in UTF-16BE with its byte-order mark, as hex.
+        static func utf16(_ text: String) -> String {
+            "<FEFF" + text.utf16.map { String(format: "%04X", $0) }.joined() + ">"
+        }
+
+        /// FNV-1a (64 bits) of the fields as written: it tells a change made elsewhere, which
+        /// is all it is for (not a defence against someone forging one).
+        var digest: String {
+            var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+            func feed(_ text: String) {
+                for byte in text.utf8 {
+                    hash ^= UInt64(byte)
+                    hash = hash &* 0x100_0000_01b3
+                }
+            }
+            feed("ink"); inkList.forEach { feed(text($0)) }
+            feed("rect"); feed(text(rect))
+            feed("color"); feed(text(color, decimals: 3))
+            if let contents { feed("contents"); feed(contents) }
+            return String(hash, radix: 16)
+        }
+    }
+}

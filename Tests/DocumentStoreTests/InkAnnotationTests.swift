@@ -1,0 +1,150 @@
+import CanvasCore
+import DocumentStore
+import Foundation
+import InkRendering
+import TestSupport
+import Testing
+
+/// Ink saved as standard annotations: drawn by poppler and MuPDF exactly as the same ink
+/// flattened into the page, reopened bit for bit, replaced, and, changed by another program
+/// (MuPDF's `mutool run`), reopened from what that program left.
+@Suite("Ink annotations", .serialized)
+struct InkAnnotationTests {
+    /// Recorded UNIPEN words (Tests/Fixtures/strokes, CC BY 4.0), two highlighters and a note.
+    static func drawing() throws -> Drawing {
+        let page = InkPrecision.rounded(try RecordedHandwriting.page())
+        let words = page.strokes.filter { $0.tool == .pen }, highlighters = page.strokes.filter { $0.tool == .highlighter }
+        return Drawing(strokes: Array(highlighters.prefix(2)) + Array(words.prefix(12)),
+                       texts: [try TextAnnotation(text: "annotated ✓\nsecond line", x: 300, y: 90, fontSize: 14, color: InkColor("#1F3A93"))])
+    }
+
+    /// `document` copied into a fresh folder, `drawing` saved on `page` in `form`.
+    static func saved(_ document: [UInt8], page: Int, _ drawing: Drawing, form: InkForm, _ label: String) throws -> (DocumentStore, URL) {
+        let folder = try freshFolder(label)
+        let url = folder.appendingPathComponent("doc.pdf")
+        try Data(document).write(to: url)
+        let store = try DocumentStore(folder: folder)
+        _ = try store.flatten("doc.pdf", page: page, drawing: drawing, form: form)
+        return (store, url)
+    }
+
+    /// MuPDF's rendering of one page in grey (mupdf-tools' `mutool draw`).
+    static func mupdf(_ path: String, page: Int, dpi: Int) throws -> GrayRaster {
+        let out = FileManager.default.temporaryDirectory.appendingPathComponent("mupdf-\(UUID().uuidString).pgm")
+        defer { try? FileManager.default.removeItem(at: out) }
+        let result = try run("/usr/bin/mutool", ["draw", "-q", "-r", String(dpi), "-c", "gray", "-o", out.path, path, String(page + 1)])
+        guard result.status == 0 else { throw Raster.RenderFailure(message: "mutool draw exited \(result.status): \(result.output)") }
+        return try GrayRaster.parse(Array(Data(contentsOf: out)))
+    }
+
+    static func differing(_ a: GrayRaster, _ b: GrayRaster) -> Double {
+        precondition(a.width == b.width && a.height == b.height, "renders of different sizes")
+        return Double(zip(a.pixels, b.pixels).count { abs(Int($0) - Int($1)) > 16 }) / Double(a.pixels.count)
+    }
+
+    @Test("poppler and MuPDF draw the annotations as the flattened ink, within 0.1% of pixels at 150 dpi, upright and rotated",
+          arguments: [("notes", 1), ("rotated", 0)])
+    func looksFlattened(_ fixture: String, _ page: Int) throws {
+        let document = fixture == "notes" ? Handwriting.document()
+            : Array(try Data(contentsOf: LiveCorpus.folder.appendingPathComponent("hello_world_rotated.pdf")))
+        let drawing = try Self.drawing()
+        let (_, paper) = try Self.saved(document, page: page, drawing, form: .paper, "paper")
+        let (_, annotated) = try Self.saved(document, page: page, drawing, form: .annotations, "annotated")
+        #expect(try run("/usr/bin/qpdf", ["--check", annotated.path]).status == 0)
+        let blank = try GrayRaster.render(annotated.path, page: page, dpi: 150)
+        for (renderer, render) in [("poppler", { (path: String) in try GrayRaster.render(path, page: page, dpi: 150) }),
+                                   ("MuPDF", { (path: String) in try Self.mupdf(path, page: page, dpi: 150) })] {
+            let a = try render(paper.path), b = try render(annotated.path)
+            let share = Self.differing(a, b)
+            print("\(fixture) page \(page), \(renderer): \(share * 100)% of pixels differ between the annotations and the flattened ink")
+            #expect(share <= 0.001, "\(renderer): \(share * 100)% differ")
+        }
+        // The annotations do draw: the page is not blank where the ink is.
+        _ = blank
+        let original = FileManager.default.temporaryDirectory.appendingPathComponent("original-\(UUID().uuidString).pdf")
+        try Data(document).write(to: original)
+        #expect(Self.differing(try GrayRaster.render(original.path, page: page, dpi: 150), try GrayRaster.render(annotated.path, page: page, dpi: 150)) > 0.002)
+        // The page's content is untouched: the ink is all in annotations.
+        #expect(try InkStructure(annotated.path).inkDraws == 0)
+    }
+
+    @Test("annotations reopen bit for bit, one edit per /Ink and /FreeText; a replace takes off the erased stroke's annotation")
+    func reopenAndReplace() throws {
+        let drawing = try Self.drawing()
+        let (store, url) = try Self.saved(Handwriting.document(), page: 1, drawing, form: .annotations, "annotations-reopen")
+        let ink = try store.pageInk("doc.pdf", 1).ink
+        #expect(ink.drawing == drawing)
+        #expect(ink.edits.allSatisfy { !$0.changedElsewhere })
+        // Runs of one tool, colour and width: the two highlighters apart, the words by line colour.
+        #expect(ink.edits.count == InkAnnotationRuns.count(drawing) + drawing.texts.count)
+
+        var strokes = ink.drawing.strokes
+        let erased = strokes.remove(at: 5)
+        let kept = Drawing(strokes: strokes, texts: drawing.texts)
+        _ = try store.flatten("doc.pdf", page: 1, drawing: kept, form: .annotations, replacing: ink.edits.map(\.digest))
+        #expect(try run("/usr/bin/qpdf", ["--check", url.path]).status == 0)
+        #expect(try store.pageInk("doc.pdf", 1).ink.drawing == kept)
+        let (_, alone) = try Self.saved(Handwriting.document(), page: 1, kept, form: .annotations, "annotations-alone")
+        #expect(Self.differing(try GrayRaster.render(url.path, page: 1, dpi: 150), try GrayRaster.render(alone.path, page: 1, dpi: 150)) == 0)
+        _ = erased
+    }
+
+    @Test("an /Ink moved by another program (mutool run) reopens from its /InkList, without pressure; the rest from the stored drawing")
+    func changedElsewhere() throws {
+        let drawing = try Self.drawing()
+        let (store, url) = try Self.saved(Handwriting.document(), page: 1, drawing, form: .annotations, "annotations-changed")
+        let before = try store.pageInk("doc.pdf", 1).ink
+        // MuPDF's scripting: move every point of the first pen annotation 20 pt to the right
+        // (user space), and save incrementally, as an editor would.
+        let penIndex = before.edits.firstIndex { $0.drawing.strokes.first?.tool == .pen }!
+        guard case .annotation(let position) = before.edits[penIndex].place else { Issue.record("not an annotation"); return }
+        let script = url.deletingLastPathComponent().appendingPathComponent("move.js")
+        try """
+        var doc = new PDFDocument(scriptArgs[0]);
+        var page = doc.findPage(1);
+        var annot = page.Annots[\(position)];
+        var ink = annot.InkList;
+        var moved = [];
+        for (var i = 0; i < ink.length; i++) {
+            var line = [];
+            for (var j = 0; j < ink[i].length; j++) line.push(j % 2 == 0 ? ink[i][j] + 20 : ink[i][j]);
+            moved.push(line);
+        }
+        annot.InkList = moved;
+        doc.save(scriptArgs[0], "incremental");
+        """.write(to: script, atomically: true, encoding: .utf8)
+        let result = try run("/usr/bin/mutool", ["run", script.path, url.path])
+        #expect(result.status == 0, "\(result.output)")
+        let after = try DocumentStore(folder: url.deletingLastPathComponent()).pageInk("doc.pdf", 1).ink
+        #expect(after.edits.count == before.edits.count)
+        for (index, (old, new)) in zip(before.edits, after.edits).enumerated() {
+            if index == penIndex {
+                #expect(new.changedElsewhere && new.digest != old.digest)
+                let was = old.drawing.strokes.flatMap(\.points), now = new.drawing.strokes.flatMap(\.points)
+                #expect(was.count == now.count)
+                #expect(zip(was, now).allSatisfy { abs($1.x - $0.x - 20) < 0.02 && abs($1.y - $0.y) < 0.02 && $1.pressure == nil })
+                #expect(new.drawing.strokes.map(\.color) == old.drawing.strokes.map(\.color))
+            } else {
+                #expect(!new.changedElsewhere && new.drawing == old.drawing && new.digest == old.digest)
+            }
+        }
+        // A replace made from the reopen before the change is refused, not written over it.
+        #expect(throws: DocumentError.inkChanged(name: "doc.pdf", page: 1)) {
+            _ = try store.flatten("doc.pdf", page: 1, drawing: .empty, form: .annotations, replacing: before.edits.map(\.digest))
+        }
+    }
+}
+
+/// How many `/Ink` annotations a drawing's strokes make: runs of one tool, colour and width.
+enum InkAnnotationRuns {
+    static func count(_ drawing: Drawing) -> Int {
+        var count = 0
+        var last: Stroke?
+        for stroke in drawing.strokes {
+            if let last, last.tool == stroke.tool, last.color == stroke.color, last.width == stroke.width { continue }
+            count += 1
+            last = stroke
+        }
+        return count
+    }
+}
