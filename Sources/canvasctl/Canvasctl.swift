@@ -80,10 +80,13 @@ struct Open: ParsableCommand {
     @Option(help: "A document in the server's folder (canvasctl documents lists them).") var document: String?
     @Option(parsing: .unconditional, help: "The page the ink goes to, numbered from 0 (default: 0).") var page: Int?
     @Flag(help: "Load the page's ink as the drawing, to erase or change it; the submit replaces it.") var reopen = false
+    @Option(help: "How the submit puts the ink on the page: paper (into its content) or annotations (/Ink and /FreeText).")
+    var inkForm: InkFormArgument?
 
     func validate() throws {
         if page != nil, document == nil { throw ValidationError("--page needs --document") }
         if reopen, document == nil { throw ValidationError("--reopen needs --document") }
+        if inkForm != nil, document == nil { throw ValidationError("--ink-form needs --document") }
         if let page, page < 0 { throw ValidationError("--page counts from 0; \(page) is no page") }
     }
 
@@ -92,6 +95,7 @@ struct Open: ParsableCommand {
         if let document { params["document"] = .string(document) }
         if let page { params["page"] = .integer(Int64(page)) }
         if reopen { params["reopen"] = true }
+        if let inkForm { params["inkForm"] = .string(inkForm.rawValue) }
         try connection.call("canvas.open", params, session: session.session)
     }
 }

@@ -49,6 +49,8 @@ struct Flatten: ParsableCommand {
     @Option(parsing: .unconditional, help: "The page, numbered from 0.") var page: Int
     @Option(help: "The drawing, a JSON file.") var drawing: String
     @Option(help: "Where to write the result (a new file; the input is not changed).") var out: String
+    @Option(help: "paper (into the page's content) or annotations (standard /Ink and /FreeText annotations other PDF tools can edit).")
+    var inkForm: InkFormArgument = .paper
 
     func validate() throws {
         guard page >= 0 else { throw ValidationError("--page counts from 0; \(page) is no page") }
@@ -91,7 +93,7 @@ struct Flatten: ParsableCommand {
         let summary: DocumentSummary
         do throws(DocumentError) {
             let store = try DocumentStore(folder: scratch)
-            summary = try store.flatten(name, page: page, drawing: strokes)
+            summary = try store.flatten(name, page: page, drawing: strokes, form: inkForm.form)
         } catch {
             FileHandle.standardError.write(Data("canvasctl flatten: \(error)\n".utf8))
             throw ExitCode(2)
@@ -116,4 +118,11 @@ struct Flatten: ParsableCommand {
         let path = context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined()
         return "\(path.isEmpty ? "the file" : String(path.drop { $0 == "." })): \(why)"
     }
+}
+
+/// `--ink-form`: how a save puts its ink on the page.
+enum InkFormArgument: String, ExpressibleByArgument, CaseIterable {
+    case paper, annotations
+
+    var form: InkForm { self == .paper ? .paper : .annotations }
 }
