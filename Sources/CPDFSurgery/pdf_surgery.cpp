@@ -346,7 +346,10 @@ struct PendingAnnotation {
 
 struct ps_document {
     std::shared_ptr<QPDF> pdf = std::make_shared<QPDF>();
-    // The overlays' own documents: copied streams are read from them when the result is written.
+    // The overlays' own documents: copied streams are read from them when the result is written,
+    // and they read from the overlays' bytes, kept here with them (qpdf does not copy a memory file).
+    // (Declared first, so destroyed last.)
+    std::vector<std::shared_ptr<std::string const>> overlays;
     std::vector<std::shared_ptr<QPDF>> inks;
     // The whole file (a .yianazip container's metadata included), read through the
     // descriptor the caller opened: the path is never opened again.
@@ -871,11 +874,13 @@ std::string inkContent(ps_document *document, QPDF &made, ps_page_info const &in
         }
     }
     if (!overlay.empty()) {
+        document->overlays.push_back(std::make_shared<std::string const>(overlay));
+        std::string const &bytes = *document->overlays.back();
         document->inks.push_back(std::make_shared<QPDF>());
         QPDF &ink = *document->inks.back();
         ink.setSuppressWarnings(true);
         std::string overlayName = "canvas overlay";
-        ink.processMemoryFile(overlayName.c_str(), overlay.data(), overlay.size());
+        ink.processMemoryFile(overlayName.c_str(), bytes.data(), bytes.size());
         std::vector<QPDFPageObjectHelper> inkPages = QPDFPageDocumentHelper(ink).getAllPages();
         if (inkPages.size() != 1) throw Failure(PS_BAD_OVERLAY, "the overlay must have exactly one page");
         Pl_Buffer texts("overlay content");

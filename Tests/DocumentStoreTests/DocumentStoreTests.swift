@@ -20,6 +20,14 @@ func run(_ executable: String, _ arguments: [String]) throws -> (status: Int32, 
     return (process.terminationStatus, String(decoding: data, as: UTF8.self))
 }
 
+/// Whether every stream of the PDF decodes: `qpdf --check` passes a stream whose compressed
+/// bytes are garbage, which a viewer then fails to read (a font that does not load).
+func everyStreamDecodes(_ path: String) throws -> Bool {
+    let out = FileManager.default.temporaryDirectory.appendingPathComponent("decoded-\(UUID().uuidString).pdf")
+    defer { try? FileManager.default.removeItem(at: out) }
+    return try run("/usr/bin/qpdf", ["--stream-data=uncompress", "--decode-level=all", path, out.path]).status == 0
+}
+
 func freshFolder(_ label: String) throws -> URL {
     let url = FileManager.default.temporaryDirectory.appendingPathComponent("\(label)-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)

@@ -51,6 +51,7 @@ struct InkAnnotationTests {
         let (_, paper) = try Self.saved(document, page: page, drawing, form: .paper, "paper")
         let (_, annotated) = try Self.saved(document, page: page, drawing, form: .annotations, "annotated")
         #expect(try run("/usr/bin/qpdf", ["--check", annotated.path]).status == 0)
+        #expect(try everyStreamDecodes(paper.path) && everyStreamDecodes(annotated.path))
         for (renderer, render) in [("poppler", { (path: String) in try GrayRaster.render(path, page: page, dpi: 150) }),
                                    ("MuPDF", { (path: String) in try Self.mupdf(path, page: page, dpi: 150) })] {
             let a = try render(paper.path), b = try render(annotated.path)
@@ -80,7 +81,7 @@ struct InkAnnotationTests {
         strokes.remove(at: 5)
         let kept = Drawing(strokes: strokes, texts: drawing.texts)
         _ = try store.flatten("doc.pdf", page: 1, drawing: kept, form: .annotations, replacing: ink.edits.map(\.digest))
-        #expect(try run("/usr/bin/qpdf", ["--check", url.path]).status == 0)
+        #expect(try run("/usr/bin/qpdf", ["--check", url.path]).status == 0 && everyStreamDecodes(url.path))
         #expect(try store.pageInk("doc.pdf", 1).ink.drawing == kept)
         let (_, alone) = try Self.saved(Handwriting.document(), page: 1, kept, form: .annotations, "annotations-alone")
         // Pixel for pixel the kept drawing saved alone: nothing of the erased stroke is left.
