@@ -31,8 +31,8 @@ enum MethodResult {
 struct UnreportedResult {
     enum Command {
         /// `canvas.minimize`, `.submit` or `.cancel`. `imageData`: whether the reply carries
-        /// the image; `saved`: a submit's save, as its reply reports it.
-        case ended(Method, imageData: Bool, saved: [String: JSONValue]?)
+        /// the image; `saved`: a submit's save.
+        case ended(Method, imageData: Bool, saved: SubmitSave?)
         case doubleTap(DoubleTapOutcome)
     }
 
@@ -40,6 +40,13 @@ struct UnreportedResult {
     let actions: [CanvasAction]
     /// The result's drawing, whose image is rendered.
     let drawing: Drawing
+}
+
+/// A submit's save into its document: the summary its reply reports, and whether the save
+/// made a revision (and so is announced).
+struct SubmitSave {
+    let summary: [String: JSONValue]
+    let madeRevision: Bool
 }
 
 /// The methods that act on one session: `session.close`, `canvas.*`, `pencil.*`, `drawing.*`.
@@ -168,12 +175,14 @@ struct CanvasMethods {
             let current = session.target.map { "page \($0.page) of \($0.name)" } ?? "no document"
             var data: [String: JSONValue] = [:]
             if let current = session.target { data = ["document": .string(current.name), "page": .integer(Int64(current.page))] }
-            if reopen, session.canvas.phase != .closed,
+            if reopen, session.canvas.phase == .open || session.canvas.phase == .minimized,
                !(session.target?.isPage(page, of: name) ?? false) || session.target?.reopened == nil {
                 // The canvas holds a drawing of its own; loading the page's ink would either
-                // drop it or mix two drawings that save differently.
+                // drop it or mix two drawings that save differently. (While it animates, the
+                // open is refused as any open is.)
                 data["reason"] = "notReopened"
-                throw ProtocolError(.conflict, "the canvas holds a drawing that was not reopened from page \(page) of \(name) (it is for \(current)); submit or cancel it first",
+                let holds = session.target == nil ? "a drawing for no document" : "a drawing of its own for \(current)"
+                throw ProtocolError(.conflict, "the canvas holds \(holds), not page \(page) of \(name)'s ink reopened; submit or cancel it first",
                                     data: data)
             }
             if opens {
@@ -217,12 +226,13 @@ struct CanvasMethods {
     private func end(_ method: Method, _ params: Params, _ session: inout ServiceSession, found: JobOutcome?,
                      _ call: inout Call) throws(ProtocolError) -> MethodResult {
         let wantsImage = try params.bool("imageData", default: false)
-        var saved: [String: JSONValue]?
+        var saved: SubmitSave?
         if method == .canvasSubmit, session.canvas.canvas.isSaving {
             guard case .saved(let outcome, _)? = found else { preconditionFailure("a saving canvas runs again with its save's outcome") }
             let documents = try DocumentMethods.available(documents)
             do throws(ProtocolError) {
-                saved = DocumentMethods.json(try documents.run { () throws(DocumentError) in try outcome.get() })
+                saved = SubmitSave(summary: DocumentMethods.json(try documents.run { () throws(DocumentError) in try outcome.get() }),
+                                   madeRevision: session.target?.makesRevision(session.canvas.drawing) ?? false)
             } catch {
                 _ = try? session.canvas.saved(false)
                 throw error
@@ -257,20 +267,21 @@ struct CanvasMethods {
 
     /// What an end's command asked for, carried out, and its reply. `rendered`: its result's
     /// image, when made before (nil: rendered here, a small one).
-    private func ended(_ method: Method, _ actions: [CanvasAction], imageData: Bool, saved: [String: JSONValue]?,
+    private func ended(_ method: Method, _ actions: [CanvasAction], imageData: Bool, saved: SubmitSave?,
                        rendered: ResultImage?, _ session: inout ServiceSession, _ call: inout Call) -> [String: JSONValue] {
         var reply = executor.run(actions, &session, imageData: imageData, rendered: rendered, &call) ?? [:]
         reply["state"] = .string(session.canvas.phase.rawValue)
         if method != .canvasMinimize { session.target = nil }
         if let saved {
-            reply["document"] = .object(saved)
-            // An empty drawing saves nothing: the reply names the current revision, and no
-            // event announces a save that did not happen.
-            if reply["hasContent"] == .bool(true) {
-                executor.publish(&session, "document.saved", WireShapes.saved(saved, cause: method.rawValue), &call)
+            reply["document"] = .object(saved.summary)
+            // An empty drawing saves nothing (nor does a reopened one saved as it was loaded):
+            // the reply names the current revision, and no event announces a save that did not
+            // happen.
+            if saved.madeRevision {
+                executor.publish(&session, "document.saved", WireShapes.saved(saved.summary, cause: method.rawValue), &call)
                 // The shared topic names the session only when nobody owns sessions: one owned
                 // by a key or a web token is nobody else's business, not even its id.
-                call.saves.append((saved, method.rawValue, session.owner == nil ? session.id : nil))
+                call.saves.append((saved.summary, method.rawValue, session.owner == nil ? session.id : nil))
             }
         }
         return reply

@@ -119,24 +119,20 @@ struct DocumentMethods {
         }, saves: true)
     }
 
-    /// A submit's save into its target: the drawing on the page, or, with nothing drawn, just
-    /// the document's current summary (no new revision for an empty drawing). A drawing
-    /// reopened from the page's ink replaces that ink, even with nothing left (which takes it
-    /// off); saved as it was loaded, it changes nothing either.
+    /// A submit's save into its target: the drawing on the page, or, when that makes no
+    /// revision (`DocumentTarget.makesRevision`: nothing drawn, or a reopened drawing as it was
+    /// loaded), the document's current summary. A drawing reopened from the page's ink
+    /// replaces that ink, even with nothing left (which takes it off); unchanged, it still
+    /// finds that ink on the page, or the user is told it is gone.
     func targetSave(_ target: DocumentTarget, _ drawing: Drawing, madeBy: String? = nil,
                     fence: DocumentStore.WriteFence? = nil) -> PreparedSave {
         { [store] () throws(DocumentError) in
-            if let reopened = target.reopened {
-                guard !reopened.edits.isEmpty || drawing.hasContent, PageInk.digest(drawing) != reopened.drawing else {
-                    return try store.summary(target.name)
-                }
-                return try store.flatten(target.name, page: target.page, drawing: drawing, form: target.form, replacing: reopened.edits,
-                                         expectedRevision: nil, madeBy: madeBy, fence: fence)
+            guard target.makesRevision(drawing) else {
+                if let reopened = target.reopened { try store.checkInk(target.name, target.page, still: reopened.edits) }
+                return try store.summary(target.name)
             }
-            return drawing.hasContent
-                ? try store.flatten(target.name, page: target.page, drawing: drawing, form: target.form, expectedRevision: nil,
-                                    madeBy: madeBy, fence: fence)
-                : try store.summary(target.name)
+            return try store.flatten(target.name, page: target.page, drawing: drawing, form: target.form, replacing: target.reopened?.edits,
+                                     expectedRevision: nil, madeBy: madeBy, fence: fence)
         }
     }
 

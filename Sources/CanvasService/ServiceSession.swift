@@ -164,6 +164,13 @@ struct DocumentTarget: Sendable {
         self.reopened = reopened
     }
 
+    /// Whether saving `drawing` here makes a revision: anything drawn does, nothing drawn does
+    /// not, unless it takes reopened ink off; a reopened drawing saved as it was loaded does not.
+    func makesRevision(_ drawing: Drawing) -> Bool {
+        guard let reopened else { return drawing.hasContent }
+        return (drawing.hasContent || !reopened.edits.isEmpty) && PageInk.digest(drawing) != reopened.drawing
+    }
+
     /// Names compare by their bytes, as the file system does: "é" written precomposed or as
     /// e and an accent are two files, though Swift's == calls the strings equal.
     func isPage(_ page: Int, of name: String) -> Bool {

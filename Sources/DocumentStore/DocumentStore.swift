@@ -296,6 +296,17 @@ public final class DocumentStore: Sendable {
         }
     }
 
+    /// Throws `inkChanged` unless every edit `digests` names (`PageInk.Edit.digest`) is still
+    /// on the page.
+    public func checkInk(_ name: String, _ index: Int, still digests: [String]) throws(DocumentError) {
+        let ink = try pageInk(name, index).ink
+        do throws(FlattenError) {
+            _ = try Flattener.replaced(digests, among: ink.edits, page: index)
+        } catch {
+            throw .inkChanged(name: name, page: index)
+        }
+    }
+
     static func modified(_ stat: Stat) -> Date {
         let time = stat.rawValue.st_mtim
         return Date(timeIntervalSince1970: Double(time.tv_sec) + Double(time.tv_nsec) / 1e9)

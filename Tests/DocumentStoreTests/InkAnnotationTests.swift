@@ -88,6 +88,19 @@ struct InkAnnotationTests {
         #expect(Self.differing(try GrayRaster.render(url.path, page: 1, dpi: 150), try GrayRaster.render(alone.path, page: 1, dpi: 150)) == 0)
     }
 
+    @Test("annotations flattened later (reopened, saved as paper) render as the ink saved as paper at once, and leave no annotation")
+    func flattenedLater() throws {
+        let drawing = try Self.drawing()
+        let (store, url) = try Self.saved(Handwriting.document(), page: 1, drawing, form: .annotations, "annotations-later")
+        let ink = try store.pageInk("doc.pdf", 1).ink
+        _ = try store.flatten("doc.pdf", page: 1, drawing: ink.drawing, form: .paper, replacing: ink.edits.map(\.digest))
+        let (_, paper) = try Self.saved(Handwriting.document(), page: 1, drawing, form: .paper, "paper-at-once")
+        #expect(Self.differing(try GrayRaster.render(url.path, page: 1, dpi: 150), try GrayRaster.render(paper.path, page: 1, dpi: 150)) == 0)
+        let after = try store.pageInk("doc.pdf", 1).ink
+        #expect(after.edits.count == 1 && after.edits.allSatisfy { if case .form = $0.place { true } else { false } })
+        #expect(try everyStreamDecodes(url.path))
+    }
+
     @Test("an /Ink moved by another program (mutool run) reopens from its /InkList, without pressure; the rest from the stored drawing")
     func changedElsewhere() throws {
         let drawing = try Self.drawing()
