@@ -3,11 +3,11 @@
 SWIFT        ?= swift
 PYTHON3      ?= python3
 # libzmq, Cairo and libqpdf are linked through system-library targets; qpdf and poppler-utils
-# verify PDFs in tests; the DejaVu fonts are embedded in flattened text. The web layer: pdf.js
+# verify PDFs in tests, and mupdf-tools renders them a second way (test_reopen.py); the DejaVu fonts are embedded in flattened text. The web layer: pdf.js
 # for the demo page, headless Chromium and its driver for the browser tests, TypeScript to check
 # the client's .d.ts. hiredis, redis-server and haproxy run several instances behind one address
 # (make cluster, the cluster tests).
-APT_PACKAGES := pkg-config libzmq3-dev libcairo2-dev libqpdf-dev libssl-dev qpdf poppler-utils fonts-dejavu-core \
+APT_PACKAGES := pkg-config libzmq3-dev libcairo2-dev libqpdf-dev libssl-dev qpdf poppler-utils mupdf-tools fonts-dejavu-core \
                 libjs-pdf chromium-headless-shell chromium-driver node-typescript libhiredis-dev redis-server haproxy
 DOCUMENTS    ?= documents
 VENV         := .venv
