@@ -438,3 +438,88 @@ def test_a_double_tap_from_closed_opens_an_empty_drawing(documents):
 def test_the_server_speaks_1_8(documents):
     with documents.client() as client:
         assert client.hello()["protocol"] == "canvas/1.8"
+
+
+# MARK: the reopen table of protocol/state-table.md, row by row
+
+def reopen_rows() -> List[Dict[str, str]]:
+    text = (ROOT / "protocol" / "state-table.md").read_text(encoding="utf-8")
+    body = text.split("<!-- reopen:begin -->", 1)[1].split("<!-- reopen:end -->", 1)[0]
+    lines = body.strip().splitlines()
+    header = [cell.strip() for cell in lines[0].strip().strip("|").split("|")]
+    return [dict(zip(header, (cell.strip() for cell in line.strip().strip("|").split("|")))) for line in lines[2:]]
+
+
+def reopen_cases():
+    cases = []
+    for row in reopen_rows():
+        for transitions in (["instant", "manual"] if row["transitions"] == "*" else [row["transitions"]]):
+            if transitions == "instant" and row["state"] in ("opening", "minimizing"):
+                continue
+            for holds in (["reopened", "other"] if row["holds"] == "*" else [row["holds"]]):
+                cases.append(pytest.param(transitions, holds, row,
+                                          id=f"{transitions}-{row['state']}-{holds}-{row['event']}"))
+    return cases
+
+
+@pytest.mark.parametrize("transitions,holds,row", reopen_cases())
+def test_the_reopen_table(documents, transitions, holds, row):
+    strokes = handwriting(0, 3)
+    with documents.client() as client:
+        submit(client.open_session(), strokes)
+        session = client.open_session(transitions=transitions)
+
+        def settle():
+            if transitions == "manual":
+                session.finish_transition()
+
+        state = row["state"]
+        if holds != "none":
+            session.open(document=DOC, page=0, reopen=holds != "other")
+            if state != "opening":
+                settle()
+                if holds == "other":
+                    session.add_stroke([(100, 650), (150, 660)])
+            if state == "minimizing":
+                session.minimize()
+            elif state == "minimized":
+                session.minimize()
+                settle()
+        if holds == "reopened+changed":
+            changer = client.open_session()
+            changer.open(document=DOC, page=0, reopen=True)
+            changer.clear()
+            changer.submit()
+        assert session.state()["state"] == state
+        before_revision = revision(client)
+        before_drawing = None
+        if state == "open":
+            before_drawing = session.get_drawing()
+        request = (lambda: session.open(document=DOC, page=0, reopen=True)) if row["event"] == "reopen" else session.submit
+        reply, error = None, None
+        try:
+            reply = request()
+        except CanvasError as refused:
+            error = refused
+        expected = row["reply"]
+        if expected.startswith(("INVALID_STATE:", "CONFLICT:")):
+            code, reason = expected.split(":")
+            assert error is not None and error.code == code and error.data.get("reason") == reason, (reply, error)
+            if state == "open":
+                assert session.get_drawing() == before_drawing
+            assert revision(client) == before_revision
+        else:
+            assert error is None, error
+            if expected == "ok:reopened":
+                assert reply["reopened"] == {"edits": 1, "strokes": len(strokes), "texts": 0}
+            elif expected in ("ok", "unchanged"):
+                assert "reopened" not in reply
+            elif expected == "replaced":
+                assert reply["action"] == row["result"]
+                # Submitted unchanged: the reopened ink is replaced by itself, so no new revision.
+                assert reply["document"]["revision"] == before_revision
+                # And the page holds its ink once, not twice.
+                again = client.open_session().open(document=DOC, page=0, reopen=True)
+                assert again["reopened"] == {"edits": 1, "strokes": len(strokes), "texts": 0}
+        want = state if row["next"] == "=" else row["next"]
+        assert session.state()["state"] == want
