@@ -248,3 +248,29 @@ def test_reopen_onto_a_drawing_of_its_own_asks_first(web, browser):
     browser.find_element("id", "cancel").click()
     wait_for(browser, "demo.state === 'closed' && !demo.underInk")
     assert "keeps its ink" in text_of(browser, "status")
+
+
+def test_a_submit_whose_reopened_ink_another_save_changed_says_so_and_keeps_the_drawing(web, browser):
+    from canvasbridge import CanvasClient
+    from test_reopen import handwriting
+    with CanvasClient(web.canvasd.endpoint) as client:
+        writer = client.open_session()
+        writer.open(document="notes.pdf", page=0)
+        for stroke in handwriting(0, 3):
+            writer.call("drawing.addStroke", stroke)
+        writer.submit()
+        browser.get(f"{web.base}/demo/?document=notes.pdf&page=1")
+        wait_for(browser, "window.demo && !!window.demo.pageBitmap")
+        browser.find_element("id", "reopen").click()
+        wait_for(browser, "demo.state === 'open' && demo.drawing.strokes.length === 3")
+        # Meanwhile another session reopens the page and takes its ink off.
+        other = client.open_session()
+        other.open(document="notes.pdf", page=0, reopen=True)
+        other.clear()
+        assert other.submit()["document"]["revision"] == 3
+    browser.find_element("id", "submit").click()
+    wait_for(browser, "document.querySelector('#status').dataset.kind === 'error'")
+    assert "Another save changed this page's ink" in text_of(browser, "status")
+    assert browser.execute_script("return [demo.state, demo.drawing.strokes.length]") == ["open", 3]
+    browser.find_element("id", "cancel").click()
+    wait_for(browser, "demo.state === 'closed' && !demo.underInk")
