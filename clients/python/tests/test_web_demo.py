@@ -263,6 +263,8 @@ def test_a_submit_whose_reopened_ink_another_save_changed_says_so_and_keeps_the_
         wait_for(browser, "window.demo && !!window.demo.pageBitmap")
         browser.find_element("id", "reopen").click()
         wait_for(browser, "demo.state === 'open' && demo.drawing.strokes.length === 3")
+        drag(browser, [(100, 600), (250, 610)])
+        wait_for(browser, "demo.drawing.strokes.length === 4")
         # Meanwhile another session reopens the page and takes its ink off.
         other = client.open_session()
         other.open(document="notes.pdf", page=0, reopen=True)
@@ -271,6 +273,6 @@ def test_a_submit_whose_reopened_ink_another_save_changed_says_so_and_keeps_the_
     browser.find_element("id", "submit").click()
     wait_for(browser, "document.querySelector('#status').dataset.kind === 'error'")
     assert "Another save changed this page's ink" in text_of(browser, "status")
-    assert browser.execute_script("return [demo.state, demo.drawing.strokes.length]") == ["open", 3]
+    assert browser.execute_script("return [demo.state, demo.drawing.strokes.length]") == ["open", 4]
     browser.find_element("id", "cancel").click()
     wait_for(browser, "demo.state === 'closed' && !demo.underInk")
