@@ -168,6 +168,15 @@ def lone_points(stroke: Dict[str, Any], others: List[Dict[str, Any]], margin: fl
     return [p for p in stroke["points"] if all(math.hypot(p["x"] - x, p["y"] - y) >= margin for x, y in elsewhere)]
 
 
+def undecodable_streams(pdf: Path) -> List[str]:
+    """qpdf's complaints about streams of `pdf` that do not decode (a font file, an ink form):
+    what readers then draw without, or with a font of their own."""
+    with tempfile.TemporaryDirectory() as folder:
+        checked = subprocess.run(["qpdf", "--decode-level=all", "--qdf", "--object-streams=disable", str(pdf),
+                                  f"{folder}/out.pdf"], capture_output=True, text=True)
+    return [line for line in checked.stderr.splitlines() if "error decoding stream" in line]
+
+
 def differing(a: Gray, b: Gray, tolerance: int = 16) -> List[Tuple[int, int]]:
     assert a[:2] == b[:2]
     return [(x, y) for y, (ra, rb) in enumerate(zip(a[2], b[2])) for x in range(a[0]) if abs(ra[x] - rb[x]) > tolerance]
@@ -206,6 +215,8 @@ def test_reopen_gives_back_exactly_what_was_submitted(documents):
         writer = client.open_session()
         saved = submit(writer, strokes, [TEXT])
         assert saved["document"]["revision"] == 2
+        # Every stream of the save decodes: its ink, its embedded font, the drawing kept beside them.
+        assert undecodable_streams(documents.documents / DOC) == []
         reader = client.open_session()
         opened = reader.open(document=DOC, page=0, reopen=True)
         assert opened == {"state": "open", "reopened": {"edits": 1, "strokes": len(strokes), "texts": 1}}
