@@ -146,6 +146,14 @@ export interface ConnectOptions {
   restore?: 'report' | 'replay';
 }
 
+/** What `open` resolves to; `reopened` only for an open with `reopen: true` from closed. */
+export interface OpenResult {
+  state: CanvasState;
+  /** How many earlier saves' ink the drawing was loaded from (0 for a page without canvas ink),
+   * and the strokes and texts it holds. */
+  reopened?: { edits: number; strokes: number; texts: number };
+}
+
 export interface HelloResult { protocol: string; server: string; methods: string[]; limits: Record<string, number>; }
 
 export interface CanvasPlugin {
@@ -154,7 +162,17 @@ export interface CanvasPlugin {
   readonly documents: Documents;
 
   initialize(): Promise<{ state: CanvasState }>;
-  open(options?: { document?: string; page?: number; size?: { width: number; height: number } }): Promise<{ state: CanvasState }>;
+  /**
+   * Opens the canvas, on `page` (from 0) of `document` when given. `reopen: true` (canvas/1.8,
+   * needs `document`) opens a closed canvas with the page's canvas ink (every stroke and text
+   * earlier saves put there, exactly as sent) as its drawing, with no undo history; the result
+   * then has `reopened`. Its submit replaces that ink on the page instead of adding a copy, and
+   * fails CONFLICT (`data.reason: 'inkChanged'`) when that ink is no longer there. On an open or
+   * minimized canvas it is a plain open if the drawing was reopened from that page, else CONFLICT
+   * (`data.reason: 'notReopened'`). A server before 1.8 ignores `reopen` and opens an empty drawing
+   * (no `reopened`).
+   */
+  open(options?: { document?: string; page?: number; size?: { width: number; height: number }; reopen?: boolean }): Promise<OpenResult>;
   minimize(options?: { imageData?: boolean }): Promise<CanvasResult>;
   submit(options?: { imageData?: boolean }): Promise<CanvasResult>;
   cancel(options?: { imageData?: boolean }): Promise<CanvasResult>;

@@ -181,6 +181,11 @@ export class CanvasPlugin {
     if (method === 'canvas.open' && params.document !== undefined && this.known.target === null) {
       this.known.target = { document: params.document, page: params.page ?? 0 };
     }
+    // A reopen's drawing is the page's ink, not the empty one an open starts: its counts are
+    // what a session lost afterwards is reported to have had.
+    if (method === 'canvas.open' && result && result.reopened) {
+      this.known = { ...this.known, strokes: result.reopened.strokes, texts: result.reopened.texts };
+    }
     if ((method === 'canvas.submit' || method === 'canvas.cancel') && result) {
       this.known = { ...this.known, strokes: 0, texts: 0, target: null };
     }
@@ -191,15 +196,20 @@ export class CanvasPlugin {
   initialize() { return this.call('canvas.initialize'); }
 
   /**
-   * Opens the canvas, on `page` of `document` when given (the page the ink goes to).
-   * @param {{document?: string, page?: number, size?: {width: number, height: number}}} options
+   * Opens the canvas, on `page` of `document` when given (the page the ink goes to). With
+   * `reopen: true` (canvas/1.8, needs `document`) a closed canvas opens with the page's canvas
+   * ink as its drawing, and the result has `reopened` {edits, strokes, texts}; its submit then
+   * replaces that ink on the page (CONFLICT `inkChanged` when another save changed it first).
+   * `reopen` is sent only when true, so a plain open is the request it always was.
+   * @param {{document?: string, page?: number, size?: {width: number, height: number}, reopen?: boolean}} options
    */
-  open({ document, page, size } = {}) {
+  open({ document, page, size, reopen = false } = {}) {
     /** @type {Record<string, unknown>} */
     const params = {};
     if (document !== undefined) params.document = document;
     if (page !== undefined) params.page = page;
     if (size !== undefined) params.size = size;
+    if (reopen) params.reopen = true;
     return this.call('canvas.open', params);
   }
 

@@ -1,7 +1,9 @@
 // What the server acknowledged on the canvas since it was opened, kept so that a page whose
 // session was lost to a restart can have it again (`restore: 'replay'`): the open (its target
 // and size), every edit that was answered, and whether the canvas was then minimized. A submit
-// or a cancel ends the drawing, and the log with it.
+// or a cancel ends the drawing, and the log with it. An open with `reopen` is logged with it, so
+// the replay reopens the page's ink (as saved in the document, which a restart keeps) and the
+// edits made to it follow.
 
 /** Edits replayed in the order they were answered. */
 const EDITS = new Set(['drawing.addStroke', 'drawing.addText', 'drawing.editText', 'drawing.moveText',

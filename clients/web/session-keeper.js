@@ -198,6 +198,11 @@ export class SessionKeeper {
         done.requests += 1;
         if (typeof result?.strokes === 'number') done.strokes = result.strokes;
         if (typeof result?.texts === 'number') done.texts = result.texts;
+        // A replayed reopen loads the page's ink again, from the document as it now is.
+        if (result?.reopened) {
+          done.strokes = result.reopened.strokes;
+          done.texts = result.reopened.texts;
+        }
         if (typeof result?.state === 'string') done.state = result.state;
       } catch (error) {
         done.error = error;

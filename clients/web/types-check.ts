@@ -1,6 +1,6 @@
 // Uses the declared API the way a web page would, so `tsc --noEmit` checks that the types fit
 // together (listener payloads, results, errors). Never run; nothing imports it.
-import { connect, splitStroke, CanvasError, CanvasResult, PluginListenerHandle, StrokeResult } from './canvas-bridge';
+import { connect, splitStroke, CanvasError, CanvasResult, OpenResult, PluginListenerHandle, StrokeResult } from './canvas-bridge';
 import { drawInk, textBox, TEXT_ASCENT } from './ink';
 
 async function example(context: CanvasRenderingContext2D): Promise<void> {
@@ -14,6 +14,8 @@ async function example(context: CanvasRenderingContext2D): Promise<void> {
   const direct: PluginListenerHandle = Canvas.addListener('documentSaved', (saved) => console.log(saved.revision, saved.sha256));
   Canvas.addListener('sessionRestored', (report) => console.log(report.lost?.strokes, report.replayed?.strokes));
   await Canvas.open({ document: 'notes.pdf', page: 0 });
+  const reopened: OpenResult = await Canvas.open({ document: 'notes.pdf', page: 0, reopen: true });
+  if (reopened.reopened) console.log(reopened.reopened.edits, reopened.reopened.strokes, reopened.reopened.texts);
   const stroke: StrokeResult = await Canvas.addStroke({ points: [{ x: 1, y: 2, pressure: 0.5 }], color: 'blue', width: 3 });
   console.log(stroke.pieces, splitStroke([{ x: 1, y: 2 }], Canvas.server.limits.maxPointsPerStroke).length);
   await Canvas.resizeText(0, 24);

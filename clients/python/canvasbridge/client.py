@@ -246,12 +246,24 @@ class Session:
         return self.call("canvas.state")
 
     def open(self, *, document: Optional[str] = None, page: Optional[int] = None,
-             size: Optional[Sequence[int]] = None) -> JSON:
+             size: Optional[Sequence[int]] = None, reopen: bool = False) -> JSON:
+        """Opens the canvas, on ``page`` (from 0) of ``document`` when given.
+
+        ``reopen=True`` (canvas/1.8; needs ``document``) opens a closed canvas with the page's
+        canvas ink as its drawing, every stroke and text earlier saves put there, and the result
+        has ``reopened``: {``edits``, ``strokes``, ``texts``}. A submit of that drawing then
+        replaces the ink it was opened with instead of adding a second copy; ``CONFLICT`` with
+        ``reason: "inkChanged"`` if that ink is no longer on the page. On an open or minimized
+        canvas it is a plain open when the drawing was reopened from that page, else
+        ``CONFLICT`` with ``reason: "notReopened"``. The param is sent only when true, so a
+        plain open is the same request as before 1.8."""
         params: JSON = {}
         if document is not None:
             params["document"] = document
         if page is not None:
             params["page"] = page
+        if reopen:
+            params["reopen"] = True
         if size is not None:
             params["size"] = {"width": size[0], "height": size[1]}
         return self.call("canvas.open", params)

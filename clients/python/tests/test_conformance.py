@@ -77,7 +77,7 @@ def test_a_request_on_the_envelope_schema_refused_as_invalid_fails():
 def test_null_params_and_session_are_answered_and_valid(client):
     before = conformance.counts["requests accepted"]
     for request in ({"id": "n1", "method": "hello", "params": None}, {"id": "n2", "method": "hello", "session": None}):
-        assert client.request(request)["result"]["protocol"] == "canvas/1.7"
+        assert client.request(request)["result"]["protocol"] == "canvas/1.8"
         assert schemas.validator("envelope.schema.json", "request").is_valid(request)
     assert conformance.counts["requests accepted"] == before + 2
     session = client.open_session()
@@ -112,7 +112,7 @@ def test_hello_limits_are_all_required_and_page_counts_start_at_one(client):
     for name in ("maxUploadBytes", "maxUploads", "maxGetBytes"):
         assert name in limits
         cut = {key: value for key, value in limits.items() if key != name}
-        assert not hello.is_valid({"protocol": "canvas/1.7", "server": "s", "methods": [], "limits": cut,
+        assert not hello.is_valid({"protocol": "canvas/1.8", "server": "s", "methods": [], "limits": cut,
                                    "idleTimeoutMs": 1, "security": "loopback"}), name
     summary = {"name": "a.pdf", "revision": 1, "pageCount": 0, "sha256": "0" * 64}
     assert not schemas.validator("methods.schema.json", "documentSummary").is_valid(summary)

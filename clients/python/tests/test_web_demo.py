@@ -154,3 +154,125 @@ def test_a_restart_of_canvasd_keeps_the_pages_ink_and_submit_saves_it(web, brows
     wait_for(browser, "demo.state === 'closed' && document.querySelector('#status').textContent.startsWith('Saved')")
     ink = new_dark_pixels(page, render_page(web.canvasd.documents / "notes.pdf", 0))
     assert ink and all(abs(y - 250) < 4 for _, y in ink), ink[:5]
+
+
+def test_reopen_page_ink_shows_saved_strokes_to_erase_and_the_submit_takes_one_off_the_page(web, browser):
+    """canvas/1.8: the demo's "Reopen page ink" brings the ink saved on a page back as strokes
+    (recorded handwriting, submitted from Python), one is erased with the stroke eraser, and the
+    submit leaves the page without it, in the PDF and in the page the demo shows again."""
+    from canvasbridge import CanvasClient
+    from images import decode_png
+    from test_reopen import DARK, darkest_near, exactly, handwriting, inked_share, lone_points
+    pdf = web.canvasd.documents / "notes.pdf"
+    blank = render_page(pdf, 0, 150)
+    strokes = handwriting(0, 5)
+    victim = 2
+    kept = strokes[:victim] + strokes[victim + 1:]
+    # Where only the erased word's ink can be: far from the other words and off the page's own ink.
+    lone = [p for p in lone_points(strokes[victim], kept, margin=10) if darkest_near(blank, p["x"], p["y"], 2.0) >= DARK]
+    assert len(lone) > 20
+    with CanvasClient(web.canvasd.endpoint) as client:
+        writer = client.open_session()
+        writer.open(document="notes.pdf", page=0)
+        for stroke in strokes:
+            writer.call("drawing.addStroke", stroke)
+        assert writer.submit()["document"]["revision"] == 2
+    inked = render_page(pdf, 0, 150)
+    assert sum(darkest_near(inked, p["x"], p["y"], 1.0) < DARK for p in lone) > 0.8 * len(lone)
+
+    def screen_dark(points, reach=1.5):
+        """How many of the page points have dark pixels within `reach` points on the demo's canvas."""
+        _, _, rows = decode_png(browser.get_screenshot_as_png())
+        box = browser.find_element("id", "page-canvas").rect
+        found = 0
+        for p in points:
+            cx, cy, r = box["x"] + p["x"] * SCALE, box["y"] + p["y"] * SCALE, int(reach * SCALE) + 1
+            if any(sum(rows[y][x]) / 3 < DARK for y in range(int(cy) - r, int(cy) + r + 1) for x in range(int(cx) - r, int(cx) + r + 1)):
+                found += 1
+        return found
+
+    browser.get(f"{web.base}/demo/?document=notes.pdf&page=1")
+    wait_for(browser, "window.demo && !!window.demo.pageBitmap")
+    # The page as saved shows the word, in its own ink.
+    assert screen_dark(lone) > 0.8 * len(lone)
+    browser.find_element("id", "reopen").click()
+    wait_for(browser, "demo.state === 'open' && demo.drawing.strokes.length === 5 && demo.underInk")
+    assert browser.execute_script("return demo.reopened") == {"document": "notes.pdf", "page": 0, "edits": 1, "strokes": 5, "texts": 0}
+    problem = exactly(browser.execute_script("return demo.drawing.strokes"), strokes)
+    assert problem is None, problem
+    assert text_of(browser, "state") == "Canvas open on notes.pdf, page 1 (its ink reopened)"
+    assert "Reopened 5 strokes and 0 texts from 1 save" in text_of(browser, "status")
+    assert "revision 1 (as first stored" in text_of(browser, "revision")
+    assert screen_dark(lone) > 0.8 * len(lone), "the reopened word is not drawn"
+    # The stroke eraser, pressed once on the word.
+    browser.find_element("css selector", '[data-tool="eraseStroke"]').click()
+    at = lone[len(lone) // 2]
+    drag(browser, [(at["x"], at["y"])])
+    wait_for(browser, "demo.drawing.strokes.length === 4")
+    problem = exactly(browser.execute_script("return demo.drawing.strokes"), kept)
+    assert problem is None, problem
+    # Gone from the screen at once: the page under the strokes is the one without saved ink.
+    assert screen_dark(lone) == 0
+    browser.find_element("id", "submit").click()
+    reloaded = wait_for(browser, "demo.events.find(([name, data]) => name === 'pageReloaded' && data.revision === 3)")
+    assert reloaded[1]["matches"] is True
+    wait_for(browser, "demo.state === 'closed' && !demo.underInk && document.querySelector('#status').textContent.startsWith('Saved')")
+    assert text_of(browser, "state") == "Canvas closed"
+    # The page saved and shown again: the word is gone, the others are there once.
+    after = render_page(pdf, 0, 150)
+    assert [p for p in lone if darkest_near(after, p["x"], p["y"], 2.0) < DARK] == []
+    assert all(inked_share(after, stroke) > 0.8 for stroke in kept)
+    assert screen_dark(lone) == 0
+    assert all(screen_dark(stroke["points"][::10]) > 0.8 * len(stroke["points"][::10]) for stroke in kept)
+    with CanvasClient(web.canvasd.endpoint) as client:
+        again = client.open_session()
+        assert again.open(document="notes.pdf", page=0, reopen=True)["reopened"] == {"edits": 1, "strokes": 4, "texts": 0}
+        problem = exactly(again.get_drawing()["strokes"], kept)
+        assert problem is None, problem
+
+
+def test_reopen_onto_a_drawing_of_its_own_asks_first(web, browser):
+    open_demo(browser, web, page=1)
+    drag(browser, [(100, 300), (250, 300)])
+    wait_for(browser, "demo.drawing.strokes.length === 1")
+    browser.find_element("id", "reopen").click()
+    wait_for(browser, "document.querySelector('#ask').open")
+    assert "drawing of its own" in text_of(browser, "ask-text") and "reopened" in text_of(browser, "ask-text")
+    choices = [b.get_attribute("data-choice") for b in browser.find_elements("css selector", "#ask-choices button")]
+    assert choices == ["submit", "cancel", "stay"]
+    # Submitted first, the stroke is saved ink, and comes back reopened.
+    browser.find_element("css selector", '#ask-choices [data-choice="submit"]').click()
+    wait_for(browser, "demo.state === 'open' && demo.reopened && demo.reopened.edits === 1")
+    wait_for(browser, "demo.drawing.strokes.length === 1")
+    # Cancelled, the page keeps its ink and is shown as it is.
+    browser.find_element("id", "cancel").click()
+    wait_for(browser, "demo.state === 'closed' && !demo.underInk")
+    assert "keeps its ink" in text_of(browser, "status")
+
+
+def test_a_submit_whose_reopened_ink_another_save_changed_says_so_and_keeps_the_drawing(web, browser):
+    from canvasbridge import CanvasClient
+    from test_reopen import handwriting
+    with CanvasClient(web.canvasd.endpoint) as client:
+        writer = client.open_session()
+        writer.open(document="notes.pdf", page=0)
+        for stroke in handwriting(0, 3):
+            writer.call("drawing.addStroke", stroke)
+        writer.submit()
+        browser.get(f"{web.base}/demo/?document=notes.pdf&page=1")
+        wait_for(browser, "window.demo && !!window.demo.pageBitmap")
+        browser.find_element("id", "reopen").click()
+        wait_for(browser, "demo.state === 'open' && demo.drawing.strokes.length === 3")
+        drag(browser, [(100, 600), (250, 610)])
+        wait_for(browser, "demo.drawing.strokes.length === 4")
+        # Meanwhile another session reopens the page and takes its ink off.
+        other = client.open_session()
+        other.open(document="notes.pdf", page=0, reopen=True)
+        other.clear()
+        assert other.submit()["document"]["revision"] == 3
+    browser.find_element("id", "submit").click()
+    wait_for(browser, "document.querySelector('#status').dataset.kind === 'error'")
+    assert "Another save changed this page's ink" in text_of(browser, "status")
+    assert browser.execute_script("return [demo.state, demo.drawing.strokes.length]") == ["open", 4]
+    browser.find_element("id", "cancel").click()
+    wait_for(browser, "demo.state === 'closed' && !demo.underInk")

@@ -3,7 +3,9 @@
 //
 // What it keeps true: the page on screen is the page a submit saves into (the canvas's target);
 // ink is drawn only while the canvas is open; the canvas's state is always shown; a message
-// says what went wrong and goes away once something else happens.
+// says what went wrong and goes away once something else happens. While the canvas holds a
+// page's ink reopened as strokes, the page under them is the document as first stored
+// (revision 1), so that a stroke erased is seen gone, not left showing in the page's own ink.
 
 import { connect } from '../canvas-bridge.js';
 import { drawInk, textBox, LINE_HEIGHT, TEXT_FONT, cssColor } from '../ink.js';
@@ -20,6 +22,9 @@ const demo = {
   /** @type {any} */ view: null,
   /** Where the canvas's ink goes while it is open or minimized: {document, page}, or null. */
   /** @type {any} */ target: null,
+  /** The page whose ink the canvas was reopened with, and what came: {document, page, edits,
+   * strokes, texts}, or null (a drawing of its own, or none). */
+  /** @type {any} */ reopened: null,
   state: 'closed',
   revision: null,
   sha256: null,
@@ -29,6 +34,7 @@ const demo = {
   /** The text being edited in place: {index (null for a new one), x, y}, or null. */
   /** @type {any} */ editing: null,
   /** @type {HTMLCanvasElement | null} */ pageBitmap: null,   // the page as pdf.js rendered it, under the ink
+  underInk: false,   // whether pageBitmap is the page as first stored, under reopened ink
   /** @type {Promise<unknown> | null} */ ready: null,
   /** @type {Promise<unknown>} */ busy: Promise.resolve(),
 };
@@ -69,7 +75,7 @@ function showState() {
   const badge = $('#state');
   badge.dataset.state = demo.state;
   const where = demo.target ? ` on ${describe(demo.target)}` : '';
-  badge.textContent = `Canvas ${demo.state}${where}`;
+  badge.textContent = `Canvas ${demo.state}${where}${demo.reopened && demo.state !== 'closed' ? ' (its ink reopened)' : ''}`;
   const sheet = $('#sheet');
   sheet.classList.toggle('closed', demo.state === 'closed');
   sheet.classList.toggle('minimized', demo.state === 'minimized');
@@ -81,6 +87,7 @@ function showState() {
   $('#sheet-note').textContent = note;
   const connected = !!demo.Canvas;
   $('#open').disabled = !connected || !demo.view;
+  $('#reopen').disabled = !connected || !demo.view;
   $('#minimize').disabled = !connected || demo.state !== 'open';
   $('#submit').disabled = !connected || demo.state === 'closed';
   $('#cancel').disabled = !connected || demo.state === 'closed';
@@ -110,7 +117,12 @@ function queue(action) {
 function explain(error) {
   switch (error.code) {
     case 'NOT_FOUND': return error.data?.page !== undefined ? `There is no such page: ${error.message}` : `Not found: ${error.message}`;
-    case 'CONFLICT': return `The canvas is busy with another page: ${error.message}`;
+    case 'CONFLICT':
+      if (error.data?.reason === 'inkChanged') {
+        return 'Another save changed this page\'s ink since it was reopened, so this drawing would undo it: nothing was saved and the drawing is still here. Cancel, then reopen the page\'s ink as it is now.';
+      }
+      if (error.data?.reason === 'notReopened') return 'The canvas holds a drawing of its own: submit or cancel it before reopening the page\'s ink.';
+      return `The canvas is busy with another page: ${error.message}`;
     case 'TIMEOUT': case 'DISCONNECTED': return `canvasd did not answer (${error.message}); it is being reconnected, try again in a moment.`;
     case 'SESSION_LOST': return 'canvasd restarted and the drawing in progress was lost.';
     case 'PAYLOAD_TOO_LARGE': return `Too much ink: ${error.message}`;
@@ -155,7 +167,9 @@ async function showPage(where) {
   // What the page said before stays once the page is shown (a "Saved" is still news).
   const said = { text: $('#status').textContent, kind: $('#status').dataset.kind };
   message(`Loading ${describe(where)}…`, 'progress');
-  const fetched = await demo.Canvas.documents.get(where.document);
+  // Under reopened ink, the page as first stored: the page as it is draws that ink itself.
+  const underInk = demo.state !== 'closed' && sameTarget(demo.reopened, where) && demo.reopened.edits > 0;
+  const fetched = await demo.Canvas.documents.get(where.document, underInk ? { revision: 1 } : {});
   // @ts-ignore: pdf.js is a classic script
   const pdf = await pdfjsLib.getDocument({ data: fetched.bytes }).promise;
   if (!Number.isInteger(where.page) || where.page < 0 || where.page >= pdf.numPages) {
@@ -176,7 +190,8 @@ async function showPage(where) {
   $('#document').value = where.document;
   $('#page').value = String(where.page + 1);
   $('#page').max = String(pdf.numPages);
-  $('#revision').textContent = `${where.document} revision ${fetched.revision}, sha256 ${fetched.sha256.slice(0, 12)}… ✓`;
+  $('#revision').textContent = `${where.document} revision ${fetched.revision}${underInk ? ' (as first stored, under the reopened ink)' : ''}, sha256 ${fetched.sha256.slice(0, 12)}… ✓`;
+  demo.underInk = underInk;
   if (said.kind === 'info') message(said.text);
   else clearMessage();
   paint();
@@ -213,17 +228,28 @@ function ask(question, choices) {
 
 // MARK: the canvas's life
 
-/** Opens the canvas on the page chosen; a canvas busy with another page is dealt with first. */
-async function openChosen() {
+/**
+ * Opens the canvas on the page chosen; a canvas busy with another page is dealt with first.
+ * With `reopen`, the page's saved ink comes back as strokes to edit (canvas/1.8), and a canvas
+ * holding a drawing of its own, even on this page, is dealt with first too.
+ */
+async function openChosen({ reopen = false } = {}) {
   const wanted = chosen();
   if (!wanted.document) throw new Error('Choose a document first.');
-  if (demo.state !== 'closed' && demo.target && !sameTarget(demo.target, wanted)) {
-    const choices = /** @type {[string, string][]} */ ([['submit', `Submit into ${describe(demo.target)}`]]);
-    if (demo.state === 'open') choices.push(['minimize', 'Minimize (keep it for later)']);
-    choices.push(['cancel', 'Cancel the drawing'], ['stay', `Stay on ${describe(demo.target)}`]);
-    const choice = await ask(`The canvas is ${demo.state} on ${describe(demo.target)}. What happens to its ink before ${describe(wanted)} is opened?`, choices);
+  const busy = demo.state !== 'closed' && (reopen
+    ? !(demo.reopened && sameTarget(demo.reopened, wanted))
+    : demo.target && !sameTarget(demo.target, wanted));
+  if (busy) {
+    const holder = demo.target ? describe(demo.target) : 'no page';
+    const choices = /** @type {[string, string][]} */ ([['submit', `Submit into ${holder}`]]);
+    // A minimized drawing of its own still stands in a reopen's way: not offered then.
+    if (demo.state === 'open' && !reopen) choices.push(['minimize', 'Minimize (keep it for later)']);
+    choices.push(['cancel', 'Cancel the drawing'], ['stay', `Stay on ${holder}`]);
+    const what = reopen ? `the ink saved on ${describe(wanted)} is reopened` : `${describe(wanted)} is opened`;
+    const choice = await ask(`The canvas is ${demo.state} on ${holder} with a drawing of its own. What happens to its ink before ${what}?`, choices);
     log('asked', { choice });
     if (choice === 'stay') {
+      if (!demo.target) return;
       if (!sameTarget(demo.view, demo.target)) await showPage(demo.target);
       else { $('#document').value = demo.target.document; $('#page').value = String(demo.target.page + 1); }
       return;
@@ -237,11 +263,25 @@ async function openChosen() {
     await finish(choice);
   }
   if (!sameTarget(demo.view, wanted)) await showPage(wanted);
-  const opened = await demo.Canvas.open({ document: wanted.document, page: wanted.page });
+  const opened = await demo.Canvas.open({ document: wanted.document, page: wanted.page, reopen });
   demo.state = opened.state;
   demo.target = wanted;
+  if (opened.reopened) demo.reopened = { ...wanted, ...opened.reopened };
+  else if (reopen && !demo.reopened) {
+    // A server before canvas/1.8 ignores `reopen` and opens an empty drawing.
+    await refreshDrawing();
+    message('This canvasd cannot reopen a page\'s ink (it speaks an older protocol): the canvas opened empty.', 'error');
+    return;
+  }
+  if (opened.reopened) await showPage(wanted);
   await refreshDrawing();
   clearMessage();
+  if (opened.reopened) {
+    const { edits, strokes, texts } = opened.reopened;
+    message(edits === 0
+      ? `${describe(wanted)} has no saved ink to reopen: the canvas is open on it, empty.`
+      : `Reopened ${strokes} stroke${strokes === 1 ? '' : 's'} and ${texts} text${texts === 1 ? '' : 's'} from ${edits} save${edits === 1 ? '' : 's'}: a submit replaces the page's ink with what is drawn now.`);
+  }
 }
 
 /**
@@ -256,11 +296,14 @@ async function finish(how) {
     message(result.document ? `Saved: ${result.document.name} revision ${result.document.revision}.` : 'Submitted.');
   } else {
     await demo.Canvas.cancel();
-    message('Cancelled: the ink is gone.');
+    message(demo.reopened ? 'Cancelled: the page keeps its ink as it was.' : 'Cancelled: the ink is gone.');
   }
   demo.state = 'closed';
   demo.target = null;
+  demo.reopened = null;
   demo.selectedText = null;
+  // The page as it now is, its own ink included, in place of the one shown under reopened ink.
+  if (demo.underInk && demo.view) await showPage(demo.view);
   await refreshDrawing();
 }
 
@@ -470,7 +513,8 @@ $('#recolor').addEventListener('click', () => editSelected({ color: demo.color }
 $('#undo').addEventListener('click', () => queue(async () => { await demo.Canvas.undo(); await refreshDrawing(); }));
 $('#redo').addEventListener('click', () => queue(async () => { await demo.Canvas.redo(); await refreshDrawing(); }));
 
-$('#open').addEventListener('click', () => queue(openChosen));
+$('#open').addEventListener('click', () => queue(() => openChosen()));
+$('#reopen').addEventListener('click', () => queue(() => openChosen({ reopen: true })));
 $('#minimize').addEventListener('click', () => queue(async () => { await settle(demo.Canvas.minimize()); await refreshDrawing(); }));
 $('#doubletap').addEventListener('click', () => queue(async () => {
   // A double-tap on a closed canvas opens it on the page on screen, so the ink has its page.
@@ -537,6 +581,7 @@ demo.ready = (async () => {
       message(`canvasd restarted and the drawing in progress was lost (${report.lost.strokes} strokes, ${report.lost.texts} texts).`, 'error');
       demo.state = 'closed';
       demo.target = null;
+      demo.reopened = null;
     }
     queue(refreshDrawing);
   });
