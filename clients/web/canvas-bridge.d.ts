@@ -110,7 +110,8 @@ export interface Documents {
   revisions(name: string): Promise<DocumentRevisions>;
   restore(name: string, revision: number, options?: { expectedRevision?: number }): Promise<DocumentSummary>;
   /** One request: a drawing too large for a browser frame is refused with TOO_LARGE_FOR_BROWSER. */
-  flatten(name: string, page: number, drawing: Drawing, options?: { expectedRevision?: number }): Promise<DocumentSummary>;
+  /** `inkForm` (canvas/1.8): 'paper' (the default) or 'annotations' (spec 5.3). */
+  flatten(name: string, page: number, drawing: Drawing, options?: { expectedRevision?: number; inkForm?: InkForm }): Promise<DocumentSummary>;
   /** The current revision, or `revision` (1 is the original), in pieces, sha256-checked. */
   get(name: string, options?: { revision?: number; pieceBytes?: number;
     onProgress?: (progress: { received: number; size: number }) => void }): Promise<DocumentBytes>;
@@ -146,6 +147,9 @@ export interface ConnectOptions {
   restore?: 'report' | 'replay';
 }
 
+/** How a save puts ink on a page: into its content, or as standard annotations (spec 5.3). */
+export type InkForm = 'paper' | 'annotations';
+
 /** What `open` resolves to; `reopened` only for an open with `reopen: true` from closed. */
 export interface OpenResult {
   state: CanvasState;
@@ -170,9 +174,10 @@ export interface CanvasPlugin {
    * fails CONFLICT (`data.reason: 'inkChanged'`) when that ink is no longer there. On an open or
    * minimized canvas it is a plain open if the drawing was reopened from that page, else CONFLICT
    * (`data.reason: 'notReopened'`). A server before 1.8 ignores `reopen` and opens an empty drawing
-   * (no `reopened`).
+   * (no `reopened`). `inkForm` (canvas/1.8, needs `document`): how the submit puts the ink on the
+   * page, 'paper' (the default) or 'annotations' (spec 5.3).
    */
-  open(options?: { document?: string; page?: number; size?: { width: number; height: number }; reopen?: boolean }): Promise<OpenResult>;
+  open(options?: { document?: string; page?: number; size?: { width: number; height: number }; reopen?: boolean; inkForm?: InkForm }): Promise<OpenResult>;
   minimize(options?: { imageData?: boolean }): Promise<CanvasResult>;
   submit(options?: { imageData?: boolean }): Promise<CanvasResult>;
   cancel(options?: { imageData?: boolean }): Promise<CanvasResult>;

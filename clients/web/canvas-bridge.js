@@ -200,16 +200,19 @@ export class CanvasPlugin {
    * `reopen: true` (canvas/1.8, needs `document`) a closed canvas opens with the page's canvas
    * ink as its drawing, and the result has `reopened` {edits, strokes, texts}; its submit then
    * replaces that ink on the page (CONFLICT `inkChanged` when another save changed it first).
-   * `reopen` is sent only when true, so a plain open is the request it always was.
-   * @param {{document?: string, page?: number, size?: {width: number, height: number}, reopen?: boolean}} options
+   * `reopen` is sent only when true, so a plain open is the request it always was. `inkForm`
+   * (canvas/1.8, needs `document`): 'paper' (the default) or 'annotations', standard /Ink and
+   * /FreeText annotations other PDF tools can edit (spec 5.3).
+   * @param {{document?: string, page?: number, size?: {width: number, height: number}, reopen?: boolean, inkForm?: 'paper' | 'annotations'}} options
    */
-  open({ document, page, size, reopen = false } = {}) {
+  open({ document, page, size, reopen = false, inkForm } = {}) {
     /** @type {Record<string, unknown>} */
     const params = {};
     if (document !== undefined) params.document = document;
     if (page !== undefined) params.page = page;
     if (size !== undefined) params.size = size;
     if (reopen) params.reopen = true;
+    if (inkForm !== undefined) params.inkForm = inkForm;
     return this.call('canvas.open', params);
   }
 

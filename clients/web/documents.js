@@ -55,12 +55,13 @@ export class Documents {
    * @param {string} name
    * @param {number} page
    * @param {any} drawing
-   * @param {{expectedRevision?: number}} options
+   * @param {{expectedRevision?: number, inkForm?: 'paper' | 'annotations'}} options
    */
-  flatten(name, page, drawing, { expectedRevision } = {}) {
+  flatten(name, page, drawing, { expectedRevision, inkForm } = {}) {
     /** @type {Record<string, unknown>} */
     const params = { name, page, drawing };
     if (expectedRevision !== undefined) params.expectedRevision = expectedRevision;
+    if (inkForm !== undefined) params.inkForm = inkForm;
     return this.write('document.flatten', params).catch((error) => {
       if (error.code === 'TOO_LARGE_FOR_BROWSER') {
         error.message += '; document.flatten takes the drawing whole: open a canvas on the page, add its strokes and submit';

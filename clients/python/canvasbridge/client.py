@@ -246,7 +246,8 @@ class Session:
         return self.call("canvas.state")
 
     def open(self, *, document: Optional[str] = None, page: Optional[int] = None,
-             size: Optional[Sequence[int]] = None, reopen: bool = False) -> JSON:
+             size: Optional[Sequence[int]] = None, reopen: bool = False,
+             ink_form: Optional[str] = None) -> JSON:
         """Opens the canvas, on ``page`` (from 0) of ``document`` when given.
 
         ``reopen=True`` (canvas/1.8; needs ``document``) opens a closed canvas with the page's
@@ -256,7 +257,9 @@ class Session:
         ``reason: "inkChanged"`` if that ink is no longer on the page. On an open or minimized
         canvas it is a plain open when the drawing was reopened from that page, else
         ``CONFLICT`` with ``reason: "notReopened"``. The param is sent only when true, so a
-        plain open is the same request as before 1.8."""
+        plain open is the same request as before 1.8. ``ink_form`` (canvas/1.8; needs
+        ``document``): how the submit puts the ink on the page, ``"paper"`` (the default) or
+        ``"annotations"``, standard /Ink and /FreeText annotations other PDF tools can edit."""
         params: JSON = {}
         if document is not None:
             params["document"] = document
@@ -264,6 +267,8 @@ class Session:
             params["page"] = page
         if reopen:
             params["reopen"] = True
+        if ink_form is not None:
+            params["inkForm"] = ink_form
         if size is not None:
             params["size"] = {"width": size[0], "height": size[1]}
         return self.call("canvas.open", params)
