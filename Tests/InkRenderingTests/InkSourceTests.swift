@@ -4,8 +4,8 @@ import InkRendering
 import TestSupport
 import Testing
 
-@Suite("Stored drawing")
-struct StoredDrawingTests {
+@Suite("Stored drawing (InkSource)")
+struct InkSourceTests {
     static let awkward = Drawing(
         strokes: Handwriting.page().strokes + [
             try! Stroke(tool: .pen, color: InkColor("#0A0B0C"), width: 0.1,
