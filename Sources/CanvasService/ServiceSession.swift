@@ -1,6 +1,6 @@
-import DocumentStore
 import CanvasCore
 import CanvasProtocol
+import DocumentStore
 import SessionStore
 
 /// One session as the service holds it: the pure canvas session plus what the wire needs.

@@ -1,6 +1,6 @@
-import DocumentStore
 import CanvasCore
 import CanvasProtocol
+import DocumentStore
 import Foundation
 
 /// A session as a shared session store keeps it: everything a client was told, so that another

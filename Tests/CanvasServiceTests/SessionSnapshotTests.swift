@@ -1,6 +1,7 @@
 @testable import CanvasService
 import CanvasCore
 import CanvasProtocol
+import DocumentStore
 import Foundation
 import Testing
 
@@ -38,6 +39,24 @@ struct SessionSnapshotTests {
             return
         }
         #expect(reply == [0, 255, 13, 10])
+    }
+
+    @Test("a drawing reopened from its page keeps what it replaces and its ink form across instances; bad digests are refused")
+    func reopenedTarget() throws {
+        var session = try Self.session()
+        let digest = String(repeating: "ab", count: 32)
+        session.target = DocumentTarget(name: "notes.pdf", page: 2, form: .annotations,
+                                        reopened: ReopenedInk(edits: [digest, String(repeating: "0", count: 64)], drawing: digest))
+        let restored = try SessionSnapshot.decode(try SessionSnapshot.encode(session), session: "5eed", connection: nil, now: .now, limits: Limits())
+        #expect(restored.target?.reopened == session.target?.reopened && restored.target?.form == .annotations)
+        // A plain target (and a snapshot written before 1.8) is paper, not reopened.
+        session.target = DocumentTarget(name: "notes.pdf", page: 2)
+        let plain = try SessionSnapshot.decode(try SessionSnapshot.encode(session), session: "5eed", connection: nil, now: .now, limits: Limits())
+        #expect(plain.target?.reopened == nil && plain.target?.form == .paper)
+        session.target = DocumentTarget(name: "notes.pdf", page: 2, reopened: ReopenedInk(edits: ["../x"], drawing: digest))
+        #expect(throws: SessionSnapshot.DecodeError.self) {
+            _ = try SessionSnapshot.decode(try SessionSnapshot.encode(session), session: "5eed", connection: nil, now: .now, limits: Limits())
+        }
     }
 
     @Test("a stroke half sent in parts comes back, and its last part completes it as one stroke")

@@ -50,6 +50,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 import zmq
+from canvasbridge import ink_source
 
 from conftest import ROOT, canvasd_path
 from images import render_page_rgb
@@ -303,7 +304,7 @@ def stored_drawings(pdf: bytes) -> List[dict]:
                        capture_output=True)
         text = expanded.read_bytes()
     found = re.findall(rb"/Type /CanvasBridgeDrawing\n.*?>>\nstream\n(.*?)\nendstream", text, re.S)
-    return [json.loads(body) for body in found]
+    return [ink_source.decode(body) for body in found]
 
 
 def describe(drawings: List[List[dict]]) -> str:

@@ -34,7 +34,7 @@ import pytest
 import pikepdf
 from PIL import Image, ImageChops
 
-from canvasbridge import CanvasError
+from canvasbridge import CanvasError, ink_source
 from conftest import CORPUS, ROOT
 
 RECORDED = ROOT / "Tests" / "Fixtures" / "strokes" / "unipen-atu.json"
@@ -471,3 +471,25 @@ def test_qpdf_flattening_the_annotations_gives_the_paper_form(server, client, fi
     print(f"\n{fixture[0]} page {fixture[1]}, poppler at {DPI} dpi: {share * 100:.5f}% of pixels differ by more than "
           f"{LEVELS} levels between qpdf's flattening of the annotations and the paper form")
     assert share <= BOUND
+
+
+def test_the_stored_drawings_read_back_without_a_server(server, client):
+    """canvasbridge.ink_source reads the drawing stored with each save, paper form and
+    annotations alike, as drawing.get shows it; damaged bytes are an error, never a wrong drawing."""
+    drawing = handwriting()
+    paper = save(server, client, ("basicapi.pdf", 0), drawing, "paper", "source-paper.pdf")
+    annotated = save(server, client, ("basicapi.pdf", 0), drawing, "annotations", "source-annotated.pdf")
+    with pikepdf.open(paper) as pdf:
+        forms = pdf.pages[0].obj["/CanvasBridgeInk"]["/Forms"]
+        stored = [ink_source.decode(form["/CanvasBridgeDrawing"].read_bytes()) for form in forms]
+    assert stored == [drawing]
+    with pikepdf.open(annotated) as pdf:
+        pieces = [ink_source.decode(annotation["/CanvasBridgeDrawing"].read_bytes())
+                  for annotation in pdf.pages[0].obj["/Annots"] if "/CanvasBridgeDrawing" in annotation]
+    assert [s for piece in pieces for s in piece["strokes"]] == drawing["strokes"]
+    assert [t for piece in pieces for t in piece["texts"]] == drawing["texts"]
+    with pikepdf.open(paper) as pdf:
+        raw = pdf.pages[0].obj["/CanvasBridgeInk"]["/Forms"][0]["/CanvasBridgeDrawing"].read_bytes()
+    for cut in (4, len(raw) // 2, len(raw) - 1):
+        with pytest.raises(ink_source.InkSourceError):
+            ink_source.decode(raw[:cut])

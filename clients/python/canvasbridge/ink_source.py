@@ -1,0 +1,141 @@
+"""Reading the drawing canvasd stores beside the ink of each save (a `/CanvasBridgeDrawing`
+stream in the PDF), for tools that want a page's ink as strokes without a server.
+
+Since canvas/1.8 the stream holds the drawing in a compact binary encoding (protocol/spec.md
+5.2; the layout is documented in Sources/InkRendering/InkSource.swift); before, JSON as
+`drawing.get` gives it. `decode` reads both and answers the drawing as `drawing.get` shows it:
+{"strokes": [...], "texts": [...]}, a whole number written as an int.
+"""
+
+import json
+import struct
+from typing import Any, Dict, List, Optional, Tuple
+
+MAGIC = b"CBI"
+VERSION = 1
+
+
+class InkSourceError(ValueError):
+    """The stored bytes are not a drawing: where reading stopped and why."""
+
+
+def _number(value: float) -> Any:
+    return int(value) if value.is_integer() and abs(value) < 2 ** 53 else value
+
+
+class _Reader:
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.offset = 0
+
+    def fail(self, reason: str) -> InkSourceError:
+        return InkSourceError(f"the stored drawing is damaged at byte {self.offset}: {reason}")
+
+    def byte(self) -> int:
+        if self.offset >= len(self.data):
+            raise self.fail("the bytes end early")
+        self.offset += 1
+        return self.data[self.offset - 1]
+
+    def take(self, count: int) -> bytes:
+        if count > len(self.data) - self.offset:
+            raise self.fail("the bytes end early")
+        self.offset += count
+        return self.data[self.offset - count:self.offset]
+
+    def unsigned(self) -> int:
+        value, shift = 0, 0
+        while shift < 64:
+            byte = self.byte()
+            value |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                return value
+            shift += 7
+        raise self.fail("a number longer than 64 bits")
+
+    def signed(self) -> int:
+        value = self.unsigned()
+        return (value >> 1) ^ -(value & 1)
+
+    def count(self, each: int) -> int:
+        value = self.unsigned()
+        if value > (len(self.data) - self.offset) // each + 1:
+            raise self.fail(f"a count of {value} with {len(self.data) - self.offset} bytes left")
+        return value
+
+    def raw(self) -> float:
+        return struct.unpack("<d", self.take(8))[0]
+
+    def string(self) -> str:
+        length = self.unsigned()
+        try:
+            return self.take(length).decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise self.fail(f"a string that is not UTF-8: {error}") from None
+
+    def scalar(self) -> float:
+        head = self.unsigned()
+        if head & 1:
+            return self.raw()
+        zigzag = head >> 1
+        return ((zigzag >> 1) ^ -(zigzag & 1)) / 100
+
+
+def decode(data: bytes) -> Dict[str, List[Dict[str, Any]]]:
+    """The drawing stored in `data` (the stream's decoded bytes), binary or JSON."""
+    if not data.startswith(MAGIC):
+        try:
+            drawing = json.loads(data)
+        except (ValueError, UnicodeDecodeError) as error:
+            raise InkSourceError(f"neither an encoded drawing nor JSON: {error}") from None
+        return {"strokes": drawing.get("strokes", []), "texts": drawing.get("texts", [])}
+    reader = _Reader(data)
+    reader.offset = len(MAGIC)
+    version = reader.byte()
+    if version != VERSION:
+        raise reader.fail(f"version {version}; this reader knows {VERSION}")
+    stroke_count, text_count = reader.count(5), reader.count(5)
+    previous = [0, 0, 0]
+    strokes: List[Dict[str, Any]] = []
+    for _ in range(stroke_count):
+        flags = reader.byte()
+        if flags & ~7:
+            raise reader.fail(f"stroke flags {flags}")
+        color, width = reader.string(), reader.scalar()
+        count = reader.count(2)
+        present = [bool(flags & 2)] * count
+        if flags & 6 == 6:
+            bitmap = reader.take((count + 7) // 8)
+            present = [bool(bitmap[i // 8] >> (i % 8) & 1) for i in range(count)]
+        columns: List[List[int]] = []
+        for column in range(3):
+            values, last = [], previous[column]
+            for index in range(count):
+                if column < 2 or present[index]:
+                    last += reader.signed()
+                    values.append(last)
+            previous[column] = last
+            columns.append(values)
+        exact: Dict[int, float] = {}
+        for _ in range(reader.count(9)):
+            index = reader.unsigned()
+            if index >= 3 * count:
+                raise reader.fail(f"an exception for value {index} of {3 * count}")
+            exact[index] = reader.raw()
+        points, pressures = [], iter(columns[2])
+        for index in range(count):
+            point: Dict[str, Any] = {"x": _number(exact.get(index, columns[0][index] / 100)),
+                                     "y": _number(exact.get(count + index, columns[1][index] / 100))}
+            if present[index]:
+                point["pressure"] = _number(exact.get(2 * count + index, next(pressures) / 1000))
+            points.append(point)
+        strokes.append({"tool": "highlighter" if flags & 1 else "pen", "color": color, "width": _number(width),
+                        "points": points})
+    texts: List[Dict[str, Any]] = []
+    for _ in range(text_count):
+        color, text = reader.string(), reader.string()
+        x, y, size = reader.scalar(), reader.scalar(), reader.scalar()
+        texts.append({"text": text, "x": _number(x), "y": _number(y), "fontSize": _number(size), "color": color})
+    if reader.offset != len(data):
+        raise reader.fail(f"{len(data) - reader.offset} bytes after the drawing")
+    return {"strokes": strokes, "texts": texts}
