@@ -227,6 +227,11 @@ export interface CanvasPlugin {
 
 /** The strokes a stroke becomes under a server's `maxPointsPerStroke` (as addStroke sends them). */
 export function splitStroke(points: InkPoint[], maxPoints: number): InkPoint[][];
+/**
+ * The points on the ink's grid (0.01 pt, 0.001 of pressure), as `addStroke` sends them: what the
+ * page keeps and a reopen gives back; a number off it is stored whole (spec 5.2).
+ */
+export function onInkGrid(points: InkPoint[]): InkPoint[];
 
 /** Connects to canvasd over ws:// and opens a session; rejects with TIMEOUT when canvasd cannot be reached within `timeoutMs`. */
 export function connect(options: ConnectOptions): Promise<CanvasPlugin>;

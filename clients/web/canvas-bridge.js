@@ -12,13 +12,13 @@ import { RequestChannel } from './request-channel.js';
 import { EventChannel } from './event-channel.js';
 import { Documents } from './documents.js';
 import { CanvasError } from './errors.js';
-import { splitStroke, frameParts } from './strokes.js';
+import { splitStroke, frameParts, onInkGrid } from './strokes.js';
 import { ReplayLog } from './replay-log.js';
 import { SessionKeeper, lostError } from './session-keeper.js';
 
 export { CanvasError } from './errors.js';
 export { MAX_FRAME_BYTES } from './zws.js';
-export { splitStroke } from './strokes.js';
+export { splitStroke, onInkGrid } from './strokes.js';
 /** @typedef {import('./canvas-bridge').CanvasPlugin} PluginApi */
 
 const LISTENER_EVENTS = new Set(['canvasResult', 'stateChanged', 'pencilDoubleTap', 'documentSaved',
@@ -263,7 +263,8 @@ export class CanvasPlugin {
    * `maxPointsPerStroke` becomes several strokes, each within it (each after the first
    * starting where the one before ended, and `joined` to it: one undo step for the gesture);
    * each goes in `continued` parts that fit a browser frame. A refused part never stays
-   * waiting to be joined to the next stroke.
+   * waiting to be joined to the next stroke. Points go on the ink's grid first (`onInkGrid`):
+   * 0.01 pt and 0.001 of pressure, what the page keeps and a reopen gives back.
    * @param {{tool?: string, color?: string, width?: number, points: any[]}} stroke
    */
   addStroke({ tool = 'pen', color = 'black', width = 3, points }) {
@@ -271,7 +272,7 @@ export class CanvasPlugin {
       return Promise.reject(new CanvasError('INVALID_PARAMS', 'points: at least one point', { field: 'points' }, 'drawing.addStroke'));
     }
     const limit = this.hello?.limits?.maxPointsPerStroke ?? DEFAULT_MAX_POINTS_PER_STROKE;
-    const pieces = splitStroke(points, limit);
+    const pieces = splitStroke(onInkGrid(points), limit);
     return this.serially(async () => {
       let result;
       let before = 0;

@@ -10,6 +10,24 @@ import { MAX_FRAME_BYTES } from './zws.js';
 export const PART_BYTES = MAX_FRAME_BYTES - 2048;
 
 /**
+ * The points on the grid the server keeps ink at on paper (0.01 pt, 0.001 of pressure; spec
+ * 5.2): a pointer's coordinates carry digits nobody sees, and each number off that grid is
+ * stored whole (8 bytes) so that a reopen gives it back, where one on it costs about a byte.
+ * Anything not a finite number is left for the server to refuse.
+ * @param {InkPoint[]} points
+ * @returns {InkPoint[]}
+ */
+export function onInkGrid(points) {
+  const grid = (value, steps) => (Number.isFinite(value) ? Math.round(value * steps) / steps : value);
+  return points.map((point) => {
+    if (point === null || typeof point !== 'object') return point;
+    const placed = { ...point, x: grid(point.x, 100), y: grid(point.y, 100) };
+    if (point.pressure !== undefined) placed.pressure = grid(point.pressure, 1000);
+    return placed;
+  });
+}
+
+/**
  * The strokes a stroke of `points` becomes: pieces of at most `maxPoints` points, each after
  * the first starting at the point where the one before ended, so the line has no gap.
  * @param {InkPoint[]} points

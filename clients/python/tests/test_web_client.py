@@ -53,12 +53,13 @@ def test_strokes_of_1_to_50000_points_with_refusals_between_are_neither_glued_no
         const result = await Canvas.addStroke({color: 'blue', width: 3, points: good});
         const drawing = await Canvas.getDrawing();
         const added = drawing.strokes.slice(before);
-        // The pieces, each within the limit, joined where they overlap, are the stroke.
+        // The pieces, each within the limit, joined where they overlap, are the stroke, on the
+        // ink's grid.
         const joined = added.flatMap((stroke, i) => i === 0 ? stroke.points : stroke.points.slice(1));
         report.push({n, refused, pieces: result.pieces, added: added.length,
                      withinLimit: added.every((stroke) => stroke.points.length <= limit),
                      blue: added.every((stroke) => stroke.color === 'blue'),
-                     whole: same(joined, good)});
+                     whole: same(joined, bridge.onInkGrid(good))});
         await Canvas.cancel();   // a fresh drawing: the next stroke has the whole maxPointsPerDrawing
         await Canvas.open();
       }
