@@ -2,6 +2,7 @@ import ArgumentParser
 import CanvasCore
 import DocumentStore
 import Foundation
+import InkRendering
 import TestSupport
 
 /// A page of real-looking handwriting (TestSupport's `Handwriting`): what it costs in bytes,
@@ -16,8 +17,9 @@ struct HandwritingWorkload {
     func run(in folder: URL) throws {
         // A stylus's samples, not a formula's: every pen sample carries ±0.4 pt of noise in x
         // and y and ±0.04 of pressure noise on a pressure that drifts along the stroke and
-        // tapers at its ends (Handwriting.jitteryPage).
-        let drawing = Handwriting.jitteryPage()
+        // tapers at its ends (Handwriting.jitteryPage). Put on the ink's grid as a client sends
+        // it (the web client does): a number off it is stored whole, 8 bytes.
+        let drawing = InkPrecision.rounded(Handwriting.jitteryPage())
         let points = Double(Handwriting.inputPoints)
         print("handwriting page: \(Handwriting.penStrokes) pen strokes of \(Handwriting.pointsPerStroke) points with pressure, "
               + "\(Handwriting.highlighterStrokes) highlighter strokes, \(Handwriting.texts) texts: \(Handwriting.inputPoints) input points; "
@@ -55,8 +57,22 @@ struct HandwritingWorkload {
         print("  \(edits) edits of that page: growth \(format(Double(growth.reduce(0, +)) / (Double(edits) * first), 2))x \(edits) times the first edit's; "
               + "edit \(edits) took \(format(lastTime * 1000)) ms, edit 1 \(format(firstTime * 1000)) ms: \(format(lastTime / firstTime, 2))x (medians of \(runs) sessions)")
 
+        try recordedPage(in: folder, store: store)
         try longDocument(in: folder, store: store)
         if memoryDocumentMegabytes > 0 { try memory(drawing, in: folder) }
+    }
+
+    /// What the recorded page (RecordedHandwriting, on the ink's grid) costs on page 2 of the
+    /// 3-page PDF: the bytes appended, and the stored drawing's share of them.
+    private func recordedPage(in folder: URL, store: DocumentStore) throws {
+        let drawing = InkPrecision.rounded(try RecordedHandwriting.page())
+        let before = Handwriting.document()
+        try Data(before).write(to: folder.appendingPathComponent("recorded.pdf"))
+        _ = try store.flatten("recorded.pdf", page: 1, drawing: drawing)
+        let appended = Array(try Data(contentsOf: folder.appendingPathComponent("recorded.pdf")))[before.count...]
+        let source = Double(InkBytes.storedSource(in: Array(appended))), points = Double(drawing.pointCount)
+        print("  the recorded page (\(drawing.pointCount) points) into page 2 of that PDF: \(format(Double(appended.count) / points)) bytes per point "
+              + "(the ink form \(format((Double(appended.count) - source) / points)), the stored drawing \(format(source / points)))")
     }
 
     /// The recorded handwriting page (RecordedHandwriting: 24 words people wrote, 110 to 589
