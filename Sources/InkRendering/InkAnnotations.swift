@@ -79,7 +79,12 @@ public enum InkAnnotations {
             let reach = (first.tool == .pen ? first.width * PenProfile.maximumFactor / 2 : first.width / 2) + 1
             let xs = run.flatMap { $0.points.map(\.x) }, ys = run.flatMap { $0.points.map(\.y) }
             let box = [xs.min()! - reach, page.height - ys.max()! - reach, xs.max()! + reach, page.height - ys.min()! + reach]
-            let inkList = run.map { stroke in stroke.points.flatMap { point in [page.user(point.x, point.y).0, page.user(point.x, point.y).1] } }
+            let inkList = run.map { stroke in
+                stroke.points.flatMap { point in
+                    let (x, y) = page.user(point.x, point.y)
+                    return [x, y]
+                }
+            }
             // A viewer that draws the annotation itself draws one width: the mean of ours.
             let factors = run.flatMap { $0.points.map { first.tool == .pen ? PenProfile.factor(pressure: $0.pressure) : 1 } }
             let width = first.width * factors.reduce(0, +) / Double(factors.count)

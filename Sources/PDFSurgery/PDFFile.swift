@@ -141,30 +141,16 @@ public final class PDFFile {
     /// The drawings earlier flattens stored with the page's ink, one per edit in the order made;
     /// empty when the page has none.
     public func storedSources(page index: Int) throws(PDFError) -> [StoredSource] {
-        var error = ps_error()
-        var bytes: UnsafeMutablePointer<UInt8>?
-        var length = 0
-        let status = ps_page_drawing(handle, Int32(clamping: index), &bytes, &length, &error)
-        defer { ps_free(bytes) }
-        guard status == PS_OK else { throw PDFError(status, "read the ink of page \(index)", error) }
-        guard let bytes, length > 0 else { return [] }
-        let records = UnsafeBufferPointer(start: bytes, count: length)
+        var records = Records(try fetched("read the ink of page \(index)") { ps_page_drawing(handle, Int32(clamping: index), &$0, &$1, &$2) })
         var sources: [StoredSource] = []
-        var offset = 0, forms = 0
-        while offset + 5 <= records.count {
-            let kind = records[offset]
-            let size = records[(offset + 1)..<(offset + 5)].reduce(0) { $0 << 8 | Int($1) }
-            offset += 5
-            guard size <= records.count - offset else { break }
-            let place: StoredSource.Place
+        var forms = 0
+        while let kind = records.byte(), let bytes = records.block() {
             if kind == UInt8(ascii: "L") {
-                place = .wholePage
+                sources.append(StoredSource(place: .wholePage, bytes: bytes))
             } else {
-                place = .form(forms)
+                sources.append(StoredSource(place: .form(forms), bytes: bytes))
                 forms += 1
             }
-            sources.append(StoredSource(place: place, bytes: Array(records[offset..<(offset + size)])))
-            offset += size
         }
         return sources
     }
@@ -197,32 +183,54 @@ public final class PDFFile {
     }
 
     public func storedAnnotations(page index: Int) throws(PDFError) -> [StoredAnnotation] {
-        var error = ps_error()
-        var bytes: UnsafeMutablePointer<UInt8>?
-        var length = 0
-        let status = ps_page_annotations(handle, Int32(clamping: index), &bytes, &length, &error)
-        defer { ps_free(bytes) }
-        guard status == PS_OK else { throw PDFError(status, "read the ink annotations of page \(index)", error) }
-        guard let bytes, length > 0 else { return [] }
-        let records = UnsafeBufferPointer(start: bytes, count: length)
-        var offset = 0
-        func number() -> Int? {
-            guard offset + 4 <= records.count else { return nil }
-            defer { offset += 4 }
-            return records[offset..<(offset + 4)].reduce(0) { $0 << 8 | Int($1) }
-        }
-        func block() -> [UInt8]? {
-            guard let size = number(), size <= records.count - offset else { return nil }
-            defer { offset += size }
-            return Array(records[offset..<(offset + size)])
-        }
+        var records = Records(try fetched("read the ink annotations of page \(index)") {
+            ps_page_annotations(handle, Int32(clamping: index), &$0, &$1, &$2)
+        })
         var annotations: [StoredAnnotation] = []
-        while offset < records.count, records[offset] == UInt8(ascii: "A") {
-            offset += 1
-            guard let position = number(), let entries = block(), let source = block() else { break }
+        while records.byte() == UInt8(ascii: "A"), let position = records.number(), let entries = records.block(), let source = records.block() {
             annotations.append(StoredAnnotation(index: position, entries: entries, source: source))
         }
         return annotations
+    }
+
+    /// The bytes a C call hands over (allocated there, freed here), or its failure.
+    private func fetched(_ operation: String,
+                         _ call: (inout UnsafeMutablePointer<UInt8>?, inout Int, inout ps_error) -> ps_status) throws(PDFError) -> [UInt8] {
+        var error = ps_error()
+        var bytes: UnsafeMutablePointer<UInt8>?
+        var length = 0
+        let status = call(&bytes, &length, &error)
+        defer { ps_free(bytes) }
+        guard status == PS_OK else { throw PDFError(status, operation, error) }
+        guard let bytes, length > 0 else { return [] }
+        return Array(UnsafeBufferPointer(start: bytes, count: length))
+    }
+
+    /// Records as the C side writes them: kind bytes, 4-byte big-endian numbers, and blocks
+    /// (a number, then that many bytes). A record cut short ends the reading.
+    private struct Records {
+        let bytes: [UInt8]
+        var offset = 0
+
+        init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+        mutating func byte() -> UInt8? {
+            guard offset < bytes.count else { return nil }
+            defer { offset += 1 }
+            return bytes[offset]
+        }
+
+        mutating func number() -> Int? {
+            guard offset + 4 <= bytes.count else { return nil }
+            defer { offset += 4 }
+            return bytes[offset..<(offset + 4)].reduce(0) { $0 << 8 | Int($1) }
+        }
+
+        mutating func block() -> [UInt8]? {
+            guard let size = number(), size <= bytes.count - offset else { return nil }
+            defer { offset += size }
+            return Array(bytes[offset..<(offset + size)])
+        }
     }
 
     /// Makes the next flatten add an ink annotation: `dictionary` (PDF syntax) its own entries,
