@@ -260,9 +260,9 @@ public enum Flattener {
         let placement = InkAnnotations.Placement(width: geometry.width, height: geometry.height, matrix: try file.placement(page: page))
         for annotation in annotations {
             let source = try stored(annotation.source)
-            guard let (drawing, changed) = InkAnnotations.read(entries: annotation.entries, source: source, on: placement) else {
-                throw FlattenError.storedDrawing("ink annotation \(annotation.index) is neither /Ink nor /FreeText, or has lost its ink")
-            }
+            // One another program made into something else (another subtype, entries we cannot
+            // read) is its ink now, not ours: it stays on the page, neither loaded nor replaced.
+            guard let (drawing, changed) = InkAnnotations.read(entries: annotation.entries, source: source, on: placement) else { continue }
             // What another program may change counts in the digest: a change since the
             // reopen is a change of the page's ink.
             edits.append(PageInk.Edit(drawing: drawing, digest: digest(annotation.source + annotation.entries),
