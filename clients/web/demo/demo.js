@@ -169,7 +169,14 @@ async function showPage(where) {
   message(`Loading ${describe(where)}…`, 'progress');
   // Under reopened ink, the page as first stored: the page as it is draws that ink itself.
   const underInk = demo.state !== 'closed' && sameTarget(demo.reopened, where) && demo.reopened.edits > 0;
-  const fetched = await demo.Canvas.documents.get(where.document, underInk ? { revision: 1 } : {});
+  let fetched;
+  try {
+    fetched = await demo.Canvas.documents.get(where.document, underInk ? { revision: 1 } : {});
+  } catch (/** @type {any} */ error) {
+    // Revision 1 pruned (the store keeps a few): the page as it is, its ink shown twice.
+    if (!underInk || error.code !== 'NOT_FOUND') throw error;
+    fetched = await demo.Canvas.documents.get(where.document);
+  }
   // @ts-ignore: pdf.js is a classic script
   const pdf = await pdfjsLib.getDocument({ data: fetched.bytes }).promise;
   if (!Number.isInteger(where.page) || where.page < 0 || where.page >= pdf.numPages) {
