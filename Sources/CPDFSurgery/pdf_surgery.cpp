@@ -583,6 +583,28 @@ void bigEndian(std::string &out, unsigned long long value, int width) {
     for (int i = width - 1; i >= 0; --i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xFF));
 }
 
+// A stream's data, filters undone.
+std::string decoded(QPDFObjectHandle stream) {
+    std::shared_ptr<Buffer> data = stream.getStreamData(qpdf_dl_generalized);
+    return std::string(reinterpret_cast<char const *>(data->getBuffer()), data->getSize());
+}
+
+// `data` as a record's block: its length in 4 bytes, big-endian, then the bytes.
+void appendBlock(std::string &out, std::string const &data) {
+    if (data.size() > 0xFFFFFFFFu) throw Failure(PS_DAMAGED, "a stored block over 4 GB");
+    bigEndian(out, data.size(), 4);
+    out += data;
+}
+
+// `out` copied into memory the caller frees with ps_free (nothing, for no bytes).
+void handOver(std::string const &out, unsigned char **bytes, size_t *length) {
+    if (out.empty()) return;
+    *bytes = static_cast<unsigned char *>(std::malloc(out.size()));
+    if (!*bytes) throw std::bad_alloc();
+    std::memcpy(*bytes, out.data(), out.size());
+    *length = out.size();
+}
+
 // Whether the bytes of object `og`, where the cross-reference table puts it, show a dictionary
 // without a /Kids key: a page, as far as numbering pages goes. Only plain text answers yes: the
 // object's own header at its offset, then `<<`, then up to `endobj` no /Kids, and nothing that
@@ -741,15 +763,8 @@ ps_status ps_page_drawing(ps_document *document, int page, unsigned char **bytes
         // /Forms gets a record, so that a record's position is the form's.
         std::string out;
         auto record = [&](char kind, QPDFObjectHandle source) {
-            std::string data;
-            if (source.isStream()) {
-                std::shared_ptr<Buffer> buffer = source.getStreamData(qpdf_dl_generalized);
-                data.assign(reinterpret_cast<char const *>(buffer->getBuffer()), buffer->getSize());
-            }
-            if (data.size() > 0xFFFFFFFFu) throw Failure(PS_DAMAGED, "a stored drawing over 4 GB");
             out += kind;
-            bigEndian(out, data.size(), 4);
-            out += data;
+            appendBlock(out, source.isStream() ? decoded(source) : std::string());
         };
         QPDFObjectHandle legacy = marker.getKey("/Drawing");
         if (legacy.isStream()) record('L', legacy);
@@ -759,11 +774,7 @@ ps_status ps_page_drawing(ps_document *document, int page, unsigned char **bytes
                 record('F', form.isStream() ? form.getDict().getKey(kDrawingKey) : QPDFObjectHandle::newNull());
             }
         }
-        if (out.empty()) return;
-        *bytes = static_cast<unsigned char *>(std::malloc(out.size()));
-        if (!*bytes) throw std::bad_alloc();
-        std::memcpy(*bytes, out.data(), out.size());
-        *length = out.size();
+        handOver(out, bytes, length);
     });
 }
 
@@ -813,21 +824,12 @@ ps_status ps_page_annotations(ps_document *document, int page, unsigned char **b
             for (char const *key : {"/Subtype", "/Rect", "/C", "/InkList", "/BS", "/IT", "/Contents", "/CA", kHashKey}) {
                 if (annotation.hasKey(key)) seen.replaceKey(key, annotation.getKey(key));
             }
-            std::string json = seen.getJSON(2, true).unparse();
-            std::shared_ptr<Buffer> data = source.getStreamData(qpdf_dl_generalized);
-            if (json.size() > 0xFFFFFFFFu || data->getSize() > 0xFFFFFFFFu) throw Failure(PS_DAMAGED, "an ink annotation over 4 GB");
             out += 'A';
             bigEndian(out, index, 4);
-            bigEndian(out, json.size(), 4);
-            out += json;
-            bigEndian(out, data->getSize(), 4);
-            out.append(reinterpret_cast<char const *>(data->getBuffer()), data->getSize());
+            appendBlock(out, seen.getJSON(2, true).unparse());
+            appendBlock(out, decoded(source));
         }
-        if (out.empty()) return;
-        *bytes = static_cast<unsigned char *>(std::malloc(out.size()));
-        if (!*bytes) throw std::bad_alloc();
-        std::memcpy(*bytes, out.data(), out.size());
-        *length = out.size();
+        handOver(out, bytes, length);
     });
 }
 
@@ -1278,10 +1280,7 @@ ps_status ps_flatten_increment(ps_document *document, int page, const unsigned c
         }
         out += "startxref\n" + std::to_string(xrefAt) + "\n%%EOF\n";
 
-        *bytes = static_cast<unsigned char *>(std::malloc(out.size()));
-        if (!*bytes) throw std::bad_alloc();
-        std::memcpy(*bytes, out.data(), out.size());
-        *length = out.size();
+        handOver(out, bytes, length);
     });
 }
 
