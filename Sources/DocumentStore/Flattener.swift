@@ -68,11 +68,7 @@ public struct PageInk: Sendable {
     public var replaceable: [Edit] { edits.filter { $0.place != .wholePage } }
 
     /// A drawing's digest as a save would store it: equal for equal drawings.
-    public static func digest(_ drawing: Drawing) -> String {
-        var hasher = SHA256Hasher()
-        hasher.update(InkSource.encode(drawing))
-        return hasher.finish()
-    }
+    public static func digest(_ drawing: Drawing) -> String { Flattener.digest(InkSource.encode(drawing)) }
 
     /// Those edits' strokes and texts as one drawing.
     public var drawing: Drawing {

@@ -88,7 +88,7 @@ public enum InkAnnotations {
             // A viewer that draws the annotation itself draws one width: the mean of ours.
             let factors = run.flatMap { $0.points.map { first.tool == .pen ? PenProfile.factor(pressure: $0.pressure) : 1 } }
             let width = first.width * factors.reduce(0, +) / Double(factors.count)
-            let fields = Fields(inkList: inkList, rect: page.rect(box), color: first.color)
+            let fields = Fields(inkList: inkList, rect: page.rect(box), color: Fields.components(first.color))
             var dictionary = "<< /Type /Annot /Subtype /Ink /F 4 /Rect \(fields.text(fields.rect)) /InkList [ "
             dictionary += fields.inkList.map(fields.text).joined(separator: " ")
             dictionary += " ] /C \(fields.text(fields.color, decimals: 3)) /CA 1 /BS << /W \(Fields.number(width)) /S /S >>"
@@ -103,7 +103,7 @@ public enum InkAnnotations {
             let top = text.y - text.fontSize, bottom = text.y + Double(lines.count) * text.fontSize * 1.4 + 2
             let box = [text.x - 2, page.height - bottom, text.x + longest * text.fontSize + 2, page.height - top]
             let fields = Fields(rect: page.rect(box), contents: text.text)
-            let color = [Double(text.color.red), Double(text.color.green), Double(text.color.blue)].map { Fields.number($0 / 255, decimals: 3) }
+            let color = Fields.components(text.color).map { Fields.number($0, decimals: 3) }
             let dictionary = "<< /Type /Annot /Subtype /FreeText /F 4 /Rect \(fields.text(fields.rect)) /Contents \(Fields.utf16(text.text))"
                 + " /DA (/Helv \(Fields.number(text.fontSize)) Tf \(color.joined(separator: " ")) rg) /CanvasBridgeHash (\(fields.digest)) >>"
             annotations.append(Annotation(dictionary: dictionary, strokes: [],
@@ -127,7 +127,7 @@ public enum InkAnnotations {
         case "/Ink":
             let inkList = (object["/InkList"] as? [Any])?.compactMap(numbers) ?? []
             let color = numbers(object["/C"]) ?? []
-            let fields = Fields(inkList: inkList, rect: rect, colorValues: color)
+            let fields = Fields(inkList: inkList, rect: rect, color: color)
             if fields.digest == written { return (source, false) }
             guard let model = source.strokes.first else { return nil }
             let width = min(max((object["/BS"] as? [String: Any]).flatMap { number($0["/W"]) } ?? model.width,
@@ -135,7 +135,7 @@ public enum InkAnnotations {
             let tool: InkTool = (object["/IT"] as? String) == "/InkHighlight" ? .highlighter : .pen
             // The colour keeps its name while /C is still that colour.
             var inkColor = model.color
-            if color.count == 3, fields.text(color, decimals: 3) != fields.text(Fields(inkList: [], rect: [], color: model.color).color, decimals: 3) {
+            if color.count == 3, fields.text(color, decimals: 3) != fields.text(Fields.components(model.color), decimals: 3) {
                 let hex = color.map { String(format: "%02X", Int((min(max($0, 0), 1) * 255).rounded())) }.joined()
                 inkColor = (try? InkColor("#" + hex)) ?? model.color
             }
@@ -171,16 +171,15 @@ public enum InkAnnotations {
         var color: [Double] = []
         var contents: String?
 
-        init(inkList: [[Double]], rect: [Double], color: InkColor) {
+        init(inkList: [[Double]], rect: [Double], color: [Double]) {
             self.inkList = inkList
             self.rect = rect
-            self.color = [Double(color.red), Double(color.green), Double(color.blue)].map { $0 / 255 }
+            self.color = color
         }
 
-        init(inkList: [[Double]], rect: [Double], colorValues: [Double]) {
-            self.inkList = inkList
-            self.rect = rect
-            color = colorValues
+        /// A colour as PDF gives it: red, green and blue from 0 to 1.
+        static func components(_ color: InkColor) -> [Double] {
+            [Double(color.red), Double(color.green), Double(color.blue)].map { $0 / 255 }
         }
 
         init(rect: [Double], contents: String) {

@@ -43,7 +43,8 @@ public enum InkSource {
         out.bytes.append(version)
         out.unsigned(UInt64(drawing.strokes.count))
         out.unsigned(UInt64(drawing.texts.count))
-        var previous = (x: Int64(0), y: Int64(0), pressure: Int64(0))
+        // Each column's last value: a stroke's first steps are from where the one before ended.
+        var previous: [Int64] = [0, 0, 0]
         for stroke in drawing.strokes {
             let pressured = stroke.points.count(where: { $0.pressure != nil })
             var flags: UInt8 = stroke.tool == .highlighter ? 1 : 0
@@ -64,26 +65,14 @@ public enum InkSource {
                 }
             }
             var exceptions: [(index: Int, value: Double)] = []
-            for (column, step) in [(0, 100.0), (1, 100.0), (2, 1000.0)] {
-                var last = column == 0 ? previous.x : column == 1 ? previous.y : previous.pressure
+            let columns: [(step: Double, value: (InkPoint) -> Double?)] = [(100, { $0.x }), (100, { $0.y }), (1000, { $0.pressure })]
+            for (column, (step, value)) in columns.enumerated() {
                 for (index, point) in stroke.points.enumerated() {
-                    let value: Double
-                    switch column {
-                    case 0: value = point.x
-                    case 1: value = point.y
-                    default:
-                        guard let pressure = point.pressure else { continue }
-                        value = pressure
-                    }
+                    guard let value = value(point) else { continue }
                     let count = Quantized(value, step: step)
                     if !count.exact { exceptions.append((column * stroke.points.count + index, value)) }
-                    out.signed(count.steps &- last)
-                    last = count.steps
-                }
-                switch column {
-                case 0: previous.x = last
-                case 1: previous.y = last
-                default: previous.pressure = last
+                    out.signed(count.steps &- previous[column])
+                    previous[column] = count.steps
                 }
             }
             out.unsigned(UInt64(exceptions.count))
