@@ -2,6 +2,7 @@ public import ArgumentParser
 import CanvasClient
 import CanvasCore
 import CanvasProtocol
+import DocumentStore
 import Foundation
 import ZeroMQ
 
@@ -81,7 +82,7 @@ struct Open: ParsableCommand {
     @Option(parsing: .unconditional, help: "The page the ink goes to, numbered from 0 (default: 0).") var page: Int?
     @Flag(help: "Load the page's ink as the drawing, to erase or change it; the submit replaces it.") var reopen = false
     @Option(help: "How the submit puts the ink on the page: paper (into its content) or annotations (/Ink and /FreeText).")
-    var inkForm: InkFormArgument?
+    var inkForm: InkForm?
 
     func validate() throws {
         if page != nil, document == nil { throw ValidationError("--page needs --document") }

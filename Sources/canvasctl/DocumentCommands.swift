@@ -1,4 +1,4 @@
-import ArgumentParser
+public import ArgumentParser
 import CanvasCore
 import CanvasProtocol
 import DocumentStore
@@ -50,7 +50,7 @@ struct Flatten: ParsableCommand {
     @Option(help: "The drawing, a JSON file.") var drawing: String
     @Option(help: "Where to write the result (a new file; the input is not changed).") var out: String
     @Option(help: "paper (into the page's content) or annotations (standard /Ink and /FreeText annotations other PDF tools can edit).")
-    var inkForm: InkFormArgument = .paper
+    var inkForm: InkForm = .paper
 
     func validate() throws {
         guard page >= 0 else { throw ValidationError("--page counts from 0; \(page) is no page") }
@@ -93,7 +93,7 @@ struct Flatten: ParsableCommand {
         let summary: DocumentSummary
         do throws(DocumentError) {
             let store = try DocumentStore(folder: scratch)
-            summary = try store.flatten(name, page: page, drawing: strokes, form: inkForm.form)
+            summary = try store.flatten(name, page: page, drawing: strokes, form: inkForm)
         } catch {
             FileHandle.standardError.write(Data("canvasctl flatten: \(error)\n".utf8))
             throw ExitCode(2)
@@ -120,9 +120,5 @@ struct Flatten: ParsableCommand {
     }
 }
 
-/// `--ink-form`: how a save puts its ink on the page.
-enum InkFormArgument: String, ExpressibleByArgument, CaseIterable {
-    case paper, annotations
-
-    var form: InkForm { self == .paper ? .paper : .annotations }
-}
+/// `--ink-form paper|annotations`: the store's own choice, read as its raw value.
+extension InkForm: ExpressibleByArgument {}
