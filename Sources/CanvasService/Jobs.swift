@@ -96,9 +96,9 @@ struct Jobs {
 
     /// Starts a step in the session store, on `lane`. Not bounded here: each holds its session,
     /// and a session has one step at a time.
-    mutating func store(for job: PendingJob, on lane: StoreLane, _ step: @escaping @Sendable (SharedSessions) -> StoreAnswer) {
+    mutating func store(for job: PendingJob, on lane: StoreLane, _ storeCall: StoreCall) {
         let id = add(job, read: nil), inbox = self.inbox, shared = lane.shared
-        lane { inbox.post(id, .stored(step(shared))) }
+        lane { inbox.post(id, .stored(storeCall.run(on: shared))) }
     }
 
     /// Starts a save where saves of `document` run. `render`, for a submit whose result has an

@@ -26,29 +26,18 @@ extension Dispatcher {
     /// session's lane; `work` gets that lane's store.
     func startStore(_ step: StoreStep, session id: String, for request: Request?, envelope: [[UInt8]] = [], client: String?,
                     frames: [[UInt8]] = [], retaking: Bool = false, holding: (session: ServiceSession, fingerprint: [UInt8])?,
-                    events: [[[UInt8]]] = [], _ work: @escaping @Sendable (SharedSessions) -> StoreAnswer) {
+                    events: [[[UInt8]]] = [], _ storeCall: StoreCall) {
         var job = PendingJob(kind: .store(step), request: request, envelope: envelope, client: client, holding: holding)
         job.frames = frames
         job.retaking = retaking
         job.events = events
-        jobs.store(for: job, on: lane(for: id), work)
-    }
-
-    /// A store call's answer, or the store's failure as one.
-    static func asking(_ question: () throws(ProtocolError) -> StoreAnswer) -> StoreAnswer {
-        do throws(ProtocolError) {
-            return try question()
-        } catch {
-            return .failed(error)
-        }
+        jobs.store(for: job, on: lane(for: id), storeCall)
     }
 
     /// A new session, held until the store has it at version 1; then `reply` (its id) goes.
     func create(_ session: ServiceSession, reply: [UInt8], for request: Request, envelope: [[UInt8]], _ call: inout Call) {
         startStore(.create(reply: reply), session: session.id, for: request, envelope: envelope, client: call.client,
-                   holding: (session, [])) { shared in
-            Self.asking { () throws(ProtocolError) in try shared.create(session).map { .kept(version: $0.version, stored: $0) } ?? .lost }
-        }
+                   holding: (session, []), .create(session))
     }
 
     /// Takes a session this instance does not hold over from the store, for `request`: held (with
@@ -61,12 +50,7 @@ extension Dispatcher {
         let asking = SharedSessions.Answered(id: request.id, fingerprint: ReplyCache.fingerprint(request))
         let owner = call.client, connection = call.connection, now = call.now
         startStore(.takeOver, session: id, for: request, envelope: envelope, client: call.client, frames: frames,
-                   retaking: call.retaking, holding: nil) { shared in
-            Self.asking { () throws(ProtocolError) in
-                guard let taken = try shared.takeOver(id, owner: owner, connection: connection, now: now, asking: asking) else { return .none }
-                return .tookOver(taken.session, answered: taken.answered)
-            }
-        }
+                   retaking: call.retaking, holding: nil, .takeOver(id, owner: owner, connection: connection, now: now, asking: asking))
     }
 
     /// Before a save: the store must confirm that this copy is the session as stored, and that
@@ -78,11 +62,7 @@ extension Dispatcher {
         let id = session.id, expected = session.storedVersion
         let answered = SharedSessions.Answered(id: request.id, fingerprint: fingerprint)
         startStore(.fence(fenced), session: id, for: request, envelope: envelope, client: call.client, frames: frames,
-                   retaking: call.retaking, holding: (session, fingerprint)) { shared in
-            Self.asking { () throws(ProtocolError) in
-                try shared.confirm(id, expected: expected, unanswered: answered) ? .kept(version: expected) : .lost
-            }
-        }
+                   retaking: call.retaking, holding: (session, fingerprint), .confirm(id, expected: expected, unanswered: answered))
     }
 
     /// What a session's save checks under the document's lock, before it writes and again just
@@ -133,41 +113,32 @@ extension Dispatcher {
         let id = session.id, expected = session.storedVersion
         let events = call.takeEvents(from: mark)
         let step: StoreStep
-        let work: @Sendable (SharedSessions) -> StoreAnswer
+        let storeCall: StoreCall
         if method == .sessionClose {
             // Removed only by its holder: a stale copy is taken back first, then closed.
             step = .close(reply: reply)
-            work = { shared in Self.asking { () throws(ProtocolError) in try shared.remove(id) ? .kept(version: expected) : .lost } }
+            storeCall = .remove(id, expected: expected)
         } else if method.changesNothing {
             step = .confirm(reply: reply)
-            work = { shared in
-                Self.asking { () throws(ProtocolError) in try shared.confirm(id, expected: expected) ? .kept(version: expected) : .lost }
-            }
+            storeCall = .confirm(id, expected: expected, unanswered: nil)
         } else {
             step = .persist(reply: reply)
-            let answering = (SharedSessions.Answered(id: request.id, fingerprint: fingerprint), reply)
-            work = { shared in
-                Self.asking { () throws(ProtocolError) in try shared.persist(session, answering: answering).map { .kept(version: $0.version, stored: $0) } ?? .lost }
-            }
+            storeCall = .persist(session, answering: (SharedSessions.Answered(id: request.id, fingerprint: fingerprint), reply))
         }
         startStore(step, session: id, for: request, envelope: envelope, client: call.client, frames: frames, retaking: call.retaking,
-                   holding: (session, fingerprint), events: events, work)
+                   holding: (session, fingerprint), events: events, storeCall)
     }
 
     /// A timed transition that finished: written before its events go.
     func persistTransition(_ session: ServiceSession, eventsFrom mark: Int, _ call: inout Call) {
         startStore(.persist(reply: nil), session: session.id, for: nil, client: nil, holding: (session, []),
-                   events: call.takeEvents(from: mark)) { shared in
-            Self.asking { () throws(ProtocolError) in try shared.persist(session).map { .kept(version: $0.version, stored: $0) } ?? .lost }
-        }
+                   events: call.takeEvents(from: mark), .persist(session, answering: nil))
     }
 
     /// An idle session: removed from the store by its holder, then expired here.
     func expire(_ session: ServiceSession) {
         let id = session.id, expected = session.storedVersion
-        startStore(.expire, session: id, for: nil, client: nil, holding: (session, [])) { shared in
-            Self.asking { () throws(ProtocolError) in try shared.remove(id) ? .kept(version: expected) : .lost }
-        }
+        startStore(.expire, session: id, for: nil, client: nil, holding: (session, []), .remove(id, expected: expected))
     }
 
     // MARK: Answers

@@ -48,6 +48,43 @@ enum Fenced: Equatable {
     case save(Drawing)
 }
 
+/// The call to the session store a step makes, as a value: what it asks, not where it is asked
+/// (a lane runs it, `run(on:)`).
+enum StoreCall: @unchecked Sendable {
+    // @unchecked: as `StoreAnswer`'s.
+    /// Store a new session at version 1.
+    case create(ServiceSession)
+    /// Take a session over, asking whether `asking` was answered.
+    case takeOver(String, owner: String?, connection: [UInt8]?, now: ContinuousClock.Instant, asking: SharedSessions.Answered)
+    /// Confirm the copy at `expected` is the session as stored (and `unanswered` unanswered).
+    case confirm(String, expected: UInt64, unanswered: SharedSessions.Answered?)
+    /// Write the session's next version, recording the request it answers.
+    case persist(ServiceSession, answering: (request: SharedSessions.Answered, reply: [UInt8])?)
+    /// Remove the session, held here at `expected`.
+    case remove(String, expected: UInt64)
+
+    /// Asks the store, waiting for its answer; a store that fails is `.failed`.
+    func run(on shared: SharedSessions) -> StoreAnswer {
+        do throws(ProtocolError) {
+            switch self {
+            case .create(let session):
+                return try shared.create(session).map { .kept(version: $0.version, stored: $0) } ?? .lost
+            case .takeOver(let id, let owner, let connection, let now, let asking):
+                guard let taken = try shared.takeOver(id, owner: owner, connection: connection, now: now, asking: asking) else { return .none }
+                return .tookOver(taken.session, answered: taken.answered)
+            case .confirm(let id, let expected, let unanswered):
+                return try shared.confirm(id, expected: expected, unanswered: unanswered) ? .kept(version: expected) : .lost
+            case .persist(let session, let answering):
+                return try shared.persist(session, answering: answering).map { .kept(version: $0.version, stored: $0) } ?? .lost
+            case .remove(let id, let expected):
+                return try shared.remove(id) ? .kept(version: expected) : .lost
+            }
+        } catch {
+            return .failed(error)
+        }
+    }
+}
+
 /// What the session store said to a step.
 enum StoreAnswer: @unchecked Sendable {
     // @unchecked: a `ServiceSession` is Sendable as its fields are (see its comment); the
