@@ -34,39 +34,25 @@ public struct CanvasSession: Hashable, Sendable, Codable {
 
     /// `drawing`: what a canvas opened from closed starts with (a page's ink, reopened).
     public mutating func open(drawing: Drawing = .empty) throws(CanvasRejection) -> [CanvasAction] {
-        counted()
         return try canvas.open(cause: .client, drawing: drawing)
     }
     public mutating func minimize() throws(CanvasRejection) -> [CanvasAction] {
-        counted()
         return try canvas.minimize(cause: .client)
     }
     public mutating func submit(savingFirst: Bool = false) throws(CanvasRejection) -> [CanvasAction] {
-        counted()
         return try canvas.submit(cause: .client, savingFirst: savingFirst)
     }
     /// How a submit's save went (see `CanvasStateMachine.saved`).
     public mutating func saved(_ made: Bool) throws(CanvasRejection) -> [CanvasAction] {
-        counted()
         return try canvas.saved(made, cause: .client)
     }
     public mutating func cancel() throws(CanvasRejection) -> [CanvasAction] {
-        counted()
         return try canvas.cancel(cause: .client)
     }
 
     /// Ends the animation under way: a client's request passes no ticket, a timer its own.
     public mutating func finishTransition(_ ticket: TransitionTicket? = nil) throws(CanvasRejection) -> [CanvasAction] {
-        counted()
         return try canvas.finishTransition(ticket, cause: ticket == nil ? .client : .timer)
-    }
-
-    /// A command run, for a test build's `CanvasCommandCount`; nothing in a release build.
-    @inline(__always)
-    private func counted() {
-        #if DEBUG
-        CanvasCommandCount.count()
-        #endif
     }
 
     /// Applies a drawing edit. Drawing or erasing also puts that tool in hand, which is what
@@ -89,7 +75,6 @@ public struct CanvasSession: Hashable, Sendable, Codable {
     // MARK: Pencil
 
     public mutating func doubleTap() -> DoubleTapReport {
-        counted()
         switch pencil.doubleTap(canvasIsOpen: canvas.phase == .open) {
         case .ignore(.notInitialized):
             return DoubleTapReport(

@@ -1,32 +1,22 @@
 import CanvasProtocol
 
 /// What one turn of the dispatcher (a request, finished jobs, due timers, expiry) knows and
-/// produces. Passed along rather than kept in the dispatcher, so nothing of one call can leak
-/// into the next.
+/// produces: its time and its output. Passed along rather than kept in the dispatcher, so
+/// nothing of one call can leak into the next; what belongs to a request is on the request
+/// (`InFlightRequest`), never here.
 struct Call {
-    /// Who sent the request being answered: the authenticated identity, nil without one.
-    var client: String?
-    /// The connection it came on (its routing id), for the per-client session limit when
-    /// clients are not authenticated.
-    var connection: [UInt8]?
     let now: ContinuousClock.Instant
     var output = Dispatcher.Output()
     /// Timed transitions started during the call.
     var timers: [TransitionTimer] = []
     /// Saves to announce on the server-wide `documents.` topic, which has its own sequence.
     var saves: [(summary: [String: JSONValue], cause: String, session: String?)] = []
-    /// Whether the request is being answered again because its session turned out to have
-    /// moved to another instance while it ran: once, not over and over.
-    var retaking = false
 
     /// Where a reply may go out before the call ends (see `Dispatcher.handle`); nil: replies
     /// wait in `output`.
     private let send: ((Dispatcher.Output.Reply) -> Void)?
 
-    init(client: String? = nil, connection: [UInt8]? = nil, now: ContinuousClock.Instant,
-         sendingAtOnce send: ((Dispatcher.Output.Reply) -> Void)? = nil) {
-        self.client = client
-        self.connection = connection
+    init(now: ContinuousClock.Instant, sendingAtOnce send: ((Dispatcher.Output.Reply) -> Void)? = nil) {
         self.now = now
         self.send = send
     }

@@ -6,12 +6,13 @@ public import Logging
 
 /// Turns request frames into exactly one reply and any events, and runs the sessions' timers.
 ///
-/// A request goes one way: `receive` decodes it, `answer` routes it by its `Method` (server
-/// methods at once, document methods to jobs off the loop, session methods to their session),
-/// and a session's request then lives in `SessionRequests` (run, or held by a job, then
-/// remembered) and, with a session store, in `SessionStoreSteps` (written, confirmed or taken
-/// over before its reply goes). Whatever holds a session, its slot in the `SessionTable` queues
-/// what comes for it meanwhile. Finished jobs and store steps come back through `finishJobs`.
+/// A request goes one way: `receive` decodes it into its one in-flight value
+/// (`InFlightRequest`), `answer` routes it by its `Method` (`hello` at once, document methods
+/// without a session to jobs off the loop, the rest to a session), and a session's request then
+/// goes through its machine (`RequestFlow`), whose actions `SessionRequests` carries out, the
+/// session's persistence (`SessionPersistence`: local, or a shared store) keeping each change
+/// before its reply goes. Whatever holds a session, its slot in the `SessionTable` queues what
+/// comes for it meanwhile, and keeps the request while a job or the store works for it.
 /// It does no socket I/O: the server hands it frames and the time, and sends what it returns,
 /// so tests can drive it with a made-up clock.
 public final class Dispatcher {
@@ -57,13 +58,10 @@ public final class Dispatcher {
     let authenticated: Bool
     /// Sequence numbers of the server-wide `documents.*` events.
     var documentSeq: UInt64 = 0
-    /// With `--session-store`: sessions written there before each acknowledgement, and taken
-    /// over from there when another instance held them, each session through one of these
-    /// lanes (its own thread and connection; `lane(for:)`). Empty costs nothing.
-    let lanes: [StoreLane]
-    /// The first lane's store, which also announces saves on the document feed; nil without a
-    /// session store. Used only on its lane's thread.
-    var shared: SharedSessions? { lanes.first?.shared }
+    /// Where sessions are kept: in this process, or (`--session-store`) written to a shared
+    /// store before each acknowledgement and taken over from there, each session through one
+    /// of the store's lanes (its own thread and connection).
+    let persistence: SessionPersistence
     let metrics: ServiceMetrics?
 
     public convenience init(configuration: ServiceConfiguration, logger: Logger, saves: SaveExecutor? = nil, reads: SaveExecutor? = nil) {
@@ -72,7 +70,7 @@ public final class Dispatcher {
 
     init(configuration: ServiceConfiguration, logger: Logger, saves: SaveExecutor?, reads: SaveExecutor?, lanes: [StoreLane],
          metrics: ServiceMetrics? = nil) {
-        self.lanes = lanes
+        persistence = lanes.isEmpty ? .local : .shared(lanes: lanes)
         self.metrics = metrics
         limits = configuration.limits
         memory = MemoryPressure(budget: configuration.limits.memoryBudgetBytes)
@@ -92,7 +90,7 @@ public final class Dispatcher {
         }
         let params = SessionParams(limits: limits)
         server = ServerMethods(limits: limits, params: params, idleTimeout: idleTimeout, authenticated: authenticated, logger: logger,
-                               shared: lanes.first?.shared, instance: configuration.instanceName)
+                               instance: configuration.instanceName)
         canvas = CanvasMethods(params: params, executor: ActionExecutor(logger: logger, maxImageSide: limits.maxImageSide, imageTimeBudget: limits.imageTimeBudget),
                                documents: documents)
     }
@@ -107,7 +105,7 @@ public final class Dispatcher {
     /// A session held by another instance (or none yet) is the store's to say (`askOwner`).
     public func subscription(_ client: String?, to topic: [UInt8], always: Bool = false) -> SubscriptionCheck {
         if !(authenticated || always) || table.maySubscribe(client, to: topic) { return .allowed }
-        guard !lanes.isEmpty, let dot = topic.firstIndex(of: UInt8(ascii: ".")) else { return .refused }
+        guard case .shared = persistence, let dot = topic.firstIndex(of: UInt8(ascii: ".")) else { return .refused }
         let id = String(decoding: topic[..<dot], as: UTF8.self)
         return table.holds(id) ? .refused : .askStore(session: id)
     }
@@ -116,7 +114,8 @@ public final class Dispatcher {
     /// `answer` is called there with the answer (false when the store cannot say: a
     /// subscription not applied is the safe answer).
     public func askOwner(of id: String, for client: String?, _ answer: @escaping @Sendable (Bool) -> Void) {
-        let lane = lane(for: id), shared = lane.shared, expected = client ?? ""
+        guard let lane = persistence.lane(for: id) else { return answer(false) }
+        let shared = lane.shared, expected = client ?? ""
         lane { answer(shared.owner(of: id) == expected) }
     }
 
@@ -138,8 +137,8 @@ public final class Dispatcher {
     public func handle(_ frames: [[UInt8]], envelope: [[UInt8]] = [], from client: String? = nil, droppedFrames: Int = 0,
                        at now: ContinuousClock.Instant, sendingAtOnce send: ((Output.Reply) -> Void)? = nil,
                        authenticate: Authenticator? = nil) -> Output {
-        var call = Call(client: client, connection: envelope.first, now: now, sendingAtOnce: send)
-        receive(frames, envelope: envelope, droppedFrames: droppedFrames, authenticate: authenticate, &call)
+        var call = Call(now: now, sendingAtOnce: send)
+        receive(frames, envelope: envelope, from: client, droppedFrames: droppedFrames, authenticate: authenticate, &call)
         finishJobs(&call)
         return end(call)
     }
@@ -167,11 +166,7 @@ public final class Dispatcher {
     public func expireIdle(at now: ContinuousClock.Instant) -> [[[UInt8]]] {
         var call = Call(now: now)
         for session in table.idle(before: now - idleTimeout) {
-            if shared == nil {
-                close(session, event: "session.expired", &call)
-            } else if let held = table.hold(session.id) {
-                expire(held)
-            }
+            if let held = table.hold(session.id) { persistOwn(.expire, held, events: [], &call) }
         }
         return end(call).events
     }
@@ -186,7 +181,7 @@ public final class Dispatcher {
     /// Who sent a decoded request (nil: no one in particular), or why it is refused.
     public typealias Authenticator = (Request) -> Result<String?, ProtocolError>
 
-    func receive(_ frames: [[UInt8]], envelope: [[UInt8]], droppedFrames: Int = 0, authenticate: Authenticator? = nil,
+    func receive(_ frames: [[UInt8]], envelope: [[UInt8]], from client: String?, droppedFrames: Int = 0, authenticate: Authenticator? = nil,
                  _ call: inout Call) {
         let size = frames.reduce(0) { $0 + $1.count } + (frames.count + droppedFrames) * Limits.frameOverheadBytes
         guard size <= limits.maxMessageBytes else {
@@ -211,71 +206,73 @@ public final class Dispatcher {
             // Looked up once: the method goes along from here.
             let method = Method(named: request.method)
             metrics?.request(method)
+            var sender = client
             if let authenticate {
                 switch authenticate(request) {
-                case .success(let client): call.client = client
+                case .success(let client): sender = client
                 case .failure(let refused):
                     call.reply(ReplyEncoder.failure(id: request.id, error: refused), to: envelope)
                     return
                 }
             }
-            if let reply = answer(request, method, frames: frames, envelope: envelope, &call) { call.reply(reply, to: envelope) }
+            answer(InFlightRequest(request, method, frames: frames, envelope: envelope, client: sender), &call)
         }
     }
 
-    /// The reply, or nil when the request waits (for its job, a store step, or behind another
-    /// request of its session) or its reply already went out (`Call.sendAtOnce`). `method`: the
-    /// one `request` names, nil when this server has none of that name.
-    func answer(_ request: Request, _ method: Method?, frames: [[UInt8]], envelope: [[UInt8]], _ call: inout Call) -> [UInt8]? {
-        let params = Params(request.params)
+    /// Answers a request now, or starts what answers it later (a job, a step of its session's
+    /// persistence), or queues it behind what holds its session.
+    func answer(_ incoming: consuming InFlightRequest, _ call: inout Call) {
+        var request = incoming
+        let method = request.method, params = Params(request.request.params)
         do throws(ProtocolError) {
             switch method?.scope {
             case .server?:
-                if method == .hello { return ReplyEncoder.success(id: request.id, result: server.hello()) }
-                let opened = try server.openSession(params, &table, call)
-                let reply = ReplyEncoder.success(id: request.id, result: opened.result)
-                if shared != nil {
-                    create(opened.session, reply: reply, for: request, envelope: envelope, &call)
-                    return nil
+                if method == .hello {
+                    call.reply(ReplyEncoder.success(id: request.id, result: server.hello()), to: request.envelope)
+                    return
                 }
-                return reply
-            case .documentWrite? where request.session == nil, .documentRead? where request.session == nil:
+                let opened = try server.openSession(params, &table, for: request, now: call.now)
+                // Answered once its persistence has the session.
+                let reply = ReplyEncoder.success(id: request.id, result: opened.result)
+                request.state = .persisting(.create(reply: reply))
+                drive(request, .sessionOpen, opened.session, nil, first: [.ask(.create(reply: reply))], &call)
+                return
+            case .documentWrite? where request.request.session == nil,
+                 .documentRead? where request.request.session == nil:
                 // Document work is file and PDF work: off the loop. With a session, it goes
                 // through the session instead (below), in order with its other requests and
                 // remembered for retries.
-                let madeBy = method!.scope == .documentWrite ? Self.madeBy(request, client: call.client) : nil
-                try startDocumentJob(method!, params, request, envelope: envelope, client: call.client, now: call.now, madeBy: madeBy)
-                return nil
+                if let method { try startDocumentJob(method, params, &request, now: call.now, session: nil) }
+                return
             case .documentWrite?, .documentRead?, .session?, nil:
                 break
             }
-            guard let sessionID = request.session else {
-                guard method != nil else { throw Self.methodNotFound(request.method) }
-                throw ProtocolError(.invalidRequest, "\(request.method) needs a session")
+            guard let sessionID = request.request.session else {
+                guard method != nil else { throw Self.methodNotFound(request.request.method) }
+                throw ProtocolError(.invalidRequest, "\(request.request.method) needs a session")
             }
             // Another client's session is answered exactly like one that does not exist, so
             // session ids cannot be probed. A session held by a job keeps what comes for it, an
             // unknown method too, so that every reply of a session keeps its order.
-            guard let session = table.arrive(sessionID, from: call.client,
-                                             .request(request, method, frames: frames, envelope: envelope, client: call.client))
-            else {
-                if table.isOwned(sessionID, by: call.client) { return nil }   // queued behind what holds the session
-                guard method != nil else { throw Self.methodNotFound(request.method) }
-                if shared != nil, !table.contains(sessionID) {
-                    takeOver(request, frames: frames, envelope: envelope, &call)
-                    return nil
-                }
-                throw Self.unknownSession(sessionID)
+            guard let session = table.arrive(sessionID, from: request.client, .request(request)) else {
+                if table.isOwned(sessionID, by: request.client) { return }   // queued behind what holds the session
+                guard let method else { throw Self.methodNotFound(request.request.method) }
+                if table.contains(sessionID) { throw Self.unknownSession(sessionID) }
+                // Not held here: its persistence may have it (a shared store), or says there is none.
+                table.insertTakingOver(sessionID, owner: request.client, connection: request.connection)
+                request.state = .takingOver
+                drive(request, method, nil, nil, first: [.ask(.takeOver)], &call)
+                return
             }
             guard let method else {
                 resume(session, &call)
-                throw Self.methodNotFound(request.method)
+                throw Self.methodNotFound(request.request.method)
             }
             // Consumed: this binding must not outlive the call, or the session's buffers would
             // have two owners and the request would copy them whole to change them.
-            return serve(method, request, params, consume session, frames: frames, envelope: envelope, &call)
+            serve(request, method, on: consume session, &call)
         } catch {
-            return ReplyEncoder.failure(id: request.id, error: error)
+            call.reply(ReplyEncoder.failure(id: request.id, error: error), to: request.envelope)
         }
     }
 
@@ -285,119 +282,5 @@ public final class Dispatcher {
 
     static func unknownSession(_ id: String) -> ProtocolError {
         ProtocolError(.unknownSession, "no session \"\(id)\": never opened, closed, or expired", data: ["session": .string(id)])
-    }
-
-    // MARK: Documents
-
-    /// The key a write sent without a session leaves with the revision it makes, so that the
-    /// same request sent again (its reply lost, to this instance or another) answers that
-    /// revision instead of saving twice or answering `CONFLICT`: it stands for the client (its
-    /// key or token, where it has one), the request's id and the request itself, so an id used
-    /// again on another request does not find it.
-    static func madeBy(_ request: Request, client: String?) -> String {
-        let bytes = Array("document".utf8) + [0] + Array((client ?? "").utf8) + [0] + JSONCodec.serialize(request.id.json) + [0]
-            + ReplyCache.fingerprint(request)
-        return String(DocumentStore.sha256(bytes).prefix(32))
-    }
-
-    /// Starts a document method's job: a read on the read runner, a write where saves run.
-    /// `holding`: the session the request named, which the job holds (with the request's frames).
-    func startDocumentJob(_ method: Method, _ params: Params, _ request: Request, envelope: [[UInt8]], client: String?,
-                          now: ContinuousClock.Instant,
-                          holding: (session: ServiceSession, fingerprint: [UInt8])? = nil, frames: [[UInt8]] = [],
-                          madeBy: String? = nil, fence: DocumentStore.WriteFence? = nil) throws(ProtocolError) {
-        let documents = try DocumentMethods.available(documents)
-        func job(_ kind: PendingJob.Kind) -> PendingJob {
-            var job = PendingJob(kind: kind, request: request, envelope: envelope, client: client, holding: holding)
-            job.frames = frames
-            return job
-        }
-        if method.scope == .documentWrite {
-            let write = try documents.prepareSave(method, params, madeBy: madeBy, fence: fence)
-            jobs.save(write.document, write.save, for: job(.documentWrite(method, publishes: write.saves, unchangedAt: write.unchangedAt)))
-        } else {
-            var read = job(.documentRead)
-            if method == .documentGet {
-                // The file's piece, its base64 text and the reply holding that text.
-                let asked = (try? params.optionalInteger("length", in: 0...Int64.max)) ?? nil
-                let length = min(asked.map { Int(clamping: $0) } ?? limits.maxGetBytes, limits.maxGetBytes)
-                read.reservedBytes = try memory.admitLargeReply("document.get", bytes: length * 3, now: now)
-            }
-            let attachments = request.attachments
-            do throws(ProtocolError) {
-                // The reply is written where the read ran: a document.get's is megabytes of
-                // base64 to escape, which on the loop would hold up every other client.
-                let id = request.id, owner = Uploads.owner(client: client, envelope: envelope)
-                try jobs.read(for: read) {
-                    do throws(ProtocolError) {
-                        return .reply(ReplyEncoder.success(id: id, result: try documents.read(method, params, attachments: attachments, owner: owner)))
-                    } catch {
-                        return .reply(ReplyEncoder.failure(id: id, error: error))
-                    }
-                }
-            } catch {
-                memory.release(read.reservedBytes)
-                throw error
-            }
-        }
-    }
-
-    /// The reply to a document method, and the `document.saved` of a write that made a revision.
-    func documentReply(_ job: PendingJob, _ request: Request, _ outcome: JobOutcome, _ call: inout Call) -> [UInt8] {
-        switch (job.kind, outcome) {
-        case (.documentWrite(let method, let publishes, let unchangedAt), .saved(let outcome, _)):
-            do throws(ProtocolError) {
-                let summary = try DocumentMethods.available(documents).run { () throws(DocumentError) in try outcome.get() }
-                let result = DocumentMethods.json(summary)
-                if publishes && summary.revision != unchangedAt && !summary.madeBefore {
-                    // A write naming a session is that session's save, as a submit is (5.1).
-                    let saver = job.holding.flatMap { $0.session.owner == nil ? $0.session.id : nil }
-                    call.saves.append((result, method.rawValue, saver))
-                    announceSaves(&call)
-                }
-                return ReplyEncoder.success(id: request.id, result: result)
-            } catch {
-                return ReplyEncoder.failure(id: request.id, error: error)
-            }
-        case (.documentRead, .reply(let bytes)):
-            return bytes
-        default:
-            preconditionFailure("a job's outcome does not match its kind")
-        }
-    }
-
-    /// A save heard on the document feed (every instance's, numbered there): the event to
-    /// publish on the `documents.` topic, or none for data that is not a JSON object.
-    public func relay(seq: UInt64, data: [UInt8]) -> Output {
-        var output = Output()
-        guard seq <= 1 << 53, case .object(let fields)? = try? JSONCodec.parse(data) else {
-            logger.error("document feed message unreadable; not relayed", metadata: ["seq": "\(seq)"])
-            return output
-        }
-        output.events.append(ReplyEncoder.event(session: "documents", name: "document.saved", seq: seq, data: fields))
-        return output
-    }
-
-    /// `document.saved` on the server-wide `documents.` topic, which has its own sequence, for
-    /// each save the call made.
-    func announceSaves(_ call: inout Call) {
-        if !call.saves.isEmpty { metrics?.saved(call.saves.count) }
-        for save in call.saves {
-            var data = WireShapes.saved(save.summary, cause: save.cause)
-            if let session = save.session, !authenticated { data["session"] = .string(session) }
-            if let lane = lanes.first, let shared, shared.feed != nil {
-                // Numbered and published once for every instance; each relays it (`relay`). Told
-                // on the first store lane's thread, like everything said to the store.
-                if case .string(let name)? = data["name"], case .integer(let revision)? = data["revision"],
-                   case .string(let sha256)? = data["sha256"] {
-                    let bytes = JSONCodec.serialize(.object(data))
-                    lane { _ = shared.announce(name: name, revision: Int(revision), sha256: sha256, data: bytes) }
-                }
-                continue
-            }
-            documentSeq += 1
-            call.output.events.append(ReplyEncoder.event(session: "documents", name: "document.saved", seq: documentSeq, data: data))
-        }
-        call.saves.removeAll()
     }
 }

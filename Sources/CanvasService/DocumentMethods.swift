@@ -231,7 +231,7 @@ struct DocumentMethods {
         case .refused(let name, let reason, _):
             return ProtocolError(.invalidParams, message, data: ["field": "upload", "name": .string(name), "reason": .string(reason)])
         case .fenced(let name, let reason, _):
-            // Settled as the fence before the save would have been (`finishJobs`); this is what a
+            // Settled as the fence before the save would have been (`RequestFlow`); this is what a
             // client sees only if it is not.
             return ProtocolError(.unavailable, message, data: ["name": .string(name), "reason": .string(reason)])
         case .alreadyExists(let name):

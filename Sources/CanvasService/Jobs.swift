@@ -23,40 +23,20 @@ enum JobOutcome: Sendable {
     }
 }
 
-/// A job started off the loop and not yet answered, and what its outcome is for.
+/// A job started off the loop and not yet answered, and whom its outcome is for.
 struct PendingJob {
-    enum Kind {
-        /// `document.flatten` or `.restore`. `publishes`: whether it makes a revision, and so
-        /// a `document.saved`; a restore of `unchangedAt`, the revision already current, makes
-        /// none.
-        case documentWrite(Method, publishes: Bool, unchangedAt: Int?)
-        /// `document.list`, `.info` or `.revisions`.
-        case documentRead
-        /// A session method that needs the job first: a submit's save, the page a
-        /// `canvas.open` names, a large drawing's encoding.
-        case canvas(Method)
-        /// A result's image, for a canvas command that ran already: reported with it.
-        case rendering(UnreportedResult)
-        /// A step in the session store that the session's request (or timer) waits on.
-        case store(StoreStep)
+    enum Owner {
+        /// Whatever holds this session, parked in its slot (`SessionSlot.parked`): the request
+        /// or step of its own that the job works for.
+        case session(String)
+        /// A document method sent without a session.
+        case request(InFlightRequest)
     }
-    let kind: Kind
-    /// The request it is for; nil for a step of a session's own (a timer's transition, expiry).
-    let request: Request?
-    let envelope: [[UInt8]]
+    let owner: Owner
+    /// Who the job runs for, for the bound on reads per owner.
     let client: String?
-    /// The session the job holds, when the request named one: what comes for the session
-    /// meanwhile waits in its slot, and the reply is remembered in it for retries.
-    var holding: (session: ServiceSession, fingerprint: [UInt8])? = nil
     /// Memory reserved for its reply (`MemoryPressure`), given back when it finishes.
     var reservedBytes = 0
-    /// The request's frames, for a step that may have to answer it once more (a take-over).
-    var frames: [[UInt8]] = []
-    /// Whether the request is being answered again after a stale copy was dropped: once, not
-    /// over and over.
-    var retaking = false
-    /// Events the request made, published once the store has its change (`StoreStep`).
-    var events: [[[UInt8]]] = []
 }
 
 /// The jobs running off the loop: saves on the save runner, reads on the read runner, their

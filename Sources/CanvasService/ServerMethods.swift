@@ -11,8 +11,6 @@ struct ServerMethods {
     /// connection.
     let authenticated: Bool
     let logger: Logger
-    /// With several instances: where every session is written before it is acknowledged.
-    let shared: SharedSessions?
     /// This instance's name (`--instance`), so a client or an operator knows which answered.
     let instance: String
 
@@ -35,9 +33,9 @@ struct ServerMethods {
         owner == nil ? "the local owner (every client without a key or token)" : "this owner (key or web token)"
     }
 
-    /// Opens a session: its reply's result, and the session (which, with a session store, is
-    /// held in the table until the store has it).
-    func openSession(_ params: Params, _ table: inout SessionTable, _ call: Call) throws(ProtocolError)
+    /// Opens a session for `request`: its reply's result, and the session (held in the table
+    /// until its persistence has it).
+    func openSession(_ params: Params, _ table: inout SessionTable, for request: InFlightRequest, now: ContinuousClock.Instant) throws(ProtocolError)
         -> (result: [String: JSONValue], session: ServiceSession) {
         let pencil = params.has("pencil") ? try params.decode(PencilConfiguration.self, field: "pencil") : PencilConfiguration()
         let transitions = try self.params.transitions(params)
@@ -48,24 +46,24 @@ struct ServerMethods {
             throw ProtocolError(.unavailable, "the server has its maximum of \(limits.maxSessions) sessions",
                                 data: ["reason": "serverSessions", "limit": .integer(Int64(limits.maxSessions))])
         }
-        if table.held(by: call.client, connection: call.connection, authenticated: authenticated) >= limits.maxSessionsPerClient {
+        if table.held(by: request.client, connection: request.connection, authenticated: authenticated) >= limits.maxSessionsPerClient {
             throw ProtocolError(.unavailable, "this client has its maximum of \(limits.maxSessionsPerClient) sessions",
                                 data: ["reason": "clientSessions", "limit": .integer(Int64(limits.maxSessionsPerClient))])
         }
         // Counted over every connection of the owner: connections cost nothing to make.
-        if table.held(byOwner: call.client) >= limits.maxSessionsPerOwner {
-            throw ProtocolError(.unavailable, "\(Self.describe(call.client)) has its maximum of \(limits.maxSessionsPerOwner) sessions, over all its connections",
+        if table.held(byOwner: request.client) >= limits.maxSessionsPerOwner {
+            throw ProtocolError(.unavailable, "\(Self.describe(request.client)) has its maximum of \(limits.maxSessionsPerOwner) sessions, over all its connections",
                                 data: ["reason": "ownerSessions", "limit": .integer(Int64(limits.maxSessionsPerOwner))])
         }
         let session = ServiceSession(
-            id: table.newID(), owner: call.client, connection: call.connection,
+            id: table.newID(), owner: request.client, connection: request.connection,
             canvas: CanvasSession(pencil: pencil, transitions: transitions, initialized: initialized),
-            transitions: transitions, size: size, resultImages: resultImages, lastActive: call.now,
+            transitions: transitions, size: size, resultImages: resultImages, lastActive: now,
             replies: ReplyCache(limits: limits))
         let id = session.id
-        // With a session store the session is held until the store has it (`StoreStep.create`).
-        if shared == nil { table.insert(session) } else { table.insertHeld(session) }
-        logger.info("session opened", metadata: ["session": "\(id)", "transitions": "\(transitions)", "client": "\(call.client ?? "-")"])
+        // Held until its persistence has it (`StoreStep.create`).
+        table.insertHeld(session)
+        logger.info("session opened", metadata: ["session": "\(id)", "transitions": "\(transitions)", "client": "\(request.client ?? "-")"])
         return ([
             "session": .string(id),
             "state": .string(session.canvas.phase.rawValue),

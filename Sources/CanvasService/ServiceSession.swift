@@ -73,6 +73,9 @@ struct ServiceSession: @unchecked Sendable {
     var canvas: CanvasSession {
         _read { yield storage.fields.canvas }
         _modify {
+            #if DEBUG
+            CanvasChangeCount.count()
+            #endif
             unique.stateText = nil
             yield &unique.canvas
         }

@@ -3,16 +3,25 @@ import CanvasProtocol
 
 /// Something that came for a session while it was held, kept to run in order.
 enum QueuedWork {
-    /// A request, decoded and counted once when it came (its method looked up, nil when this
-    /// server has none of the name), with its frames, the routing envelope for its reply, and
-    /// who sent it.
-    case request(Request, Method?, frames: [[UInt8]], envelope: [[UInt8]], client: String?)
+    /// A request, decoded and counted once when it came.
+    case request(InFlightRequest)
     /// A timed transition whose time came meanwhile.
     case timer(TransitionTicket)
 }
 
-/// Where one session is, as far as the request loop is concerned: `ready`, or `held` by the
-/// request under way, with what came meanwhile queued in order.
+/// What holds a session while a job or its persistence works for it.
+enum Holder {
+    /// A request of the session's (`RequestFlow`).
+    case request(InFlightRequest)
+    /// A step of the session's own, with no request: a timed transition's change kept before
+    /// its events go, or its expiry.
+    case own(StoreStep, events: [[[UInt8]]])
+}
+
+/// Where one session is, as far as the request loop is concerned: `ready`; `held` by the
+/// request running on the loop; or `parked` with the request (or step of its own) that a job
+/// or the session store works for, which the slot owns meanwhile. What comes while it is held
+/// or parked is queued in order.
 ///
 /// A request holds its session from the moment it starts running until its reply is settled:
 /// while it runs on the loop, while a job off the loop (a save, a page lookup, a large
@@ -25,6 +34,9 @@ enum QueuedWork {
 enum SessionSlot {
     case ready(ServiceSession)
     case held(queue: [QueuedWork])
+    /// The session (none while it is being taken over) and what holds it, waiting for a job
+    /// or the session store.
+    case parked(ServiceSession?, Holder, queue: [QueuedWork])
 
     /// A request or a due timer came for the session. Returns the session to run it on now,
     /// which the caller holds until it calls `release` (or drops the slot: a close, a stale
@@ -40,6 +52,34 @@ enum SessionSlot {
             queue.append(work)
             self = .held(queue: queue)
             return nil
+        case .parked(let session, let holder, var queue):
+            queue.append(work)
+            self = .parked(session, holder, queue: queue)
+            return nil
+        }
+    }
+
+    /// The holder waits for a job or the store: the slot keeps it, and the session, until `unpark`.
+    mutating func park(_ session: consuming ServiceSession?, _ holder: consuming Holder) {
+        switch consume self {
+        case .held(let queue):
+            self = .parked(session, holder, queue: queue)
+        case let other:
+            // Only what holds a session parks it; anything else keeps the slot as it was.
+            self = other
+        }
+    }
+
+    /// What a job or the store worked for, and its session, back in the hands of the loop
+    /// (the slot held again); nil when nothing is parked.
+    mutating func unpark() -> (session: ServiceSession?, holder: Holder)? {
+        switch consume self {
+        case .parked(let session, let holder, let queue):
+            self = .held(queue: queue)
+            return (session, holder)
+        case let other:
+            self = other
+            return nil
         }
     }
 
@@ -50,6 +90,10 @@ enum SessionSlot {
         case .held(var queue):
             queue.append(contentsOf: work)
             self = .held(queue: queue)
+            return true
+        case .parked(let session, let holder, var queue):
+            queue.append(contentsOf: work)
+            self = .parked(session, holder, queue: queue)
             return true
         case .ready(let session):
             self = .ready(session)
@@ -68,9 +112,21 @@ enum SessionSlot {
     /// be replayed in order: if one of those holds the session past its turn again, the rest go
     /// back behind it as they are (`requeue`).
     mutating func release(_ session: consuming ServiceSession) -> [QueuedWork] {
-        guard case .held(let queue) = self else { preconditionFailure("a session released that nothing held") }
+        let queue: [QueuedWork]
+        switch self {
+        case .held(let queued), .parked(_, _, let queued): queue = queued
+        case .ready: queue = []
+        }
         self = .ready(session)
         return queue
+    }
+
+    /// What queued behind the holder.
+    var queue: [QueuedWork] {
+        switch self {
+        case .held(let queue), .parked(_, _, let queue): return queue
+        case .ready: return []
+        }
     }
 
     /// The session, when nothing holds it.

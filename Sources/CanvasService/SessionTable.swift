@@ -51,11 +51,7 @@ struct SessionTable {
 
     static let idDigits = 15
 
-    mutating func insert(_ session: ServiceSession) {
-        entries[session.id] = Entry(owner: session.owner, connection: session.connection, slot: .ready(session))
-    }
-
-    /// A session that is held from the start: one whose creation the store has yet to confirm.
+    /// A session that is held from the start: one whose creation its persistence has yet to confirm.
     mutating func insertHeld(_ session: ServiceSession) {
         entries[session.id] = Entry(owner: session.owner, connection: session.connection, slot: .held(queue: []))
     }
@@ -68,8 +64,7 @@ struct SessionTable {
 
     /// The session taken over, in the place `insertTakingOver` kept, still held, with what queued.
     mutating func adopt(_ session: ServiceSession) {
-        let queue: [QueuedWork]
-        if case .held(let queued)? = entries[session.id]?.slot { queue = queued } else { queue = [] }
+        let queue = entries[session.id]?.slot.queue ?? []
         entries[session.id] = Entry(owner: session.owner, connection: session.connection, slot: .held(queue: queue))
     }
 
@@ -132,8 +127,18 @@ struct SessionTable {
 
     /// What queued for a session that is going (dropped or closed) while held.
     func queued(_ id: String) -> [QueuedWork] {
-        if case .held(let queue)? = entries[id]?.slot { return queue }
-        return []
+        entries[id]?.slot.queue ?? []
+    }
+
+    /// Parks what holds session `id` (and the session) in its slot while a job or the session
+    /// store works for it.
+    mutating func park(_ id: String, _ session: consuming ServiceSession?, _ holder: consuming Holder) {
+        entries[id]?.slot.park(session, holder)
+    }
+
+    /// What was parked for session `id`, and the session, back to the loop (still held).
+    mutating func unpark(_ id: String) -> (session: ServiceSession?, holder: Holder)? {
+        entries[id]?.slot.unpark()
     }
 
     mutating func remove(_ id: String) {

@@ -15,11 +15,13 @@ struct StoreLane {
     }
 }
 
-/// What a session waits on in the session store (with `--session-store`), and what comes of it.
+/// What a session waits on in its keeper (`SessionPersistence`), and what comes of it.
 ///
-/// Every step holds its session (`SessionSlot.held`), runs on its session's store lane
-/// (`StoreLine`) and is settled on the loop when the store has answered: the loop never waits
-/// on the store, and a slow or absent store holds up only the sessions that need it.
+/// Every step holds its session. A local keeper answers at once; with a shared store
+/// (`--session-store`) the step runs on its session's store lane (`StoreLine`), the request
+/// parked in the session's slot meanwhile, and is settled on the loop when the store has
+/// answered: the loop never waits on the store, and a slow or absent store holds up only the
+/// sessions that need it.
 enum StoreStep {
     /// A new session is stored at version 1 before `reply` (its id) goes out.
     case create(reply: [UInt8])
@@ -103,8 +105,9 @@ enum StoreAnswer: @unchecked Sendable {
     case none
 }
 
-/// What settling a store step calls for, carried out in order by the dispatcher
-/// (`SessionStoreSteps.settle`). Queued work behind the session is replayed once they are done.
+/// What settling a store step calls for: a request's step becomes the request's actions
+/// (`RequestFlow.settled`), a step of the session's own is carried out by `settleOwn`. Queued
+/// work behind the session is replayed once they are done.
 enum StoreAction: Equatable {
     /// The copy is the session as stored, at this version.
     case keep(version: UInt64)
@@ -152,7 +155,9 @@ extension StoreStep {
         case (.takeOver, .failed(let error)):
             return [.forget, .refuse(.store(error))]
         case (.takeOver, _), (_, .tookOver), (_, .none):
-            preconditionFailure("only a take-over finds a session, or none")
+            // Only a take-over finds a session, or none: any other pairing is a fault, settled
+            // as a store that failed (nothing kept, the request refused).
+            return settle(.failed(ProtocolError(.internal, "the session store's answer does not fit the step")), retaking: retaking)
         case (.fence(let fenced), .kept(let version, _)):
             return [.keep(version: version), .goOn(fenced)]
         case (.close, .kept(let version, _)):

@@ -1,0 +1,275 @@
+import CanvasCore
+import CanvasProtocol
+import DocumentStore
+import SessionStore
+
+/// Where a session's request is between being decoded and being answered. The table of these
+/// states is `protocol/request-states.md`.
+enum RequestState {
+    /// Its session is handed over; nothing has run yet (or a fence let it go on).
+    case ready
+    /// A job off the loop works for it before it runs: the page a `canvas.open` names, a
+    /// document method sent with the session, a large drawing's encoding.
+    case working
+    /// The session's persistence confirms this copy before a save starts.
+    case fencing(Fenced)
+    /// The save its canvas asked for runs.
+    case saving
+    /// Its result image renders beside the loop; the canvas has run already.
+    case rendering(UnreportedResult)
+    /// Its reply is in and remembered; the session's persistence keeps the change (or confirms
+    /// the copy a read read, or removes a closed session) before the reply and its events go.
+    case persisting(StoreStep)
+    /// No copy of its session is here: one is being taken over from the session store.
+    case takingOver
+    /// Its reply went (or it was refused); its session is given back or closed.
+    case answered
+    /// Its copy of the session went (stale, or holding a change not kept), and it was refused.
+    case dropped
+}
+
+/// What happens to a request: what its holder found or what it ran, fed to `RequestFlow.next`.
+enum RequestEvent {
+    /// Its session was handed over, and the session's reply cache says whether it was answered.
+    case arrived(ReplyCache.Lookup)
+    /// Asked to start a job first (`RequestAction.startJob`): started, not needed, or refused.
+    case job(JobStart)
+    /// The method ran on the session.
+    case ran(Ran)
+    /// Its job off the loop finished.
+    case finished(JobOutcome)
+    /// Its result image is not rendered (the runner is full, the owner at its bound): why.
+    case imageOmitted(String)
+    /// The session's persistence answered its step.
+    case stored(StoreAnswer)
+
+    enum JobStart {
+        case started
+        case notNeeded
+        case refused(ProtocolError)
+    }
+}
+
+/// What running a session's request came to: its reply (a result or an error), a save the
+/// canvas waits for, or a result image to render before what the canvas did is reported.
+enum Ran {
+    case reply([UInt8])
+    case saving(Drawing)
+    case rendering(UnreportedResult)
+}
+
+/// What the executor does for a request (`Dispatcher.perform`), in order. Those marked "→" give
+/// the machine an event back.
+enum RequestAction {
+    /// → `.job`: start the job the method needs first, if it needs one.
+    case startJob
+    /// → `.ran`: run the method on the session, with what its job found.
+    case run(found: JobOutcome?)
+    /// → `.ran`: the reply of a document method from its job's outcome.
+    case documentReply(JobOutcome)
+    /// → `.ran`: report what the canvas did, with its image or without.
+    case report(UnreportedResult, ResultImage)
+    /// → `.finished` or `.imageOmitted`: render the result's image beside the loop.
+    case render(UnreportedResult)
+    /// → `.finished`, or `.ran` with the refusal: start the save the canvas asked for.
+    case save(Drawing)
+    /// → `.stored`, at once or later: the step asked of the session's persistence.
+    case ask(StoreStep)
+    /// Keep the reply in the session's reply cache, for retries: the one place it is written.
+    case remember([UInt8])
+    /// The copy is the session as stored, at this version (`stored`: the snapshot, when the
+    /// step wrote it).
+    case keep(version: UInt64, stored: StoredSnapshot?)
+    /// The events the request made go out.
+    case publish
+    case reply([UInt8])
+    case refuse(ProtocolError)
+    /// Give the session back.
+    case resume
+    /// End the session here, with this event.
+    case close(event: String)
+    /// The local copy goes.
+    case drop
+    /// The request is to be answered once more, on the session as the store has it: a place is
+    /// kept for the session while it is taken over.
+    case retake
+    /// → `.arrived`: put the session taken over into the table and hand it to the request, with
+    /// what the store recorded for it (answered by another instance, or not).
+    case adopt(ServiceSession, recorded: ReplyCache.Lookup?)
+    /// Nothing was taken over: the place kept for it goes.
+    case forget
+}
+
+/// A session request's life as a machine: given its state and what happened, the next state
+/// and what to do. Pure: it runs nothing, so its every path is tested without sockets, a store
+/// or a canvas (`RequestFlowTests`). The store's answers are read by `StoreStep.settle`.
+enum RequestFlow {
+    /// What the machine needs to know of the request besides its state.
+    struct Facts {
+        let method: Method
+        let id: RequestID
+        let session: String
+        /// The largest reply a session's reply cache keeps.
+        let replyLimit: Int
+        /// Whether the session's copy was confirmed by its persistence during this very turn:
+        /// a fence would ask again for nothing.
+        let confirmedNow: Bool
+        /// Whether the request is being answered a second time, after a stale copy was dropped.
+        let retaking: Bool
+    }
+
+    static func next(_ state: RequestState, _ event: RequestEvent, _ facts: Facts) -> (RequestState, [RequestAction]) {
+        let method = facts.method
+        switch (state, event) {
+        case (.ready, .arrived(let lookup)):
+            switch lookup {
+            case .retry(let reply):
+                // A reply already given stays true wherever the session is now.
+                return (.answered, [.reply(reply), .resume])
+            case .notKept where !method.changesNothing:
+                return (.answered, [.refuse(notKept(facts)), .resume])
+            case .reused:
+                // Well-formed, but it clashes with what the session already holds under that id.
+                return (.answered, [.refuse(ProtocolError(.conflict, "id \(facts.id) was already used for a different request in this session",
+                                                          data: ["id": facts.id.json])), .resume])
+            case .miss, .notKept:
+                // A read answered again is the same answer.
+                if method.scope == .documentWrite && !facts.confirmedNow {
+                    return (.fencing(.request(method)), [.ask(.fence(.request(method)))])
+                }
+                return goOn(method)
+            }
+        case (.ready, .job(.started)):
+            return (.working, [])
+        case (.ready, .job(.notNeeded)):
+            return (.ready, [.run(found: nil)])
+        case (.ready, .job(.refused(let error))):
+            return (.answered, [.refuse(error), .resume])
+
+        case (_, .ran(.reply(let reply))):
+            // The reply is in: remembered, then kept by the session's persistence before it goes.
+            let step: StoreStep = method == .sessionClose ? .close(reply: reply)
+                : method.changesNothing ? .confirm(reply: reply) : .persist(reply: reply)
+            return (.persisting(step), [.remember(reply), .ask(step)])
+        case (_, .ran(.saving(let drawing))):
+            if facts.confirmedNow { return (.saving, [.save(drawing)]) }
+            return (.fencing(.save(drawing)), [.ask(.fence(.save(drawing)))])
+        case (_, .ran(.rendering(let unreported))):
+            return (.rendering(unreported), [.render(unreported)])
+
+        case (.rendering(let unreported), .finished(.image(let image))):
+            return (.rendering(unreported), [.report(unreported, .rendered(image))])
+        case (.rendering(let unreported), .imageOmitted(let reason)):
+            return (.rendering(unreported), [.report(unreported, .omitted(reason: reason))])
+
+        case (.working, .finished(.saved(.failure(.fenced(_, let reason, let message)), _))):
+            // A document write's own fence (under the document's lock, or at its commit)
+            // stopped it: settled as the fence before it would have been.
+            return next(.fencing(.request(method)), .stored(fenceAnswer(reason, message)), facts)
+        case (.saving, .finished(.saved(.failure(.fenced(_, let reason, let message)), _))):
+            return next(.fencing(.save(.empty)), .stored(fenceAnswer(reason, message)), facts)
+        case (.working, .finished(.reply(let reply))):
+            // An encoding of what the session holds, made beside the loop.
+            return next(.working, .ran(.reply(reply)), facts)
+        case (.working, .finished(let outcome)) where method.scope == .documentRead || method.scope == .documentWrite:
+            return (.working, [.documentReply(outcome)])
+        case (.working, .finished(let outcome)), (.saving, .finished(let outcome)):
+            // The method runs again with what its job found: the page, or the save's outcome.
+            return (state, [.run(found: outcome)])
+
+        case (.fencing, .stored(let answer)), (.persisting, .stored(let answer)), (.takingOver, .stored(let answer)):
+            let step: StoreStep
+            switch state {
+            case .fencing(let fenced): step = .fence(fenced)
+            case .persisting(let persisting): step = persisting
+            default: step = .takeOver
+            }
+            return settled(step, answer, facts)
+
+        default:
+            // Not a path a request takes: refused as the server's fault rather than left
+            // holding its session (or trapping the process).
+            return (.answered, [.refuse(ProtocolError(.internal, "request \(method.rawValue) came to \(event) while \(state)")), .resume])
+        }
+    }
+
+    /// Past its lookup (and fence): a job first when the method may need one, else run.
+    private static func goOn(_ method: Method) -> (RequestState, [RequestAction]) {
+        (.ready, [mayStartJob(method) ? .startJob : .run(found: nil)])
+    }
+
+    /// Whether the method may need a job before it runs: most (a `canvas.state`, an edit) never
+    /// do, and are spared asking.
+    static func mayStartJob(_ method: Method) -> Bool {
+        method.scope != .session || method == .canvasOpen || method == .drawingGet
+    }
+
+    /// What the store's answer to a step calls for (`StoreStep.settle`), as the request's actions.
+    static func settled(_ step: StoreStep, _ answer: StoreAnswer, _ facts: Facts) -> (RequestState, [RequestAction]) {
+        var state = RequestState.answered
+        var actions: [RequestAction] = []
+        for action in step.settle(answer, retaking: facts.retaking) {
+            switch action {
+            case .keep(let version): actions.append(.keep(version: version, stored: stored(answer)))
+            case .publish: actions.append(.publish)
+            case .reply:
+                switch step {
+                case .create(let reply), .confirm(let reply), .close(let reply), .persist(let reply?): actions.append(.reply(reply))
+                case .persist(nil), .takeOver, .fence, .expire: break
+                }
+            case .refuse(let refusal): actions.append(.refuse(refused(refusal, session: facts.session)))
+            case .goOn(.request(let method)):
+                let (next, more) = goOn(method)
+                state = next
+                actions += more
+            case .goOn(.save(let drawing)):
+                state = .saving
+                actions.append(.save(drawing))
+            case .close(let event): actions.append(.close(event: event))
+            case .resume: actions.append(.resume)
+            case .drop:
+                state = .dropped
+                actions.append(.drop)
+            case .retake:
+                state = .takingOver
+                actions += [.retake, .ask(.takeOver)]
+            case .adopt:
+                guard case .tookOver(let session, let recorded) = answer else { continue }
+                state = .ready
+                actions.append(.adopt(session, recorded: recorded))
+            case .forget: actions.append(.forget)
+            }
+        }
+        return (state, actions)
+    }
+
+    /// What the store has of the session, when the step wrote it.
+    static func stored(_ answer: StoreAnswer) -> StoredSnapshot? {
+        if case .kept(_, let stored) = answer { return stored }
+        return nil
+    }
+
+    /// The answer a save's own fence amounts to: the session moved, or the store not answering.
+    private static func fenceAnswer(_ reason: String, _ message: String) -> StoreAnswer {
+        reason == "sessionMoved" ? .lost : .failed(ProtocolError(.unavailable, message, data: ["reason": "sessionStore"]))
+    }
+
+    static func refused(_ refusal: StoreAction.Refusal, session id: String) -> ProtocolError {
+        switch refusal {
+        case .moved: return moved(id)
+        case .unknownSession: return Dispatcher.unknownSession(id)
+        case .noFreeID: return ProtocolError(.unavailable, "no free session id; try again", data: ["reason": "sessionStore"])
+        case .store(let failure): return failure
+        }
+    }
+
+    static func moved(_ id: String) -> ProtocolError {
+        ProtocolError(.unavailable, "session \"\(id)\" moved to another instance while this request ran; try again",
+                      data: ["reason": "sessionMoved", "session": .string(id)])
+    }
+
+    private static func notKept(_ facts: Facts) -> ProtocolError {
+        ProtocolError(.unavailable, "id \(facts.id) was answered, but its reply was over \(facts.replyLimit) bytes and not kept; it is not run twice",
+                      data: ["reason": "replyNotKept", "limit": .integer(Int64(facts.replyLimit))])
+    }
+}

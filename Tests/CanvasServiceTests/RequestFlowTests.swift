@@ -1,0 +1,334 @@
+import CanvasCore
+import CanvasProtocol
+@testable import CanvasService
+@testable import DocumentStore
+import Foundation
+import Testing
+
+/// A session request's life as its machine says it (`RequestFlow.next`), without sockets, a
+/// store or a canvas: each path walked event by event, the state and actions checked after
+/// every step, and every state against every event for what must always hold.
+@Suite("request flow")
+struct RequestFlowTests {
+    static let session = StoreStepTests.session
+    static let failure = StoreStepTests.failure
+    static let unreported = UnreportedResult(command: .ended(.canvasMinimize, imageData: true, saved: nil), actions: [], drawing: .empty)
+
+    static func facts(_ method: Method, confirmedNow: Bool = false, retaking: Bool = false) -> RequestFlow.Facts {
+        RequestFlow.Facts(method: method, id: .integer(7), session: "s", replyLimit: 1024, confirmedNow: confirmedNow, retaking: retaking)
+    }
+
+    static func stepName(_ step: StoreStep) -> String {
+        switch step {
+        case .create: return "create"
+        case .takeOver: return "takeOver"
+        case .fence: return "fence"
+        case .persist: return "persist"
+        case .confirm: return "confirm"
+        case .close: return "close"
+        case .expire: return "expire"
+        }
+    }
+
+    static func name(_ state: RequestState) -> String {
+        switch state {
+        case .ready: return "ready"
+        case .working: return "working"
+        case .fencing: return "fencing"
+        case .saving: return "saving"
+        case .rendering: return "rendering"
+        case .persisting(let step): return "persisting.\(stepName(step))"
+        case .takingOver: return "takingOver"
+        case .answered: return "answered"
+        case .dropped: return "dropped"
+        }
+    }
+
+    static func name(_ action: RequestAction) -> String {
+        switch action {
+        case .startJob: return "startJob"
+        case .run(let found): return found == nil ? "run" : "run(found)"
+        case .documentReply: return "documentReply"
+        case .report(_, .rendered): return "report(image)"
+        case .report(_, .omitted): return "report(omitted)"
+        case .render: return "render"
+        case .save: return "save"
+        case .ask(let step): return "ask.\(stepName(step))"
+        case .remember: return "remember"
+        case .keep: return "keep"
+        case .publish: return "publish"
+        case .reply(let bytes): return "reply\(bytes)"
+        case .refuse(let error): return "refuse(\(error.data["reason"]?.stringValue ?? error.code.rawValue))"
+        case .resume: return "resume"
+        case .close(let event): return "close(\(event))"
+        case .drop: return "drop"
+        case .retake: return "retake"
+        case .adopt: return "adopt"
+        case .forget: return "forget"
+        }
+    }
+
+    /// Feeds `events` in order from `state`; returns, per step, the state reached and the actions.
+    static func walk(_ method: Method, from state: RequestState = .ready, _ events: [RequestEvent], retaking: Bool = false,
+                     confirmedNow: Bool = false) -> [String] {
+        var state = state
+        var steps: [String] = []
+        for event in events {
+            let (next, actions) = RequestFlow.next(state, event, facts(method, confirmedNow: confirmedNow, retaking: retaking))
+            state = next
+            steps.append("\(name(next)): " + actions.map(name).joined(separator: " "))
+        }
+        return steps
+    }
+
+    static let saved = JobOutcome.saved(.success(DocumentSummary(name: "d.pdf", revision: 2, pageCount: 1, sha256: "")))
+
+    @Test("a read: run, remembered, its copy confirmed, answered, given back")
+    func read() {
+        #expect(Self.walk(.canvasState, [.arrived(.miss), .ran(.reply([1])), .stored(.kept(version: 3))]) == [
+            "ready: run",
+            "persisting.confirm: remember ask.confirm",
+            "answered: keep publish reply[1] resume",
+        ])
+    }
+
+    @Test("a retry answered from the reply cache runs nothing; a reused id, or one whose reply was not kept, is refused")
+    func answeredBefore() {
+        #expect(Self.walk(.drawingAddStroke, [.arrived(.retry(reply: [9]))]) == ["answered: reply[9] resume"])
+        #expect(Self.walk(.drawingAddStroke, [.arrived(.reused)]) == ["answered: refuse(CONFLICT) resume"])
+        #expect(Self.walk(.drawingAddStroke, [.arrived(.notKept)]) == ["answered: refuse(replyNotKept) resume"])
+        // A read answered again is the same answer: it runs.
+        #expect(Self.walk(.canvasState, [.arrived(.notKept)]) == ["ready: run"])
+    }
+
+    @Test("a submit into a document: fenced, saved, run again with the save, kept, answered")
+    func submitIntoDocument() {
+        #expect(Self.walk(.canvasSubmit, [.arrived(.miss), .ran(.saving(.empty)), .stored(.kept(version: 4)), .finished(Self.saved),
+                                          .ran(.reply([2])), .stored(.kept(version: 5))]) == [
+            "ready: run",
+            "fencing: ask.fence",
+            "saving: keep save",
+            "saving: run(found)",
+            "persisting.persist: remember ask.persist",
+            "answered: keep publish reply[2] resume",
+        ])
+        // Confirmed in this very turn (just taken over, say): no second fence.
+        #expect(Self.walk(.canvasSubmit, [.ran(.saving(.empty))], confirmedNow: true) == ["saving: save"])
+    }
+
+    @Test("a save stopped by its own fence under the document's lock settles as the fence: moved is answered again, a silent store refused")
+    func saveFencedUnderLock() {
+        let moved = JobOutcome.saved(.failure(.fenced(name: "d.pdf", reason: "sessionMoved", message: "moved")))
+        let silent = JobOutcome.saved(.failure(.fenced(name: "d.pdf", reason: "sessionStore", message: "no answer")))
+        #expect(Self.walk(.canvasSubmit, from: .saving, [.finished(moved)]) == ["takingOver: drop retake ask.takeOver"])
+        #expect(Self.walk(.canvasSubmit, from: .saving, [.finished(moved)], retaking: true) == ["dropped: drop refuse(sessionMoved)"])
+        #expect(Self.walk(.canvasSubmit, from: .saving, [.finished(silent)]) == ["dropped: drop refuse(sessionStore)"])
+        // A document write sent with the session: nothing ran, the copy stays.
+        #expect(Self.walk(.documentFlatten, from: .working, [.finished(silent)]) == ["answered: refuse(sessionStore) resume"])
+    }
+
+    @Test("a document method with a session: fenced first, its job, its reply kept with the session")
+    func documentWithSession() {
+        #expect(Self.walk(.documentFlatten, [.arrived(.miss), .stored(.kept(version: 2)), .job(.started), .finished(Self.saved),
+                                             .ran(.reply([3])), .stored(.kept(version: 3))]) == [
+            "fencing: ask.fence",
+            "ready: keep startJob",
+            "working: ",
+            "working: documentReply",
+            "persisting.persist: remember ask.persist",
+            "answered: keep publish reply[3] resume",
+        ])
+        #expect(Self.walk(.documentInfo, [.arrived(.miss), .job(.refused(Self.failure))]) == [
+            "ready: startJob", "answered: refuse(sessionStore) resume",
+        ])
+        // A canvas.open whose page needs no lookup runs at once.
+        #expect(Self.walk(.canvasOpen, [.arrived(.miss), .job(.notNeeded)]) == ["ready: startJob", "ready: run"])
+    }
+
+    @Test("a result image rendered beside the loop, or left out, is reported before the change is kept")
+    func rendering() {
+        #expect(Self.walk(.canvasMinimize, [.arrived(.miss), .ran(.rendering(Self.unreported)), .finished(.image(.success("png"))),
+                                            .ran(.reply([4]))]) == [
+            "ready: run", "rendering: render", "rendering: report(image)", "persisting.persist: remember ask.persist",
+        ])
+        #expect(Self.walk(.canvasMinimize, from: .rendering(Self.unreported), [.imageOmitted("busy")]) == ["rendering: report(omitted)"])
+    }
+
+    @Test("a stale copy: dropped and the request answered once more on the session taken over; a second loss is the client's")
+    func staleCopy() {
+        #expect(Self.walk(.drawingAddStroke, [.arrived(.miss), .ran(.reply([5])), .stored(.lost), .stored(.tookOver(Self.session, answered: nil)),
+                                              .arrived(.miss)]) == [
+            "ready: run",
+            "persisting.persist: remember ask.persist",
+            "takingOver: drop retake ask.takeOver",
+            "ready: adopt",
+            "ready: run",
+        ])
+        #expect(Self.walk(.drawingAddStroke, from: .persisting(.persist(reply: [5])), [.stored(.lost)], retaking: true) == [
+            "dropped: drop refuse(sessionMoved)",
+        ])
+        // A change the store did not take is not acknowledged.
+        #expect(Self.walk(.drawingAddStroke, from: .persisting(.persist(reply: [5])), [.stored(.failed(Self.failure))]) == [
+            "dropped: drop refuse(sessionStore)",
+        ])
+    }
+
+    @Test("opening, closing and taking over go through the same persistence")
+    func sessionSteps() {
+        #expect(Self.walk(.sessionOpen, from: .persisting(.create(reply: [6])), [.stored(.kept(version: 1))]) == [
+            "answered: keep publish reply[6] resume",
+        ])
+        #expect(Self.walk(.sessionClose, [.arrived(.miss), .ran(.reply([7])), .stored(.kept(version: 3))]) == [
+            "ready: run", "persisting.close: remember ask.close", "answered: keep publish reply[7] close(session.closed)",
+        ])
+        #expect(Self.walk(.canvasState, from: .takingOver, [.stored(.none)]) == ["answered: forget refuse(UNKNOWN_SESSION)"])
+        #expect(Self.walk(.canvasState, from: .takingOver, [.stored(.failed(Self.failure))]) == ["answered: forget refuse(sessionStore)"])
+    }
+
+    static let states: [RequestState] = [
+        .ready, .working, .fencing(.request(.documentFlatten)), .fencing(.save(.empty)), .saving, .rendering(unreported),
+        .persisting(.persist(reply: [1])), .persisting(.confirm(reply: [1])), .persisting(.close(reply: [1])),
+        .persisting(.create(reply: [1])), .takingOver, .answered, .dropped,
+    ]
+    static let events: [RequestEvent] = [
+        .arrived(.miss), .arrived(.retry(reply: [1])), .arrived(.reused), .arrived(.notKept),
+        .job(.started), .job(.notNeeded), .job(.refused(failure)),
+        .ran(.reply([1])), .ran(.saving(.empty)), .ran(.rendering(unreported)),
+        .finished(saved), .finished(.reply([1])), .finished(.image(.success("png"))), .finished(.page(.success(PageSummary(width: 1, height: 1, rotation: 0)))),
+        .finished(.saved(.failure(.fenced(name: "d", reason: "sessionMoved", message: "m")))),
+        .imageOmitted("busy"),
+        .stored(.kept(version: 1)), .stored(.lost), .stored(.failed(failure)), .stored(.tookOver(session, answered: nil)), .stored(.none),
+    ]
+
+    @Test("every state, every event: never a trap; the session given back at most once, and a request that ends is answered once")
+    func everyStateEveryEvent() {
+        for method in [Method.canvasState, .drawingAddStroke, .canvasSubmit, .documentFlatten, .sessionClose] {
+            for state in Self.states {
+                for event in Self.events {
+                    for retaking in [false, true] {
+                        let (next, actions) = RequestFlow.next(state, event, Self.facts(method, retaking: retaking))
+                        let names = actions.map(Self.name)
+                        let ends = names.filter { ["resume", "drop", "forget"].contains($0) || $0.hasPrefix("close(") }
+                        let answers = names.filter { $0.hasPrefix("reply") || $0.hasPrefix("refuse(") }
+                        let context = "\(method) \(Self.name(state)) + \(event) → \(Self.name(next)): \(names)"
+                        #expect(ends.count <= 1, "\(context)")
+                        #expect(answers.count <= 1, "\(context)")
+                        switch next {
+                        case .answered, .dropped:
+                            #expect(answers.count == 1 || names.contains("forget") && answers.count == 1, "\(context)")
+                            #expect(ends.count == 1, "\(context)")
+                        case .working, .fencing, .saving, .rendering, .persisting, .takingOver, .ready:
+                            // Still under way: neither answered nor given back.
+                            #expect(answers.isEmpty && ends.filter { $0 != "drop" }.isEmpty, "\(context)")
+                        }
+                        // A reply is remembered before its change is kept, and goes only once kept.
+                        if let remember = names.firstIndex(of: "remember") { #expect(names[remember + 1].hasPrefix("ask."), "\(context)") }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `protocol/request-states.md` against the machine: every state, event, kind of method and
+/// retry flag meets its first matching row, and the machine does what that row says.
+@Suite("request states table")
+struct RequestStatesTableTests {
+    struct Row {
+        let state, event, method, retaking, next, actions: String
+    }
+
+    static func rows() throws -> [Row] {
+        let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("protocol/request-states.md")
+        let text = try String(contentsOf: url, encoding: .utf8)
+        guard let table = text.range(of: "## Table") else { return [] }
+        return text[table.upperBound...].split(separator: "\n").compactMap { line in
+            let cells = line.split(separator: "|", omittingEmptySubsequences: false).dropFirst().dropLast()
+                .map { $0.trimmingCharacters(in: .whitespaces) }
+            guard cells.count == 6, cells[0] != "state", !cells[0].hasPrefix("-") else { return nil }
+            return Row(state: cells[0], event: cells[1], method: cells[2], retaking: cells[3], next: cells[4], actions: cells[5])
+        }
+    }
+
+    static let unreported = RequestFlowTests.unreported
+    static let failure = RequestFlowTests.failure
+
+    static let states: [(String, RequestState)] = [
+        ("ready", .ready), ("working", .working), ("fencing:request", .fencing(.request(.documentFlatten))),
+        ("fencing:save", .fencing(.save(.empty))), ("saving", .saving), ("rendering", .rendering(unreported)),
+        ("persisting:create", .persisting(.create(reply: [1]))), ("persisting:persist", .persisting(.persist(reply: [1]))),
+        ("persisting:confirm", .persisting(.confirm(reply: [1]))), ("persisting:close", .persisting(.close(reply: [1]))),
+        ("takingOver", .takingOver), ("answered", .answered), ("dropped", .dropped),
+    ]
+    static let events: [(String, RequestEvent)] = [
+        ("arrived:miss", .arrived(.miss)), ("arrived:retry", .arrived(.retry(reply: [1]))), ("arrived:reused", .arrived(.reused)),
+        ("arrived:notKept", .arrived(.notKept)),
+        ("job:started", .job(.started)), ("job:notNeeded", .job(.notNeeded)), ("job:refused", .job(.refused(failure))),
+        ("ran:reply", .ran(.reply([1]))), ("ran:saving", .ran(.saving(.empty))), ("ran:rendering", .ran(.rendering(unreported))),
+        ("finished:saved", .finished(RequestFlowTests.saved)), ("finished:reply", .finished(.reply([1]))),
+        ("finished:image", .finished(.image(.success("png")))),
+        ("finished:page", .finished(.page(.success(PageSummary(width: 1, height: 1, rotation: 0))))),
+        ("finished:fencedMoved", .finished(.saved(.failure(.fenced(name: "d", reason: "sessionMoved", message: "moved"))))),
+        ("finished:fencedStore", .finished(.saved(.failure(.fenced(name: "d", reason: "sessionStore", message: "silent"))))),
+        ("imageOmitted", .imageOmitted("busy")),
+        ("stored:kept", .stored(.kept(version: 1))), ("stored:lost", .stored(.lost)), ("stored:failed", .stored(.failed(failure))),
+        ("stored:tookOver", .stored(.tookOver(RequestFlowTests.session, answered: nil))), ("stored:none", .stored(.none)),
+    ]
+    static let methods: [(String, Method)] = [
+        ("read", .canvasState), ("change", .drawingAddStroke), ("open", .canvasOpen), ("close", .sessionClose),
+        ("document.read", .documentInfo), ("document.write", .documentFlatten),
+    ]
+
+    static func matches(_ pattern: String, _ value: String) -> Bool {
+        pattern == "*" || pattern == value || (pattern.hasSuffix(":*") && value.hasPrefix(pattern.dropLast()))
+    }
+
+    /// An action as the table writes it.
+    static func cell(_ action: RequestAction) -> String {
+        switch action {
+        case .run(let found): return found == nil ? "run" : "run:found"
+        case .report: return "report"
+        case .ask(let step): return "ask:\(RequestFlowTests.stepName(step))"
+        case .reply: return "reply"
+        case .refuse(let error): return "refuse:\(error.data["reason"]?.stringValue ?? error.code.rawValue)"
+        case .close(let event): return "close:\(event)"
+        default: return RequestFlowTests.name(action)
+        }
+    }
+
+    @Test("every combination meets a row, and the machine does what its first matching row says")
+    func machineFollowsTable() throws {
+        let rows = try Self.rows()
+        #expect(rows.count > 40)
+        var used = Set<Int>()
+        for (stateName, state) in Self.states {
+            for (eventName, event) in Self.events {
+                for (methodName, method) in Self.methods {
+                    for retaking in [false, true] {
+                        let flag = retaking ? "yes" : "no"
+                        guard let index = rows.firstIndex(where: {
+                            Self.matches($0.state, stateName) && Self.matches($0.event, eventName) && Self.matches($0.method, methodName)
+                                && Self.matches($0.retaking, flag)
+                        }) else {
+                            Issue.record("no row for \(stateName) \(eventName) \(methodName) \(flag)")
+                            continue
+                        }
+                        used.insert(index)
+                        let row = rows[index]
+                        let (next, actions) = RequestFlow.next(state, event, RequestFlowTests.facts(method, retaking: retaking))
+                        var nextName = RequestFlowTests.name(next)
+                        if case .fencing(.request) = next { nextName = "fencing:request" }
+                        if case .fencing(.save) = next { nextName = "fencing:save" }
+                        if case .persisting(let step) = next { nextName = "persisting:\(RequestFlowTests.stepName(step))" }
+                        let cells = actions.isEmpty ? "-" : actions.map(Self.cell).joined(separator: " ")
+                        #expect(nextName == row.next && cells == row.actions,
+                                "\(stateName) \(eventName) \(methodName) \(flag): machine \(nextName) [\(cells)], row \(index + 1) \(row.next) [\(row.actions)]")
+                    }
+                }
+            }
+        }
+        // A row no combination reaches says nothing: the table has none.
+        #expect(used.count == rows.count, "rows never matched first: \(Set(rows.indices).subtracting(used).sorted().map { $0 + 1 })")
+    }
+}
