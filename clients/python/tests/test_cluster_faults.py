@@ -95,9 +95,16 @@ def two_instances(tmp_path: Path, documents: Tuple[str, ...] = ("x.pdf", "y.pdf"
 
 
 def stopped(instance: Instance) -> bool:
-    """Whether the process is in the stopped state (`T` in /proc/<pid>/stat)."""
-    stat = Path(f"/proc/{instance.process.pid}/stat").read_text()
-    return stat.rsplit(")", 1)[1].split()[0] in ("T", "t")
+    """Whether every thread of the process is stopped (`T` in each /proc/<pid>/task/*/stat).
+    The process's own stat shows its main thread only, which stops first: a save worker still
+    blocked in flock could take the lock let go just after and stop holding it."""
+    states = []
+    for task in Path(f"/proc/{instance.process.pid}/task").iterdir():
+        try:
+            states.append((task / "stat").read_text().rsplit(")", 1)[1].split()[0])
+        except FileNotFoundError:
+            continue   # a thread that ended meanwhile
+    return bool(states) and all(state in ("T", "t") for state in states)
 
 
 @contextlib.contextmanager
