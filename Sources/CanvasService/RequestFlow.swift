@@ -16,7 +16,7 @@ enum RequestState {
     /// The save its canvas asked for runs.
     case saving
     /// Its result image renders beside the loop; the canvas has run already.
-    case rendering(UnreportedResult)
+    indirect case rendering(UnreportedResult)
     /// Its reply is in and remembered; the session's persistence keeps the change (or confirms
     /// the copy a read read, or removes a closed session) before the reply and its events go.
     case persisting(StoreStep)
@@ -37,16 +37,16 @@ enum RequestEvent {
     /// The method ran on the session.
     case ran(Ran)
     /// Its job off the loop finished.
-    case finished(JobOutcome)
+    indirect case finished(JobOutcome)
     /// Its result image is not rendered (the runner is full, the owner at its bound): why.
     case imageOmitted(String)
     /// The session's persistence answered its step.
-    case stored(StoreAnswer)
+    indirect case stored(StoreAnswer)
 
     enum JobStart {
         case started
         case notNeeded
-        case refused(ProtocolError)
+        indirect case refused(ProtocolError)
     }
 }
 
@@ -54,36 +54,41 @@ enum RequestEvent {
 /// canvas waits for, or a result image to render before what the canvas did is reported.
 enum Ran {
     case reply([UInt8])
-    case saving(Drawing)
-    case rendering(UnreportedResult)
+    indirect case saving(Drawing)
+    indirect case rendering(UnreportedResult)
 }
 
 /// What the executor does for a request (`Dispatcher.perform`), in order. Those marked "→" give
-/// the machine an event back.
+/// the machine an event back. (Large payloads are indirect: every request's actions pass
+/// through the loop, most with none of them.)
 enum RequestAction {
     /// → `.job`: start the job the method needs first, if it needs one.
     case startJob
-    /// → `.ran`: run the method on the session, with what its job found.
-    case run(found: JobOutcome?)
+    /// → `.ran`: run the method on the session.
+    case run
+    /// → `.ran`: run the method on the session again, with what its job found.
+    indirect case runWith(found: JobOutcome)
     /// → `.ran`: the reply of a document method from its job's outcome.
-    case documentReply(JobOutcome)
+    indirect case documentReply(JobOutcome)
     /// → `.ran`: report what the canvas did, with its image or without.
-    case report(UnreportedResult, ResultImage)
+    indirect case report(UnreportedResult, ResultImage)
     /// → `.finished` or `.imageOmitted`: render the result's image beside the loop.
-    case render(UnreportedResult)
+    indirect case render(UnreportedResult)
     /// → `.finished`, or `.ran` with the refusal: start the save the canvas asked for.
-    case save(Drawing)
+    indirect case save(Drawing)
     /// → `.stored`, at once or later: the step asked of the session's persistence.
     case ask(StoreStep)
     /// Keep the reply in the session's reply cache, for retries: the one place it is written.
     case remember([UInt8])
+    /// The events the request made are held back until its change is kept (`publish`).
+    case holdEvents
     /// The copy is the session as stored, at this version (`stored`: the snapshot, when the
     /// step wrote it).
-    case keep(version: UInt64, stored: StoredSnapshot?)
+    indirect case keep(version: UInt64, stored: StoredSnapshot?)
     /// The events the request made go out.
     case publish
     case reply([UInt8])
-    case refuse(ProtocolError)
+    indirect case refuse(ProtocolError)
     /// Give the session back.
     case resume
     /// End the session here, with this event.
@@ -95,7 +100,7 @@ enum RequestAction {
     case retake
     /// → `.arrived`: put the session taken over into the table and hand it to the request, with
     /// what the store recorded for it (answered by another instance, or not).
-    case adopt(ServiceSession, recorded: ReplyCache.Lookup?)
+    indirect case adopt(ServiceSession, recorded: ReplyCache.Lookup?)
     /// Nothing was taken over: the place kept for it goes.
     case forget
 }
@@ -111,7 +116,10 @@ enum RequestFlow {
         let session: String
         /// The largest reply a session's reply cache keeps.
         let replyLimit: Int
-        /// Whether the session's copy was confirmed by its persistence during this very turn:
+        /// Whether the session's keeper keeps every step the moment it is asked (local): a
+        /// reply then goes as soon as it is in, and no copy needs a fence.
+        let keptAtOnce: Bool
+        /// Whether the session's copy was confirmed by a shared keeper during this very turn:
         /// a fence would ask again for nothing.
         let confirmedNow: Bool
         /// Whether the request is being answered a second time, after a stale copy was dropped.
@@ -134,7 +142,7 @@ enum RequestFlow {
                                                           data: ["id": facts.id.json])), .resume])
             case .miss, .notKept:
                 // A read answered again is the same answer.
-                if method.scope == .documentWrite && !facts.confirmedNow {
+                if method.scope == .documentWrite && !facts.keptAtOnce && !facts.confirmedNow {
                     return (.fencing(.request(method)), [.ask(.fence(.request(method)))])
                 }
                 return goOn(method)
@@ -142,17 +150,21 @@ enum RequestFlow {
         case (.ready, .job(.started)):
             return (.working, [])
         case (.ready, .job(.notNeeded)):
-            return (.ready, [.run(found: nil)])
+            return (.ready, [.run])
         case (.ready, .job(.refused(let error))):
             return (.answered, [.refuse(error), .resume])
 
         case (_, .ran(.reply(let reply))):
-            // The reply is in: remembered, then kept by the session's persistence before it goes.
+            // The reply is in: remembered, then kept by the session's keeper before it goes (a
+            // local keeper has it already), its events held until then.
+            if facts.keptAtOnce {
+                return (.answered, [.remember(reply), .reply(reply), method == .sessionClose ? .close(event: "session.closed") : .resume])
+            }
             let step: StoreStep = method == .sessionClose ? .close(reply: reply)
                 : method.changesNothing ? .confirm(reply: reply) : .persist(reply: reply)
-            return (.persisting(step), [.remember(reply), .ask(step)])
+            return (.persisting(step), [.remember(reply), .holdEvents, .ask(step)])
         case (_, .ran(.saving(let drawing))):
-            if facts.confirmedNow { return (.saving, [.save(drawing)]) }
+            if facts.keptAtOnce || facts.confirmedNow { return (.saving, [.save(drawing)]) }
             return (.fencing(.save(drawing)), [.ask(.fence(.save(drawing)))])
         case (_, .ran(.rendering(let unreported))):
             return (.rendering(unreported), [.render(unreported)])
@@ -175,7 +187,7 @@ enum RequestFlow {
             return (.working, [.documentReply(outcome)])
         case (.working, .finished(let outcome)), (.saving, .finished(let outcome)):
             // The method runs again with what its job found: the page, or the save's outcome.
-            return (state, [.run(found: outcome)])
+            return (state, [.runWith(found: outcome)])
 
         case (.fencing, .stored(let answer)), (.persisting, .stored(let answer)), (.takingOver, .stored(let answer)):
             let step: StoreStep
@@ -195,7 +207,7 @@ enum RequestFlow {
 
     /// Past its lookup (and fence): a job first when the method may need one, else run.
     private static func goOn(_ method: Method) -> (RequestState, [RequestAction]) {
-        (.ready, [mayStartJob(method) ? .startJob : .run(found: nil)])
+        (.ready, [mayStartJob(method) ? .startJob : .run])
     }
 
     /// Whether the method may need a job before it runs: most (a `canvas.state`, an edit) never
@@ -207,8 +219,10 @@ enum RequestFlow {
     /// What the store's answer to a step calls for (`StoreStep.settle`), as the request's actions.
     static func settled(_ step: StoreStep, _ answer: StoreAnswer, _ facts: Facts) -> (RequestState, [RequestAction]) {
         var state = RequestState.answered
+        let settled = step.settle(answer, retaking: facts.retaking)
         var actions: [RequestAction] = []
-        for action in step.settle(answer, retaking: facts.retaking) {
+        actions.reserveCapacity(settled.count + 1)
+        for action in settled {
             switch action {
             case .keep(let version): actions.append(.keep(version: version, stored: stored(answer)))
             case .publish: actions.append(.publish)

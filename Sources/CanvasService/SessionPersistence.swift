@@ -36,6 +36,12 @@ enum SessionPersistence {
         return lanes[Int(hash % UInt32(lanes.count))]
     }
 
+    /// Whether every step is kept the moment it is asked.
+    var keepsAtOnce: Bool {
+        if case .local = self { return true }
+        return false
+    }
+
     /// A local keeper's answer to `step`, given at once: kept; and what this process does not
     /// hold, nobody holds. nil when the keeper is shared: ask it (`ask`).
     func keptAtOnce(_ step: StoreStep, _ session: ServiceSession?) -> StoreAnswer? {

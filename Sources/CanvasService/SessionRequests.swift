@@ -13,10 +13,11 @@ import InkRendering
 extension Dispatcher {
     /// Runs a request on the session its slot handed over.
     func serve(_ request: consuming InFlightRequest, _ method: Method, on session: consuming ServiceSession, _ call: inout Call) {
-        var request = request
         session.lastActive = call.now
         let lookup = session.replies.lookup(request.id, request: request.fingerprint())
-        drive(request, method, session, .arrived(lookup), &call)
+        // Moved on, never copied: a second owner of the session's buffers would make the
+        // request copy them whole to change them.
+        drive(consume request, method, consume session, .arrived(lookup), &call)
     }
 
     /// Feeds `event` to the request's machine and carries out its actions (after `first`, the
@@ -24,23 +25,23 @@ extension Dispatcher {
     /// give, until the request is answered or waits (then parked in its session's slot).
     func drive(_ request: consuming InFlightRequest, _ method: Method, _ session: consuming ServiceSession?, _ event: RequestEvent?,
                first: [RequestAction] = [], _ call: inout Call) {
-        var request = request
-        var session = session
         let id = session?.id ?? request.request.session ?? ""
         // The events this request makes from here on are its own, held until its change is kept.
         let mark = call.output.events.count
         var queued: [QueuedWork] = []
         var next: RequestEvent? = event
-        for action in first {
-            if let back = perform(action, method, id, &request, &session, eventsFrom: mark, &queued, &call) { next = back }
+        for index in first.indices {
+            if let back = perform(first[index], method, id, &request, &session, eventsFrom: mark, &queued, &call) { next = back }
         }
         while let event = next.take() {
             let facts = RequestFlow.Facts(method: method, id: request.id, session: id, replyLimit: limits.maxCachedReplyBytes,
-                                          confirmedNow: session.map { $0.storedAt == call.now } ?? false, retaking: request.retaking)
+                                          keptAtOnce: persistence.keepsAtOnce, confirmedNow: session?.storedAt == call.now,
+                                          retaking: request.retaking)
             let (state, actions) = RequestFlow.next(request.state, event, facts)
             request.state = state
-            for action in actions {
-                if let back = perform(action, method, id, &request, &session, eventsFrom: mark, &queued, &call) { next = back }
+            // By index: each action is lent to `perform`, not copied out of the array.
+            for index in actions.indices {
+                if let back = perform(actions[index], method, id, &request, &session, eventsFrom: mark, &queued, &call) { next = back }
             }
         }
         switch request.state {
@@ -65,7 +66,12 @@ extension Dispatcher {
             } catch {
                 return .job(.refused(error))
             }
-        case .run(let found):
+        case .run:
+            guard var held = session.take() else { return nil }
+            let ran = execute(method, request.request, &held, found: nil, &call)
+            session = held
+            return .ran(ran)
+        case .runWith(let found):
             guard var held = session.take() else { return nil }
             let ran = execute(method, request.request, &held, found: found, &call)
             session = held
@@ -91,6 +97,7 @@ extension Dispatcher {
         case .remember(let reply):
             session?.replies.store(reply, for: request.id, request: request.fingerprint())
             announceSaves(&call)
+        case .holdEvents:
             request.events += call.takeEvents(from: mark)
         case .keep(let version, let stored):
             keep(&session, version: version, stored: stored, call)
@@ -140,7 +147,6 @@ extension Dispatcher {
     }
 
     func settleOwn(_ step: StoreStep, _ answer: StoreAnswer, _ session: consuming ServiceSession?, events: [[[UInt8]]], _ call: inout Call) {
-        var session = session
         guard let id = session?.id else { return }
         var queued: [QueuedWork] = []
         for action in step.settle(answer, retaking: false) {
@@ -164,9 +170,10 @@ extension Dispatcher {
     }
 
     private func keep(_ session: inout ServiceSession?, version: UInt64, stored: StoredSnapshot?, _ call: Call) {
+        // Written only when it changes: a local keeper keeps every step at the same version.
         guard var held = session.take() else { return }
-        held.storedVersion = version
-        held.storedAt = call.now
+        if held.storedVersion != version { held.storedVersion = version }
+        if held.storedAt != call.now { held.storedAt = call.now }
         if let stored { held.stored = stored }
         session = held
     }
@@ -247,7 +254,7 @@ extension Dispatcher {
                         guard let method = request.method else { continue }
                         var event = RequestEvent.finished(outcome)
                         if case .stored(let answer) = outcome { event = .stored(answer) }
-                        drive(request, method, session, event, &call)
+                        drive(consume request, method, consume session, event, &call)
                     case (.own(let step, let events), .stored(let answer)):
                         settleOwn(step, answer, session, events: events, &call)
                     case (.own(let step, let events), _):

@@ -41,7 +41,8 @@ enum SessionSlot {
     /// A request or a due timer came for the session. Returns the session to run it on now,
     /// which the caller holds until it calls `release` (or drops the slot: a close, a stale
     /// copy); nil when it was queued, to run once the session is released.
-    mutating func arrive(_ work: QueuedWork) -> ServiceSession? {
+    /// `work` is made only if it queues: most requests find their session ready.
+    mutating func arrive(_ work: @autoclosure () -> QueuedWork) -> ServiceSession? {
         // Consumed, so the session and the queue move out of the slot instead of being copied
         // (a retain of every buffer) and the slot's own copy then released.
         switch consume self {
@@ -49,11 +50,11 @@ enum SessionSlot {
             self = .held(queue: [])
             return session
         case .held(var queue):
-            queue.append(work)
+            queue.append(work())
             self = .held(queue: queue)
             return nil
         case .parked(let session, let holder, var queue):
-            queue.append(work)
+            queue.append(work())
             self = .parked(session, holder, queue: queue)
             return nil
         }

@@ -92,20 +92,20 @@ struct SessionTable {
     /// when it was queued behind a job (or there is no such session). (A session returned, not
     /// a wrapper matched by the caller: a copy held by a wrapper would make the request copy
     /// the session's buffers.)
-    mutating func arrive(_ id: String, _ work: QueuedWork) -> ServiceSession? {
+    mutating func arrive(_ id: String, _ work: @autoclosure () -> QueuedWork) -> ServiceSession? {
         guard let entry = entries[id] else { return nil }
         return arrive(entry, id, work)
     }
 
     /// A client's request for a session: as `arrive`, but nil too when the session is not the
     /// client's, and then nothing is queued. One lookup of the id for both the owner and the slot.
-    mutating func arrive(_ id: String, from client: String?, _ work: QueuedWork) -> ServiceSession? {
+    mutating func arrive(_ id: String, from client: String?, _ work: @autoclosure () -> QueuedWork) -> ServiceSession? {
         guard let entry = entries[id], entry.owner == client else { return nil }
         return arrive(entry, id, work)
     }
 
-    private mutating func arrive(_ entry: Entry, _ id: String, _ work: QueuedWork) -> ServiceSession? {
-        guard let session = entry.slot.arrive(work) else { return nil }
+    private mutating func arrive(_ entry: Entry, _ id: String, _ work: () -> QueuedWork) -> ServiceSession? {
+        guard let session = entry.slot.arrive(work()) else { return nil }
         return session
     }
 

@@ -14,8 +14,9 @@ struct RequestFlowTests {
     static let failure = StoreStepTests.failure
     static let unreported = UnreportedResult(command: .ended(.canvasMinimize, imageData: true, saved: nil), actions: [], drawing: .empty)
 
-    static func facts(_ method: Method, confirmedNow: Bool = false, retaking: Bool = false) -> RequestFlow.Facts {
-        RequestFlow.Facts(method: method, id: .integer(7), session: "s", replyLimit: 1024, confirmedNow: confirmedNow, retaking: retaking)
+    static func facts(_ method: Method, keptAtOnce: Bool = false, confirmedNow: Bool = false, retaking: Bool = false) -> RequestFlow.Facts {
+        RequestFlow.Facts(method: method, id: .integer(7), session: "s", replyLimit: 1024, keptAtOnce: keptAtOnce, confirmedNow: confirmedNow,
+                          retaking: retaking)
     }
 
     static func stepName(_ step: StoreStep) -> String {
@@ -47,7 +48,8 @@ struct RequestFlowTests {
     static func name(_ action: RequestAction) -> String {
         switch action {
         case .startJob: return "startJob"
-        case .run(let found): return found == nil ? "run" : "run(found)"
+        case .run: return "run"
+        case .runWith: return "run(found)"
         case .documentReply: return "documentReply"
         case .report(_, .rendered): return "report(image)"
         case .report(_, .omitted): return "report(omitted)"
@@ -55,6 +57,7 @@ struct RequestFlowTests {
         case .save: return "save"
         case .ask(let step): return "ask.\(stepName(step))"
         case .remember: return "remember"
+        case .holdEvents: return "hold"
         case .keep: return "keep"
         case .publish: return "publish"
         case .reply(let bytes): return "reply\(bytes)"
@@ -70,11 +73,11 @@ struct RequestFlowTests {
 
     /// Feeds `events` in order from `state`; returns, per step, the state reached and the actions.
     static func walk(_ method: Method, from state: RequestState = .ready, _ events: [RequestEvent], retaking: Bool = false,
-                     confirmedNow: Bool = false) -> [String] {
+                     confirmedNow: Bool = false, local: Bool = false) -> [String] {
         var state = state
         var steps: [String] = []
         for event in events {
-            let (next, actions) = RequestFlow.next(state, event, facts(method, confirmedNow: confirmedNow, retaking: retaking))
+            let (next, actions) = RequestFlow.next(state, event, facts(method, keptAtOnce: local, confirmedNow: confirmedNow, retaking: retaking))
             state = next
             steps.append("\(name(next)): " + actions.map(name).joined(separator: " "))
         }
@@ -87,9 +90,19 @@ struct RequestFlowTests {
     func read() {
         #expect(Self.walk(.canvasState, [.arrived(.miss), .ran(.reply([1])), .stored(.kept(version: 3))]) == [
             "ready: run",
-            "persisting.confirm: remember ask.confirm",
+            "persisting.confirm: remember hold ask.confirm",
             "answered: keep publish reply[1] resume",
         ])
+    }
+
+    @Test("with a local keeper a reply goes as soon as it is in, and a save needs no fence")
+    func local() {
+        #expect(Self.walk(.canvasState, [.arrived(.miss), .ran(.reply([1]))], local: true) == ["ready: run", "answered: remember reply[1] resume"])
+        #expect(Self.walk(.sessionClose, [.ran(.reply([1]))], local: true) == ["answered: remember reply[1] close(session.closed)"])
+        #expect(Self.walk(.canvasSubmit, [.ran(.saving(.empty))], local: true) == ["saving: save"])
+        #expect(Self.walk(.documentFlatten, [.arrived(.miss)], local: true) == ["ready: startJob"])
+        // What it asks (a new session, a take-over) it answers at once, through the same steps.
+        #expect(Self.walk(.canvasState, from: .takingOver, [.stored(.none)], local: true) == ["answered: forget refuse(UNKNOWN_SESSION)"])
     }
 
     @Test("a retry answered from the reply cache runs nothing; a reused id, or one whose reply was not kept, is refused")
@@ -109,7 +122,7 @@ struct RequestFlowTests {
             "fencing: ask.fence",
             "saving: keep save",
             "saving: run(found)",
-            "persisting.persist: remember ask.persist",
+            "persisting.persist: remember hold ask.persist",
             "answered: keep publish reply[2] resume",
         ])
         // Confirmed in this very turn (just taken over, say): no second fence.
@@ -135,7 +148,7 @@ struct RequestFlowTests {
             "ready: keep startJob",
             "working: ",
             "working: documentReply",
-            "persisting.persist: remember ask.persist",
+            "persisting.persist: remember hold ask.persist",
             "answered: keep publish reply[3] resume",
         ])
         #expect(Self.walk(.documentInfo, [.arrived(.miss), .job(.refused(Self.failure))]) == [
@@ -149,7 +162,7 @@ struct RequestFlowTests {
     func rendering() {
         #expect(Self.walk(.canvasMinimize, [.arrived(.miss), .ran(.rendering(Self.unreported)), .finished(.image(.success("png"))),
                                             .ran(.reply([4]))]) == [
-            "ready: run", "rendering: render", "rendering: report(image)", "persisting.persist: remember ask.persist",
+            "ready: run", "rendering: render", "rendering: report(image)", "persisting.persist: remember hold ask.persist",
         ])
         #expect(Self.walk(.canvasMinimize, from: .rendering(Self.unreported), [.imageOmitted("busy")]) == ["rendering: report(omitted)"])
     }
@@ -159,7 +172,7 @@ struct RequestFlowTests {
         #expect(Self.walk(.drawingAddStroke, [.arrived(.miss), .ran(.reply([5])), .stored(.lost), .stored(.tookOver(Self.session, answered: nil)),
                                               .arrived(.miss)]) == [
             "ready: run",
-            "persisting.persist: remember ask.persist",
+            "persisting.persist: remember hold ask.persist",
             "takingOver: drop retake ask.takeOver",
             "ready: adopt",
             "ready: run",
@@ -179,7 +192,7 @@ struct RequestFlowTests {
             "answered: keep publish reply[6] resume",
         ])
         #expect(Self.walk(.sessionClose, [.arrived(.miss), .ran(.reply([7])), .stored(.kept(version: 3))]) == [
-            "ready: run", "persisting.close: remember ask.close", "answered: keep publish reply[7] close(session.closed)",
+            "ready: run", "persisting.close: remember hold ask.close", "answered: keep publish reply[7] close(session.closed)",
         ])
         #expect(Self.walk(.canvasState, from: .takingOver, [.stored(.none)]) == ["answered: forget refuse(UNKNOWN_SESSION)"])
         #expect(Self.walk(.canvasState, from: .takingOver, [.stored(.failed(Self.failure))]) == ["answered: forget refuse(sessionStore)"])
@@ -205,12 +218,12 @@ struct RequestFlowTests {
         for method in [Method.canvasState, .drawingAddStroke, .canvasSubmit, .documentFlatten, .sessionClose] {
             for state in Self.states {
                 for event in Self.events {
-                    for retaking in [false, true] {
-                        let (next, actions) = RequestFlow.next(state, event, Self.facts(method, retaking: retaking))
+                    for (local, retaking) in [(true, false), (false, false), (false, true)] {
+                        let (next, actions) = RequestFlow.next(state, event, Self.facts(method, keptAtOnce: local, retaking: retaking))
                         let names = actions.map(Self.name)
                         let ends = names.filter { ["resume", "drop", "forget"].contains($0) || $0.hasPrefix("close(") }
                         let answers = names.filter { $0.hasPrefix("reply") || $0.hasPrefix("refuse(") }
-                        let context = "\(method) \(Self.name(state)) + \(event) → \(Self.name(next)): \(names)"
+                        let context = "\(method) \(local ? "local" : "shared") \(Self.name(state)) + \(event) → \(Self.name(next)): \(names)"
                         #expect(ends.count <= 1, "\(context)")
                         #expect(answers.count <= 1, "\(context)")
                         switch next {
@@ -221,8 +234,13 @@ struct RequestFlowTests {
                             // Still under way: neither answered nor given back.
                             #expect(answers.isEmpty && ends.filter { $0 != "drop" }.isEmpty, "\(context)")
                         }
-                        // A reply is remembered before its change is kept, and goes only once kept.
-                        if let remember = names.firstIndex(of: "remember") { #expect(names[remember + 1].hasPrefix("ask."), "\(context)") }
+                        // A reply is remembered before it goes: with a shared keeper it waits, its
+                        // events held, until its change is kept; a local keeper has it already.
+                        if let remember = names.firstIndex(of: "remember") {
+                            let after = Array(names[(remember + 1)...].prefix(2))
+                            #expect(local ? after.first?.hasPrefix("reply") == true : after.first == "hold" && after.last?.hasPrefix("ask.") == true,
+                                    "\(context)")
+                        }
                     }
                 }
             }
@@ -230,12 +248,12 @@ struct RequestFlowTests {
     }
 }
 
-/// `protocol/request-states.md` against the machine: every state, event, kind of method and
-/// retry flag meets its first matching row, and the machine does what that row says.
+/// `protocol/request-states.md` against the machine: every state, event, kind of method, keeper
+/// and retry flag meets its first matching row, and the machine does what that row says.
 @Suite("request states table")
 struct RequestStatesTableTests {
     struct Row {
-        let state, event, method, retaking, next, actions: String
+        let state, event, method, keeper, retaking, next, actions: String
     }
 
     static func rows() throws -> [Row] {
@@ -246,8 +264,8 @@ struct RequestStatesTableTests {
         return text[table.upperBound...].split(separator: "\n").compactMap { line in
             let cells = line.split(separator: "|", omittingEmptySubsequences: false).dropFirst().dropLast()
                 .map { $0.trimmingCharacters(in: .whitespaces) }
-            guard cells.count == 6, cells[0] != "state", !cells[0].hasPrefix("-") else { return nil }
-            return Row(state: cells[0], event: cells[1], method: cells[2], retaking: cells[3], next: cells[4], actions: cells[5])
+            guard cells.count == 7, cells[0] != "state", !cells[0].hasPrefix("-") else { return nil }
+            return Row(state: cells[0], event: cells[1], method: cells[2], keeper: cells[3], retaking: cells[4], next: cells[5], actions: cells[6])
         }
     }
 
@@ -287,8 +305,9 @@ struct RequestStatesTableTests {
     /// An action as the table writes it.
     static func cell(_ action: RequestAction) -> String {
         switch action {
-        case .run(let found): return found == nil ? "run" : "run:found"
+        case .runWith: return "run:found"
         case .report: return "report"
+        case .holdEvents: return "hold"
         case .ask(let step): return "ask:\(RequestFlowTests.stepName(step))"
         case .reply: return "reply"
         case .refuse(let error): return "refuse:\(error.data["reason"]?.stringValue ?? error.code.rawValue)"
@@ -305,25 +324,26 @@ struct RequestStatesTableTests {
         for (stateName, state) in Self.states {
             for (eventName, event) in Self.events {
                 for (methodName, method) in Self.methods {
-                    for retaking in [false, true] {
+                    for (keeper, retaking) in [("local", false), ("shared", false), ("shared", true)] {
                         let flag = retaking ? "yes" : "no"
                         guard let index = rows.firstIndex(where: {
                             Self.matches($0.state, stateName) && Self.matches($0.event, eventName) && Self.matches($0.method, methodName)
-                                && Self.matches($0.retaking, flag)
+                                && Self.matches($0.keeper, keeper) && Self.matches($0.retaking, flag)
                         }) else {
-                            Issue.record("no row for \(stateName) \(eventName) \(methodName) \(flag)")
+                            Issue.record("no row for \(stateName) \(eventName) \(methodName) \(keeper) \(flag)")
                             continue
                         }
                         used.insert(index)
                         let row = rows[index]
-                        let (next, actions) = RequestFlow.next(state, event, RequestFlowTests.facts(method, retaking: retaking))
+                        let facts = RequestFlowTests.facts(method, keptAtOnce: keeper == "local", retaking: retaking)
+                        let (next, actions) = RequestFlow.next(state, event, facts)
                         var nextName = RequestFlowTests.name(next)
                         if case .fencing(.request) = next { nextName = "fencing:request" }
                         if case .fencing(.save) = next { nextName = "fencing:save" }
                         if case .persisting(let step) = next { nextName = "persisting:\(RequestFlowTests.stepName(step))" }
                         let cells = actions.isEmpty ? "-" : actions.map(Self.cell).joined(separator: " ")
                         #expect(nextName == row.next && cells == row.actions,
-                                "\(stateName) \(eventName) \(methodName) \(flag): machine \(nextName) [\(cells)], row \(index + 1) \(row.next) [\(row.actions)]")
+                                "\(stateName) \(eventName) \(methodName) \(keeper) \(flag): machine \(nextName) [\(cells)], row \(index + 1) \(row.next) [\(row.actions)]")
                     }
                 }
             }
