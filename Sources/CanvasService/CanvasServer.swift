@@ -163,11 +163,12 @@ public final class CanvasServer {
             fatalError("unexpected error \(error)")
         }
         var lanes: [(shared: SharedSessions, line: StoreLine)] = []
+        // Redis answers in well under a millisecond here; a lane's thread waits 500 ms at
+        // most for one that does not, and then lets it rest (SharedSessions), until the rest
+        // runs out or the health endpoint's PING finds it answering.
+        let rest = StoreRest()
         if let url = configuration.sessionStore {
             do {
-                // Redis answers in well under a millisecond here; a lane's thread waits this
-                // long at most for one that does not, and then lets it rest (SharedSessions).
-                let rest = StoreRest()
                 for _ in 0..<Self.storeLanes {
                     let store = try SessionSnapshotStore(url: url, instance: configuration.instanceName, ttl: configuration.idleTimeout,
                                                          timeout: .milliseconds(500))
@@ -193,7 +194,8 @@ public final class CanvasServer {
         }
         if let address = configuration.healthEndpoint {
             health = try HealthEndpoint(address: address, pulse: pulse, metrics: metrics, instance: configuration.instanceName,
-                                        sessionStore: configuration.sessionStore, logger: logger)
+                                        sessionStore: configuration.sessionStore, logger: logger,
+                                        connectionLimit: HealthEndpoint.connectionLimit, storeRest: rest)
         } else {
             health = nil
         }

@@ -68,8 +68,9 @@ public final class HealthEndpoint: Sendable {
     }
 
     /// `connectionLimit` other than the one served: for a test to reach it with a few connections.
+    /// `storeRest`: the rest the store lanes share, which a PING the store answers ends.
     init(address: String, pulse: ServerPulse, metrics: ServiceMetrics, instance: String, sessionStore: String?,
-         logger: Logger, connectionLimit: Int) throws(ServerStartError) {
+         logger: Logger, connectionLimit: Int, storeRest: StoreRest? = nil) throws(ServerStartError) {
         let (host, port) = Self.split(address)
         guard (0...65535).contains(port) else { throw .health("--health-endpoint \(address): expected HOST:PORT or PORT") }
         var probeAddress = in_addr()
@@ -78,7 +79,7 @@ public final class HealthEndpoint: Sendable {
         }
         let store = try? sessionStore.map { (text) throws(RedisError) in try RedisURL(text) }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let probes = store.map { StoreProbe(url: $0) }
+        let probes = store.map { StoreProbe(url: $0, rest: storeRest) }
         let answers = HealthAnswers(pulse: pulse, metrics: metrics, instance: instance, probes: probes)
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: Self.backlog)
@@ -227,9 +228,14 @@ final class StoreProbe: @unchecked Sendable {
     private let pool = NIOThreadPool(numberOfThreads: 1)
     private var connection: RedisConnection?
     private let inFlight = Mutex<EventLoopFuture<String?>?>(nil)
+    /// The store lanes' rest: a PING the store answers ends it, so that once `/readyz` says
+    /// ready again, requests are served again too (not refused until the lanes' rest, which
+    /// grows to seconds while the store is away, runs out).
+    private let rest: StoreRest?
 
-    init(url: RedisURL) {
+    init(url: RedisURL, rest: StoreRest? = nil) {
         self.url = url
+        self.rest = rest
         pool.start()
     }
 
@@ -250,6 +256,7 @@ final class StoreProbe: @unchecked Sendable {
         do {
             if connection == nil { connection = try RedisConnection(url: url, timeout: .seconds(1)) }
             _ = try connection!.command(["PING"], doing: "checking the session store")
+            _ = rest?.answered()
             return nil
         } catch {
             connection = nil

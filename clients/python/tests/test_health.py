@@ -21,6 +21,7 @@ from typing import Iterator, Tuple
 import pytest
 import zmq
 
+from canvasbridge.client import CanvasError
 from conftest import Server
 from web import free_port, wait_for_port
 
@@ -135,20 +136,30 @@ def test_readiness_follows_the_session_store(tmp_path: Path):
     with served_with_store(tmp_path) as (server, port, store):
         assert get(port, "/readyz")[0] == 200
         os.kill(store.pid, signal.SIGSTOP)
+        stopped = time.monotonic()
         try:
-            deadline = time.monotonic() + 3
+            deadline = stopped + 3
             while get(port, "/readyz")[0] == 200:
                 assert time.monotonic() < deadline, "still ready 3 s after the store stopped"
                 time.sleep(0.1)
             status, body, _ = get(port, "/readyz")
             assert status == 503 and "session store" in body
             assert get(port, "/livez")[0] == 200   # alive: it is the store that is gone
+            # Asked while away, until the store lanes' rest has grown to seconds (each call
+            # that fails doubles it): refused, each at once or after the store's timeout.
+            with server.client() as client:
+                while time.monotonic() < stopped + 7:
+                    with pytest.raises(CanvasError) as refused:
+                        client.open_session()
+                    assert refused.value.code == "UNAVAILABLE", refused.value
+                    time.sleep(0.05)
         finally:
             os.kill(store.pid, signal.SIGCONT)
         deadline = time.monotonic() + 5
         while get(port, "/readyz")[0] != 200:
             assert time.monotonic() < deadline, "not ready again after the store came back"
             time.sleep(0.1)
+        # Ready means served: a session opens at once, not after the lanes' rest runs out.
         # What the store was sent: a new session whole, its changes as deltas on its log.
         with server.client() as client:
             session = client.open_session()
