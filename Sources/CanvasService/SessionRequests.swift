@@ -1,8 +1,6 @@
 import CanvasCore
 import CanvasProtocol
-import DocumentStore
 import SessionStore
-import InkRendering
 
 /// The executor of a session's requests: it feeds each request's machine (`RequestFlow`) what
 /// happened and carries out the actions it returns, one direction, each step once. A request
@@ -66,12 +64,9 @@ extension Dispatcher {
             } catch {
                 return .job(.refused(error))
             }
-        case .run:
-            guard var held = session.take() else { return nil }
-            let ran = execute(method, request.request, &held, found: nil, &call)
-            session = held
-            return .ran(ran)
-        case .runWith(let found):
+        case .run, .runWith:
+            var found: JobOutcome?
+            if case .runWith(let outcome) = action { found = outcome }
             guard var held = session.take() else { return nil }
             let ran = execute(method, request.request, &held, found: found, &call)
             session = held
