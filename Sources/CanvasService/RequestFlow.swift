@@ -200,8 +200,10 @@ enum RequestFlow {
 
         default:
             // Not a path a request takes: refused as the server's fault rather than left
-            // holding its session (or trapping the process).
-            return (.answered, [.refuse(ProtocolError(.internal, "request \(method.rawValue) came to \(event) while \(state)")), .resume])
+            // holding its session, or the place kept for it (or trapping the process).
+            let fault = ProtocolError(.internal, "request \(method.rawValue) met an event its state does not wait for")
+            if case .takingOver = state { return (.answered, [.refuse(fault), .forget]) }
+            return (.answered, [.refuse(fault), .resume])
         }
     }
 
