@@ -234,6 +234,10 @@ struct RequestFlowTests {
                             // Still under way: neither answered nor given back.
                             #expect(answers.isEmpty && ends.filter { $0 != "drop" }.isEmpty, "\(context)")
                         }
+                        // A copy let go is asked about no more: only a take-over may follow a drop.
+                        if let dropped = names.firstIndex(of: "drop") {
+                            #expect(names[dropped...].allSatisfy { !$0.hasPrefix("ask.") || $0 == "ask.takeOver" }, "\(context)")
+                        }
                         // A reply is remembered before it goes: with a shared keeper it waits, its
                         // events held, until its change is kept; a local keeper has it already.
                         if let remember = names.firstIndex(of: "remember") {
