@@ -51,24 +51,27 @@ enum SessionPersistence {
     }
 
     /// Asks `step` of session `id`'s shared keeper, on the session's lane; the answer comes to
-    /// the loop later as the outcome of `job`. `session`: the copy the step is about (nil for a
-    /// take-over); `request`, when a request waits on it.
+    /// the loop later as the outcome of `job`, and this returns nil. `session`: the copy the
+    /// step is about (nil for a take-over); `request`, when a request waits on it. A step that
+    /// cannot be asked (no copy to write, no request to take over for) is answered at once as
+    /// a failure, so nothing waits for an answer that will not come.
     func ask(_ step: StoreStep, session id: String, _ session: ServiceSession?, for request: InFlightRequest?,
-             now: ContinuousClock.Instant, job: PendingJob, _ jobs: inout Jobs) {
-        guard let lane = lane(for: id) else { return }
+             now: ContinuousClock.Instant, job: PendingJob, _ jobs: inout Jobs) -> StoreAnswer? {
+        let unaskable = StoreAnswer.failed(ProtocolError(.internal, "session \(id): a step of its keeper was asked without what it is about"))
+        guard let lane = lane(for: id) else { return unaskable }
         let expected = session?.storedVersion ?? 0
         let storeCall: StoreCall
         switch step {
         case .create:
-            guard let session else { return }
+            guard let session else { return unaskable }
             storeCall = .create(session)
         case .takeOver:
-            guard let request else { return }
+            guard let request else { return unaskable }
             storeCall = .takeOver(id, owner: request.client, connection: request.connection, now: now, asking: Self.answered(request))
         case .fence:
             storeCall = .confirm(id, expected: expected, unanswered: request.map { Self.answered($0) })
         case .persist(let reply):
-            guard let session else { return }
+            guard let session else { return unaskable }
             storeCall = .persist(session, answering: request.flatMap { request in reply.map { (Self.answered(request), $0) } })
         case .confirm:
             storeCall = .confirm(id, expected: expected, unanswered: nil)
@@ -76,6 +79,7 @@ enum SessionPersistence {
             storeCall = .remove(id, expected: expected)
         }
         jobs.store(for: job, on: lane, storeCall)
+        return nil
     }
 
     private static func answered(_ request: InFlightRequest) -> SharedSessions.Answered {

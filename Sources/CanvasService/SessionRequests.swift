@@ -88,7 +88,8 @@ extension Dispatcher {
             return refused.map { .ran(.reply(ReplyEncoder.failure(id: request.id, error: $0))) }
         case .ask(let step):
             if let answer = persistence.keptAtOnce(step, session) { return .stored(answer) }
-            persistence.ask(step, session: id, session, for: request, now: call.now, job: PendingJob(owner: .session(id), client: request.client), &jobs)
+            let job = PendingJob(owner: .session(id), client: request.client)
+            return persistence.ask(step, session: id, session, for: request, now: call.now, job: job, &jobs).map { .stored($0) }
         case .remember(let reply):
             session?.replies.store(reply, for: request.id, request: request.fingerprint())
             announceSaves(&call)
@@ -137,7 +138,10 @@ extension Dispatcher {
             settleOwn(step, answer, session, events: events, &call)
             return
         }
-        persistence.ask(step, session: id, session, for: nil, now: call.now, job: PendingJob(owner: .session(id), client: nil), &jobs)
+        if let answer = persistence.ask(step, session: id, session, for: nil, now: call.now, job: PendingJob(owner: .session(id), client: nil), &jobs) {
+            settleOwn(step, answer, session, events: events, &call)
+            return
+        }
         table.park(id, session, .own(step, events: events))
     }
 
