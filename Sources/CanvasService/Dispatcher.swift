@@ -233,9 +233,7 @@ public final class Dispatcher {
                 }
                 let opened = try server.openSession(params, &table, for: request, now: call.now)
                 // Answered once its persistence has the session.
-                let reply = ReplyEncoder.success(id: request.id, result: opened.result)
-                request.state = .persisting(.create(reply: reply))
-                drive(request, .sessionOpen, opened.session, nil, first: [.ask(.create(reply: reply))], &call)
+                drive(request, .sessionOpen, opened.session, .created(reply: ReplyEncoder.success(id: request.id, result: opened.result)), &call)
                 return
             case .documentWrite? where request.request.session == nil,
                  .documentRead? where request.request.session == nil:
@@ -260,8 +258,7 @@ public final class Dispatcher {
                 if table.contains(sessionID) { throw Self.unknownSession(sessionID) }
                 // Not held here: its persistence may have it (a shared store), or says there is none.
                 table.insertTakingOver(sessionID, owner: request.client, connection: request.connection)
-                request.state = .takingOver
-                drive(request, method, nil, nil, first: [.ask(.takeOver)], &call)
+                drive(request, method, nil, .notHeld, &call)
                 return
             }
             guard let method else {

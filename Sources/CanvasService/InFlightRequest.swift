@@ -48,4 +48,10 @@ struct InFlightRequest {
         knownFingerprint = made
         return made
     }
+
+    /// The request as the session store records it once answered (its fingerprint written
+    /// here once, whoever asks first).
+    mutating func answered() -> SharedSessions.Answered {
+        SharedSessions.Answered(id: id, fingerprint: fingerprint())
+    }
 }

@@ -32,6 +32,10 @@ enum RequestState {
 enum RequestEvent {
     /// Its session was handed over, and the session's reply cache says whether it was answered.
     case arrived(ReplyCache.Lookup)
+    /// A `session.open` made its session; `reply` goes once the session's keeper has it.
+    case created(reply: [UInt8])
+    /// No copy of its session is here (a place is kept for one): the keeper may have it.
+    case notHeld
     /// Asked to start a job first (`RequestAction.startJob`): started, not needed, or refused.
     case job(JobStart)
     /// The method ran on the session.
@@ -147,6 +151,10 @@ enum RequestFlow {
                 }
                 return goOn(method)
             }
+        case (.ready, .created(let reply)):
+            return (.persisting(.create(reply: reply)), [.ask(.create(reply: reply))])
+        case (.ready, .notHeld):
+            return (.takingOver, [.ask(.takeOver)])
         case (.ready, .job(.started)):
             return (.working, [])
         case (.ready, .job(.notNeeded)):

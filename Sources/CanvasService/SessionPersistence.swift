@@ -44,18 +44,22 @@ enum SessionPersistence {
 
     /// A local keeper's answer to `step`, given at once: kept; and what this process does not
     /// hold, nobody holds. nil when the keeper is shared: ask it (`ask`).
-    func keptAtOnce(_ step: StoreStep, _ session: ServiceSession?) -> StoreAnswer? {
+    func localAnswer(_ step: StoreStep, _ session: ServiceSession?) -> StoreAnswer? {
         guard case .local = self else { return nil }
         if case .takeOver = step { return StoreAnswer.none }
         return .kept(version: session?.storedVersion ?? 0)
     }
+
+    /// Who asks a step, when a request waits on it: the request as the store records it, and
+    /// who sent it on which connection (a take-over's new holder).
+    typealias Asker = (answered: SharedSessions.Answered, client: String?, connection: [UInt8]?)
 
     /// Asks `step` of session `id`'s shared keeper, on the session's lane; the answer comes to
     /// the loop later as the outcome of `job`, and this returns nil. `session`: the copy the
     /// step is about (nil for a take-over); `request`, when a request waits on it. A step that
     /// cannot be asked (no copy to write, no request to take over for) is answered at once as
     /// a failure, so nothing waits for an answer that will not come.
-    func ask(_ step: StoreStep, session id: String, _ session: ServiceSession?, for request: InFlightRequest?,
+    func ask(_ step: StoreStep, session id: String, _ session: ServiceSession?, for request: Asker?,
              now: ContinuousClock.Instant, job: PendingJob, _ jobs: inout Jobs) -> StoreAnswer? {
         let unaskable = StoreAnswer.failed(ProtocolError(.internal, "session \(id): a step of its keeper was asked without what it is about"))
         guard let lane = lane(for: id) else { return unaskable }
@@ -67,12 +71,12 @@ enum SessionPersistence {
             storeCall = .create(session)
         case .takeOver:
             guard let request else { return unaskable }
-            storeCall = .takeOver(id, owner: request.client, connection: request.connection, now: now, asking: Self.answered(request))
+            storeCall = .takeOver(id, owner: request.client, connection: request.connection, now: now, asking: request.answered)
         case .fence:
-            storeCall = .confirm(id, expected: expected, unanswered: request.map { Self.answered($0) })
+            storeCall = .confirm(id, expected: expected, unanswered: request?.answered)
         case .persist(let reply):
             guard let session else { return unaskable }
-            storeCall = .persist(session, answering: request.flatMap { request in reply.map { (Self.answered(request), $0) } })
+            storeCall = .persist(session, answering: request.flatMap { request in reply.map { (request.answered, $0) } })
         case .confirm:
             storeCall = .confirm(id, expected: expected, unanswered: nil)
         case .close, .expire:
@@ -80,11 +84,6 @@ enum SessionPersistence {
         }
         jobs.store(for: job, on: lane, storeCall)
         return nil
-    }
-
-    private static func answered(_ request: InFlightRequest) -> SharedSessions.Answered {
-        var request = request
-        return SharedSessions.Answered(id: request.id, fingerprint: request.fingerprint())
     }
 
     /// How long a save waits, with its document's lock held, for the store to confirm its
@@ -120,7 +119,7 @@ enum SessionPersistence {
     func saveFence(_ session: ServiceSession, _ request: inout InFlightRequest) -> DocumentStore.WriteFence? {
         guard let lane = lane(for: session.id) else { return nil }
         let id = session.id, expected = session.storedVersion, shared = lane.shared
-        let answered = Self.answered(request)
+        let answered = request.answered()
         return { (name: String) throws(DocumentError) in
             // nil: confirmed; else why not (moved, or the store not answering: told apart, as
             // the client is to retry the second and be answered on the session as stored after

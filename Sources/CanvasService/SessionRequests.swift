@@ -18,19 +18,15 @@ extension Dispatcher {
         drive(consume request, method, consume session, .arrived(lookup), &call)
     }
 
-    /// Feeds `event` to the request's machine and carries out its actions (after `first`, the
-    /// actions of a request that starts in a step of its persistence), feeding back what they
-    /// give, until the request is answered or waits (then parked in its session's slot).
-    func drive(_ request: consuming InFlightRequest, _ method: Method, _ session: consuming ServiceSession?, _ event: RequestEvent?,
-               first: [RequestAction] = [], _ call: inout Call) {
+    /// Feeds `event` to the request's machine and carries out its actions, feeding back what
+    /// they give, until the request is answered or waits (then parked in its session's slot).
+    func drive(_ request: consuming InFlightRequest, _ method: Method, _ session: consuming ServiceSession?, _ event: RequestEvent,
+               _ call: inout Call) {
         let id = session?.id ?? request.request.session ?? ""
         // The events this request makes from here on are its own, held until its change is kept.
         let mark = call.output.events.count
         var queued: [QueuedWork] = []
         var next: RequestEvent? = event
-        for index in first.indices {
-            if let back = perform(first[index], method, id, &request, &session, eventsFrom: mark, &queued, &call) { next = back }
-        }
         while let event = next.take() {
             let facts = RequestFlow.Facts(method: method, id: request.id, session: id, replyLimit: limits.maxCachedReplyBytes,
                                           keptAtOnce: persistence.keepsAtOnce, confirmedNow: session?.storedAt == call.now,
@@ -87,9 +83,10 @@ extension Dispatcher {
             session = held
             return refused.map { .ran(.reply(ReplyEncoder.failure(id: request.id, error: $0))) }
         case .ask(let step):
-            if let answer = persistence.keptAtOnce(step, session) { return .stored(answer) }
+            if let answer = persistence.localAnswer(step, session) { return .stored(answer) }
             let job = PendingJob(owner: .session(id), client: request.client)
-            return persistence.ask(step, session: id, session, for: request, now: call.now, job: job, &jobs).map { .stored($0) }
+            let asker = (answered: request.answered(), client: request.client, connection: request.connection)
+            return persistence.ask(step, session: id, session, for: asker, now: call.now, job: job, &jobs).map { .stored($0) }
         case .remember(let reply):
             session?.replies.store(reply, for: request.id, request: request.fingerprint())
             announceSaves(&call)
@@ -134,7 +131,7 @@ extension Dispatcher {
     /// persistence and settled when answered.
     func persistOwn(_ step: StoreStep, _ session: consuming ServiceSession, events: [[[UInt8]]], _ call: inout Call) {
         let id = session.id
-        if let answer = persistence.keptAtOnce(step, session) {
+        if let answer = persistence.localAnswer(step, session) {
             settleOwn(step, answer, session, events: events, &call)
             return
         }

@@ -188,8 +188,11 @@ struct RequestFlowTests {
 
     @Test("opening, closing and taking over go through the same persistence")
     func sessionSteps() {
-        #expect(Self.walk(.sessionOpen, from: .persisting(.create(reply: [6])), [.stored(.kept(version: 1))]) == [
-            "answered: keep publish reply[6] resume",
+        #expect(Self.walk(.sessionOpen, [.created(reply: [6]), .stored(.kept(version: 1))]) == [
+            "persisting.create: ask.create", "answered: keep publish reply[6] resume",
+        ])
+        #expect(Self.walk(.canvasState, [.notHeld, .stored(.tookOver(Self.session, answered: nil)), .arrived(.miss)]) == [
+            "takingOver: ask.takeOver", "ready: adopt", "ready: run",
         ])
         #expect(Self.walk(.sessionClose, [.arrived(.miss), .ran(.reply([7])), .stored(.kept(version: 3))]) == [
             "ready: run", "persisting.close: remember hold ask.close", "answered: keep publish reply[7] close(session.closed)",
@@ -204,7 +207,7 @@ struct RequestFlowTests {
         .persisting(.create(reply: [1])), .takingOver, .answered, .dropped,
     ]
     static let events: [RequestEvent] = [
-        .arrived(.miss), .arrived(.retry(reply: [1])), .arrived(.reused), .arrived(.notKept),
+        .arrived(.miss), .arrived(.retry(reply: [1])), .arrived(.reused), .arrived(.notKept), .created(reply: [1]), .notHeld,
         .job(.started), .job(.notNeeded), .job(.refused(failure)),
         .ran(.reply([1])), .ran(.saving(.empty)), .ran(.rendering(unreported)),
         .finished(saved), .finished(.reply([1])), .finished(.image(.success("png"))), .finished(.page(.success(PageSummary(width: 1, height: 1, rotation: 0)))),
@@ -285,7 +288,7 @@ struct RequestStatesTableTests {
     ]
     static let events: [(String, RequestEvent)] = [
         ("arrived:miss", .arrived(.miss)), ("arrived:retry", .arrived(.retry(reply: [1]))), ("arrived:reused", .arrived(.reused)),
-        ("arrived:notKept", .arrived(.notKept)),
+        ("arrived:notKept", .arrived(.notKept)), ("created", .created(reply: [1])), ("notHeld", .notHeld),
         ("job:started", .job(.started)), ("job:notNeeded", .job(.notNeeded)), ("job:refused", .job(.refused(failure))),
         ("ran:reply", .ran(.reply([1]))), ("ran:saving", .ran(.saving(.empty))), ("ran:rendering", .ran(.rendering(unreported))),
         ("finished:saved", .finished(RequestFlowTests.saved)), ("finished:reply", .finished(.reply([1]))),
