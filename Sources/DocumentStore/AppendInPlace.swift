@@ -74,6 +74,9 @@ extension DocumentStore {
             try Directory.check { fdatasync(target.rawValue) }
             cost.flushing = ContinuousClock.now - clock
             clock = ContinuousClock.now
+            // The fence first (it may wait on the session store): the check against another
+            // program's write then comes last, just before the commit, as in a replacing save.
+            try history.commitFence?(name)
             let after = FileSnapshot(try Errno.rethrowing { try document.stat() })
             guard after == written else {
                 outsideChanged = true
@@ -82,7 +85,6 @@ extension DocumentStore {
             let lineFile = FileSnapshot(try Errno.rethrowing { try target.stat() })
             let state = hasher.midstate
             let sha256 = hasher.finish()
-            try history.commitFence?(name)
             try writer.append([.revision(number, line: line, length: length + Int64(increment.count), sha256: sha256, state: state,
                                          saved: Self.now(), source: "save", document: after, lineFile: lineFile,
                                          madeBy: madeBy, pageCount: madeBy == nil ? nil : pageCount)], durable: true)
@@ -96,17 +98,22 @@ extension DocumentStore {
         } catch {
             if !committed && wrote {
                 // Not committed: take the tail back now rather than leave it to the next writer,
-                // and say which file the document is once more. Not when another program wrote
-                // the document meanwhile: the intent stays, and the next holder of the lock cuts
-                // the tail only if the bytes before it are still the revision's.
+                // and say which file the document is once more. When another program wrote the
+                // document meanwhile, only where the file is still exactly the revision followed
+                // by this save's bytes (the other program changed its times, not its bytes);
+                // whatever else it holds is that program's, kept as the next revision by the next
+                // settle. Either way the intent is settled here: left in the log, the next holder
+                // of the lock would cut a tail the other program wrote after the revision.
                 var records: [HistoryRecord] = []
-                if !outsideChanged, ftruncate(document.rawValue, off_t(length)) == 0, fsync(document.rawValue) == 0,
+                if !outsideChanged || onlyThisSave(name, document, kept, increment),
+                   ftruncate(document.rawValue, off_t(length)) == 0, fsync(document.rawValue) == 0,
                    let now = try? document.stat() {
                     records.append(.identity(revision, document: FileSnapshot(now)))
                 }
                 if ftruncate(target.rawValue, off_t(length)) == 0, let now = try? target.stat() {
                     records.append(.seal(line, FileSnapshot(now)))
                 }
+                if outsideChanged { records.append(.abandoned(number)) }
                 try? writer.append(records, durable: true)
             } else if intended && !committed {
                 try? writer.append([.abandoned(number)], durable: false)
@@ -117,5 +124,20 @@ extension DocumentStore {
             default: throw .io(operation: "append to \(name)", message: "\(error)")
             }
         }
+    }
+
+    /// Whether the document, changed by another program during an append, is still exactly
+    /// the revision appended to followed by the append's own bytes (under its name, the file
+    /// the save opened), so that cutting those bytes off takes nothing of the other program's.
+    private func onlyThisSave(_ name: String, _ document: FileDescriptor, _ kept: HistoryRecord, _ increment: [UInt8]) -> Bool {
+        // `document` is open for writing only: the bytes are read through a descriptor of their
+        // own, checked to be the same file.
+        guard let length = kept.length, let stat = try? document.stat(), stat.size == length + Int64(increment.count),
+              let reading = try? root.openForReading(name) else { return false }
+        defer { try? reading.close() }
+        guard let named = try? reading.stat(), named.identity == stat.identity, named.size == stat.size else { return false }
+        var tail = [UInt8](repeating: 0, count: increment.count)
+        guard (try? reading.read(at: length, into: &tail, count: increment.count)) == increment.count, tail == increment else { return false }
+        return (try? SHA256Hasher.prefixDigests(reading, lengths: [length]))?[length]?.0 == kept.sha256
     }
 }

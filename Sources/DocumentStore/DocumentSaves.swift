@@ -158,7 +158,29 @@ extension DocumentStore {
         if let expectedRevision, expectedRevision != revision {
             throw .conflict(name: name, expected: expectedRevision, current: revision)
         }
-        return try body(current, writer, kept)
+        do {
+            return try body(current, writer, kept)
+        } catch {
+            // Another program's write that lands while the save reads the document can fail the
+            // save anywhere (a copy that reads short, a PDF cut mid-read, a file gone): whatever
+            // the failure, the document is no longer the revision this save started from, so the
+            // answer is the one a client retries, and the retry keeps that write as a revision.
+            if let current, error != .changedDuringSave(name), changedSince(name, current) {
+                throw .changedDuringSave(name)
+            }
+            throw error
+        }
+    }
+
+    /// Whether the document's name no longer holds the file `current` was when it was opened
+    /// (another inode, size or time, or no file at all).
+    private func changedSince(_ name: String, _ current: OpenFile) -> Bool {
+        do {
+            guard let now = try root.stat(name) else { return true }
+            return FileSnapshot(now) != FileSnapshot(current.stat)
+        } catch {
+            return false   // not known to have changed: the save's own failure is the answer
+        }
     }
 
     /// What a save's body made: how its bytes were hashed, and the new revision's page count.

@@ -206,4 +206,82 @@ struct OutsideChangesTests {
             #expect(first.sha256 == original, "revision 1 is no longer the original")
         }
     }
+
+    /// Another program's write, made when the fence is asked: first after the save has settled
+    /// the history and opened the document, before it reads or copies anything; again just
+    /// before the commit, once the new revision's bytes are written (in append mode, onto the
+    /// document itself).
+    final class OutsideWriteAtFence: @unchecked Sendable {
+        // @unchecked: asked by the save on the test's own thread only.
+        var asked = 0
+        /// Which question writes: 1, before the work; 2, at the commit.
+        let at: Int
+        let write: () throws -> Void
+        init(at: Int, _ write: @escaping () throws -> Void) { (self.at, self.write) = (at, write) }
+
+        var fence: DocumentStore.WriteFence {
+            { (_: String) throws(DocumentError) in
+                self.asked += 1
+                if self.asked == self.at { try? self.write() }
+            }
+        }
+    }
+
+    @Test("another program's write that meets a save (a cp of earlier bytes, a truncation, a one-byte append, a delete, a touch) answers busy, never an I/O error; the next save keeps that write as a revision, and a touch leaves no half-made revision",
+          arguments: [SaveMode.replace, .append], ["earlier", "empty", "appended", "deleted", "earlier@commit", "appended@commit", "touched@commit"])
+    func outsideWriteDuringSave(mode: SaveMode, write: String) throws {
+        // Seen in a soak: `cp` of earlier bytes over the document while a save copied the current
+        // revision's bytes read short, and the save answered INTERNAL "Input/output error".
+        let folder = try freshFolder("outside-during-save")
+        let url = folder.appendingPathComponent("d.pdf")
+        try Data(onePagePDF()).write(to: url)
+        let store = try DocumentStore(folder: folder, saveMode: mode)
+        let two = try store.flatten("d.pdf", page: 0, drawing: Drawing(strokes: [try dot(5, 5)]))
+        let three = try store.flatten("d.pdf", page: 0, drawing: Drawing(strokes: [try dot(9, 9)]))
+        let (what, at) = write.hasSuffix("@commit") ? (String(write.dropLast(7)), 2) : (write, 1)
+        let earlier = try whole(store, "d.pdf", 2).bytes
+        // What the document holds after the other program's write; nil when it is gone.
+        var written: [UInt8]?
+        let outside = OutsideWriteAtFence(at: at) {
+            switch what {
+            case "earlier": written = earlier
+            case "empty": written = []
+            case "appended": written = Array(try Data(contentsOf: url)) + [0x0A]
+            case "touched":
+                // Its times change, not its bytes (in append mode, the save's own tail is there).
+                try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSince1970: 1_000_000)], ofItemAtPath: url.path)
+                return
+            default:
+                try FileManager.default.removeItem(at: url)
+                return
+            }
+            try writeInPlace(written!, to: url)
+        }
+        #expect(throws: DocumentError.changedDuringSave("d.pdf")) {
+            _ = try store.flatten("d.pdf", page: 0, drawing: Drawing(strokes: [try dot(20, 20)]), fence: outside.fence)
+        }
+        #expect(outside.asked >= at)
+        // An empty file is refused as one being written (its revisions are listed again once it
+        // holds a PDF); every other write leaves the history readable at once.
+        if written == [] { return }
+        let listed = try store.revisions("d.pdf")
+        #expect(listed.contains { $0.revision == 2 && $0.sha256 == two.sha256 })
+        #expect(listed.contains { $0.revision == 3 && $0.sha256 == three.sha256 })
+        #expect(try whole(store, "d.pdf", 3).sha256 == three.sha256)
+        if what == "touched" {
+            // Nothing but times changed: the document is revision 3 again, with none of the
+            // refused save's bytes, and the save tried again is revision 4.
+            #expect(try DocumentStore.sha256(Array(Data(contentsOf: url))) == three.sha256)
+            #expect(try store.flatten("d.pdf", page: 0, drawing: Drawing(strokes: [try dot(20, 20)])).revision == 4)
+            return
+        }
+        guard let written else { return }
+        // What the other program wrote is kept; the save tried again goes on after it.
+        #expect(Array(try Data(contentsOf: url)) == written, "the other program's file was changed")
+        let again = try store.flatten("d.pdf", page: 0, drawing: Drawing(strokes: [try dot(20, 20)]))
+        #expect(again.revision > three.revision)
+        #expect(try store.revisions("d.pdf").contains { $0.revision > three.revision && $0.sha256 == DocumentStore.sha256(written) },
+                "the other program's bytes are not a revision of their own")
+        #expect(try whole(store, "d.pdf", again.revision).sha256 == again.sha256)
+    }
 }
