@@ -10,7 +10,7 @@ struct Call {
     /// Timed transitions started during the call.
     var timers: [TransitionTimer] = []
     /// Saves to announce on the server-wide `documents.` topic, which has its own sequence.
-    var saves: [(summary: [String: JSONValue], cause: String, session: String?)] = []
+    var saves: [(summary: [String: JSONValue], savedAt: Int64?, cause: String, session: String?)] = []
 
     /// Where a reply may go out before the call ends (see `Dispatcher.handle`); nil: replies
     /// wait in `output`.

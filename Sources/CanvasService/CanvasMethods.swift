@@ -46,6 +46,8 @@ struct UnreportedResult {
 /// made a revision (and so is announced).
 struct SubmitSave {
     let summary: [String: JSONValue]
+    /// When its revision was committed (`DocumentSummary.savedAt`).
+    let savedAt: Int64?
     let madeRevision: Bool
 }
 
@@ -231,7 +233,8 @@ struct CanvasMethods {
             guard case .saved(let outcome, _)? = found else { preconditionFailure("a saving canvas runs again with its save's outcome") }
             let documents = try DocumentMethods.available(documents)
             do throws(ProtocolError) {
-                saved = SubmitSave(summary: DocumentMethods.json(try documents.run { () throws(DocumentError) in try outcome.get() }),
+                let summary = try documents.run { () throws(DocumentError) in try outcome.get() }
+                saved = SubmitSave(summary: DocumentMethods.json(summary), savedAt: summary.savedAt,
                                    madeRevision: session.target?.makesRevision(session.canvas.drawing) ?? false)
             } catch {
                 _ = try? session.canvas.saved(false)
@@ -281,7 +284,7 @@ struct CanvasMethods {
                 executor.publish(&session, "document.saved", WireShapes.saved(saved.summary, cause: method.rawValue), &call)
                 // The shared topic names the session only when nobody owns sessions: one owned
                 // by a key or a web token is nobody else's business, not even its id.
-                call.saves.append((saved.summary, method.rawValue, session.owner == nil ? session.id : nil))
+                call.saves.append((saved.summary, saved.savedAt, method.rawValue, session.owner == nil ? session.id : nil))
             }
         }
         return reply

@@ -170,7 +170,7 @@ public final class CanvasServer {
         if let url = configuration.sessionStore {
             do {
                 for _ in 0..<Self.storeLanes {
-                    let store = try SessionSnapshotStore(url: url, instance: configuration.instanceName, ttl: configuration.idleTimeout,
+                    let store = try SessionSnapshotStore(url: url, instance: configuration.instanceName, ttl: configuration.storedSessionLife,
                                                          timeout: .milliseconds(500))
                     let waker = self.waker
                     lanes.append((SharedSessions(store: store, limits: configuration.limits, logger: logger, rest: rest),
@@ -179,7 +179,7 @@ public final class CanvasServer {
                 let shared = lanes[0].shared
                 try shared.claimName(shouldStop: shouldStop)
                 // Saves are announced for every instance, each relaying what it hears.
-                let feed = try DocumentFeed(url: url)
+                let feed = try DocumentFeed(url: url, markLife: configuration.idleTimeout * 2)
                 let relay = self.relay!
                 try feed.listen({ seq, data in relay.send([Array(String(seq).utf8), data]) },
                                 failed: { [logger] error in logger.error("document feed interrupted; listening again", metadata: ["error": "\(error)"]) })

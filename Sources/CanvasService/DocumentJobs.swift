@@ -68,7 +68,7 @@ extension Dispatcher {
                 if let written = request.written, written.publishes, summary.revision != written.unchangedAt, !summary.madeBefore {
                     // A write naming a session is that session's save, as a submit is (5.1).
                     let saver = request.client == nil ? request.request.session : nil
-                    call.saves.append((result, request.request.method, saver))
+                    call.saves.append((result, summary.savedAt, request.request.method, saver))
                     announceSaves(&call)
                 }
                 return ReplyEncoder.success(id: request.id, result: result)
@@ -107,7 +107,8 @@ extension Dispatcher {
                 if case .string(let name)? = data["name"], case .integer(let revision)? = data["revision"],
                    case .string(let sha256)? = data["sha256"] {
                     let bytes = JSONCodec.serialize(.object(data))
-                    lane { _ = shared.announce(name: name, revision: Int(revision), sha256: sha256, data: bytes) }
+                    let savedAt = save.savedAt
+                    lane { _ = shared.announce(name: name, revision: Int(revision), sha256: sha256, savedAt: savedAt, data: bytes) }
                 }
                 continue
             }

@@ -107,6 +107,10 @@ public struct ServiceConfiguration: Sendable {
     public var saveMode = SaveMode.replace
     /// A session nobody has touched for this long is closed.
     public var idleTimeout: Duration = .seconds(600)
+    /// How long the session store keeps an untouched session: the idle timeout and a little
+    /// more, so that its holder's sweep (once a second) expires it, announced, before the store
+    /// lets it go unseen.
+    public var storedSessionLife: Duration { idleTimeout + max(.seconds(2), idleTimeout / 10) }
     /// An upload no part has added bytes to for this long is dropped, freeing its slot.
     public var uploadIdleTimeout: Duration = .seconds(600)
     public var limits = Limits()

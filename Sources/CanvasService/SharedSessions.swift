@@ -40,10 +40,10 @@ final class SharedSessions: @unchecked Sendable {
 
     /// Announces a save on the document feed. False when the store did not take it: the save
     /// is then not in the feed (its subscribers see a gap only if a later one is).
-    func announce(name: String, revision: Int, sha256: String, data: [UInt8]) -> Bool {
+    func announce(name: String, revision: Int, sha256: String, savedAt: Int64?, data: [UInt8]) -> Bool {
         guard let feed else { return false }
         do {
-            _ = try asking(about: "document \(name)") { try feed.announce(name: name, revision: revision, sha256: sha256, data: data) }
+            _ = try asking(about: "document \(name)") { try feed.announce(name: name, revision: revision, sha256: sha256, savedAt: savedAt, data: data) }
             return true
         } catch {
             logger.error("save not announced on the document feed", metadata: ["document": "\(name)", "revision": "\(revision)"])
@@ -298,8 +298,8 @@ final class SharedSessions: @unchecked Sendable {
         }
     }
 
-    /// Removes a closed session from the store. False when another instance holds it.
-    func remove(_ id: String) throws(ProtocolError) -> Bool {
+    /// Removes a closed or expired session from the store.
+    func remove(_ id: String) throws(ProtocolError) -> SessionSnapshotStore.Removal {
         try asking(about: id) { try store.remove(id) }
     }
 

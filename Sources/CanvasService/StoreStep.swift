@@ -79,7 +79,11 @@ enum StoreCall: @unchecked Sendable {
             case .persist(let session, let answering):
                 return try shared.persist(session, answering: answering).map { .kept(version: $0.version, stored: $0) } ?? .lost
             case .remove(let id, let expected):
-                return try shared.remove(id) ? .kept(version: expected) : .lost
+                switch try shared.remove(id) {
+                case .removed: return .kept(version: expected)
+                case .heldElsewhere: return .lost
+                case .absent: return .none
+                }
             }
         } catch {
             return .failed(error)
@@ -101,7 +105,7 @@ enum StoreAnswer: @unchecked Sendable {
     case failed(ProtocolError)
     /// The session as stored, now held here, and what the store recorded for the request.
     case tookOver(ServiceSession, answered: ReplyCache.Lookup?)
-    /// No such session, or another client's.
+    /// No such session, or another client's (to a removal: the store had let it go already).
     case none
 }
 
@@ -154,6 +158,12 @@ extension StoreStep {
             return [.forget, .refuse(.unknownSession)]
         case (.takeOver, .failed(let error)):
             return [.forget, .refuse(.store(error))]
+        case (.expire, .none):
+            // The store let the idle session go before this sweep did (its key expired or was
+            // evicted): nobody else holds it, so it expires here, announced, all the same.
+            return [.close(event: "session.expired")]
+        case (.close, .none):
+            return [.publish, .reply, .close(event: "session.closed")]
         case (.takeOver, _), (_, .tookOver), (_, .none):
             // Only a take-over finds a session, or none: any other pairing is a fault, settled
             // as a store that failed (nothing kept, the request refused).

@@ -85,8 +85,9 @@ extension DocumentStore {
             let lineFile = FileSnapshot(try Errno.rethrowing { try target.stat() })
             let state = hasher.midstate
             let sha256 = hasher.finish()
+            let savedAt = Self.now()
             try writer.append([.revision(number, line: line, length: length + Int64(increment.count), sha256: sha256, state: state,
-                                         saved: Self.now(), source: "save", document: after, lineFile: lineFile,
+                                         saved: savedAt, source: "save", document: after, lineFile: lineFile,
                                          madeBy: madeBy, pageCount: madeBy == nil ? nil : pageCount)], durable: true)
             committed = true
             FaultPoint.appendCommitted.reach()
@@ -94,7 +95,7 @@ extension DocumentStore {
             cost.keeping = ContinuousClock.now - clock
             cost.add(writer.keptCost)
             recordCost(cost)
-            return DocumentSummary(name: name, revision: number, pageCount: pageCount, sha256: sha256)
+            return DocumentSummary(name: name, revision: number, pageCount: pageCount, sha256: sha256, savedAt: savedAt)
         } catch {
             if !committed && wrote {
                 // Not committed: take the tail back now rather than leave it to the next writer,

@@ -108,6 +108,11 @@ public struct DocumentSummary: Sendable, Equatable {
     /// made now (so no `document.saved` announces it again). How the answer came, not what it
     /// names: two summaries of one revision are equal whatever this says.
     public internal(set) var madeBefore = false
+    /// When the revision was committed (milliseconds since 1970, from its record in the log),
+    /// for a summary of a save; nil for a summary read back. With the name, the number and the
+    /// sha256 it tells two saves apart that a history started again (its folder removed) would
+    /// otherwise share: the document feed's mark is made of it.
+    public internal(set) var savedAt: Int64?
 
     public static func == (a: DocumentSummary, b: DocumentSummary) -> Bool {
         (a.name, a.revision, a.pageCount, a.sha256) == (b.name, b.revision, b.pageCount, b.sha256)

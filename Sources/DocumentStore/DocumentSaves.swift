@@ -149,7 +149,8 @@ extension DocumentStore {
             precondition(!madeBy.isEmpty && madeBy.utf8.count <= 64 && madeBy.utf8.allSatisfy { $0.isASCIILetterOrDigit },
                          "a save's key is 1 to 64 ASCII letters and digits")
             if let made = writer.state.kept.last(where: { $0.madeBy == madeBy }), let number = made.revision, let sha256 = made.sha256 {
-                return DocumentSummary(name: name, revision: number, pageCount: made.pageCount ?? 0, sha256: sha256, madeBefore: true)
+                return DocumentSummary(name: name, revision: number, pageCount: made.pageCount ?? 0, sha256: sha256, madeBefore: true,
+                                       savedAt: made.saved)
             }
         }
         guard current != nil || allowingNone else { throw .notFound(name) }
@@ -315,7 +316,8 @@ extension DocumentStore {
             if let current, try root.stat(name).map(FileSnapshot.init) != FileSnapshot(current.stat) {
                 throw DocumentError.changedDuringSave(name)
             }
-            try writer.append([.revision(number, line: line, length: stat.size, sha256: sha256, state: midstate, saved: Self.now(),
+            let savedAt = Self.now()
+            try writer.append([.revision(number, line: line, length: stat.size, sha256: sha256, state: midstate, saved: savedAt,
                                          source: source, document: FileSnapshot(stat), lineFile: lineFile, temporary: temporary,
                                          madeBy: madeBy, pageCount: madeBy == nil ? nil : written.pageCount)], durable: true)
             committed = true
@@ -338,7 +340,7 @@ extension DocumentStore {
             cost.keeping = ContinuousClock.now - clock
             cost.add(writer.keptCost)
             recordCost(cost)
-            return DocumentSummary(name: name, revision: number, pageCount: written.pageCount, sha256: sha256)
+            return DocumentSummary(name: name, revision: number, pageCount: written.pageCount, sha256: sha256, savedAt: savedAt)
         } catch {
             if !placed {
                 if committed { try? writer.append([.abandoned(number)], durable: true) }

@@ -84,7 +84,7 @@ extension DocumentStore {
                 return Written(hashing: .fed, pageCount: 0)
             }
             let pages = try pdf(name, try openDocument(name)).pageCount
-            return DocumentSummary(name: name, revision: saved.revision, pageCount: pages, sha256: saved.sha256)
+            return DocumentSummary(name: name, revision: saved.revision, pageCount: pages, sha256: saved.sha256, savedAt: saved.savedAt)
         }
         if let expectedRevision {
             return try writing(name, expectedRevision: expectedRevision) { (current, writer, _) throws(DocumentError) in

@@ -16,25 +16,36 @@ public final class DocumentFeed: @unchecked Sendable {
     private let channel: String
     private let sequenceKey: String
     private let announcedPrefix: String
+    private let markSeconds: [UInt8]
     private var loadedScript: String?
 
-    public init(url: String, keyPrefix: String = "canvas:", timeout: Duration = .milliseconds(500)) throws(RedisError) {
+    /// `markLife`: how long a save's mark is kept, so that announcing it again is dropped:
+    /// as long as the request that saved can be run again (by a retry that takes its session
+    /// over), and no longer, so the marks kept stay as few as the saves of that time.
+    public init(url: String, keyPrefix: String = "canvas:", markLife: Duration = .seconds(600),
+                timeout: Duration = .milliseconds(500)) throws(RedisError) {
         self.url = try RedisURL(url)
         announcer = try RedisConnection(url: self.url, timeout: timeout)
         channel = keyPrefix + "documents:feed"
         sequenceKey = keyPrefix + "documents:seq"
         announcedPrefix = keyPrefix + "documents:announced:"
+        markSeconds = Array(String(max(1, markLife.components.seconds)).utf8)
     }
 
-    /// Numbers and publishes a save, once per `name`, `revision` and `sha256` whichever
-    /// instance announces it (a save announced again, by a retry on another instance say, is
-    /// dropped). `data` is the event's data as JSON text. Returns the number it got, or nil
-    /// when it had been announced already.
+    /// Numbers and publishes a save once, whichever instance announces it (a save announced
+    /// again, by a retry that ran the request again on another instance say, is dropped). A
+    /// save is its document's `name`, `revision` and `sha256` and the time its revision was
+    /// committed (`savedAt`, milliseconds since 1970): a history started again hands out the
+    /// same numbers, and the same edit makes the same bytes, but never at the same time. `data`
+    /// is the event's data as JSON text. Returns the number it got, or nil when it had been
+    /// announced already.
     @discardableResult
-    public func announce(name: String, revision: Int, sha256: String, data: [UInt8]) throws(RedisError) -> UInt64? {
+    public func announce(name: String, revision: Int, sha256: String, savedAt: Int64?, data: [UInt8]) throws(RedisError) -> UInt64? {
         let doing = "announcing \(name) revision \(revision) on the document feed"
-        let keys = [Array(sequenceKey.utf8), Array("\(announcedPrefix)\(name)\u{0}\(revision)\u{0}\(sha256)".utf8)]
-        let reply = try announcer.evaluate(Self.script, sha: &loadedScript, keys: keys, arguments: [Array(channel.utf8), data], doing: doing)
+        let mark = "\(announcedPrefix)\(name)\u{0}\(revision)\u{0}\(sha256)\u{0}\(savedAt.map(String.init) ?? "")"
+        let keys = [Array(sequenceKey.utf8), Array(mark.utf8)]
+        let reply = try announcer.evaluate(Self.script, sha: &loadedScript, keys: keys, arguments: [Array(channel.utf8), data, markSeconds],
+                                           doing: doing)
         guard case .integer(let seq) = reply else { throw RedisError(doing: doing, cause: .unexpectedReply("\(reply)")) }
         return seq > 0 ? UInt64(seq) : nil
     }
@@ -82,10 +93,10 @@ public final class DocumentFeed: @unchecked Sendable {
         return connection
     }
 
-    /// KEYS: the sequence, the save's announced-mark. ARGV: the channel, the data. The mark
-    /// lives a day: long past any retry of the request that saved.
+    /// KEYS: the sequence, the save's announced-mark. ARGV: the channel, the data, how many
+    /// seconds the mark lives.
     private static let script = """
-    if redis.call('SET', KEYS[2], '1', 'NX', 'EX', 86400) == false then return 0 end
+    if redis.call('SET', KEYS[2], '1', 'NX', 'EX', ARGV[3]) == false then return 0 end
     local seq = redis.call('INCR', KEYS[1])
     redis.call('PUBLISH', ARGV[1], seq .. ' ' .. ARGV[2])
     return seq

@@ -240,10 +240,27 @@ public final class SessionSnapshotStore {
         }
     }
 
-    /// Removes the session if this instance holds it. Returns whether it did.
+    /// What removing a session found.
+    public enum Removal: Sendable, Equatable {
+        /// This instance held it; it is gone now.
+        case removed
+        /// Another instance holds it: nothing was removed.
+        case heldElsewhere
+        /// The store had let it go already (its key expired or was evicted, or the store
+        /// restarted without it): nobody holds it.
+        case absent
+    }
+
+    /// Removes the session if this instance holds it.
     @discardableResult
-    public func remove(_ session: String) throws(RedisError) -> Bool {
-        try run(.remove, keys: keys(session), [holder], doing: "removing session \(session)") == .integer(1)
+    public func remove(_ session: String) throws(RedisError) -> Removal {
+        let doing = "removing session \(session)"
+        switch try run(.remove, keys: keys(session), [holder], doing: doing) {
+        case .integer(1): return .removed
+        case .integer(0): return .heldElsewhere
+        case .integer(-1): return .absent
+        case let other: throw RedisError(doing: doing, cause: .unexpectedReply("\(other)"))
+        }
     }
 
     /// Whether this instance still holds the session at version `expected`, renewing its time
@@ -407,9 +424,16 @@ public final class SessionSnapshotStore {
                 return {current[1], current[3] or '', current[4] or current[1], redis.call('LRANGE', KEYS[4], 0, -1)}
                 """
             case .remove:
+                // 1: removed; 0: another instance holds it; -1: no session (what it left goes).
                 return """
-                if redis.call('HGET', KEYS[1], 'holder') == ARGV[1] then return redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4]) > 0 and 1 or 0 end
-                return 0
+                local holder = redis.call('HGET', KEYS[1], 'holder')
+                if holder == false then
+                  redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
+                  return -1
+                end
+                if holder ~= ARGV[1] then return 0 end
+                redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
+                return 1
                 """
             case .confirm:
                 return """

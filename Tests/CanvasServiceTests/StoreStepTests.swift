@@ -81,4 +81,12 @@ struct StoreStepTests {
         #expect(StoreStep.close(reply: [4]).settle(.kept(version: 2), retaking: false)
                 == [.keep(version: 2), .publish, .reply, .close(event: "session.closed")])
     }
+
+    @Test("a session the store let go already (its key expired or evicted) still expires or closes here, announced")
+    func goneFromTheStore() {
+        // Before, an expiry whose removal found no key was settled as one another instance had
+        // moved on from: dropped, with no session.expired and nothing logged.
+        #expect(StoreStep.expire.settle(.none, retaking: false) == [.close(event: "session.expired")])
+        #expect(StoreStep.close(reply: [4]).settle(.none, retaking: false) == [.publish, .reply, .close(event: "session.closed")])
+    }
 }

@@ -210,7 +210,7 @@ import TestSupport
             guard case .integer(let left) = try ask("PTTL", "canvas:session:k\(suffix)") else { Issue.record("no PTTL"); continue }
             #expect((20_000...30_000).contains(left), "canvas:session:k\(suffix) expires in \(left) ms")
         }
-        #expect(try a.remove("k"))
+        #expect(try a.remove("k") == .removed)
         #expect(try ask("EXISTS", "canvas:session:k:log") == .integer(0))
     }
 

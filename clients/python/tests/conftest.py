@@ -96,6 +96,24 @@ def server(tmp_path: Path) -> Iterator[Server]:
 
 
 @pytest.fixture
+def store(tmp_path: Path):
+    """A redis-server of the test's own on a free loopback port, nothing saved to disk: its URL
+    for `--session-store`, and a redis-py client to look at what canvasd keeps there."""
+    import redis
+    from web import free_port, wait_for_port
+
+    port = free_port()
+    process = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                                "--appendonly", "no", "--dir", str(tmp_path)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for_port(port, process, "redis-server")
+    client = redis.Redis(port=port)
+    yield f"redis://127.0.0.1:{port}", client
+    process.terminate()
+    process.wait(timeout=5)
+
+
+@pytest.fixture
 def client(server: Server) -> Iterator[CanvasClient]:
     with server.client() as c:
         yield c

@@ -15,25 +15,11 @@ from pathlib import Path
 from typing import Iterator, List
 
 import pytest
-import redis
 
 from conftest import Server
-from web import free_port, wait_for_port
+from web import free_port
 
 pytestmark = pytest.mark.skipif(not shutil.which("redis-server"), reason="needs redis-server (make system-deps installs it)")
-
-
-@pytest.fixture
-def store(tmp_path: Path):
-    port = free_port()
-    process = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                                "--appendonly", "no", "--dir", str(tmp_path)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_for_port(port, process, "redis-server")
-    client = redis.Redis(port=port)
-    yield f"redis://127.0.0.1:{port}", client
-    process.terminate()
-    process.wait(timeout=5)
 
 
 @contextlib.contextmanager
