@@ -262,6 +262,7 @@ extension DocumentStore {
         do {
             let out = try history.directory.create(temporary, readable: true)
             defer { try? out.close() }
+            let busy = DocumentError.unreadable(name: name, reason: "busy", message: "another program wrote it while it was kept as revision \(number); try again")
             do {
                 var cost = SaveCost()
                 try FileCopy.copyPrefix(file.descriptor, length: file.stat.size, to: out, &cost)
@@ -272,12 +273,14 @@ extension DocumentStore {
                 // Written meanwhile, the copy may be no one version of it: keep nothing now.
                 guard FileSnapshot(try Errno.rethrowing { try file.descriptor.stat() }) == FileSnapshot(file.stat),
                       try root.stat(name)?.identity == file.stat.identity else {
-                    throw DocumentError.unreadable(name: name, reason: "busy", message: "another program wrote it while it was kept as revision \(number); try again")
+                    throw busy
                 }
                 try history.directory.rename(temporary, to: history.directory, as: lineName)
                 try history.directory.sync()
             } catch {
                 try? history.directory.remove(temporary)
+                // Cut while it was copied (a `cp` over it reads short): not an I/O error of ours.
+                if !(error is DocumentError), changedSince(name, file) { throw busy }
                 throw error
             }
             let line = FileSnapshot(try Errno.rethrowing { try out.stat() })

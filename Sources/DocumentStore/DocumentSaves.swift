@@ -175,7 +175,7 @@ extension DocumentStore {
 
     /// Whether the document's name no longer holds the file `current` was when it was opened
     /// (another inode, size or time, or no file at all).
-    private func changedSince(_ name: String, _ current: OpenFile) -> Bool {
+    func changedSince(_ name: String, _ current: OpenFile) -> Bool {
         do {
             guard let now = try root.stat(name) else { return true }
             return FileSnapshot(now) != FileSnapshot(current.stat)
