@@ -583,10 +583,60 @@ void bigEndian(std::string &out, unsigned long long value, int width) {
     for (int i = width - 1; i >= 0; --i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xFF));
 }
 
-// A stream's data, filters undone.
-std::string decoded(QPDFObjectHandle stream) {
-    std::shared_ptr<Buffer> data = stream.getStreamData(qpdf_dl_generalized);
-    return std::string(reinterpret_cast<char const *>(data->getBuffer()), data->getSize());
+// The end of a pipeline that appends to a string while a budget lasts. Past it, it stops the
+// decoding at once (qpdf turns the throw into a failed pipeStreamData) and says so: a filter
+// chain undone into memory is never allowed to grow past the budget.
+class BoundedAppend : public Pipeline {
+  public:
+    BoundedAppend(std::string &out, size_t &budget) : Pipeline("bounded append", nullptr), out(out), budget(budget) {}
+    void write(unsigned char const *data, size_t length) override {
+        if (length > budget) {
+            overBudget = true;
+            throw std::length_error("past the budget");
+        }
+        budget -= length;
+        out.append(reinterpret_cast<char const *>(data), length);
+    }
+    void finish() override {}
+    bool overBudget = false;
+
+  private:
+    std::string &out;
+    size_t &budget;
+};
+
+// A record's block (as appendBlock) of `stream`'s data, filters undone, straight into `out`,
+// counted against `budget` (what all the blocks of one call may still take).
+void appendDecodedBlock(std::string &out, QPDFObjectHandle stream, size_t &budget, char const *what) {
+    size_t start = out.size();
+    bigEndian(out, 0, 4);
+    BoundedAppend sink(out, budget);
+    bool filtered = false;
+    bool worked = stream.pipeStreamData(&sink, &filtered, 0, qpdf_dl_generalized, true);
+    if (sink.overBudget) throw Failure(PS_TOO_LARGE, std::string(what) + ": more than the page's ink may take");
+    if (!worked) throw Failure(PS_DAMAGED, std::string(what) + ": its data cannot be decoded");
+    size_t length = out.size() - start - 4;
+    if (length > 0xFFFFFFFFu) throw Failure(PS_DAMAGED, "a stored block over 4 GB");
+    for (int i = 0; i < 4; ++i) out[start + i] = static_cast<char>((length >> (8 * (3 - i))) & 0xFF);
+}
+
+// Counts the numbers in `object` (arrays and dictionaries walked, indirect objects not
+// followed, as qpdf's JSON does not) into `numbers`; false as soon as they pass `limit`,
+// before anything is copied.
+bool numbersWithin(QPDFObjectHandle object, size_t &numbers, size_t limit) {
+    if (object.isNumber()) return ++numbers <= limit;
+    if (object.isIndirect()) return true;
+    if (object.isArray()) {
+        int count = object.getArrayNItems();
+        for (int index = 0; index < count; ++index) {
+            if (!numbersWithin(object.getArrayItem(index), numbers, limit)) return false;
+        }
+    } else if (object.isDictionary()) {
+        for (auto const &key : object.getKeys()) {
+            if (!numbersWithin(object.getKey(key), numbers, limit)) return false;
+        }
+    }
+    return true;
 }
 
 // `data` as a record's block: its length in 4 bytes, big-endian, then the bytes.
@@ -752,10 +802,11 @@ ps_status ps_page_info_at(ps_document *document, int page, ps_page_info *out, ps
     return guardedOn(document, error, PS_DAMAGED, [&] { *out = inspect(pageAt(document, page)); });
 }
 
-ps_status ps_page_drawing(ps_document *document, int page, unsigned char **bytes, size_t *length, ps_error *error) {
+ps_status ps_page_drawing(ps_document *document, int page, size_t max_bytes, unsigned char **bytes, size_t *length, ps_error *error) {
     *bytes = nullptr;
     *length = 0;
     return guardedOn(document, error, PS_DAMAGED, [&] {
+        size_t budget = max_bytes;
         QPDFObjectHandle marker = pageAt(document, page).getObjectHandle().getKey(kMarker);
         if (!marker.isDictionary()) return;
         // An edit by an earlier version of this code stored all the page's ink as one drawing
@@ -764,7 +815,11 @@ ps_status ps_page_drawing(ps_document *document, int page, unsigned char **bytes
         std::string out;
         auto record = [&](char kind, QPDFObjectHandle source) {
             out += kind;
-            appendBlock(out, source.isStream() ? decoded(source) : std::string());
+            if (source.isStream()) {
+                appendDecodedBlock(out, source, budget, "a drawing stored with the page's ink");
+            } else {
+                appendBlock(out, std::string());
+            }
         };
         QPDFObjectHandle legacy = marker.getKey("/Drawing");
         if (legacy.isStream()) record('L', legacy);
@@ -805,10 +860,12 @@ ps_status ps_page_placement(ps_document *document, int page, double matrix[6], p
     return guardedOn(document, error, PS_DAMAGED, [&] { placementMatrix(inspect(pageAt(document, page)), matrix); });
 }
 
-ps_status ps_page_annotations(ps_document *document, int page, unsigned char **bytes, size_t *length, ps_error *error) {
+ps_status ps_page_annotations(ps_document *document, int page, size_t max_bytes, size_t max_numbers,
+                              unsigned char **bytes, size_t *length, ps_error *error) {
     *bytes = nullptr;
     *length = 0;
     return guardedOn(document, error, PS_DAMAGED, [&] {
+        size_t budget = max_bytes, numbers = 0;
         QPDFObjectHandle annotations = pageAt(document, page).getObjectHandle().getKey("/Annots");
         if (!annotations.isArray()) return;
         std::string out;
@@ -822,12 +879,21 @@ ps_status ps_page_annotations(ps_document *document, int page, unsigned char **b
             // their slash, strings as "u:" text).
             QPDFObjectHandle seen = QPDFObjectHandle::newDictionary();
             for (char const *key : {"/Subtype", "/Rect", "/C", "/InkList", "/BS", "/IT", "/Contents", "/CA", kHashKey}) {
-                if (annotation.hasKey(key)) seen.replaceKey(key, annotation.getKey(key));
+                if (!annotation.hasKey(key)) continue;
+                QPDFObjectHandle value = annotation.getKey(key);
+                // What the JSON below spells out (an indirect object is written as its reference).
+                if (!numbersWithin(value, numbers, max_numbers)) {
+                    throw Failure(PS_TOO_LARGE, "the ink annotations of the page list more numbers than the page's ink may hold");
+                }
+                seen.replaceKey(key, value);
             }
+            std::string entries = seen.getJSON(2, true).unparse();
+            if (entries.size() > budget) throw Failure(PS_TOO_LARGE, "the ink annotations of the page: more than the page's ink may take");
+            budget -= entries.size();
             out += 'A';
             bigEndian(out, index, 4);
-            appendBlock(out, seen.getJSON(2, true).unparse());
-            appendBlock(out, decoded(source));
+            appendBlock(out, entries);
+            appendDecodedBlock(out, source, budget, "a drawing stored with an ink annotation");
         }
         handOver(out, bytes, length);
     });

@@ -213,6 +213,7 @@ public final class DocumentStore: Sendable {
         case .damaged: return .unreadable(name: name, reason: "damaged", message: error.message)
         case .io: return .io(operation: error.operation, message: error.message, errno: error.errno)
         case .timeout: return .unreadable(name: name, reason: "timeout", message: error.message)
+        case .tooLarge: return .unreadable(name: name, reason: "tooLarge", message: error.message)
         default: return .io(operation: error.operation, message: error.message)
         }
     }
@@ -286,7 +287,7 @@ public final class DocumentStore: Sendable {
         guard index >= 0 && index < pdf.pageCount else { throw .pageOutOfRange(name: name, page: index, pageCount: pdf.pageCount) }
         do {
             let page = try pdf.page(index)
-            return (PageSummary(width: page.width, height: page.height, rotation: page.rotation), PageInk(edits: try Flattener.edits(of: pdf, page: index)))
+            return (PageSummary(width: page.width, height: page.height, rotation: page.rotation), PageInk(edits: try Flattener.edits(of: pdf, page: index, maxPagePoints: maxInkPointsPerPage)))
         } catch let error as PDFError {
             throw unreadable(name, error)
         } catch let error as FlattenError {

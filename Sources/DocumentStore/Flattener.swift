@@ -171,7 +171,7 @@ public enum Flattener {
             let geometry = try file.page(page)
             var stored = file.inkPoints(page: page)
             if let replacing {
-                let dropped = try replaced(replacing, among: try edits(of: file, page: page), page: page)
+                let dropped = try replaced(replacing, among: try edits(of: file, page: page, maxPagePoints: maxPagePoints), page: page)
                 let points = dropped.reduce(0) { $0 + $1.drawing.pointCount }
                 file.dropForms(dropped.compactMap { if case .form(let position) = $0.place { position } else { nil } }, points: points)
                 file.dropAnnotations(dropped.compactMap { if case .annotation(let position) = $0.place { position } else { nil } })
@@ -226,10 +226,10 @@ public enum Flattener {
     }
 
     /// The page's canvas ink, edit by edit, as reopening loads it.
-    public static func pageInk(_ location: PDFLocation, page: Int) throws(FlattenError) -> PageInk {
+    public static func pageInk(_ location: PDFLocation, page: Int, maxPagePoints: Int = .max) throws(FlattenError) -> PageInk {
         do {
             let file = try location.open()
-            return PageInk(edits: try edits(of: file, page: page))
+            return PageInk(edits: try edits(of: file, page: page, maxPagePoints: maxPagePoints))
         } catch let error as FlattenError {
             throw error
         } catch let error as PDFError {
@@ -239,10 +239,30 @@ public enum Flattener {
         }
     }
 
-    /// The page's edits: its forms' stored drawings, then its ink annotations.
-    static func edits(of file: PDFFile, page: Int) throws -> [PageInk.Edit] {
+    /// What reading a page's stored ink may take, from the most ink a page may hold: its stored
+    /// drawings decoded (32 bytes a point is more than the encoding takes even for numbers off
+    /// the ink grid, and than JSON from before 1.8 takes for most; 1 MiB more for texts), and
+    /// the numbers its ink annotations list (two a point, and their few other entries). A page
+    /// past them is refused (`tooLarge`) before its ink is decoded, copied or parsed in full.
+    struct StoredInkBound: Equatable {
+        let bytes: Int
+        let numbers: Int
+
+        init(maxPagePoints: Int) {
+            // With no limit on the page's points (offline use), the bound of 2 million points.
+            let points = min(max(maxPagePoints, 0), 2_000_000)
+            bytes = points * 32 + (1 << 20)
+            numbers = points * 2 + 4096
+        }
+    }
+
+    /// The page's edits: its forms' stored drawings, then its ink annotations, read within
+    /// `StoredInkBound(maxPagePoints:)`.
+    static func edits(of file: PDFFile, page: Int, maxPagePoints: Int) throws -> [PageInk.Edit] {
+        let bound = StoredInkBound(maxPagePoints: maxPagePoints)
         var edits: [PageInk.Edit] = []
-        for source in try file.storedSources(page: page) where !source.bytes.isEmpty {
+        let sources = try file.storedSources(page: page, maxBytes: bound.bytes)
+        for source in sources where !source.bytes.isEmpty {
             let place: PageInk.Edit.Place
             switch source.place {
             case .wholePage: place = .wholePage
@@ -250,7 +270,8 @@ public enum Flattener {
             }
             edits.append(PageInk.Edit(drawing: try stored(source.bytes), digest: digest(source.bytes), place: place))
         }
-        let annotations = try file.storedAnnotations(page: page)
+        let read = sources.reduce(0) { $0 + $1.bytes.count }
+        let annotations = try file.storedAnnotations(page: page, maxBytes: max(0, bound.bytes - read), maxNumbers: bound.numbers)
         guard !annotations.isEmpty else { return edits }
         let geometry = try file.page(page)
         let placement = InkAnnotations.Placement(width: geometry.width, height: geometry.height, matrix: try file.placement(page: page))

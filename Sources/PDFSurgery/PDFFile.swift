@@ -6,7 +6,9 @@ public struct PDFError: Error, Sendable, Equatable, CustomStringConvertible {
     public enum Kind: String, Sendable {
         /// `io`: a system call failed; `errno` says why. `timeout`: the work ran past the
         /// budget given when the file was opened.
-        case damaged, encrypted, pageOutOfRange, badOverlay, io, timeout, `internal`
+        /// `tooLarge`: what was read would pass the bound the caller gave (stored ink that
+        /// decodes to more than the page's ink may take).
+        case damaged, encrypted, pageOutOfRange, badOverlay, io, timeout, tooLarge, `internal`
     }
     public let kind: Kind
     public let operation: String
@@ -32,6 +34,7 @@ public struct PDFError: Error, Sendable, Equatable, CustomStringConvertible {
         case PS_BAD_OVERLAY: kind = .badOverlay
         case PS_IO: kind = .io
         case PS_TIMEOUT: kind = .timeout
+        case PS_TOO_LARGE: kind = .tooLarge
         default: kind = .internal
         }
         errno = status == PS_IO && error.code != 0 ? Errno(rawValue: error.code) : nil
@@ -140,19 +143,22 @@ public final class PDFFile {
 
     /// The drawings earlier flattens stored with the page's ink, one per edit in the order made;
     /// empty when the page has none.
-    public func storedSources(page index: Int) throws(PDFError) -> [StoredSource] {
-        var records = Records(try fetched("read the ink of page \(index)") { ps_page_drawing(handle, Int32(clamping: index), &$0, &$1, &$2) })
-        var sources: [StoredSource] = []
-        var forms = 0
-        while let kind = records.byte(), let bytes = records.block() {
-            if kind == UInt8(ascii: "L") {
-                sources.append(StoredSource(place: .wholePage, bytes: bytes))
-            } else {
-                sources.append(StoredSource(place: .form(forms), bytes: bytes))
-                forms += 1
+    /// `maxBytes` bounds them all together, decoded: past it, `tooLarge`, and decoding stops
+    /// there (a stream deflated twice over zeros can claim gigabytes from a few kilobytes).
+    public func storedSources(page index: Int, maxBytes: Int) throws(PDFError) -> [StoredSource] {
+        try fetched("read the ink of page \(index)") { ps_page_drawing(handle, Int32(clamping: index), maxBytes, &$0, &$1, &$2) } reading: { records in
+            var sources: [StoredSource] = []
+            var forms = 0
+            while let kind = records.byte(), let bytes = records.block() {
+                if kind == UInt8(ascii: "L") {
+                    sources.append(StoredSource(place: .wholePage, bytes: bytes))
+                } else {
+                    sources.append(StoredSource(place: .form(forms), bytes: bytes))
+                    forms += 1
+                }
             }
+            return sources
         }
-        return sources
     }
 
     /// Makes the next flatten replace the edits whose forms are at `forms` (positions as
@@ -182,37 +188,43 @@ public final class PDFFile {
         public let source: [UInt8]
     }
 
-    public func storedAnnotations(page index: Int) throws(PDFError) -> [StoredAnnotation] {
-        var records = Records(try fetched("read the ink annotations of page \(index)") {
-            ps_page_annotations(handle, Int32(clamping: index), &$0, &$1, &$2)
-        })
-        var annotations: [StoredAnnotation] = []
-        while records.byte() == UInt8(ascii: "A"), let position = records.number(), let entries = records.block(), let source = records.block() {
-            annotations.append(StoredAnnotation(index: position, entries: entries, source: source))
+    /// Bounded as `storedSources`, all records together by `maxBytes`, and the entries by
+    /// `maxNumbers` numbers in all (an /InkList of millions is refused before it is copied).
+    public func storedAnnotations(page index: Int, maxBytes: Int, maxNumbers: Int) throws(PDFError) -> [StoredAnnotation] {
+        try fetched("read the ink annotations of page \(index)") {
+            ps_page_annotations(handle, Int32(clamping: index), maxBytes, maxNumbers, &$0, &$1, &$2)
+        } reading: { records in
+            var annotations: [StoredAnnotation] = []
+            while records.byte() == UInt8(ascii: "A"), let position = records.number(), let entries = records.block(), let source = records.block() {
+                annotations.append(StoredAnnotation(index: position, entries: entries, source: source))
+            }
+            return annotations
         }
-        return annotations
     }
 
-    /// The bytes a C call hands over (allocated there, freed here), or its failure.
-    private func fetched(_ operation: String,
-                         _ call: (inout UnsafeMutablePointer<UInt8>?, inout Int, inout ps_error) -> ps_status) throws(PDFError) -> [UInt8] {
+    /// Reads the records a C call hands over (allocated there, freed here) where they are: each
+    /// block is copied out once, never the whole of them (stored ink can be megabytes).
+    private func fetched<Value>(_ operation: String,
+                                _ call: (inout UnsafeMutablePointer<UInt8>?, inout Int, inout ps_error) -> ps_status,
+                                reading: (inout Records) -> Value) throws(PDFError) -> Value {
         var error = ps_error()
         var bytes: UnsafeMutablePointer<UInt8>?
         var length = 0
         let status = call(&bytes, &length, &error)
         defer { ps_free(bytes) }
         guard status == PS_OK else { throw PDFError(status, operation, error) }
-        guard let bytes, length > 0 else { return [] }
-        return Array(UnsafeBufferPointer(start: bytes, count: length))
+        var records = Records(UnsafeBufferPointer(start: bytes, count: bytes == nil ? 0 : length))
+        return reading(&records)
     }
 
     /// Records as the C side writes them: kind bytes, 4-byte big-endian numbers, and blocks
-    /// (a number, then that many bytes). A record cut short ends the reading.
+    /// (a number, then that many bytes). A record cut short ends the reading. Valid only while
+    /// the C side's bytes are (inside `fetched`).
     private struct Records {
-        let bytes: [UInt8]
+        let bytes: UnsafeBufferPointer<UInt8>
         var offset = 0
 
-        init(_ bytes: [UInt8]) { self.bytes = bytes }
+        init(_ bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
 
         mutating func byte() -> UInt8? {
             guard offset < bytes.count else { return nil }
@@ -229,7 +241,7 @@ public final class PDFFile {
         mutating func block() -> [UInt8]? {
             guard let size = number(), size <= bytes.count - offset else { return nil }
             defer { offset += size }
-            return Array(bytes[offset..<(offset + size)])
+            return Array(UnsafeBufferPointer(rebasing: bytes[offset..<(offset + size)]))
         }
     }
 

@@ -20,6 +20,7 @@ typedef enum {
     PS_INTERNAL = 5,     // anything else (the message says what)
     PS_IO = 6,           // a system call failed: the ps_error's code says why
     PS_TIMEOUT = 7,      // the work on this document ran past its time budget
+    PS_TOO_LARGE = 8,    // what was asked for would pass the bound the caller gave
 } ps_status;
 
 typedef struct ps_document ps_document;
@@ -58,8 +59,10 @@ ps_status ps_page_info_at(ps_document *document, int page, ps_page_info *out, ps
 // made: a kind byte ('L' for the one drawing an early version kept for the whole page, 'F' for
 // an edit's form, the n-th 'F' record being the n-th form), a 4-byte big-endian length, and the
 // stored bytes (none for a form without a stored drawing). The caller frees *bytes with
-// ps_free; *length is 0 when the page has no ink of ours.
-ps_status ps_page_drawing(ps_document *document, int page, unsigned char **bytes, size_t *length, ps_error *error);
+// ps_free; *length is 0 when the page has no ink of ours. The stored drawings, decoded, come to
+// at most `max_bytes` in all: past it the call stops decoding at once and fails with
+// PS_TOO_LARGE (a stream deflated over and over can claim any size).
+ps_status ps_page_drawing(ps_document *document, int page, size_t max_bytes, unsigned char **bytes, size_t *length, ps_error *error);
 // Makes the next flatten replace earlier edits: the page stops drawing the forms at positions
 // `forms` (as ps_page_drawing numbers its 'F' records), and `points`, the ink they held, comes
 // off the page's count. With empty ink, the flatten only takes those edits away.
@@ -111,8 +114,11 @@ ps_status ps_add_annotation(ps_document *document, const char *dictionary, size_
 // order: 'A', the annotation's position in /Annots (4 bytes, big-endian), then the length and
 // bytes of a JSON object of its /Subtype, /Rect, /C, /InkList, /BS, /IT, /Contents, /CA and
 // digest as they are now (qpdf's JSON version 2), then the length and bytes of its stored
-// drawing. Freed with ps_free; *length is 0 when there are none.
-ps_status ps_page_annotations(ps_document *document, int page, unsigned char **bytes, size_t *length, ps_error *error);
+// drawing. Freed with ps_free; *length is 0 when there are none. Bounded as ps_page_drawing:
+// the records come to at most `max_bytes`, and the entries hold at most `max_numbers` numbers
+// in all (an /InkList can list millions), else PS_TOO_LARGE before any is written out.
+ps_status ps_page_annotations(ps_document *document, int page, size_t max_bytes, size_t max_numbers,
+                              unsigned char **bytes, size_t *length, ps_error *error);
 // Makes the next flatten take the ink annotations at these positions in /Annots off the page.
 void ps_drop_annotations(ps_document *document, const int *annotations, size_t count);
 // Gives the document a new time budget, from now: a save parses within a reader's budget, then

@@ -548,3 +548,53 @@ def test_the_reopen_table(documents, transitions, holds, row):
                 assert again["reopened"] == {"edits": 1, "strokes": len(strokes), "texts": 0}
         want = state if row["next"] == "=" else row["next"]
         assert session.state()["state"] == want
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmHWM")
+
+
+@pytest.mark.parametrize("zeros", [500_000_000, 2_000_000_000])
+def test_a_stored_drawing_that_is_a_deflate_bomb_is_refused_in_bounded_memory(tmp_path: Path, zeros: int):
+    """Issue 42: a page whose stored drawing is deflated twice over zeros (a kilobyte that
+    decodes to `zeros` bytes). Before, one reopen decoded it whole and copied it three times
+    more: 995 MB of RSS for 0.5 GB (debug build). Now decoding stops at the page's bound and the
+    reopen answers UNAVAILABLE tooLarge; the process grows by less than 64 MB and goes on
+    serving the document."""
+    import zlib
+
+    import pikepdf
+
+    server = Server(tmp_path / "server", ["--log-level", "error"])
+    try:
+        shutil.copy(ROOT / "samples" / "notes.pdf", server.documents / "a.pdf")
+        stroke = {"tool": "pen", "color": "blue", "width": 3, "points": [{"x": 72, "y": 220}, {"x": 200, "y": 250}]}
+        with server.client(timeout=60, retries=0) as client:
+            client.call("document.flatten", {"name": "a.pdf", "page": 0, "drawing": {"strokes": [stroke], "texts": []}})
+        with pikepdf.open(server.documents / "a.pdf") as pdf:
+            form = pdf.pages[0].obj["/CanvasBridgeInk"]["/Forms"][0]
+            bomb = pikepdf.Stream(pdf, b"")
+            bomb.write(zlib.compress(zlib.compress(b"\0" * zeros, 9), 9), filter=[pikepdf.Name.FlateDecode, pikepdf.Name.FlateDecode])
+            form["/CanvasBridgeDrawing"] = bomb
+            # Written as it is: qpdf would otherwise undo the filters and deflate the zeros once.
+            pdf.save(server.documents / "bomb.pdf", stream_decode_level=pikepdf.StreamDecodeLevel.none, compress_streams=False)
+        assert (server.documents / "bomb.pdf").stat().st_size < 20_000
+        before = peak_rss_mb(server.process.pid)
+        with server.client(timeout=60, retries=0) as client:
+            session = client.open_session()
+            with pytest.raises(CanvasError) as refused:
+                session.open(document="bomb.pdf", page=0, reopen=True)
+            assert (refused.value.code, refused.value.data.get("reason")) == ("UNAVAILABLE", "tooLarge"), refused.value
+            assert session.state()["state"] == "closed"
+            # A save that adds ink leaves the stored drawings unread: it works, and costs no more.
+            saved = client.call("document.flatten", {"name": "bomb.pdf", "page": 0, "drawing": {"strokes": [stroke], "texts": []}})
+            assert saved["revision"] == 2
+            assert client.call("document.info", {"name": "bomb.pdf"})["pageCount"] == 3
+        grown = peak_rss_mb(server.process.pid) - before
+        print(f"\n{zeros:,} zeros: peak RSS grew by {grown:.1f} MB")
+        assert grown < 64, f"peak RSS grew by {grown:.0f} MB"
+    finally:
+        server.stop()
