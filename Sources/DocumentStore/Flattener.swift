@@ -192,7 +192,9 @@ public enum Flattener {
                     layers = try InkRenderer.pdfLayers(ink, width: geometry.width, height: geometry.height)
                 case .annotations:
                     let placement = InkAnnotations.Placement(width: geometry.width, height: geometry.height, matrix: try file.placement(page: page))
-                    for annotation in try InkAnnotations.make(ink, on: placement) {
+                    // The annotations round for their entries and appearance themselves, and store
+                    // the drawing as it was submitted.
+                    for annotation in try InkAnnotations.make(drawing, on: placement) {
                         try file.addAnnotation(dictionary: annotation.dictionary, strokes: annotation.strokes, overlay: annotation.overlay,
                                                source: annotation.source, box: annotation.box)
                     }
@@ -276,7 +278,9 @@ public enum Flattener {
         let geometry = try file.page(page)
         let placement = InkAnnotations.Placement(width: geometry.width, height: geometry.height, matrix: try file.placement(page: page))
         for annotation in annotations {
-            let source = try stored(annotation.source)
+            // A stored drawing that does not read (its checksum, a byte changed) is no drawing:
+            // the annotation is read from what it says, never from those bytes.
+            let source = try? stored(annotation.source)
             // One another program made into something else (another subtype, entries we cannot
             // read) is its ink now, not ours: it stays on the page, neither loaded nor replaced.
             guard let (drawing, changed) = InkAnnotations.read(entries: annotation.entries, source: source, on: placement) else { continue }

@@ -5,9 +5,11 @@ import Foundation
 /// of one tool, colour and width as an `/Ink` annotation (its `/InkList` the strokes' centre
 /// lines, one entry a stroke), each text as a `/FreeText`. The appearance of each is the ink a
 /// flattened edit draws for it, outline for outline, so a viewer shows exactly our ink; the
-/// drawing it was made from rides along, with a digest of what another program may change
-/// (`/InkList`, `/Rect` and `/C`; a text's `/Rect` and `/Contents`), so a change made elsewhere
-/// is seen, and the annotation then reopens from what it says now.
+/// drawing it was made from rides along, every number as it was submitted. A reopen uses that
+/// drawing only while the entries another program may change (`/InkList`, `/Rect`, `/C`, `/BS`,
+/// `/CA`, `/IT`; a text's `/Rect` and `/Contents`) are what the drawing makes of them: a change
+/// made elsewhere, or a stored drawing that is not the annotation's ink, is seen, and the
+/// annotation then reopens from what it says now.
 public enum InkAnnotations {
     /// One annotation to add: its dictionary's entries (PDF syntax, user space), what its
     /// appearance draws (as a form: stroke operators in display points, then a one-page PDF of
@@ -71,73 +73,120 @@ public enum InkAnnotations {
         return runs
     }
 
-    /// The drawing's annotations, strokes first and texts after them, as a form draws them.
-    public static func make(_ drawing: Drawing, on page: Placement) throws(RenderError) -> [Annotation] {
-        var annotations: [Annotation] = []
-        for run in runs(drawing.strokes) {
-            let first = run[0]
+    /// What an `/Ink` of a run of strokes says: its entries, and the box it covers in ink space.
+    /// Made from the strokes on the ink grid (`InkPrecision`), as the page draws them; `make`
+    /// writes it, and `read` makes it again from a stored drawing to see that the annotation
+    /// still says it.
+    struct InkEntries {
+        let fields: Fields
+        let width: Double
+        let highlighter: Bool
+        let box: [Double]
+        let drawn: [Stroke]
+
+        init(_ run: [Stroke], on page: Placement) {
+            drawn = InkPrecision.rounded(Drawing(strokes: run)).strokes
+            let first = drawn[0]
             let reach = (first.tool == .pen ? first.width * PenProfile.maximumFactor / 2 : first.width / 2) + 1
-            let xs = run.flatMap { $0.points.map(\.x) }, ys = run.flatMap { $0.points.map(\.y) }
-            let box = [xs.min()! - reach, page.height - ys.max()! - reach, xs.max()! + reach, page.height - ys.min()! + reach]
-            let inkList = run.map { stroke in
+            let xs = drawn.flatMap { $0.points.map(\.x) }, ys = drawn.flatMap { $0.points.map(\.y) }
+            box = [xs.min()! - reach, page.height - ys.max()! - reach, xs.max()! + reach, page.height - ys.min()! + reach]
+            let inkList = drawn.map { stroke in
                 stroke.points.flatMap { point in
                     let (x, y) = page.user(point.x, point.y)
                     return [x, y]
                 }
             }
             // A viewer that draws the annotation itself draws one width: the mean of ours.
-            let factors = run.flatMap { $0.points.map { first.tool == .pen ? PenProfile.factor(pressure: $0.pressure) : 1 } }
-            let width = first.width * factors.reduce(0, +) / Double(factors.count)
-            let fields = Fields(inkList: inkList, rect: page.rect(box), color: Fields.components(first.color))
-            var dictionary = "<< /Type /Annot /Subtype /Ink /F 4 /Rect \(fields.text(fields.rect)) /InkList [ "
-            dictionary += fields.inkList.map(fields.text).joined(separator: " ")
-            dictionary += " ] /C \(fields.text(fields.color, decimals: 3)) /CA 1 /BS << /W \(Fields.number(width)) /S /S >>"
-            if first.tool == .highlighter { dictionary += " /IT /InkHighlight" }
-            dictionary += " /CanvasBridgeHash (\(fields.digest)) >>"
-            annotations.append(Annotation(dictionary: dictionary, strokes: InkRenderer.strokeContent(run), overlay: [], box: box,
-                                          source: InkSource.encode(Drawing(strokes: run))))
+            let factors = drawn.flatMap { $0.points.map { first.tool == .pen ? PenProfile.factor(pressure: $0.pressure) : 1 } }
+            width = first.width * factors.reduce(0, +) / Double(factors.count)
+            highlighter = first.tool == .highlighter
+            fields = Fields(inkList: inkList, rect: page.rect(box), color: Fields.components(first.color))
         }
-        for text in drawing.texts {
+
+        /// The entries as an annotation gives them now: the same text, number for number.
+        func agrees(with found: Fields, width foundWidth: Double?, opacity: Double?, highlighter foundHighlighter: Bool) -> Bool {
+            found.digest == fields.digest && foundWidth.map { Fields.number($0) } == Fields.number(width)
+                && opacity.map { Fields.number($0) } == Fields.number(1) && foundHighlighter == highlighter
+        }
+    }
+
+    /// What a `/FreeText` of a text says: its `/Rect`, and the box it covers in ink space.
+    struct TextEntries {
+        let fields: Fields
+        let box: [Double]
+
+        init(_ text: TextAnnotation, on page: Placement) {
             let lines = TextLayout.lines(of: text)
             let longest = Double(lines.map(\.count).max() ?? 0)
             let top = text.y - text.fontSize, bottom = text.y + Double(lines.count) * text.fontSize * 1.4 + 2
-            let box = [text.x - 2, page.height - bottom, text.x + longest * text.fontSize + 2, page.height - top]
-            let fields = Fields(rect: page.rect(box), contents: text.text)
+            box = [text.x - 2, page.height - bottom, text.x + longest * text.fontSize + 2, page.height - top]
+            fields = Fields(rect: page.rect(box), contents: text.text)
+        }
+    }
+
+    /// The drawing's annotations, strokes first and texts after them, as a form draws them:
+    /// the appearance and the entries from the drawing on the ink grid, the stored drawing
+    /// exactly as given.
+    public static func make(_ drawing: Drawing, on page: Placement) throws(RenderError) -> [Annotation] {
+        var annotations: [Annotation] = []
+        for run in runs(drawing.strokes) {
+            let entries = InkEntries(run, on: page)
+            let fields = entries.fields
+            var dictionary = "<< /Type /Annot /Subtype /Ink /F 4 /Rect \(fields.text(fields.rect)) /InkList [ "
+            dictionary += fields.inkList.map(fields.text).joined(separator: " ")
+            dictionary += " ] /C \(fields.text(fields.color, decimals: 3)) /CA 1 /BS << /W \(Fields.number(entries.width)) /S /S >>"
+            if entries.highlighter { dictionary += " /IT /InkHighlight" }
+            dictionary += " /CanvasBridgeHash (\(fields.digest)) >>"
+            annotations.append(Annotation(dictionary: dictionary, strokes: InkRenderer.strokeContent(entries.drawn), overlay: [],
+                                          box: entries.box, source: InkSource.encode(Drawing(strokes: run))))
+        }
+        for text in drawing.texts {
+            let drawn = InkPrecision.rounded(Drawing(texts: [text])).texts[0]
+            let entries = TextEntries(drawn, on: page)
+            let fields = entries.fields
             let color = Fields.components(text.color).map { Fields.number($0, decimals: 3) }
             let dictionary = "<< /Type /Annot /Subtype /FreeText /F 4 /Rect \(fields.text(fields.rect)) /Contents \(Fields.utf16(text.text))"
-                + " /DA (/Helv \(Fields.number(text.fontSize)) Tf \(color.joined(separator: " ")) rg) /CanvasBridgeHash (\(fields.digest)) >>"
+                + " /DA (/Helv \(Fields.number(drawn.fontSize)) Tf \(color.joined(separator: " ")) rg) /CanvasBridgeHash (\(fields.digest)) >>"
             annotations.append(Annotation(dictionary: dictionary, strokes: [],
-                                          overlay: try InkRenderer.textPDF([text], width: page.width, height: page.height), box: box,
+                                          overlay: try InkRenderer.textPDF([drawn], width: page.width, height: page.height), box: entries.box,
                                           source: InkSource.encode(Drawing(texts: [text]))))
         }
         return annotations
     }
 
-    /// The drawing an annotation of ours holds: its stored drawing while what another program
-    /// may change is as written; otherwise what the annotation says now (an `/Ink`'s strokes
-    /// from its `/InkList`, at its `/BS` width and `/C` colour, without pressure; a text's
-    /// words and place from `/Contents` and `/Rect`). `changed` says which.
-    public static func read(entries: [UInt8], source: Drawing, on page: Placement) -> (drawing: Drawing, changed: Bool)? {
+    /// The drawing an annotation of ours holds: its stored drawing while the annotation says
+    /// what that drawing makes of it (`InkEntries`, `TextEntries`); otherwise what the annotation
+    /// says now (an `/Ink`'s strokes from its `/InkList`, at its `/BS` width and `/C` colour,
+    /// without pressure; a text's words and place from `/Contents` and `/Rect`). `changed` says
+    /// which. `source` is nil when the stored drawing cannot be read (damaged): an `/Ink` then
+    /// reopens from what it says, a `/FreeText` (whose size and colour only the drawing has) not
+    /// at all.
+    public static func read(entries: [UInt8], source: Drawing?, on page: Placement) -> (drawing: Drawing, changed: Bool)? {
         guard let object = try? JSONSerialization.jsonObject(with: Data(entries)) as? [String: Any] else { return nil }
         func number(_ value: Any?) -> Double? { (value as? Double) ?? (value as? Int).map(Double.init) ?? (value as? NSNumber)?.doubleValue }
         func numbers(_ value: Any?) -> [Double]? { (value as? [Any])?.compactMap(number) }
         let rect = numbers(object["/Rect"]) ?? []
-        let written = (object["/CanvasBridgeHash"] as? String).map { $0.hasPrefix("u:") ? String($0.dropFirst(2)) : $0 }
         switch object["/Subtype"] as? String {
         case "/Ink":
             let inkList = (object["/InkList"] as? [Any])?.compactMap(numbers) ?? []
             let color = numbers(object["/C"]) ?? []
             let fields = Fields(inkList: inkList, rect: rect, color: color)
-            if fields.digest == written { return (source, false) }
-            guard let model = source.strokes.first else { return nil }
-            let width = min(max((object["/BS"] as? [String: Any]).flatMap { number($0["/W"]) } ?? model.width,
+            let foundWidth = (object["/BS"] as? [String: Any]).flatMap { number($0["/W"]) }
+            let highlighted = (object["/IT"] as? String) == "/InkHighlight"
+            if let source, !source.strokes.isEmpty, source.texts.isEmpty,
+               InkEntries(source.strokes, on: page).agrees(with: fields, width: foundWidth, opacity: number(object["/CA"]), highlighter: highlighted) {
+                return (source, false)
+            }
+            if let source, source.strokes.isEmpty { return nil }
+            let model = source?.strokes.first
+            let width = min(max(foundWidth ?? model?.width ?? 1,
                                 DrawingLimits.strokeWidth.lowerBound), DrawingLimits.strokeWidth.upperBound)
-            let tool: InkTool = (object["/IT"] as? String) == "/InkHighlight" ? .highlighter : .pen
+            let tool: InkTool = highlighted ? .highlighter : .pen
             // The colour keeps its name while /C is still that colour.
-            var inkColor = model.color
-            if color.count == 3, fields.text(color, decimals: 3) != fields.text(Fields.components(model.color), decimals: 3) {
+            var inkColor = model?.color ?? InkColor.black
+            if color.count == 3, model.map({ fields.text(color, decimals: 3) != fields.text(Fields.components($0.color), decimals: 3) }) ?? true {
                 let hex = color.map { String(format: "%02X", Int((min(max($0, 0), 1) * 255).rounded())) }.joined()
-                inkColor = (try? InkColor("#" + hex)) ?? model.color
+                inkColor = (try? InkColor("#" + hex)) ?? inkColor
             }
             let strokes = inkList.compactMap { line -> Stroke? in
                 let points = stride(from: 0, to: line.count - 1, by: 2).compactMap { index -> InkPoint? in
@@ -151,7 +200,11 @@ public enum InkAnnotations {
             var contents = object["/Contents"] as? String ?? ""
             if contents.hasPrefix("u:") { contents = String(contents.dropFirst(2)) }
             let fields = Fields(rect: rect, contents: contents)
-            if fields.digest == written { return (source, false) }
+            guard let source else { return nil }
+            if source.strokes.isEmpty, source.texts.count == 1,
+               TextEntries(InkPrecision.rounded(source).texts[0], on: page).fields.digest == fields.digest {
+                return (source, false)
+            }
             guard let model = source.texts.first, rect.count == 4,
                   let corner = page.display(rect[0], rect[3]), let other = page.display(rect[2], rect[1]) else { return nil }
             // The box starts 2 pt left of the text and a line above it (`make`).

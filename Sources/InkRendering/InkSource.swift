@@ -11,9 +11,9 @@ public import CanvasCore
 /// exactly (a client may send any double) is kept besides as its 8 bytes, so nothing is lost:
 /// it costs only where it happens.
 ///
-/// Layout, version 1 (integers are LEB128 varints, signed ones zigzag-coded first):
+/// Layout, version 2 (integers are LEB128 varints, signed ones zigzag-coded first):
 ///
-///     "CBI" 1                      magic and version
+///     "CBI" 2                      magic and version
 ///     strokes, texts               counts
 ///     per stroke: flags            bit 0 highlighter; bit 1 some points have pressure,
 ///                                  bit 2 some have none (both: a presence bit per point follows)
@@ -26,11 +26,30 @@ public import CanvasCore
 ///     per text:   color, text      length and UTF-8 each
 ///                 x, y, fontSize   numbers
 ///
+///     checksum                     8 bytes: FNV-1a (64 bits, little-endian) of every byte
+///                                  before it, magic and version included
+///
 /// A number alone (a width, a text's place) is its count of hundredths, doubled, plus 1 when
 /// its 8 bytes follow because the count does not give it back.
+///
+/// Version 1 (canvas/1.8) is the same without the checksum, and is still read. The checksum is
+/// what lets stored ink prove itself: a byte changed anywhere (FNV-1a changes for any one byte
+/// changed) makes the drawing refused, never loaded as strokes that are not the page's ink.
+/// It tells damage, not forgery: anyone can compute it.
 public enum InkSource {
     static let magic: [UInt8] = [UInt8(ascii: "C"), UInt8(ascii: "B"), UInt8(ascii: "I")]
-    static let version: UInt8 = 1
+    static let version: UInt8 = 2
+    static let checksumSize = 8
+
+    /// FNV-1a, 64 bits, of `bytes`.
+    static func checksum(_ bytes: ArraySlice<UInt8>) -> UInt64 {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in bytes {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x100_0000_01b3
+        }
+        return hash
+    }
 
     /// Whether `bytes` are in this encoding (the other kind of stored drawing is JSON, from
     /// before canvas/1.8).
@@ -88,6 +107,11 @@ public enum InkSource {
             out.number(text.y)
             out.number(text.fontSize)
         }
+        var sum = checksum(out.bytes[...])
+        for _ in 0..<checksumSize {
+            out.bytes.append(UInt8(truncatingIfNeeded: sum))
+            sum >>= 8
+        }
         return out.bytes
     }
 
@@ -102,11 +126,24 @@ public enum InkSource {
     /// value against the limits a drawing sent over the wire must meet, so damaged or hostile
     /// bytes give an error, never a crash or an allocation larger than the input.
     public static func decode(_ bytes: [UInt8]) throws(DecodeError) -> Drawing {
-        var input = Reader(bytes: bytes)
         guard bytes.starts(with: magic) else { throw DecodeError(offset: 0, reason: "not an encoded drawing") }
-        input.offset = magic.count
-        let version = try input.byte()
-        guard version == Self.version else { throw DecodeError(offset: 3, reason: "version \(version), this build reads \(Self.version)") }
+        guard bytes.count > magic.count else { throw DecodeError(offset: magic.count, reason: "the bytes end early") }
+        var input: Reader
+        switch bytes[magic.count] {
+        case 1:
+            input = Reader(bytes: bytes)
+        case 2:
+            let body = bytes.count - checksumSize
+            guard body > magic.count else { throw DecodeError(offset: magic.count + 1, reason: "the bytes end early") }
+            let written = bytes[body...].reversed().reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+            guard written == checksum(bytes[..<body]) else {
+                throw DecodeError(offset: body, reason: "its checksum does not match its bytes (changed since it was written)")
+            }
+            input = Reader(bytes: Array(bytes[..<body]))
+        case let version:
+            throw DecodeError(offset: 3, reason: "version \(version), this build reads 1 and \(Self.version)")
+        }
+        input.offset = magic.count + 1
         let strokeCount = try input.count(each: 5), textCount = try input.count(each: 5)
         var strokes: [Stroke] = []
         strokes.reserveCapacity(strokeCount)
@@ -175,7 +212,7 @@ public enum InkSource {
                 throw input.failure("a text: \(error)")
             }
         }
-        guard input.offset == bytes.count else { throw input.failure("\(bytes.count - input.offset) bytes after the drawing") }
+        guard input.offset == input.bytes.count else { throw input.failure("\(input.bytes.count - input.offset) bytes after the drawing") }
         return Drawing(strokes: strokes, texts: texts)
     }
 

@@ -56,12 +56,26 @@ struct InkSourceTests {
             for flip: UInt8 in [0x01, 0x80, 0xFF] {
                 var changed = bytes
                 changed[index] ^= flip
-                // Some flips still decode (a changed digit); none may crash or run away.
-                _ = try? InkSource.decode(changed)
+                // Version 2's checksum: no one changed byte decodes (before it, a changed digit
+                // decoded as another drawing).
+                #expect(throws: InkSource.DecodeError.self, "byte \(index) ^ \(flip) decoded") { try InkSource.decode(changed) }
             }
         }
         var huge = Array(bytes.prefix(4))
         huge += [0xFF, 0xFF, 0xFF, 0xFF, 0x0F, 0]
         #expect(throws: InkSource.DecodeError.self) { try InkSource.decode(huge) }
+    }
+
+    @Test("version 1, as canvas/1.8 stored it (no checksum), is still read, and damage there is what the bytes allow")
+    func versionOne() throws {
+        let drawing = Drawing(strokes: Array(Self.awkward.strokes.suffix(3)), texts: Array(Self.awkward.texts.suffix(2)))
+        let two = InkSource.encode(drawing)
+        #expect(two[3] == 2)
+        var one = Array(two.dropLast(8))
+        one[3] = 1
+        #expect(try InkSource.decode(one) == drawing)
+        var unknown = two
+        unknown[3] = 3
+        #expect(throws: InkSource.DecodeError.self) { try InkSource.decode(unknown) }
     }
 }

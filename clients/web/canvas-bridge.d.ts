@@ -153,8 +153,8 @@ export type InkForm = 'paper' | 'annotations';
 /** What `open` resolves to; `reopened` only for an open with `reopen: true` from closed. */
 export interface OpenResult {
   state: CanvasState;
-  /** How many earlier saves' ink the drawing was loaded from (0 for a page without canvas ink),
-   * and the strokes and texts it holds. */
+  /** How many pieces of canvas ink the drawing was loaded from (one a paper save, one an
+   * annotation; 0 for a page without canvas ink), and the strokes and texts it holds. */
   reopened?: { edits: number; strokes: number; texts: number };
 }
 

@@ -2,8 +2,9 @@
 stream in the PDF), for tools that want a page's ink as strokes without a server.
 
 Since canvas/1.8 the stream holds the drawing in a compact binary encoding (protocol/spec.md
-5.2; the layout is documented in Sources/InkRendering/InkSource.swift); before, JSON as
-`drawing.get` gives it. `decode` reads both and answers the drawing as `drawing.get` shows it:
+5.2; the layout is documented in Sources/InkRendering/InkSource.swift): version 1, and now
+version 2, the same followed by a checksum of its own (FNV-1a, 64 bits), which is checked;
+before, JSON as `drawing.get` gives it. `decode` reads both and answers the drawing as `drawing.get` shows it:
 {"strokes": [...], "texts": [...]}, a whole number written as an int.
 """
 
@@ -12,7 +13,15 @@ import struct
 from typing import Any, Dict, List, Optional, Tuple
 
 MAGIC = b"CBI"
-VERSION = 1
+VERSIONS = (1, 2)
+
+
+def checksum(data: bytes) -> int:
+    """FNV-1a, 64 bits: what version 2 ends with, over every byte before it."""
+    value = 0xCBF29CE484222325
+    for byte in data:
+        value = ((value ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return value
 
 
 class InkSourceError(ValueError):
@@ -92,8 +101,17 @@ def decode(data: bytes) -> Dict[str, List[Dict[str, Any]]]:
     reader = _Reader(data)
     reader.offset = len(MAGIC)
     version = reader.byte()
-    if version != VERSION:
-        raise reader.fail(f"version {version}; this reader knows {VERSION}")
+    if version not in VERSIONS:
+        raise reader.fail(f"version {version}; this reader knows {VERSIONS}")
+    if version == 2:
+        if len(data) < len(MAGIC) + 1 + 8:
+            raise reader.fail("the bytes end early")
+        body = len(data) - 8
+        if int.from_bytes(data[body:], "little") != checksum(data[:body]):
+            reader.offset = body
+            raise reader.fail("its checksum does not match its bytes (changed since it was written)")
+        data = data[:body]
+        reader.data = data
     stroke_count, text_count = reader.count(5), reader.count(5)
     previous = [0, 0, 0]
     strokes: List[Dict[str, Any]] = []

@@ -201,7 +201,7 @@ def test_reopen_page_ink_shows_saved_strokes_to_erase_and_the_submit_takes_one_o
     problem = exactly(browser.execute_script("return demo.drawing.strokes"), strokes)
     assert problem is None, problem
     assert text_of(browser, "state") == "Canvas open on notes.pdf, page 1 (its ink reopened)"
-    assert "Reopened 5 strokes and 0 texts from 1 save" in text_of(browser, "status")
+    assert "Reopened 5 strokes and 0 texts from 1 piece of saved ink" in text_of(browser, "status")
     assert "revision 1 (as first stored" in text_of(browser, "revision")
     assert screen_dark(lone) > 0.8 * len(lone), "the reopened word is not drawn"
     # The stroke eraser, pressed once on the word.

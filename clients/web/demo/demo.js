@@ -287,7 +287,7 @@ async function openChosen({ reopen = false } = {}) {
     const { edits, strokes, texts } = opened.reopened;
     message(edits === 0
       ? `${describe(wanted)} has no saved ink to reopen: the canvas is open on it, empty.`
-      : `Reopened ${strokes} stroke${strokes === 1 ? '' : 's'} and ${texts} text${texts === 1 ? '' : 's'} from ${edits} save${edits === 1 ? '' : 's'}: a submit replaces the page's ink with what is drawn now.`);
+      : `Reopened ${strokes} stroke${strokes === 1 ? '' : 's'} and ${texts} text${texts === 1 ? '' : 's'} from ${edits} piece${edits === 1 ? '' : 's'} of saved ink: a submit replaces the page's ink with what is drawn now.`);
   }
 }
 
