@@ -147,18 +147,28 @@ extension DocumentStore {
             // A replacing save committed, then killed before or after its rename.
             if let pending = writer.state.pending, let temporary = pending.temporary, let number = pending.revision, let made = pending.document {
                 let now = try root.stat(name)
-                if let now, now.identity == made.identity {
+                let left = try history.directory.stat(temporary)
+                if let now, FileSnapshot(now).isStill(made) {
                     try writer.append([.identity(number, document: FileSnapshot(now))], durable: false)
-                } else if let left = try history.directory.stat(temporary), left.identity == made.identity,
+                } else if let left, left.identity == made.identity,
                           now == nil || writer.state.current?.document == FileSnapshot(now!) {
                     // Killed before its rename, and nothing else has changed the document since:
                     // the save is committed, so it is finished.
                     try place(temporary, history, as: name, replacing: now != nil)
-                    if let placed = try root.stat(name), placed.identity == made.identity {
+                    if let placed = try root.stat(name), FileSnapshot(placed).isStill(made) {
                         try writer.append([.identity(number, document: FileSnapshot(placed))], durable: false)
                     }
-                } else {
+                } else if left?.identity == made.identity || now.map({ writer.state.current?.document == FileSnapshot($0) }) == true {
+                    // Killed before its rename: another program wrote the document since, or the
+                    // new file is gone and the document is still the revision before. The save
+                    // never became the document (its client had no answer); any other program's
+                    // file is the next revision.
                     try writer.append([.abandoned(number)], durable: true)
+                } else {
+                    // Renamed into place (its temporary is gone), then written or replaced by
+                    // another program: the revision was the file as the save made it, and stays
+                    // kept in its line; what the name holds now is the next revision.
+                    try writer.append([.identity(number, document: made)], durable: true)
                 }
             }
             // An append in place killed before its commit: its bytes are cut off the document,

@@ -331,10 +331,16 @@ extension DocumentStore {
             try place(temporary, history, as: name, replacing: current != nil)
             placed = true
             FaultPoint.saveRenamed.reach()
-            if let now = try root.stat(name), now.identity == stat.identity {
-                // The rename changed the file's change time: the log learns the file as it is now
-                // (lost in a crash, the next reader finds the same bytes and writes it again).
-                try? writer.append([.identity(number, document: FileSnapshot(now))], durable: false)
+            // The revision is the file this save wrote, whatever the name holds a moment later:
+            // the log learns it as it is after the rename (which changed its change time), or,
+            // when another program wrote or replaced it since, as this save left it, so that the
+            // other program's file is the next revision, never this one (lost in a crash, the
+            // next settle finds the same). Until this record, the commit is pending.
+            let made = FileSnapshot(stat)
+            if let now = try root.stat(name).map(FileSnapshot.init), now.isStill(made) {
+                try? writer.append([.identity(number, document: now)], durable: false)
+            } else {
+                try? writer.append([.identity(number, document: made)], durable: false)
             }
             prune(writer)
             cost.keeping = ContinuousClock.now - clock

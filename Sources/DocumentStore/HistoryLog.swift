@@ -158,6 +158,13 @@ struct FileSnapshot: Codable, Equatable, Hashable, Sendable {
     }
 
     var identity: FileIdentity { FileIdentity(device: device, inode: inode) }
+
+    /// Whether this is `written`, the same file as a save left it, told after that save renamed
+    /// it into place: a rename changes a file's change time, never its size or modification
+    /// time, and another program's write changes those.
+    func isStill(_ written: FileSnapshot) -> Bool {
+        identity == written.identity && size == written.size && modified == written.modified
+    }
 }
 
 /// One record of a history's log (see `HistoryLog`). Which fields a kind carries:

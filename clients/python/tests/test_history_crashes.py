@@ -199,3 +199,53 @@ def test_pruning_killed_after_its_record(tmp_path, monkeypatch):
             assert after["revision"] == 4
     finally:
         restarted.stop()
+
+
+@pytest.mark.parametrize("outside", ["append", "rename"])
+def test_another_programs_write_right_after_the_rename_is_the_next_revision(tmp_path, monkeypatch, outside):
+    """Issue 42 (outside_race): another program's write that lands between a save's rename and
+    the identity the log records for it. canvasd dies right after its rename (saveRenamed),
+    another program appends to the document or renames its own file over it, and a new canvasd
+    settles. Before, an append there was recorded as the revision itself (served with a sha256
+    that was not the bytes') and a rename made the committed revision `abandoned` (its number
+    gone, the request's key with it). Now the revision is what the save wrote, kept, found again
+    by its request; the other program's file is the next revision, with its own sha256."""
+    documents = tmp_path / "documents"
+    documents.mkdir()
+    (documents / DOC).write_bytes(tiny_pdf(2))
+    first = start(tmp_path, "first", documents, [], monkeypatch)
+    acknowledged: Dict[int, str] = {1: sha(tiny_pdf(2))}
+    with first.client(timeout=10) as client:
+        for index in range(2):
+            saved = client.call("document.flatten", {"name": DOC, "page": 0, "drawing": drawing(40 + 40 * index)})
+            acknowledged[saved["revision"]] = saved["sha256"]
+    first.stop()
+    doomed = start(tmp_path, "doomed", documents, [], monkeypatch, fault="saveRenamed")
+    request = {"id": "raced-save-1", "method": "document.flatten",
+               "params": {"name": DOC, "page": 0, "drawing": drawing(150), "expectedRevision": 3}}
+    with doomed.client(timeout=3, retries=0) as client:
+        with pytest.raises(CanvasTimeout):
+            client.request(request)
+    deadline = time.monotonic() + 10
+    while doomed.process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert doomed.process.returncode == -9
+    made = (documents / DOC).read_bytes()
+    if outside == "append":
+        with open(documents / DOC, "ab") as file:
+            file.write(b"\n% appended by another program\n")
+    else:
+        (documents / "other.tmp").write_bytes(tiny_pdf(3))
+        (documents / "other.tmp").replace(documents / DOC)
+    theirs = (documents / DOC).read_bytes()
+    restarted = start(tmp_path, "restarted", documents, [], monkeypatch)
+    try:
+        with restarted.client(timeout=10) as client:
+            listed = check_every_revision(client, acknowledged)
+            assert listed.get(4) == sha(made), f"the save's revision is not kept as it wrote it: {listed}"
+            summary = client.call("document.info", {"name": DOC})
+            assert (summary["revision"], summary["sha256"]) == (5, sha(theirs)), summary
+            again = client.request(request)
+            assert again.get("result", {}).get("revision") == 4 and again["result"]["sha256"] == sha(made), again
+    finally:
+        restarted.stop()
