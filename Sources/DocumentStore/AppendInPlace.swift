@@ -29,7 +29,7 @@ extension DocumentStore {
             throw .io(operation: "append to \(name)", message: "its revision is not whole in the log")
         }
         let history = writer.history
-        let number = writer.state.next
+        let number = try writer.nextRevision()
         var cost = SaveCost()
         let document: FileDescriptor, target: FileDescriptor
         do {

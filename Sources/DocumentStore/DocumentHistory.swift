@@ -259,6 +259,9 @@ extension DocumentStore {
             return file
         }
         try keep(name, file, sha256: sha256, midstate: midstate, writer, source: writer.state.revisions.isEmpty ? "original" : "outside")
+        // Another program's change is a revision like a save's, and kept by the same rules: a
+        // document only ever changed from outside would otherwise keep every one of them.
+        prune(writer)
         return file
     }
 
@@ -266,7 +269,7 @@ extension DocumentStore {
     /// canvasd writes, made durable and named in the log before anything depends on it.
     func keep(_ name: String, _ file: OpenFile, sha256: String, midstate: SHA256Midstate, _ writer: HistoryWriter, source: String) throws(DocumentError) {
         let history = writer.history
-        let number = writer.state.next
+        let number = try writer.nextRevision()
         let temporary = RevisionHistory.temporaryPrefix + "keep.\(getpid()).\(UInt32.random(in: 0...UInt32.max))"
         let lineName = RevisionHistory.lineName(number)
         do {

@@ -50,7 +50,10 @@ extension DocumentStore {
             // A .pdf's update only appends: the new file is the current one and the update, so it
             // continues the current revision's line and its hash. A container's metadata, at the
             // front, changes with every save, and a rewrite changes everything: a new line.
-            if let increment, container == nil, saveMode == .append, lineEnds(at: kept, writer) {
+            // Not into a file with other names (`cp -al`, `ln`): writing in place would change
+            // every one of them. Such a document is saved by replace, which leaves them as they
+            // were.
+            if let increment, container == nil, saveMode == .append, current.stat.rawValue.st_nlink == 1, lineEnds(at: kept, writer) {
                 return try append(name, writer, current, kept, increment, pageCount: prepared.pageCount, madeBy: madeBy)
             }
             if let increment, container == nil, let length = kept.length {
@@ -220,7 +223,7 @@ extension DocumentStore {
               sameBytesAs restored: HistoryRecord? = nil, madeBy: String?, source: String,
               _ body: (FileDescriptor, inout SHA256Hasher, inout SaveCost) throws(DocumentError) -> Written) throws(DocumentError) -> DocumentSummary {
         let history = writer.history
-        let number = writer.state.next
+        let number = try writer.nextRevision()
         let temporary = RevisionHistory.temporaryPrefix + "\(getpid()).\(UInt32.random(in: 0...UInt32.max))"
         let out: FileDescriptor
         do {

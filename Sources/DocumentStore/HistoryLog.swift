@@ -38,6 +38,9 @@ enum HistoryLog {
     /// Numbers and lengths in records stay below this (JSON's exact integers): a forged or
     /// damaged record cannot overflow the arithmetic done with them.
     static let maxNumber: Int64 = (1 << 53) - 1
+    /// The highest revision (and line) number: the protocol names revisions as 32-bit signed
+    /// integers. A record past it is forgery or damage; a history that reached it saves no more.
+    static let maxRevision = Int(Int32.max)
 
     /// The header of a new log, and the checksum its first record continues.
     static func header(salt: [UInt8]) -> (bytes: [UInt8], chain: [UInt8]) {
@@ -283,7 +286,7 @@ struct HistoryRecord: Codable, Equatable, Sendable {
     var isWellFormed: Bool {
         switch kind {
         case .revision:
-            guard let revision, revision > 0, Int64(revision) <= HistoryLog.maxNumber, let line, line > 0, line <= revision,
+            guard let revision, Self.bounded(revision), let line, line > 0, line <= revision,
                   let length, length > 0, length <= HistoryLog.maxNumber,
                   let sha256, sha256.utf8.count == 64, sha256.utf8.allSatisfy(\.isLowercaseHexDigit),
                   let state, SHA256Midstate(hex: Substring(state), coveringAtMost: length) != nil, saved != nil else { return false }
@@ -295,13 +298,13 @@ struct HistoryRecord: Codable, Equatable, Sendable {
         case .abandoned: return Self.bounded(revision)
         case .pruned: return revisions.map { $0.allSatisfy { $0 > 1 && Self.bounded($0) } } ?? false
         case .seal: return Self.bounded(line)
-        case .base: return Self.bounded(next)
+        case .base: return next.map { $0 > 0 && $0 <= HistoryLog.maxRevision + 1 } ?? false
         }
     }
 
     private static func bounded(_ number: Int?) -> Bool {
         guard let number else { return false }
-        return number > 0 && Int64(number) <= HistoryLog.maxNumber
+        return number > 0 && number <= HistoryLog.maxRevision
     }
 
     var midstate: SHA256Midstate? { state.flatMap { SHA256Midstate(hex: Substring($0), coveringAtMost: length ?? 0) } }

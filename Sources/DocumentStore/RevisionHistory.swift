@@ -317,7 +317,9 @@ final class HistoryWriter {
     }
 
     /// Appends records to the log; with `durable`, flushed before it returns (what follows
-    /// depends on them being there after a crash).
+    /// depends on them being there after a crash). Never past what a reader reads
+    /// (`HistoryLog.maxLogBytes`): a log that no canvasd could read again would take every
+    /// revision it holds out of reach.
     func append(_ records: [HistoryRecord], durable: Bool) throws(DocumentError) {
         var bytes: [UInt8] = []
         var next = chain
@@ -325,6 +327,10 @@ final class HistoryWriter {
             let framed = HistoryLog.frame(record, after: next)
             bytes += framed.bytes
             next = framed.chain
+        }
+        guard end + Int64(bytes.count) <= HistoryLog.maxLogBytes - Int64(HistoryLog.maxTornBytes) else {
+            throw .unreadable(name: history.name, reason: "tooLarge",
+                              message: "its history's log would pass \(HistoryLog.maxLogBytes >> 20) MiB, more than canvasd reads; nothing was written (keep fewer revisions: --keep-revisions)")
         }
         do {
             _ = try Errno.rethrowing { try log.writeAll(toAbsoluteOffset: end, bytes) }
@@ -337,6 +343,16 @@ final class HistoryWriter {
         end += Int64(bytes.count)
         chain = next
         for record in records { state.apply(record) }
+    }
+
+    /// The number the next revision gets: refused once it would be past what the protocol can
+    /// name (`HistoryLog.maxRevision`), rather than acknowledge a revision no client can ask for.
+    func nextRevision() throws(DocumentError) -> Int {
+        guard state.next <= HistoryLog.maxRevision else {
+            throw .unreadable(name: history.name, reason: "tooLarge",
+                              message: "its history has handed out every revision number the protocol can name (\(HistoryLog.maxRevision))")
+        }
+        return state.next
     }
 
     /// Writes the log anew from `records` (a migration's, or the live part of a long one), and
@@ -365,7 +381,11 @@ final class HistoryWriter {
     /// Writes the log again with only what is live once it is long and mostly about the past:
     /// a log that only grew would cost every first read of it more with each save.
     func compactIfLong(_ cache: HistoryCache) {
-        guard state.records >= HistoryState.compactionRecords, state.records >= 8 * state.revisions.count else { return }
+        // Live: a record a revision, a seal a line, the identity. Compacted once most of the log
+        // is about the past, however many revisions are kept: waiting for eight records a kept
+        // revision let a log with many kept grow past what a reader reads.
+        let live = state.revisions.count + state.lines.count + 2
+        guard state.records >= HistoryState.compactionRecords, state.records >= 2 * live else { return }
         var records = [HistoryRecord.base(next: state.next)]
         // Each renamed long ago: a temporary name written again would read as a rename pending.
         records += state.kept.map { record in

@@ -1,0 +1,88 @@
+import CanvasCore
+@testable import DocumentStore
+import Foundation
+import TestSupport
+import Testing
+
+/// What keeps a history within bounds and its files to itself (issue 42): outside changes
+/// pruned as saves are, a log compacted however many revisions are kept, revision numbers the
+/// protocol can name, and hard links left alone by append mode.
+@Suite("History within bounds", .serialized)
+struct HistoryBoundsTests {
+    static func onePage(_ shade: Int) -> [UInt8] {
+        PDFFixtures.pdf([.init(content: "0.\(shade) g 10 10 50 50 re f")])
+    }
+
+    @Test("a document changed only by another program keeps its revisions as saves do (--keep-revisions)")
+    func outsideChangesPruned() throws {
+        // Before, 600 outside changes, each read, left 603 files under --keep-revisions 20.
+        let folder = try freshFolder("outside-pruned")
+        let url = folder.appendingPathComponent("d.pdf")
+        try Data(Self.onePage(0)).write(to: url)
+        let store = try DocumentStore(folder: folder, keepRevisions: 3)
+        _ = try store.flatten("d.pdf", page: 0, drawing: Drawing(strokes: [try dot(20, 20)]))   // the history starts: 1, 2
+        for shade in 1...12 {
+            usleep(2_000)   // past the file system's timestamp tick
+            try Data(Self.onePage(shade)).write(to: url)
+            _ = try store.info("d.pdf")
+        }
+        let revisions = try store.revisions("d.pdf")
+        #expect(revisions.map(\.revision) == [1, 13, 14], "\(revisions.map(\.revision))")
+        #expect(revisions.last?.sha256 == DocumentStore.sha256(Self.onePage(12)) && revisions.last?.current == true)
+        let lines = try lineFiles(folder, "d.pdf")
+        #expect(lines.count <= 3, "\(lines)")
+    }
+
+    @Test("with every revision kept, the log is still written again once most of it is the past, and stays readable")
+    func compactedWithManyKept() throws {
+        // Before, with a large --keep-revisions, the log compacted only at eight records a kept
+        // revision: never, so it grew until a save wrote one no reader took (64 MiB).
+        let folder = try freshFolder("compacted-kept")
+        let url = folder.appendingPathComponent("d.pdf")
+        try Data(Self.onePage(0)).write(to: url)
+        let store = try DocumentStore(folder: folder, keepRevisions: 100_000)
+        var made: [Int: String] = [:]
+        for index in 0..<300 {
+            let saved = try store.flatten("d.pdf", page: 0, drawing: Drawing(strokes: [try dot(Double(10 + index % 80), 20)]))
+            made[saved.revision] = saved.sha256
+        }
+        let records = try historyRecords(folder, "d.pdf")
+        let state = try historyState(folder, "d.pdf")
+        #expect(state.revisions.count == 301)
+        #expect(records.count < 2 * (state.revisions.count + state.lines.count + 2) + HistoryState.compactionRecords,
+                "\(records.count) records for \(state.revisions.count) kept")
+        #expect(records.contains { $0.kind == .base }, "never compacted")
+        let listed = Dictionary(uniqueKeysWithValues: try store.revisions("d.pdf").map { ($0.revision, $0.sha256) })
+        #expect(made.allSatisfy { listed[$0.key] == $0.value })
+    }
+
+    @Test("a record naming a revision past what the protocol can name is no record")
+    func revisionNumbersBounded() throws {
+        var base = HistoryRecord.base(next: HistoryLog.maxRevision + 1)
+        #expect(base.isWellFormed)
+        base.next = HistoryLog.maxRevision + 2
+        #expect(!base.isWellFormed)
+        #expect(!HistoryRecord.abandoned(HistoryLog.maxRevision + 1).isWellFormed)
+        #expect(HistoryRecord.abandoned(HistoryLog.maxRevision).isWellFormed)
+        // A forged base (2^53 - 2) decodes as no record: the log is damaged there, never a lie.
+        #expect(HistoryRecord(decoding: Array(#"{"kind":"base","next":9007199254740990}"#.utf8)) == nil)
+    }
+
+    @Test("append mode leaves a hard link alone: the document is saved by replace and the other name keeps its bytes")
+    func hardLinksNotWrittenInPlace() throws {
+        let folder = try freshFolder("append-links")
+        let url = folder.appendingPathComponent("doc.pdf"), twin = folder.appendingPathComponent("twin.pdf")
+        try Data(Self.onePage(3)).write(to: url)
+        let store = try DocumentStore(folder: folder, saveMode: .append)
+        _ = try store.flatten("doc.pdf", page: 0, drawing: Drawing(strokes: [try dot(20, 20)]))
+        try FileManager.default.linkItem(at: url, to: twin)   // a `cp -al` backup
+        let before = try Data(contentsOf: twin)
+        let saved = try store.flatten("doc.pdf", page: 0, drawing: Drawing(strokes: [try dot(40, 40)]))
+        #expect(try Data(contentsOf: twin) == before, "the save wrote into the other name")
+        #expect(DocumentStore.sha256(Array(try Data(contentsOf: url))) == saved.sha256)
+        // Its own again (one name), the next save appends in place as before.
+        let inode = try fileSnapshot(url).inode
+        _ = try store.flatten("doc.pdf", page: 0, drawing: Drawing(strokes: [try dot(60, 60)]))
+        #expect(try fileSnapshot(url).inode == inode)
+    }
+}
