@@ -13,13 +13,18 @@ struct HistoryBoundsTests {
         PDFFixtures.pdf([.init(content: "0.\(shade) g 10 10 50 50 re f")])
     }
 
+    /// A fresh folder with one document, `d.pdf`, and a store on it.
+    static func document(_ label: String, keepRevisions: Int) throws -> (DocumentStore, URL, URL) {
+        let folder = try freshFolder(label)
+        let url = folder.appendingPathComponent("d.pdf")
+        try Data(onePage(0)).write(to: url)
+        return (try DocumentStore(folder: folder, keepRevisions: keepRevisions), folder, url)
+    }
+
     @Test("a document changed only by another program keeps its revisions as saves do (--keep-revisions)")
     func outsideChangesPruned() throws {
         // Before, 600 outside changes, each read, left 603 files under --keep-revisions 20.
-        let folder = try freshFolder("outside-pruned")
-        let url = folder.appendingPathComponent("d.pdf")
-        try Data(Self.onePage(0)).write(to: url)
-        let store = try DocumentStore(folder: folder, keepRevisions: 3)
+        let (store, folder, url) = try Self.document("outside-pruned", keepRevisions: 3)
         _ = try store.flatten("d.pdf", page: 0, drawing: Drawing(strokes: [try dot(20, 20)]))   // the history starts: 1, 2
         for shade in 1...12 {
             usleep(2_000)   // past the file system's timestamp tick
@@ -37,10 +42,7 @@ struct HistoryBoundsTests {
     func compactedWithManyKept() throws {
         // Before, with a large --keep-revisions, the log compacted only at eight records a kept
         // revision: never, so it grew until a save wrote one no reader took (64 MiB).
-        let folder = try freshFolder("compacted-kept")
-        let url = folder.appendingPathComponent("d.pdf")
-        try Data(Self.onePage(0)).write(to: url)
-        let store = try DocumentStore(folder: folder, keepRevisions: 100_000)
+        let (store, folder, _) = try Self.document("compacted-kept", keepRevisions: 100_000)
         var made: [Int: String] = [:]
         for index in 0..<300 {
             let saved = try store.flatten("d.pdf", page: 0, drawing: Drawing(strokes: [try dot(Double(10 + index % 80), 20)]))

@@ -58,6 +58,32 @@ def kept(client: CanvasClient) -> Dict[int, str]:
     return {entry["revision"]: entry["sha256"] for entry in client.call("document.revisions", {"name": DOC})["revisions"]}
 
 
+def saved_twice(tmp_path: Path, documents: Path, arguments: List[str], monkeypatch) -> Dict[int, str]:
+    """The document as revisions 1 (the original), 2 and 3, by a canvasd that then stops."""
+    (documents / DOC).write_bytes(tiny_pdf(2))
+    first = start(tmp_path, "first", documents, arguments, monkeypatch)
+    acknowledged: Dict[int, str] = {1: sha(tiny_pdf(2))}
+    with first.client(timeout=10) as client:
+        for index in range(2):
+            saved = client.call("document.flatten", {"name": DOC, "page": 0, "drawing": drawing(40 + 40 * index)})
+            acknowledged[saved["revision"]] = saved["sha256"]
+    first.stop()
+    assert sorted(acknowledged) == [1, 2, 3]
+    return acknowledged
+
+
+def killed_at(point: str, request: Dict, tmp_path: Path, documents: Path, arguments: List[str], monkeypatch) -> None:
+    """`request` sent to a canvasd that kills itself (SIGKILL) at fault point `point`."""
+    doomed = start(tmp_path, "doomed", documents, arguments, monkeypatch, fault=point)
+    with doomed.client(timeout=3, retries=0) as client:
+        with pytest.raises(CanvasTimeout):
+            client.request(request)
+    deadline = time.monotonic() + 10
+    while doomed.process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert doomed.process.returncode == -9, f"canvasd did not die at {point} (status {doomed.process.returncode})"
+
+
 def check_every_revision(client: CanvasClient, acknowledged: Dict[int, str]) -> Dict[int, str]:
     """Every acknowledged revision is listed with its sha256 and served with bytes that hash to
     it; the current file hashes to what the list says. Returns what is listed."""
@@ -76,28 +102,13 @@ def check_every_revision(client: CanvasClient, acknowledged: Dict[int, str]) -> 
 def test_a_save_killed_at_each_step(tmp_path, monkeypatch, point, mode, committed):
     documents = tmp_path / "documents"
     documents.mkdir()
-    (documents / DOC).write_bytes(tiny_pdf(2))
     arguments = ["--save-mode", mode]
-    first = start(tmp_path, "first", documents, arguments, monkeypatch)
-    acknowledged: Dict[int, str] = {1: sha(tiny_pdf(2))}
-    with first.client(timeout=10) as client:
-        for index in range(2):
-            saved = client.call("document.flatten", {"name": DOC, "page": 0, "drawing": drawing(40 + 40 * index)})
-            acknowledged[saved["revision"]] = saved["sha256"]
-    first.stop()
-    assert sorted(acknowledged) == [1, 2, 3]
+    acknowledged = saved_twice(tmp_path, documents, arguments, monkeypatch)
 
     reader = start(tmp_path, "reader", documents, arguments, monkeypatch)
-    doomed = start(tmp_path, "doomed", documents, arguments, monkeypatch, fault=point)
     request = {"id": "retried-save-1", "method": "document.flatten",
                "params": {"name": DOC, "page": 0, "drawing": drawing(150), "expectedRevision": 3}}
-    with doomed.client(timeout=3, retries=0) as client:
-        with pytest.raises(CanvasTimeout):
-            client.request(request)
-    deadline = time.monotonic() + 10
-    while doomed.process.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert doomed.process.returncode == -9, f"canvasd did not die at {point} (status {doomed.process.returncode})"
+    killed_at(point, request, tmp_path, documents, arguments, monkeypatch)
 
     # The reader, running all along, serves what is on disk now, as does a fresh server.
     with reader.client(timeout=10) as client:
@@ -212,24 +223,10 @@ def test_another_programs_write_right_after_the_rename_is_the_next_revision(tmp_
     by its request; the other program's file is the next revision, with its own sha256."""
     documents = tmp_path / "documents"
     documents.mkdir()
-    (documents / DOC).write_bytes(tiny_pdf(2))
-    first = start(tmp_path, "first", documents, [], monkeypatch)
-    acknowledged: Dict[int, str] = {1: sha(tiny_pdf(2))}
-    with first.client(timeout=10) as client:
-        for index in range(2):
-            saved = client.call("document.flatten", {"name": DOC, "page": 0, "drawing": drawing(40 + 40 * index)})
-            acknowledged[saved["revision"]] = saved["sha256"]
-    first.stop()
-    doomed = start(tmp_path, "doomed", documents, [], monkeypatch, fault="saveRenamed")
+    acknowledged = saved_twice(tmp_path, documents, [], monkeypatch)
     request = {"id": "raced-save-1", "method": "document.flatten",
                "params": {"name": DOC, "page": 0, "drawing": drawing(150), "expectedRevision": 3}}
-    with doomed.client(timeout=3, retries=0) as client:
-        with pytest.raises(CanvasTimeout):
-            client.request(request)
-    deadline = time.monotonic() + 10
-    while doomed.process.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert doomed.process.returncode == -9
+    killed_at("saveRenamed", request, tmp_path, documents, [], monkeypatch)
     made = (documents / DOC).read_bytes()
     if outside == "append":
         with open(documents / DOC, "ab") as file:
