@@ -339,9 +339,10 @@ extension DocumentStore {
             // when another program wrote or replaced it since, as this save left it, so that the
             // other program's file is the next revision, never this one (lost in a crash, the
             // next settle finds the same). Until this record, the commit is pending.
+            // (A stat that fails here fails no save: the revision is committed and in place.)
             let made = FileSnapshot(stat)
-            if let now = try root.stat(name).map(FileSnapshot.init), now.isStill(made) {
-                try? writer.append([.identity(number, document: now)], durable: false)
+            if let found = try? root.stat(name), FileSnapshot(found).isStill(made) {
+                try? writer.append([.identity(number, document: FileSnapshot(found))], durable: false)
             } else {
                 try? writer.append([.identity(number, document: made)], durable: false)
             }

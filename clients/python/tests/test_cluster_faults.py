@@ -36,7 +36,6 @@ import fcntl
 import hashlib
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -48,6 +47,7 @@ from pathlib import Path
 from random import Random
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
+import pikepdf
 import pytest
 import zmq
 from canvasbridge import ink_source
@@ -309,8 +309,12 @@ def stored_drawings(pdf: bytes) -> List[dict]:
         source.write_bytes(pdf)
         subprocess.run(["qpdf", "--qdf", "--object-streams=disable", str(source), str(expanded)], check=True,
                        capture_output=True)
-        text = expanded.read_bytes()
-    found = re.findall(rb"/Type /CanvasBridgeDrawing\n.*?>>\nstream\n(.*?)\nendstream", text, re.S)
+        # In the order QDF numbers them (the file's order), each stream's data by its /Length:
+        # a text search for `endstream` took a drawing's own last byte when it was a newline
+        # (as a stored drawing's checksum may end), and QDF then adds none of its own.
+        with pikepdf.open(expanded) as pdf:
+            found = [item.read_bytes() for item in pdf.objects
+                     if isinstance(item, pikepdf.Stream) and item.get("/Type") == "/CanvasBridgeDrawing"]
     return [ink_source.decode(body) for body in found]
 
 
