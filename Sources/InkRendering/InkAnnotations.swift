@@ -110,12 +110,16 @@ public enum InkAnnotations {
         }
     }
 
-    /// What a `/FreeText` of a text says: its `/Rect`, and the box it covers in ink space.
+    /// What a `/FreeText` of a text says: its `/Rect`, and the box it covers in ink space. Made
+    /// from the text on the ink grid, as `InkEntries`, for `make` and `read` alike.
     struct TextEntries {
         let fields: Fields
         let box: [Double]
+        let drawn: TextAnnotation
 
-        init(_ text: TextAnnotation, on page: Placement) {
+        init(_ exact: TextAnnotation, on page: Placement) {
+            let text = InkPrecision.rounded(Drawing(texts: [exact])).texts[0]
+            drawn = text
             let lines = TextLayout.lines(of: text)
             let longest = Double(lines.map(\.count).max() ?? 0)
             let top = text.y - text.fontSize, bottom = text.y + Double(lines.count) * text.fontSize * 1.4 + 2
@@ -141,9 +145,8 @@ public enum InkAnnotations {
                                           box: entries.box, source: InkSource.encode(Drawing(strokes: run))))
         }
         for text in drawing.texts {
-            let drawn = InkPrecision.rounded(Drawing(texts: [text])).texts[0]
-            let entries = TextEntries(drawn, on: page)
-            let fields = entries.fields
+            let entries = TextEntries(text, on: page)
+            let fields = entries.fields, drawn = entries.drawn
             let color = Fields.components(text.color).map { Fields.number($0, decimals: 3) }
             let dictionary = "<< /Type /Annot /Subtype /FreeText /F 4 /Rect \(fields.text(fields.rect)) /Contents \(Fields.utf16(text.text))"
                 + " /DA (/Helv \(Fields.number(drawn.fontSize)) Tf \(color.joined(separator: " ")) rg) /CanvasBridgeHash (\(fields.digest)) >>"
@@ -202,7 +205,7 @@ public enum InkAnnotations {
             let fields = Fields(rect: rect, contents: contents)
             guard let source else { return nil }
             if source.strokes.isEmpty, source.texts.count == 1,
-               TextEntries(InkPrecision.rounded(source).texts[0], on: page).fields.digest == fields.digest {
+               TextEntries(source.texts[0], on: page).fields.digest == fields.digest {
                 return (source, false)
             }
             guard let model = source.texts.first, rect.count == 4,
@@ -260,18 +263,10 @@ public enum InkAnnotations {
         /// FNV-1a (64 bits) of the fields as written: it tells a change made elsewhere, which
         /// is all it is for (not a defence against someone forging one).
         var digest: String {
-            var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-            func feed(_ text: String) {
-                for byte in text.utf8 {
-                    hash ^= UInt64(byte)
-                    hash = hash &* 0x100_0000_01b3
-                }
-            }
-            feed("ink"); inkList.forEach { feed(text($0)) }
-            feed("rect"); feed(text(rect))
-            feed("color"); feed(text(color, decimals: 3))
-            if let contents { feed("contents"); feed(contents) }
-            return String(hash, radix: 16)
+            var written = "ink" + inkList.map(text).joined()
+            written += "rect" + text(rect) + "color" + text(color, decimals: 3)
+            if let contents { written += "contents" + contents }
+            return String(InkSource.checksum(Array(written.utf8)[...]), radix: 16)
         }
     }
 }

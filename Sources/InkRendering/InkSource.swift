@@ -131,7 +131,7 @@ public enum InkSource {
         var input: Reader
         switch bytes[magic.count] {
         case 1:
-            input = Reader(bytes: bytes)
+            input = Reader(bytes: bytes[...])
         case 2:
             let body = bytes.count - checksumSize
             guard body > magic.count else { throw DecodeError(offset: magic.count + 1, reason: "the bytes end early") }
@@ -139,7 +139,7 @@ public enum InkSource {
             guard written == checksum(bytes[..<body]) else {
                 throw DecodeError(offset: body, reason: "its checksum does not match its bytes (changed since it was written)")
             }
-            input = Reader(bytes: Array(bytes[..<body]))
+            input = Reader(bytes: bytes[..<body])
         case let version:
             throw DecodeError(offset: 3, reason: "version \(version), this build reads 1 and \(Self.version)")
         }
@@ -263,8 +263,10 @@ public enum InkSource {
         }
     }
 
+    /// Reads from the start of `bytes` (a slice from index 0: the drawing without its checksum,
+    /// read where it is rather than copied).
     struct Reader {
-        let bytes: [UInt8]
+        let bytes: ArraySlice<UInt8>
         var offset = 0
 
         func failure(_ reason: String) -> DecodeError { DecodeError(offset: offset, reason: reason) }
