@@ -76,17 +76,39 @@ let package = Package(
         .target(name: "CanvasProtocol", swiftSettings: swiftSettings),
         // Ink drawn with Cairo: PNG images now, PDF overlays for flattening.
         .target(name: "InkRendering", dependencies: ["CanvasCore", "CCairo"], swiftSettings: swiftSettings),
-        // Sessions, dispatcher, events, limits, and the socket loop.
+        // What an operator watches: the HTTP health and metrics endpoint, the metrics themselves,
+        // the process's memory and descriptor limits. Knows nothing of requests.
         .target(
-            name: "CanvasService",
+            name: "CanvasOperations",
             dependencies: [
-                "CanvasCore", "CanvasProtocol", "DocumentStore", "InkRendering", "SessionStore", "ZeroMQ",
+                "CanvasProtocol", "SessionStore",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The request path, with no sockets: frames in, replies and events out. Requests/ (the
+        // dispatcher, the request machine and its executor), Methods/ (what each method does),
+        // Jobs/ (work beside the loop), Sessions/ (sessions and their keeping, local or shared).
+        .target(
+            name: "CanvasService",
+            dependencies: [
+                "CanvasCore", "CanvasOperations", "CanvasProtocol", "DocumentStore", "InkRendering", "SessionStore",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The server: the socket loop over libzmq, the ws:// endpoints and their tokens, CurveZMQ
+        // keys, subscriptions vetted, saves run beside the loop.
+        .target(
+            name: "CanvasServing",
+            dependencies: [
+                "CanvasOperations", "CanvasProtocol", "CanvasService", "DocumentStore", "SessionStore", "ZeroMQ",
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -99,7 +121,7 @@ let package = Package(
         .executableTarget(
             name: "canvasd",
             dependencies: [
-                "CanvasService", "DocumentStore", "ZeroMQ",
+                "CanvasOperations", "CanvasService", "CanvasServing", "DocumentStore", "ZeroMQ",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -117,7 +139,7 @@ let package = Package(
         .executableTarget(
             name: "canvasbench",
             dependencies: [
-                "CanvasClient", "CanvasCore", "CFileCopy", "CanvasProtocol", "CanvasService", "DocumentStore", "InkRendering", "PDFSurgery", "SessionStore",
+                "CanvasClient", "CanvasCore", "CFileCopy", "CanvasOperations", "CanvasProtocol", "CanvasService", "CanvasServing", "DocumentStore", "InkRendering", "PDFSurgery", "SessionStore",
                 "TestSupport", "ZeroMQ",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -166,7 +188,8 @@ let package = Package(
         ),
         .testTarget(
             name: "CanvasServiceTests",
-            dependencies: ["CanvasClient", "CanvasCore", "CanvasProtocol", "CanvasService", "SessionStore", "TestSupport", "ZeroMQ", "canvasd"],
+            dependencies: ["CanvasClient", "CanvasCore", "CanvasOperations", "CanvasProtocol", "CanvasService", "CanvasServing", "SessionStore",
+                           "TestSupport", "ZeroMQ", "canvasd"],
             swiftSettings: swiftSettings
         ),
     ]

@@ -1,3 +1,4 @@
+import CanvasOperations
 public import DocumentStore
 import Foundation
 public import CanvasProtocol
@@ -96,9 +97,10 @@ public struct Limits: Sendable {
     }
 }
 
+/// What the request path is configured with: where documents are, how long sessions live, the
+/// limits. The server's own settings (endpoints, keys, the session store, health) are in
+/// `ServerConfiguration`, which holds one of these.
 public struct ServiceConfiguration: Sendable {
-    public var endpoint = "tcp://127.0.0.1:5555"
-    public var eventsEndpoint = "tcp://127.0.0.1:5556"
     public var documentsPath = "documents"
     /// Revisions kept per document, the current one included (at least 2: the original and the latest).
     public var keepRevisions = 20
@@ -114,18 +116,9 @@ public struct ServiceConfiguration: Sendable {
     /// An upload no part has added bytes to for this long is dropped, freeing its slot.
     public var uploadIdleTimeout: Duration = .seconds(600)
     public var limits = Limits()
-    /// Loopback-only without authentication unless CurveZMQ keys are given.
-    public var security = ServiceSecurity.loopbackOnly
-    /// ws:// endpoints for web pages, when they are served.
-    public var web: WebConfiguration?
-    /// `redis://host:port/db`: sessions shared with other instances through Redis (nil: kept
-    /// in this process only).
-    public var sessionStore: String? = nil
-    /// `HOST:PORT` (or `PORT`, on loopback) of the HTTP health and metrics endpoint; nil: none.
-    public var healthEndpoint: String? = nil
-    /// How long a drain (SIGTERM) keeps serving after it goes unready, so that the balancer
-    /// sees it (HAProxy's checks: under a second) and sends clients elsewhere before the exit.
-    public var drainTime: Duration = .zero
+    /// Whether clients are authenticated (CurveZMQ): sessions are then private to their owner,
+    /// and nothing server-wide names them. The server sets it from its security.
+    public var clientsAuthenticated = false
     /// This instance's name in the session store; unique among the instances sharing it.
     public var instanceName = ServiceConfiguration.defaultInstanceName
 
@@ -133,7 +126,6 @@ public struct ServiceConfiguration: Sendable {
     /// `host/pid` collided for containers sharing the host's network and name.
     public static let defaultInstanceName: String =
         "\(ProcessInfo.processInfo.hostName)/\(String(UInt32.random(in: 0...UInt32.max), radix: 16))"
-
 
     public init() {}
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import CanvasService
+import CanvasServing
 import ZeroMQ
 
 /// The latency and throughput baselines: a bare libzmq server that sends every request back.

@@ -1,5 +1,7 @@
 public import ArgumentParser
 import CanvasService
+import CanvasServing
+import CanvasOperations
 import DocumentStore
 import Foundation
 import Logging
@@ -12,7 +14,7 @@ let drainRequested = Atomic<Bool>(false)
 let reloadRequested = Atomic<Bool>(false)
 
 /// The service's own defaults, which the options below show and start from.
-private let defaults = ServiceConfiguration()
+private let defaults = ServerConfiguration()
 
 @main
 struct Canvasd: ParsableCommand {
@@ -28,25 +30,25 @@ struct Canvasd: ParsableCommand {
     var events = defaults.eventsEndpoint
 
     @Option(help: "The document folder: .pdf and .yianazip files.")
-    var documents = defaults.documentsPath
+    var documents = defaults.service.documentsPath
 
     @Option(name: .customLong("idle-timeout"), help: "Seconds before an untouched session is closed.")
-    var idleTimeout = Int(defaults.idleTimeout.components.seconds)
+    var idleTimeout = Int(defaults.service.idleTimeout.components.seconds)
 
     @Option(name: .customLong("upload-idle-timeout"), help: "Seconds before an upload no part has added bytes to is dropped.")
-    var uploadIdleTimeout = Int(defaults.uploadIdleTimeout.components.seconds)
+    var uploadIdleTimeout = Int(defaults.service.uploadIdleTimeout.components.seconds)
 
     @Option(name: .customLong("max-message-bytes"), help: "The largest request accepted, all frames together.")
-    var maxMessageBytes = defaults.limits.maxMessageBytes
+    var maxMessageBytes = defaults.service.limits.maxMessageBytes
 
     @Option(name: .customLong("max-sessions"), help: "Sessions open at once.")
-    var maxSessions = defaults.limits.maxSessions
+    var maxSessions = defaults.service.limits.maxSessions
 
     @Option(name: .customLong("max-upload-bytes"), help: "The largest document document.upload.* takes.")
-    var maxUploadBytes = defaults.limits.maxUploadBytes
+    var maxUploadBytes = defaults.service.limits.maxUploadBytes
 
     @Option(name: .customLong("keep-revisions"), help: "Revisions kept per document, the current one included (at least 2).")
-    var keepRevisions = defaults.keepRevisions
+    var keepRevisions = defaults.service.keepRevisions
 
     @Option(name: .customLong("save-mode"),
             help: "replace (a new file renamed over the document: readers of the folder never see a torn file) or append (the update appended in place: a save costs its increment, a reader of the folder may see part of it until it commits).")
@@ -61,18 +63,18 @@ struct Canvasd: ParsableCommand {
     var allowedKeys: String?
 
     @Option(name: .customLong("max-sessions-per-client"), help: "Sessions one client may hold at once: per key with CurveZMQ, per connection on loopback.")
-    var maxSessionsPerClient = defaults.limits.maxSessionsPerClient
+    var maxSessionsPerClient = defaults.service.limits.maxSessionsPerClient
 
     @Option(name: .customLong("max-sessions-per-owner"),
             help: "Sessions one owner may hold over all its connections: a key, a web token, or every local client together.")
-    var maxSessionsPerOwner = defaults.limits.maxSessionsPerOwner
+    var maxSessionsPerOwner = defaults.service.limits.maxSessionsPerOwner
 
     @Option(name: .customLong("max-uploads"), help: "Uploads under way at once, everyone's together.")
-    var maxUploads = defaults.limits.maxUploads
+    var maxUploads = defaults.service.limits.maxUploads
 
     @Option(name: .customLong("max-uploads-per-owner"),
             help: "Uploads one owner may have under way at once: a key, a web token, or one connection of a local client.")
-    var maxUploadsPerOwner = defaults.limits.maxUploadsPerOwner
+    var maxUploadsPerOwner = defaults.service.limits.maxUploadsPerOwner
 
     @Option(name: .customLong("web-endpoint"),
             help: "Where web pages send requests (ws://, ZWS 2.0), e.g. ws://127.0.0.1:5580. Loopback unless --web-tokens.")
@@ -95,12 +97,12 @@ struct Canvasd: ParsableCommand {
 
     @Option(name: .customLong("memory-budget"),
             help: "Resident megabytes past which large replies (document.get, a large drawing.get) are refused for the moment.")
-    var memoryBudget = defaults.limits.memoryBudgetBytes >> 20
+    var memoryBudget = defaults.service.limits.memoryBudgetBytes >> 20
 
     @Option(name: .customLong("image-time-budget"),
             help: "Seconds a result image (imageData) may take to render; past them the result goes without it (imageOmitted: timeout).")
-    var imageTimeBudget = Double(defaults.limits.imageTimeBudget.components.seconds)
-        + Double(defaults.limits.imageTimeBudget.components.attoseconds) / 1e18
+    var imageTimeBudget = Double(defaults.service.limits.imageTimeBudget.components.seconds)
+        + Double(defaults.service.limits.imageTimeBudget.components.attoseconds) / 1e18
 
     @Option(name: .customLong("max-web-connections"),
             help: "Connections each ws:// endpoint takes at once (default: half of the descriptor limit left after 256 reserved, at most 4096).")
@@ -164,27 +166,27 @@ struct Canvasd: ParsableCommand {
         }
         let logger = Logger(label: "canvasd")
 
-        var configuration = ServiceConfiguration()
+        var configuration = ServerConfiguration()
         configuration.endpoint = endpoint
         configuration.eventsEndpoint = events
-        configuration.documentsPath = documents
-        configuration.keepRevisions = keepRevisions
-        configuration.saveMode = SaveMode(rawValue: saveMode)!
-        configuration.idleTimeout = .seconds(idleTimeout)
-        configuration.uploadIdleTimeout = .seconds(uploadIdleTimeout)
-        configuration.limits.maxMessageBytes = maxMessageBytes
-        configuration.limits.maxSessions = maxSessions
-        configuration.limits.maxUploadBytes = maxUploadBytes
-        configuration.limits.maxSessionsPerClient = maxSessionsPerClient
-        configuration.limits.memoryBudgetBytes = memoryBudget << 20
-        configuration.limits.imageTimeBudget = .milliseconds(Int64((imageTimeBudget * 1000).rounded()))
-        configuration.limits.maxSessionsPerOwner = maxSessionsPerOwner
-        configuration.limits.maxUploads = maxUploads
-        configuration.limits.maxUploadsPerOwner = maxUploadsPerOwner
+        configuration.service.documentsPath = documents
+        configuration.service.keepRevisions = keepRevisions
+        configuration.service.saveMode = SaveMode(rawValue: saveMode)!
+        configuration.service.idleTimeout = .seconds(idleTimeout)
+        configuration.service.uploadIdleTimeout = .seconds(uploadIdleTimeout)
+        configuration.service.limits.maxMessageBytes = maxMessageBytes
+        configuration.service.limits.maxSessions = maxSessions
+        configuration.service.limits.maxUploadBytes = maxUploadBytes
+        configuration.service.limits.maxSessionsPerClient = maxSessionsPerClient
+        configuration.service.limits.memoryBudgetBytes = memoryBudget << 20
+        configuration.service.limits.imageTimeBudget = .milliseconds(Int64((imageTimeBudget * 1000).rounded()))
+        configuration.service.limits.maxSessionsPerOwner = maxSessionsPerOwner
+        configuration.service.limits.maxUploads = maxUploads
+        configuration.service.limits.maxUploadsPerOwner = maxUploadsPerOwner
         configuration.sessionStore = sessionStore
         configuration.healthEndpoint = healthEndpoint
         configuration.drainTime = .milliseconds(Int64((drainSeconds ?? (healthEndpoint == nil ? 0 : 2)) * 1000))
-        if let instance { configuration.instanceName = instance }
+        if let instance { configuration.service.instanceName = instance }
         if let curveSecretKey, let allowedKeys {
             do {
                 configuration.security = .curve(server: try CurveKeyFile.keyPair(at: curveSecretKey),

@@ -1,3 +1,4 @@
+@testable import CanvasOperations
 @testable import CanvasService
 import Testing
 

@@ -1,4 +1,5 @@
 @testable import CanvasService
+@testable import CanvasServing
 import Testing
 
 @Suite("Save schedule")

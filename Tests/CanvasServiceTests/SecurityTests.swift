@@ -1,6 +1,7 @@
 import CanvasClient
 import CanvasProtocol
 import CanvasService
+import CanvasServing
 import Foundation
 import Testing
 import ZeroMQ

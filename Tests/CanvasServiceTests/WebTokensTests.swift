@@ -1,4 +1,5 @@
 import CanvasService
+import CanvasServing
 import Foundation
 import Testing
 

@@ -15,14 +15,14 @@ public final class ServerPulse: Sendable {
 
     public init() {}
 
-    func turned() { lastTurn.store(Self.monotonicNanoseconds(), ordering: .relaxed) }
+    package func turned() { lastTurn.store(Self.monotonicNanoseconds(), ordering: .relaxed) }
     public func startDraining() { drainingFlag.store(true, ordering: .relaxed) }
     public var draining: Bool { drainingFlag.load(ordering: .relaxed) }
 
     /// Seconds since the loop last turned.
-    var sinceTurn: Double { Double(Self.monotonicNanoseconds() &- lastTurn.load(ordering: .relaxed)) / 1e9 }
+    package var sinceTurn: Double { Double(Self.monotonicNanoseconds() &- lastTurn.load(ordering: .relaxed)) / 1e9 }
 
-    static func monotonicNanoseconds() -> UInt64 {
+    package static func monotonicNanoseconds() -> UInt64 {
         var now = timespec()
         clock_gettime(CLOCK_MONOTONIC, &now)
         return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
@@ -48,7 +48,7 @@ public final class HealthEndpoint: Sendable {
     private let probes: StoreProbe?
 
     /// How much of one request head (its target and header fields) is read; past it, 431.
-    static let headLimit = 8 * 1024
+    package static let headLimit = 8 * 1024
     /// Seconds a connection may stay silent, before a request or after an answer.
     static let idleTimeout: TimeAmount = .seconds(5)
     /// Seconds from a request's first byte (or the connection's opening) to the end of its head:
@@ -56,30 +56,36 @@ public final class HealthEndpoint: Sendable {
     static let headTimeout: TimeAmount = .seconds(5)
     /// Connections open at once; past it, a new one is closed as soon as it is accepted, so
     /// health connections cannot take the descriptors the request sockets need.
-    static let connectionLimit = 4096
-    static let backlog: Int32 = 1024
+    package static let connectionLimit = 4096
+    package static let backlog: Int32 = 1024
+
+    /// Why the endpoint could not be served: what was being done and the native cause.
+    public struct StartError: Error, CustomStringConvertible {
+        public let description: String
+    }
 
     /// Binds `address` (`HOST:PORT`, or `PORT` for loopback; port 0 picks one). Nothing is
     /// accepted before `start()`.
     public convenience init(address: String, pulse: ServerPulse, metrics: ServiceMetrics, instance: String, sessionStore: String?,
-                            logger: Logger) throws(ServerStartError) {
+                            logger: Logger) throws(StartError) {
         try self.init(address: address, pulse: pulse, metrics: metrics, instance: instance, sessionStore: sessionStore,
                       logger: logger, connectionLimit: Self.connectionLimit)
     }
 
     /// `connectionLimit` other than the one served: for a test to reach it with a few connections.
-    /// `storeRest`: the rest the store lanes share, which a PING the store answers ends.
-    init(address: String, pulse: ServerPulse, metrics: ServiceMetrics, instance: String, sessionStore: String?,
-         logger: Logger, connectionLimit: Int, storeRest: StoreRest? = nil) throws(ServerStartError) {
+    /// `storeAnswered`: called each time the store answers a PING (the server ends its store
+    /// lanes' rest then).
+    package init(address: String, pulse: ServerPulse, metrics: ServiceMetrics, instance: String, sessionStore: String?,
+         logger: Logger, connectionLimit: Int, storeAnswered: (@Sendable () -> Void)? = nil) throws(StartError) {
         let (host, port) = Self.split(address)
-        guard (0...65535).contains(port) else { throw .health("--health-endpoint \(address): expected HOST:PORT or PORT") }
+        guard (0...65535).contains(port) else { throw StartError(description: "--health-endpoint \(address): expected HOST:PORT or PORT") }
         var probeAddress = in_addr()
         guard inet_pton(AF_INET, host, &probeAddress) == 1 else {
-            throw .health("--health-endpoint \(address): \(host) is not an IPv4 address")
+            throw StartError(description: "--health-endpoint \(address): \(host) is not an IPv4 address")
         }
         let store = try? sessionStore.map { (text) throws(RedisError) in try RedisURL(text) }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let probes = store.map { StoreProbe(url: $0, rest: storeRest) }
+        let probes = store.map { StoreProbe(url: $0, answered: storeAnswered) }
         let answers = HealthAnswers(pulse: pulse, metrics: metrics, instance: instance, probes: probes)
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: Self.backlog)
@@ -113,7 +119,7 @@ public final class HealthEndpoint: Sendable {
             probes?.stop()
             let code = (error as? IOError)?.errnoCode
             let reason = code.map { "\(String(cString: strerror($0))) (errno \($0))" } ?? "\(error)"
-            throw .health("health endpoint \(host):\(port): binding: \(reason)"
+            throw StartError(description: "health endpoint \(host):\(port): binding: \(reason)"
                           + (code == EADDRINUSE ? "; give --health-endpoint another port" : ""))
         }
         self.address = "\(host):\(channel.localAddress?.port ?? port)"
@@ -142,15 +148,15 @@ public final class HealthEndpoint: Sendable {
 
 /// Closes a connection accepted past `limit` open ones. On the listener's pipeline, which
 /// receives each accepted connection as a `Channel`.
-final class ConnectionLimit: ChannelInboundHandler {
+package final class ConnectionLimit: ChannelInboundHandler {
     typealias InboundIn = any Channel
     typealias InboundOut = any Channel
     /// Counted down by each connection's close, which may run after the listener's handler is gone.
-    final class Count: Sendable { let value = Atomic<Int>(0) }
+    package final class Count: Sendable { let value = Atomic<Int>(0) }
     private let limit: Int
     private let open = Count()
 
-    init(limit: Int) { self.limit = limit }
+    package init(limit: Int) { self.limit = limit }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let child = Self.unwrapInboundIn(data)
@@ -166,20 +172,20 @@ final class ConnectionLimit: ChannelInboundHandler {
 }
 
 /// What each path answers: a status, a body and its type. Sendable: everything it reads is.
-struct HealthAnswers: Sendable {
-    let pulse: ServerPulse
-    let metrics: ServiceMetrics
-    let instance: String
-    let probes: StoreProbe?
-    let stuckAfter: Double = 2.0
+package struct HealthAnswers: Sendable {
+    package let pulse: ServerPulse
+    package let metrics: ServiceMetrics
+    package let instance: String
+    package let probes: StoreProbe?
+    package let stuckAfter: Double = 2.0
 
-    struct Answer: Sendable {
+    package struct Answer: Sendable {
         var status: HTTPResponseStatus
         var body: String
         var type = "text/plain"
     }
 
-    static let usage = "GET /livez, /readyz or /metrics\n"
+    package static let usage = "GET /livez, /readyz or /metrics\n"
 
     /// The answer to `method` `uri`; only `/readyz` with a session store waits (for its PING,
     /// off the event loop).
@@ -222,20 +228,20 @@ struct HealthAnswers: Sendable {
 /// The session store's PING for `/readyz`. hiredis blocks, so it runs on a thread of its own,
 /// never on the event loop; probes that arrive while one PING is out share its answer, so a
 /// store that stopped answering costs one timeout however many probes wait on it.
-final class StoreProbe: @unchecked Sendable {
+package final class StoreProbe: @unchecked Sendable {
     // @unchecked: `connection` is used by the pool's one thread alone; `inFlight` is behind its lock.
     private let url: RedisURL
     private let pool = NIOThreadPool(numberOfThreads: 1)
     private var connection: RedisConnection?
     private let inFlight = Mutex<EventLoopFuture<String?>?>(nil)
-    /// The store lanes' rest: a PING the store answers ends it, so that once `/readyz` says
-    /// ready again, requests are served again too (not refused until the lanes' rest, which
+    /// Told each time the store answers: the server ends its store lanes' rest, so that once
+    /// `/readyz` says ready again, requests are served again too (not refused until the lanes' rest, which
     /// grows to seconds while the store is away, runs out).
-    private let rest: StoreRest?
+    private let answered: (@Sendable () -> Void)?
 
-    init(url: RedisURL, rest: StoreRest? = nil) {
+    init(url: RedisURL, answered: (@Sendable () -> Void)? = nil) {
         self.url = url
-        self.rest = rest
+        self.answered = answered
         pool.start()
     }
 
@@ -256,7 +262,7 @@ final class StoreProbe: @unchecked Sendable {
         do {
             if connection == nil { connection = try RedisConnection(url: url, timeout: .seconds(1)) }
             _ = try connection!.command(["PING"], doing: "checking the session store")
-            _ = rest?.answered()
+            answered?()
             return nil
         } catch {
             connection = nil
@@ -264,14 +270,14 @@ final class StoreProbe: @unchecked Sendable {
         }
     }
 
-    func stop() { try? pool.syncShutdownGracefully() }
+    package func stop() { try? pool.syncShutdownGracefully() }
 }
 
 /// One connection's requests, answered in turn. A connection that is silent for the idle
 /// timeout, or takes longer than the head timeout to send a request head, is closed; a protocol
 /// error gets its answer (400, or 431 for a head past the limit) and the connection is closed
 /// once the peer stops sending.
-final class HealthHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
+package final class HealthHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
 
@@ -286,7 +292,7 @@ final class HealthHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     /// The peer has closed its side: the answer under way is the last.
     private var inputClosed = false
 
-    init(answers: HealthAnswers, logger: Logger) {
+    package init(answers: HealthAnswers, logger: Logger) {
         self.answers = answers
         self.logger = logger
     }

@@ -5,10 +5,15 @@ import SessionStore
 /// One connection to the session store and the thread that alone uses it. A session's steps
 /// all go to one lane (by its id), one at a time since a step holds its session; several lanes
 /// let several sessions' steps wait on the store at once.
-struct StoreLane {
+package struct StoreLane {
     let shared: SharedSessions
     /// Where its work runs; nil runs it in place (tests).
     let run: Dispatcher.StoreExecutor?
+
+    package init(shared: SharedSessions, run: Dispatcher.StoreExecutor?) {
+        self.shared = shared
+        self.run = run
+    }
 
     func callAsFunction(_ work: @escaping @Sendable () -> Void) {
         if let run { run(work) } else { work() }

@@ -8,8 +8,8 @@ import Synchronization
 /// hiredis connection is one thread's), and `done` is called once after each batch that was
 /// waiting, not after each piece of work: under load many requests' writes are answered with
 /// one wake-up of the loop.
-final class StoreLine: Sendable {
-    typealias Work = @Sendable () -> Void
+package final class StoreLine: Sendable {
+    package typealias Work = @Sendable () -> Void
     private struct Queue {
         var work: [Work] = []
         var stopping = false
@@ -21,14 +21,14 @@ final class StoreLine: Sendable {
     private let signal = DispatchSemaphore(value: 0)
     private let done: @Sendable () -> Void
 
-    init(done: @escaping @Sendable () -> Void) {
+    package init(done: @escaping @Sendable () -> Void) {
         self.done = done
         let thread = Thread { [self] in serve() }
         thread.name = "canvasd-store"
         thread.start()
     }
 
-    func submit(_ work: @escaping Work) {
+    package func submit(_ work: @escaping Work) {
         queue.withLock {
             $0.work.append(work)
             $0.unfinished += 1
@@ -54,12 +54,12 @@ final class StoreLine: Sendable {
     }
 
     /// Waits until everything submitted so far has run (at shutdown, so a poll is enough).
-    func wait() {
+    package func wait() {
         while queue.withLock({ $0.unfinished > 0 }) { usleep(1_000) }
     }
 
     /// Lets the thread end once its queue is empty.
-    func stop() {
+    package func stop() {
         queue.withLock { $0.stopping = true }
         signal.signal()
     }

@@ -1,5 +1,5 @@
 import Glibc
-import CanvasProtocol
+package import CanvasProtocol
 
 /// Whether the process may take on a large reply now: its resident memory against a budget.
 ///
@@ -7,19 +7,19 @@ import CanvasProtocol
 /// client has read what; what it can see is its own size. So large replies are the work it
 /// sheds first when memory runs high, with an error that says why, before any queue can grow
 /// the process without end.
-struct MemoryPressure {
-    let budget: Int
+package struct MemoryPressure {
+    package let budget: Int
     /// What the large replies being made now will take, by estimate: they are not in the
     /// resident set yet, and a burst of them must not all pass one measurement.
     private(set) var reserved = 0
     private var lastTrim: ContinuousClock.Instant?
 
-    init(budget: Int) { self.budget = budget }
+    package init(budget: Int) { self.budget = budget }
 
     /// Reserves `bytes` for a large reply, or throws `UNAVAILABLE` (reason `memory`) when the
     /// process would pass its budget. Before refusing, what the allocator holds free is given
     /// back to the system (a burst of large replies, freed, can leave the heap large until then).
-    mutating func admitLargeReply(_ what: String, bytes: Int, now: ContinuousClock.Instant) throws(ProtocolError) -> Int {
+    package mutating func admitLargeReply(_ what: String, bytes: Int, now: ContinuousClock.Instant) throws(ProtocolError) -> Int {
         guard let resident = Self.residentBytes() else { return 0 }
         var total = resident + reserved + bytes
         // Trimming walks the whole heap: at most once a second, or a flood of refused
@@ -38,10 +38,10 @@ struct MemoryPressure {
     }
 
     /// A reserved reply was made and handed to libzmq (or failed): it is in the resident set now.
-    mutating func release(_ bytes: Int) { reserved -= bytes }
+    package mutating func release(_ bytes: Int) { reserved -= bytes }
 
     /// The resident set, from /proc/self/statm (its second field, in pages).
-    static func residentBytes() -> Int? {
+    package static func residentBytes() -> Int? {
         let descriptor = open("/proc/self/statm", O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { return nil }
         defer { close(descriptor) }

@@ -1,40 +1,11 @@
+import CanvasOperations
+import CanvasService
 import CanvasProtocol
 import Logging
 public import ZeroMQ
 
 /// Where web pages reach canvasd: libzmq's ws:// transport (ZWS 2.0), a ROUTER for requests
 /// and an XPUB for events, beside the tcp:// ones.
-public struct WebConfiguration: Sendable {
-    public var endpoint: String
-    public var eventsEndpoint: String
-    /// Without tokens both endpoints must be loopback (a proxy in front serves the world).
-    public var tokens: WebTokens?
-    /// Bounds on each ws:// endpoint's connections (libzmq has none).
-    public var connections: ConnectionGuard.Limits
-
-    public init(endpoint: String, eventsEndpoint: String, tokens: WebTokens? = nil,
-                connections: ConnectionGuard.Limits = WebConfiguration.defaultConnections()) {
-        self.endpoint = endpoint
-        self.eventsEndpoint = eventsEndpoint
-        self.tokens = tokens
-        self.connections = connections
-    }
-
-    /// Descriptors kept for everything but web peers: documents, uploads' spools, the
-    /// workers' and libdispatch's own, Redis, the tcp:// clients.
-    public static let reservedDescriptors = 256
-
-    /// Per endpoint: half of what the descriptor limit leaves after the reserve (requests and
-    /// events each), at most 4,096, a quarter of them kept for peers that have authenticated;
-    /// at most 256 from one address; at most 64 connections in their upgrade, for 5 s each; 5 s
-    /// for a peer to authenticate.
-    public static func defaultConnections(descriptorLimit: Int = ProcessLimits.descriptors) -> ConnectionGuard.Limits {
-        let open = max(8, min(4_096, (descriptorLimit - reservedDescriptors) / 2))
-        return ConnectionGuard.Limits(maxConnections: open, maxHandshaking: min(64, open), handshakeTimeout: .seconds(5),
-                                      authenticationTimeout: .seconds(5), maxPerSource: min(256, open))
-    }
-}
-
 /// The web sockets and what is particular to web peers: their token, and their subscriptions.
 ///
 /// Never set `ZMQ_HEARTBEAT_*` on these sockets: libzmq 4.3.4 aborts the whole process

@@ -1,3 +1,4 @@
+import CanvasOperations
 import CanvasCore
 import CanvasProtocol
 import Foundation

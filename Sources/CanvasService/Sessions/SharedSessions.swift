@@ -1,8 +1,9 @@
+package import CanvasOperations
 import CanvasProtocol
 import DocumentStore
 import Glibc
-import Logging
-import SessionStore
+package import Logging
+package import SessionStore
 import Synchronization
 
 /// Sessions shared by several canvasd instances through a session store (Redis).
@@ -16,31 +17,31 @@ import Synchronization
 /// One thread uses an instance: its store lane's (`StoreLine`) for everything a request waits
 /// on, and another, on a connection of its own, for the loop's subscription checks.
 /// Nothing it does changes a session: it answers, and the loop applies the answer.
-final class SharedSessions: @unchecked Sendable {
+package final class SharedSessions: @unchecked Sendable {
     // @unchecked: confined to one thread at a time (see above); its connection is not shared.
     private let store: SessionSnapshotStore
     private let limits: Limits
     private let logger: Logger
     /// Where store calls and takeovers are counted, once the server has set it.
-    var metrics: ServiceMetrics?
+    package var metrics: ServiceMetrics?
 
     /// `rest`: shared by the connections that should stop asking together (the lanes).
-    init(store: SessionSnapshotStore, limits: Limits, logger: Logger, rest: StoreRest = StoreRest()) {
+    package init(store: SessionSnapshotStore, limits: Limits, logger: Logger, rest: StoreRest = StoreRest()) {
         self.store = store
         self.rest = rest
         self.limits = limits
         self.logger = logger
     }
 
-    var instance: String { store.instance }
-    var address: String { store.address }
+    package var instance: String { store.instance }
+    package var address: String { store.address }
 
     /// The document feed every instance relays, once the server has set it up.
-    var feed: DocumentFeed?
+    package var feed: DocumentFeed?
 
     /// Announces a save on the document feed. False when the store did not take it: the save
     /// is then not in the feed (its subscribers see a gap only if a later one is).
-    func announce(name: String, revision: Int, sha256: String, savedAt: Int64?, data: [UInt8]) -> Bool {
+    package func announce(name: String, revision: Int, sha256: String, savedAt: Int64?, data: [UInt8]) -> Bool {
         guard let feed else { return false }
         do {
             _ = try asking(about: "document \(name)") { try feed.announce(name: name, revision: revision, sha256: sha256, savedAt: savedAt, data: data) }
@@ -55,7 +56,7 @@ final class SharedSessions: @unchecked Sendable {
     /// given the same `--instance`) is told apart from the one that holds the lease.
     private let nameToken = (0..<4).map { _ in String(UInt32.random(in: 0...UInt32.max), radix: 16) }.joined(separator: "-")
     /// How long the name is held without a renewal; renewed every second by the loop.
-    static let nameLease: Duration = .seconds(10)
+    package static let nameLease: Duration = .seconds(10)
 
     /// Claims the instance name at start. A name still under lease may be a live canvasd's, or
     /// the lease of one that was killed (SIGKILL, a crash, a lost machine) and so never gave it
@@ -63,7 +64,7 @@ final class SharedSessions: @unchecked Sendable {
     /// runs out. Only a lease its holder still renews after a whole lease period watched is a
     /// live canvasd's, and then this one refuses. Throws a message for the operator then, or
     /// when the store cannot be asked; `.stopped` when `shouldStop` said so while it waited.
-    func claimName(shouldStop: () -> Bool = { false }) throws(ServerStartError) {
+    package func claimName(shouldStop: () -> Bool = { false }) throws(NameClaimError) {
         let clock = ContinuousClock()
         let started = clock.now
         // When the lease ends unless it is renewed, as last seen, and when a renewal was last seen.
@@ -74,7 +75,7 @@ final class SharedSessions: @unchecked Sendable {
             do {
                 claim = try store.claimInstance(token: nameToken, lease: Self.nameLease)
             } catch {
-                throw .sessionStore("claiming the instance name \"\(instance)\": \(error)")
+                throw .store("claiming the instance name \"\(instance)\": \(error)")
             }
             let now = clock.now
             guard case .taken(let left) = claim else {
@@ -99,23 +100,29 @@ final class SharedSessions: @unchecked Sendable {
             // Refused at its first renewal past the period: one seen earlier only says the holder
             // was alive then, and one killed since lets the lease run out, which is waited for.
             if let renewed, renewed - started >= Self.nameLease {
-                throw .sessionStore("the instance name \"\(instance)\" is held by another live canvasd (it still renews its lease after the \((now - started).milliseconds) ms this one watched it): give each instance its own --instance")
+                throw .store("the instance name \"\(instance)\" is held by another live canvasd (it still renews its lease after the \((now - started).milliseconds) ms this one watched it): give each instance its own --instance")
             }
             if shouldStop() { throw .stopped("stopped while waiting for the instance name \"\(instance)\"") }
             usleep(UInt32(min(Self.leaseWatch, max(.milliseconds(1), end - now)).milliseconds * 1000))
         }
     }
 
+    /// Why the instance name was not claimed: the store's answer or failure, or a stop asked for.
+    package enum NameClaimError: Error {
+        case store(String)
+        case stopped(String)
+    }
+
     /// How often a start-up waiting for its name asks again, so that it starts this soon after
     /// the lease runs out.
-    static let leaseWatch: Duration = .milliseconds(100)
+    package static let leaseWatch: Duration = .milliseconds(100)
     /// A lease whose end moved later by more than this was renewed (a renewal moves it by the
     /// second between renewals).
-    static let renewalSeen: Duration = .milliseconds(200)
+    package static let renewalSeen: Duration = .milliseconds(200)
 
     /// Renews the name's lease (the loop calls it once a second). False when another process
     /// took the name meanwhile (this one was paused past its lease, say).
-    func renewName() -> Bool {
+    package func renewName() -> Bool {
         do {
             let claim = try asking(about: "instance \(instance)") { try store.claimInstance(token: nameToken, lease: Self.nameLease) }
             if case .taken = claim {
@@ -129,7 +136,7 @@ final class SharedSessions: @unchecked Sendable {
         return true
     }
 
-    func releaseName() {
+    package func releaseName() {
         do {
             try store.releaseInstance(token: nameToken)
         } catch {
@@ -188,7 +195,7 @@ final class SharedSessions: @unchecked Sendable {
     /// to tell a retry from a reused id, and its reply when small. The reply cache a snapshot
     /// carries keeps the last 64 in full; this keeps thousands, so that however late a copy of
     /// a request comes (from a paused instance, say), it is never run a second time.
-    struct Answered: Sendable {
+    package struct Answered: Sendable {
         let id: RequestID
         let fingerprint: [UInt8]
 
@@ -304,7 +311,7 @@ final class SharedSessions: @unchecked Sendable {
     }
 
     /// The owner a session was opened by ("" without authentication), nil if there is none.
-    func owner(of id: String) -> String? {
+    package func owner(of id: String) -> String? {
         do {
             return try asking(about: id) { try store.owner(of: id) }
         } catch {
@@ -318,7 +325,7 @@ final class SharedSessions: @unchecked Sendable {
 /// tries it, the others still answered `UNAVAILABLE` at once. Each call to a store that does not
 /// answer holds its caller for the connection's timeout; with each lane trying on its own, a
 /// client's requests met that timeout once per lane per rest.
-final class StoreRest: Sendable {
+package final class StoreRest: Sendable {
     private struct State {
         var until: ContinuousClock.Instant
         var backoff: Duration
@@ -329,9 +336,11 @@ final class StoreRest: Sendable {
     private static let longestBackoff: Duration = .seconds(5)
     private let state = Mutex<State?>(nil)
 
+    package init() {}
+
     /// Whether a call may go to the store now: it is not resting, or this call is the one that
     /// tries it after a rest.
-    func mayAsk(at now: ContinuousClock.Instant) -> Bool {
+    package func mayAsk(at now: ContinuousClock.Instant) -> Bool {
         state.withLock { state in
             guard var resting = state else { return true }
             guard now >= resting.until, !resting.probing else { return false }
@@ -342,7 +351,7 @@ final class StoreRest: Sendable {
     }
 
     /// The store answered. Returns whether it had been resting.
-    func answered() -> Bool {
+    package func answered() -> Bool {
         state.withLock { state in
             defer { state = nil }
             return state != nil
@@ -350,7 +359,7 @@ final class StoreRest: Sendable {
     }
 
     /// The store failed: it rests, longer each time. Returns how long.
-    func failed(at now: ContinuousClock.Instant) -> Duration {
+    package func failed(at now: ContinuousClock.Instant) -> Duration {
         state.withLock { state in
             let backoff = state.map { min($0.backoff * 2, Self.longestBackoff) } ?? Self.firstBackoff
             state = State(until: now + backoff, backoff: backoff)

@@ -1,3 +1,4 @@
+package import CanvasOperations
 import CanvasCore
 public import CanvasProtocol
 import DocumentStore
@@ -28,13 +29,15 @@ public final class Dispatcher {
         public var replies: [Reply] = []
         /// Events to publish, each as its two frames. They go out before the replies.
         public var events: [[[UInt8]]] = []
+
+        package init() {}
     }
 
     /// Where saves run, given the document each writes. The server runs them on workers beside
     /// its loop, so no request waits on a disk; nil runs each save in place (tests, the fuzzer).
     public typealias SaveExecutor = @Sendable (_ document: String, _ save: @escaping @Sendable () -> Void) -> Void
     /// Where a lane of the session store is spoken to: one thread, in order (`StoreLine`).
-    typealias StoreExecutor = @Sendable (_ work: @escaping @Sendable () -> Void) -> Void
+    package typealias StoreExecutor = @Sendable (_ work: @escaping @Sendable () -> Void) -> Void
 
     public static let serverName = ServerMethods.serverName
     /// Drawings up to this many points are encoded in the loop, and their result images rendered
@@ -68,7 +71,7 @@ public final class Dispatcher {
         self.init(configuration: configuration, logger: logger, saves: saves, reads: reads, lanes: [])
     }
 
-    init(configuration: ServiceConfiguration, logger: Logger, saves: SaveExecutor?, reads: SaveExecutor?, lanes: [StoreLane],
+    package init(configuration: ServiceConfiguration, logger: Logger, saves: SaveExecutor?, reads: SaveExecutor?, lanes: [StoreLane],
          metrics: ServiceMetrics? = nil) {
         persistence = lanes.isEmpty ? .local : .shared(lanes: lanes)
         self.metrics = metrics
@@ -76,7 +79,7 @@ public final class Dispatcher {
         memory = MemoryPressure(budget: configuration.limits.memoryBudgetBytes)
         idleTimeout = configuration.idleTimeout
         self.logger = logger
-        if case .curve = configuration.security { authenticated = true } else { authenticated = false }
+        authenticated = configuration.clientsAuthenticated
         jobs = Jobs(saves: saves, reads: reads)
         do {
             let store = try DocumentStore(folder: URL(fileURLWithPath: configuration.documentsPath),

@@ -1,3 +1,5 @@
+public import CanvasOperations
+public import CanvasService
 public import Logging
 import Foundation
 import Dispatch
@@ -51,7 +53,7 @@ public final class CanvasServer {
     /// The event socket's subscriptions being vetted (with CurveZMQ).
     private var eventVetting = SubscriptionVetting()
     private let dispatcher: Dispatcher
-    private let configuration: ServiceConfiguration
+    private let configuration: ServerConfiguration
     private let logger: Logger
     private let clock = ContinuousClock()
     /// Saves run here, one per document and as many documents at once as there are cores
@@ -96,7 +98,7 @@ public final class CanvasServer {
 
     /// `shouldStop` is asked while start-up waits for the instance name's lease (up to one
     /// lease period, `SharedSessions.claimName`); when it says so, start-up ends with `.stopped`.
-    public init(configuration: ServiceConfiguration, logger: Logger, shouldStop: () -> Bool = { false }) throws(ServerStartError) {
+    public init(configuration: ServerConfiguration, logger: Logger, shouldStop: () -> Bool = { false }) throws(ServerStartError) {
         self.configuration = configuration
         self.logger = logger
         do {
@@ -139,7 +141,7 @@ public final class CanvasServer {
             eventsEndpoint = eventSocket.lastEndpoint
             if let webConfiguration = configuration.web {
                 web = try WebEndpoints(context: context, configuration: webConfiguration,
-                                       maxMessageBytes: configuration.limits.maxMessageBytes, logger: logger)
+                                       maxMessageBytes: configuration.service.limits.maxMessageBytes, logger: logger)
             } else {
                 web = nil
             }
@@ -168,24 +170,31 @@ public final class CanvasServer {
         // runs out or the health endpoint's PING finds it answering.
         let rest = StoreRest()
         if let url = configuration.sessionStore {
-            do {
+            do throws(any Error) {
                 for _ in 0..<Self.storeLanes {
-                    let store = try SessionSnapshotStore(url: url, instance: configuration.instanceName, ttl: configuration.storedSessionLife,
+                    let store = try SessionSnapshotStore(url: url, instance: configuration.service.instanceName, ttl: configuration.service.storedSessionLife,
                                                          timeout: .milliseconds(500))
                     let waker = self.waker
-                    lanes.append((SharedSessions(store: store, limits: configuration.limits, logger: logger, rest: rest),
+                    lanes.append((SharedSessions(store: store, limits: configuration.service.limits, logger: logger, rest: rest),
                                   StoreLine { waker.wake() }))
                 }
                 let shared = lanes[0].shared
-                try shared.claimName(shouldStop: shouldStop)
+                do throws(SharedSessions.NameClaimError) {
+                    try shared.claimName(shouldStop: shouldStop)
+                } catch {
+                    switch error {
+                    case .store(let why): throw ServerStartError.sessionStore(why)
+                    case .stopped(let why): throw ServerStartError.stopped(why)
+                    }
+                }
                 // Saves are announced for every instance, each relaying what it hears.
-                let feed = try DocumentFeed(url: url, markLife: configuration.idleTimeout * 2)
+                let feed = try DocumentFeed(url: url, markLife: configuration.service.idleTimeout * 2)
                 let relay = self.relay!
                 try feed.listen({ seq, data in relay.send([Array(String(seq).utf8), data]) },
                                 failed: { [logger] error in logger.error("document feed interrupted; listening again", metadata: ["error": "\(error)"]) })
                 shared.feed = feed
                 logger.info("sessions shared through the session store",
-                            metadata: ["store": "\(shared.address)", "lanes": "\(lanes.count)", "instance": "\(configuration.instanceName)"])
+                            metadata: ["store": "\(shared.address)", "lanes": "\(lanes.count)", "instance": "\(configuration.service.instanceName)"])
             } catch let error as ServerStartError {
                 throw error
             } catch {
@@ -193,9 +202,14 @@ public final class CanvasServer {
             }
         }
         if let address = configuration.healthEndpoint {
-            health = try HealthEndpoint(address: address, pulse: pulse, metrics: metrics, instance: configuration.instanceName,
-                                        sessionStore: configuration.sessionStore, logger: logger,
-                                        connectionLimit: HealthEndpoint.connectionLimit, storeRest: rest)
+            do throws(HealthEndpoint.StartError) {
+                health = try HealthEndpoint(address: address, pulse: pulse, metrics: metrics, instance: configuration.service.instanceName,
+                                            sessionStore: configuration.sessionStore, logger: logger,
+                                            connectionLimit: HealthEndpoint.connectionLimit,
+                                            storeAnswered: { _ = rest.answered() })
+            } catch {
+                throw .health(error.description)
+            }
         } else {
             health = nil
         }
@@ -207,7 +221,7 @@ public final class CanvasServer {
         self.reads = reads
         self.stores = lanes.map(\.line)
         self.shared = lanes.first?.shared
-        dispatcher = Dispatcher(configuration: configuration, logger: logger,
+        dispatcher = Dispatcher(configuration: configuration.serviceAsRun, logger: logger,
                                 saves: { document, save in saves.submit(document, save) },
                                 reads: { key, read in reads.submit(key, read) },
                                 lanes: lanes.map { lane in StoreLane(shared: lane.shared, run: { work in lane.line.submit(work) }) },
@@ -220,8 +234,8 @@ public final class CanvasServer {
     static let storeLanes = 4
 
     private static func bind(requests: ZMQSocket, events eventSocket: ZMQSocket,
-                             _ configuration: ServiceConfiguration) throws(ZMQError) {
-        try prepareRequestSocket(requests, limits: configuration.limits)
+                             _ configuration: ServerConfiguration) throws(ZMQError) {
+        try prepareRequestSocket(requests, limits: configuration.service.limits)
         try requests.bind(configuration.endpoint)
         // A subscriber that stops reading loses events past this queue; the server never waits for it.
         try eventSocket.setSendHighWaterMark(Limits.eventQueueMessages)
@@ -488,7 +502,7 @@ public final class CanvasServer {
 
     /// Frames of one request kept in memory: enough to see that a request of more is over the
     /// byte limit (each frame counts `Limits.frameOverheadBytes`), plus the envelope.
-    private var maxFrames: Int { Self.maxFrames(configuration.limits) }
+    private var maxFrames: Int { Self.maxFrames(configuration.service.limits) }
 
     public static func maxFrames(_ limits: Limits) -> Int { limits.maxMessageBytes / Limits.frameOverheadBytes + 3 }
 

@@ -1,14 +1,7 @@
+import CanvasOperations
+import CanvasService
 import Synchronization
 import ZeroMQ
-
-/// What a subscription to `topic` may be told, as far as the instance itself knows.
-public enum SubscriptionCheck: Equatable, Sendable {
-    case allowed
-    case refused
-    /// The topic names a session this instance does not hold: only the session store knows
-    /// whose it is.
-    case askStore(session: String)
-}
 
 /// The subscriptions of one XPUB socket (in manual mode) being vetted, one at a time.
 ///

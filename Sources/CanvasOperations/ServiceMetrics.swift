@@ -1,4 +1,4 @@
-import CanvasProtocol
+package import CanvasProtocol
 import CoreMetrics
 import Foundation
 public import Prometheus
@@ -22,7 +22,7 @@ public final class ServiceMetrics: @unchecked Sendable {
     // immutable, and swift-metrics' and swift-prometheus's handlers are safe from any thread.
     public static let contentType = "text/plain; version=0.0.4; charset=utf-8"
     /// The histograms' upper bounds.
-    static let buckets: [Duration] = [.microseconds(100), .microseconds(500), .milliseconds(1), .milliseconds(5), .milliseconds(10),
+    package static let buckets: [Duration] = [.microseconds(100), .microseconds(500), .milliseconds(1), .milliseconds(5), .milliseconds(10),
                                       .milliseconds(50), .milliseconds(100), .milliseconds(500), .seconds(1), .seconds(5)]
 
     public let registry = PrometheusCollectorRegistry()
@@ -35,7 +35,7 @@ public final class ServiceMetrics: @unchecked Sendable {
     /// protocol's methods by `Method.index`; names this server has no method of, together, as
     /// `other`. Replies by error code; results, by far the most common reply, apart, without
     /// hashing a label.
-    struct Counts {
+    package struct Counts {
         var requestsByMethod = [UInt64](repeating: 0, count: Method.allCases.count)
         var otherRequests: UInt64 = 0
         var replies: [String: UInt64] = [:]
@@ -114,7 +114,7 @@ public final class ServiceMetrics: @unchecked Sendable {
     private static let repliesHelp = "Replies sent, by error code (\"ok\" for results)."
 
     /// A request for `method`; nil: a name this server has no method of, counted as `other`.
-    func request(_ method: Method?) {
+    package func request(_ method: Method?) {
         guard let method else {
             counting.otherRequests += 1
             return
@@ -124,7 +124,7 @@ public final class ServiceMetrics: @unchecked Sendable {
 
     /// A reply sent: counted by its error code, or `ok`. Read from the reply's first bytes,
     /// which `ReplyEncoder` writes as `{"error":{"code":"…"` for every failure.
-    func replied(_ bytes: [UInt8]) {
+    package func replied(_ bytes: [UInt8]) {
         // A result is told by its first byte after the brace (`{"id"` against `{"error"`).
         guard bytes.count > 2, bytes[2] == UInt8(ascii: "e"), let code = Self.errorCode(bytes) else {
             counting.okReplies += 1
@@ -134,7 +134,7 @@ public final class ServiceMetrics: @unchecked Sendable {
     }
 
     /// Gives the registry what the loop counted since the last time (the loop calls it once a second).
-    func publish() {
+    package func publish() {
         for method in Method.allCases {
             let count = counting.requestsByMethod[method.index]
             add(count - published.requestsByMethod[method.index], to: &requestCounters, method.rawValue,
@@ -162,20 +162,20 @@ public final class ServiceMetrics: @unchecked Sendable {
         counter.increment(by: delta)
     }
 
-    func handled(seconds: Double) { handling.recordNanoseconds(Int64(seconds * 1e9)) }
+    package func handled(seconds: Double) { handling.recordNanoseconds(Int64(seconds * 1e9)) }
     /// Called on a store lane's thread.
-    func askedStore(seconds: Double, failed: Bool) {
+    package func askedStore(seconds: Double, failed: Bool) {
         store.recordNanoseconds(Int64(seconds * 1e9))
         if failed { storeFailures.increment() }
     }
     /// Called on a store lane's thread.
-    func tookOver() { takeovers.increment() }
+    package func tookOver() { takeovers.increment() }
     /// A session's change written to the store, as a delta or whole.
-    func stored(bytes: Int, whole: Bool) { (whole ? storedWhole : storedDelta).increment(by: bytes) }
-    func saved(_ count: Int) { saves.increment(by: count) }
+    package func stored(bytes: Int, whole: Bool) { (whole ? storedWhole : storedDelta).increment(by: bytes) }
+    package func saved(_ count: Int) { saves.increment(by: count) }
     /// What the loop holds now (it calls this once a second). `webCutOff` is the web endpoints'
     /// tally since the start; the counter is given what it has not counted yet.
-    func gauges(sessions: Int, jobsInFlight: Int, webConnections: Int, webCutOff: Int) {
+    package func gauges(sessions: Int, jobsInFlight: Int, webConnections: Int, webCutOff: Int) {
         self.sessions.set(sessions)
         self.jobsInFlight.set(jobsInFlight)
         self.webConnections.set(webConnections)
@@ -187,7 +187,7 @@ public final class ServiceMetrics: @unchecked Sendable {
 
     private static let errorPrefix = Array(#"{"error":{"code":""#.utf8)
 
-    static func errorCode(_ bytes: [UInt8]) -> String? {
+    package static func errorCode(_ bytes: [UInt8]) -> String? {
         let prefix = errorPrefix
         guard bytes.count > prefix.count, bytes.starts(with: prefix) else { return nil }
         let rest = bytes[prefix.count...]

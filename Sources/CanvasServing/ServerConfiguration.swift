@@ -1,0 +1,64 @@
+public import CanvasOperations
+public import CanvasService
+public import ZeroMQ
+
+/// How a server is set up: its endpoints, who may reach them, the session store, health and
+/// drain; and `service`, what the request path behind them is configured with.
+public struct ServerConfiguration: Sendable {
+    public var service = ServiceConfiguration()
+    public var endpoint = "tcp://127.0.0.1:5555"
+    public var eventsEndpoint = "tcp://127.0.0.1:5556"
+    /// Loopback-only without authentication unless CurveZMQ keys are given.
+    public var security = ServiceSecurity.loopbackOnly
+    /// ws:// endpoints for web pages, when they are served.
+    public var web: WebConfiguration?
+    /// `redis://host:port/db`: sessions shared with other instances through Redis (nil: kept
+    /// in this process only).
+    public var sessionStore: String? = nil
+    /// `HOST:PORT` (or `PORT`, on loopback) of the HTTP health and metrics endpoint; nil: none.
+    public var healthEndpoint: String? = nil
+    /// How long a drain (SIGTERM) keeps serving after it goes unready, so that the balancer
+    /// sees it (HAProxy's checks: under a second) and sends clients elsewhere before the exit.
+    public var drainTime: Duration = .zero
+
+    public init() {}
+
+    /// The request path's configuration as this server runs it: clients are authenticated
+    /// exactly when CurveZMQ keys are given.
+    var serviceAsRun: ServiceConfiguration {
+        var service = self.service
+        if case .curve = security { service.clientsAuthenticated = true } else { service.clientsAuthenticated = false }
+        return service
+    }
+}
+
+public struct WebConfiguration: Sendable {
+    public var endpoint: String
+    public var eventsEndpoint: String
+    /// Without tokens both endpoints must be loopback (a proxy in front serves the world).
+    public var tokens: WebTokens?
+    /// Bounds on each ws:// endpoint's connections (libzmq has none).
+    public var connections: ConnectionGuard.Limits
+
+    public init(endpoint: String, eventsEndpoint: String, tokens: WebTokens? = nil,
+                connections: ConnectionGuard.Limits = WebConfiguration.defaultConnections()) {
+        self.endpoint = endpoint
+        self.eventsEndpoint = eventsEndpoint
+        self.tokens = tokens
+        self.connections = connections
+    }
+
+    /// Descriptors kept for everything but web peers: documents, uploads' spools, the
+    /// workers' and libdispatch's own, Redis, the tcp:// clients.
+    public static let reservedDescriptors = 256
+
+    /// Per endpoint: half of what the descriptor limit leaves after the reserve (requests and
+    /// events each), at most 4,096, a quarter of them kept for peers that have authenticated;
+    /// at most 256 from one address; at most 64 connections in their upgrade, for 5 s each; 5 s
+    /// for a peer to authenticate.
+    public static func defaultConnections(descriptorLimit: Int = ProcessLimits.descriptors) -> ConnectionGuard.Limits {
+        let open = max(8, min(4_096, (descriptorLimit - reservedDescriptors) / 2))
+        return ConnectionGuard.Limits(maxConnections: open, maxHandshaking: min(64, open), handshakeTimeout: .seconds(5),
+                                      authenticationTimeout: .seconds(5), maxPerSource: min(256, open))
+    }
+}
