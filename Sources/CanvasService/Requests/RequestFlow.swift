@@ -130,39 +130,84 @@ enum RequestFlow {
         let retaking: Bool
     }
 
-    static func next(_ state: RequestState, _ event: RequestEvent, _ facts: Facts) -> (RequestState, [RequestAction]) {
-        let method = facts.method
-        switch (state, event) {
-        case (.ready, .arrived(let lookup)):
-            switch lookup {
-            case .retry(let reply):
-                // A reply already given stays true wherever the session is now.
-                return (.answered, [.reply(reply), .resume])
-            case .notKept where !method.changesNothing:
-                return (.answered, [.refuse(notKept(facts)), .resume])
-            case .reused:
-                // Well-formed, but it clashes with what the session already holds under that id.
-                return (.answered, [.refuse(ProtocolError(.conflict, "id \(facts.id) was already used for a different request in this session",
-                                                          data: ["id": facts.id.json])), .resume])
-            case .miss, .notKept:
-                // A read answered again is the same answer.
-                if method.scope == .documentWrite && !facts.keptAtOnce && !facts.confirmedNow {
-                    return (.fencing(.request(method)), [.ask(.fence(.request(method)))])
-                }
-                return goOn(method)
-            }
-        case (.ready, .created(let reply)):
-            return (.persisting(.create(reply: reply)), [.ask(.create(reply: reply))])
-        case (.ready, .notHeld):
-            return (.takingOver, [.ask(.takeOver)])
-        case (.ready, .job(.started)):
-            return (.working, [])
-        case (.ready, .job(.notNeeded)):
-            return (.ready, [.run])
-        case (.ready, .job(.refused(let error))):
-            return (.answered, [.refuse(error), .resume])
+    typealias Step = (RequestState, [RequestAction])
 
-        case (_, .ran(.reply(let reply))):
+    /// The one entry: each event has its own method below, and each of those names every state
+    /// it is not for, so a new state or event is a compile error until it is given its path.
+    static func next(_ state: RequestState, _ event: RequestEvent, _ facts: Facts) -> Step {
+        switch event {
+        case .arrived(let lookup): return arrived(lookup, in: state, facts)
+        case .created(let reply): return created(reply, in: state, facts)
+        case .notHeld: return notHeld(in: state, facts)
+        case .job(let start): return job(start, in: state, facts)
+        case .ran(let ran): return afterRunning(ran, facts)
+        case .finished(let outcome): return finished(outcome, in: state, facts)
+        case .imageOmitted(let reason): return imageOmitted(reason, in: state, facts)
+        case .stored(let answer): return stored(answer, in: state, facts)
+        }
+    }
+
+    /// Its session was handed over: answered already, or its turn to run.
+    private static func arrived(_ lookup: ReplyCache.Lookup, in state: RequestState, _ facts: Facts) -> Step {
+        switch state {
+        case .ready: break
+        case .working, .fencing, .saving, .rendering, .persisting, .takingOver, .answered, .dropped: return unexpected(state, facts)
+        }
+        let method = facts.method
+        switch lookup {
+        case .retry(let reply):
+            // A reply already given stays true wherever the session is now.
+            return (.answered, [.reply(reply), .resume])
+        case .notKept where !method.changesNothing:
+            return (.answered, [.refuse(notKept(facts)), .resume])
+        case .reused:
+            // Well-formed, but it clashes with what the session already holds under that id.
+            return (.answered, [.refuse(ProtocolError(.conflict, "id \(facts.id) was already used for a different request in this session",
+                                                      data: ["id": facts.id.json])), .resume])
+        case .miss, .notKept:
+            // A read answered again is the same answer.
+            if method.scope == .documentWrite && !facts.keptAtOnce && !facts.confirmedNow {
+                return (.fencing(.request(method)), [.ask(.fence(.request(method)))])
+            }
+            return goOn(method)
+        }
+    }
+
+    /// A `session.open` made its session: kept by the keeper before its reply goes.
+    private static func created(_ reply: [UInt8], in state: RequestState, _ facts: Facts) -> Step {
+        switch state {
+        case .ready: return (.persisting(.create(reply: reply)), [.ask(.create(reply: reply))])
+        case .working, .fencing, .saving, .rendering, .persisting, .takingOver, .answered, .dropped: return unexpected(state, facts)
+        }
+    }
+
+    /// No copy of its session is here: the keeper may have one to take over.
+    private static func notHeld(in state: RequestState, _ facts: Facts) -> Step {
+        switch state {
+        case .ready: return (.takingOver, [.ask(.takeOver)])
+        case .working, .fencing, .saving, .rendering, .persisting, .takingOver, .answered, .dropped: return unexpected(state, facts)
+        }
+    }
+
+    /// The job it may need first: started, not needed, or refused.
+    private static func job(_ start: RequestEvent.JobStart, in state: RequestState, _ facts: Facts) -> Step {
+        switch state {
+        case .ready: break
+        case .working, .fencing, .saving, .rendering, .persisting, .takingOver, .answered, .dropped: return unexpected(state, facts)
+        }
+        switch start {
+        case .started: return (.working, [])
+        case .notNeeded: return (.ready, [.run])
+        case .refused(let error): return (.answered, [.refuse(error), .resume])
+        }
+    }
+
+    /// The method ran (in place, again with what a job found, or reported after its image):
+    /// whichever state it ran from, what it came to decides alone.
+    private static func afterRunning(_ ran: Ran, _ facts: Facts) -> Step {
+        let method = facts.method
+        switch ran {
+        case .reply(let reply):
             // The reply is in: remembered, then kept by the session's keeper before it goes (a
             // local keeper has it already), its events held until then.
             if facts.keptAtOnce {
@@ -171,48 +216,70 @@ enum RequestFlow {
             let step: StoreStep = method == .sessionClose ? .close(reply: reply)
                 : method.changesNothing ? .confirm(reply: reply) : .persist(reply: reply)
             return (.persisting(step), [.remember(reply), .holdEvents, .ask(step)])
-        case (_, .ran(.saving(let drawing))):
+        case .saving(let drawing):
             if facts.keptAtOnce || facts.confirmedNow { return (.saving, [.save(drawing)]) }
             return (.fencing(.save(drawing)), [.ask(.fence(.save(drawing)))])
-        case (_, .ran(.rendering(let unreported))):
+        case .rendering(let unreported):
             return (.rendering(unreported), [.render(unreported)])
-
-        case (.rendering(let unreported), .finished(.image(let image))):
-            return (.rendering(unreported), [.report(unreported, .rendered(image))])
-        case (.rendering(let unreported), .imageOmitted(let reason)):
-            return (.rendering(unreported), [.report(unreported, .omitted(reason: reason))])
-
-        case (.working, .finished(.saved(.failure(.fenced(_, let reason, let message)), _))):
-            // A document write's own fence (under the document's lock, or at its commit)
-            // stopped it: settled as the fence before it would have been.
-            return next(.fencing(.request(method)), .stored(fenceAnswer(reason, message)), facts)
-        case (.saving, .finished(.saved(.failure(.fenced(_, let reason, let message)), _))):
-            return next(.fencing(.save(.empty)), .stored(fenceAnswer(reason, message)), facts)
-        case (.working, .finished(.reply(let reply))):
-            // An encoding of what the session holds, made beside the loop.
-            return next(.working, .ran(.reply(reply)), facts)
-        case (.working, .finished(let outcome)) where method.scope == .documentRead || method.scope == .documentWrite:
-            return (.working, [.documentReply(outcome)])
-        case (.working, .finished(let outcome)), (.saving, .finished(let outcome)):
-            // The method runs again with what its job found: the page, or the save's outcome.
-            return (state, [.runWith(found: outcome)])
-
-        case (.fencing, .stored(let answer)), (.persisting, .stored(let answer)), (.takingOver, .stored(let answer)):
-            let step: StoreStep
-            switch state {
-            case .fencing(let fenced): step = .fence(fenced)
-            case .persisting(let persisting): step = persisting
-            default: step = .takeOver
-            }
-            return settled(step, answer, facts)
-
-        default:
-            // Not a path a request takes: refused as the server's fault rather than left
-            // holding its session, or the place kept for it (or trapping the process).
-            let fault = ProtocolError(.internal, "request \(method.rawValue) met an event its state does not wait for")
-            if case .takingOver = state { return (.answered, [.refuse(fault), .forget]) }
-            return (.answered, [.refuse(fault), .resume])
         }
+    }
+
+    /// Its job off the loop finished: a document method's outcome, a save's, a page, an
+    /// encoding, or a result image.
+    private static func finished(_ outcome: JobOutcome, in state: RequestState, _ facts: Facts) -> Step {
+        let method = facts.method
+        switch state {
+        case .rendering(let unreported):
+            guard case .image(let image) = outcome else { return unexpected(state, facts) }
+            return (.rendering(unreported), [.report(unreported, .rendered(image))])
+        case .working:
+            if case .saved(.failure(.fenced(_, let reason, let message)), _) = outcome {
+                // A document write's own fence (under the document's lock, or at its commit)
+                // stopped it: settled as the fence before it would have been.
+                return stored(fenceAnswer(reason, message), in: .fencing(.request(method)), facts)
+            }
+            if case .reply(let reply) = outcome {
+                // An encoding of what the session holds, made beside the loop.
+                return afterRunning(.reply(reply), facts)
+            }
+            if method.scope == .documentRead || method.scope == .documentWrite { return (.working, [.documentReply(outcome)]) }
+            // The method runs again with what its job found: the page.
+            return (.working, [.runWith(found: outcome)])
+        case .saving:
+            if case .saved(.failure(.fenced(_, let reason, let message)), _) = outcome {
+                return stored(fenceAnswer(reason, message), in: .fencing(.save(.empty)), facts)
+            }
+            // The method runs again with the save's outcome.
+            return (.saving, [.runWith(found: outcome)])
+        case .ready, .fencing, .persisting, .takingOver, .answered, .dropped:
+            return unexpected(state, facts)
+        }
+    }
+
+    /// Its result image will not be rendered: reported without it.
+    private static func imageOmitted(_ reason: String, in state: RequestState, _ facts: Facts) -> Step {
+        switch state {
+        case .rendering(let unreported): return (.rendering(unreported), [.report(unreported, .omitted(reason: reason))])
+        case .ready, .working, .fencing, .saving, .persisting, .takingOver, .answered, .dropped: return unexpected(state, facts)
+        }
+    }
+
+    /// The session's keeper answered the step this state waits on.
+    private static func stored(_ answer: StoreAnswer, in state: RequestState, _ facts: Facts) -> Step {
+        switch state {
+        case .fencing(let fenced): return settled(.fence(fenced), answer, facts)
+        case .persisting(let step): return settled(step, answer, facts)
+        case .takingOver: return settled(.takeOver, answer, facts)
+        case .ready, .working, .saving, .rendering, .answered, .dropped: return unexpected(state, facts)
+        }
+    }
+
+    /// Not a path a request takes: refused as the server's fault rather than left holding its
+    /// session, or the place kept for it (or trapping the process).
+    private static func unexpected(_ state: RequestState, _ facts: Facts) -> Step {
+        let fault = ProtocolError(.internal, "request \(facts.method.rawValue) met an event its state does not wait for")
+        if case .takingOver = state { return (.answered, [.refuse(fault), .forget]) }
+        return (.answered, [.refuse(fault), .resume])
     }
 
     /// Past its lookup (and fence): a job first when the method may need one, else run.
