@@ -2,7 +2,7 @@ import CanvasOperations
 import CanvasService
 import CanvasProtocol
 import Logging
-public import ZeroMQ
+import ZeroMQ
 
 /// Where web pages reach canvasd: libzmq's ws:// transport (ZWS 2.0), a ROUTER for requests
 /// and an XPUB for events, beside the tcp:// ones.

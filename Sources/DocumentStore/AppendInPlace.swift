@@ -23,11 +23,9 @@ extension DocumentStore {
     /// the history and flushed, and only then is the commit record made durable. Killed before
     /// that, the document has a tail past the revision the log names, which the next holder of
     /// the lock cuts off (`settle`). The hash is continued from the revision's state.
-    func append(_ name: String, _ writer: HistoryWriter, _ current: OpenFile, _ kept: HistoryRecord,
+    func append(_ name: String, _ writer: HistoryWriter, _ current: OpenFile, _ kept: KeptRevision,
                 _ increment: [UInt8], pageCount: Int, madeBy: String?) throws(DocumentError) -> DocumentSummary {
-        guard let line = kept.line, let length = kept.length, let midstate = kept.midstate, let revision = kept.revision else {
-            throw .io(operation: "append to \(name)", message: "its revision is not whole in the log")
-        }
+        let (line, length, midstate, revision) = (kept.line, kept.length, kept.midstate, kept.revision)
         let history = writer.history
         let number = try writer.nextRevision()
         var cost = SaveCost()
@@ -130,10 +128,11 @@ extension DocumentStore {
     /// Whether the document, changed by another program during an append, is still exactly
     /// the revision appended to followed by the append's own bytes (under its name, the file
     /// the save opened), so that cutting those bytes off takes nothing of the other program's.
-    private func onlyThisSave(_ name: String, _ document: FileDescriptor, _ kept: HistoryRecord, _ increment: [UInt8]) -> Bool {
+    private func onlyThisSave(_ name: String, _ document: FileDescriptor, _ kept: KeptRevision, _ increment: [UInt8]) -> Bool {
         // `document` is open for writing only: the bytes are read through a descriptor of their
         // own, checked to be the same file.
-        guard let length = kept.length, let stat = try? document.stat(), stat.size == length + Int64(increment.count),
+        let length = kept.length
+        guard let stat = try? document.stat(), stat.size == length + Int64(increment.count),
               let reading = try? root.openForReading(name) else { return false }
         defer { try? reading.close() }
         guard let named = try? reading.stat(), named.identity == stat.identity, named.size == stat.size else { return false }

@@ -33,9 +33,10 @@ extension DocumentStore {
             guard let seen = try historyWithoutDocument(name) else { throw .notFound(name) }
             state = seen
         }
-        guard let revision, let record = state.revisions[revision], let size = record.length, let sha256 = record.sha256 else {
+        guard let revision, let record = state.revisions[revision] else {
             throw .revisionNotFound(name: name, revision: revision ?? 0)
         }
+        let (size, sha256) = (record.length, record.sha256)
         let file = try openKept(name, record, state)
         return DocumentBytes(name: name, revision: revision, size: size, sha256: sha256, offset: offset,
                              bytes: try Self.read(file, name, offset: offset, length: length, size: size))

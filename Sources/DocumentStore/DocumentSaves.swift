@@ -56,7 +56,8 @@ extension DocumentStore {
             if let increment, container == nil, saveMode == .append, current.stat.rawValue.st_nlink == 1, lineEnds(at: kept, writer) {
                 return try append(name, writer, current, kept, increment, pageCount: prepared.pageCount, madeBy: madeBy)
             }
-            if let increment, container == nil, let length = kept.length {
+            if let increment, container == nil {
+                let length = kept.length
                 return try save(name, writer, replacing: current, extending: kept, madeBy: madeBy, source: "save") { (out, hasher, cost) throws(DocumentError) in
                     do throws(Errno) {
                         try FileCopy.copyPrefix(current.descriptor, length: length, to: out, &cost)
@@ -91,12 +92,11 @@ extension DocumentStore {
     public func restore(_ name: String, revision: Int, expectedRevision: Int? = nil,
                         madeBy: String? = nil, fence: WriteFence? = nil) throws(DocumentError) -> DocumentSummary {
         try writing(name, expectedRevision: expectedRevision, madeBy: madeBy, fence: fence, allowingNone: true) { (current, writer, kept) throws(DocumentError) in
-            if let current, let kept, revision == kept.revision, let sha256 = kept.sha256 {
-                return DocumentSummary(name: name, revision: revision, pageCount: try pdf(name, current).pageCount, sha256: sha256)
+            if let current, let kept, revision == kept.revision {
+                return DocumentSummary(name: name, revision: revision, pageCount: try pdf(name, current).pageCount, sha256: kept.sha256)
             }
-            guard let entry = writer.state.revisions[revision], let length = entry.length, let sha256 = entry.sha256, let midstate = entry.midstate else {
-                throw .revisionNotFound(name: name, revision: revision)
-            }
+            guard let entry = writer.state.revisions[revision] else { throw .revisionNotFound(name: name, revision: revision) }
+            let (length, sha256, midstate) = (entry.length, entry.sha256, entry.midstate)
             let source = try openKept(name, entry, writer.state)
             return try save(name, writer, replacing: current, extending: nil, sameBytesAs: entry, madeBy: madeBy, source: "restore") { (out, hasher, cost) throws(DocumentError) in
                 do throws(Errno) {
@@ -126,7 +126,7 @@ extension DocumentStore {
     /// `expectedRevision` is checked: it is what the request's first run answered.
     /// `fence`, if given, is asked next (see `WriteFence`).
     func writing(_ name: String, expectedRevision: Int?, madeBy: String? = nil, fence: WriteFence? = nil, allowingNone: Bool = false,
-                 _ body: (OpenFile?, HistoryWriter, HistoryRecord?) throws(DocumentError) -> DocumentSummary) throws(DocumentError) -> DocumentSummary {
+                 _ body: (OpenFile?, HistoryWriter, KeptRevision?) throws(DocumentError) -> DocumentSummary) throws(DocumentError) -> DocumentSummary {
         try Self.check(name)
         // The document first: a name that is no document, and never was one, makes no history
         // folder. One deleted from the folder still has its history, where a request run again
@@ -151,8 +151,8 @@ extension DocumentStore {
         if let madeBy {
             precondition(!madeBy.isEmpty && madeBy.utf8.count <= 64 && madeBy.utf8.allSatisfy { $0.isASCIILetterOrDigit },
                          "a save's key is 1 to 64 ASCII letters and digits")
-            if let made = writer.state.kept.last(where: { $0.madeBy == madeBy }), let number = made.revision, let sha256 = made.sha256 {
-                return DocumentSummary(name: name, revision: number, pageCount: made.pageCount ?? 0, sha256: sha256, madeBefore: true,
+            if let made = writer.state.kept.last(where: { $0.madeBy == madeBy }) {
+                return DocumentSummary(name: name, revision: made.revision, pageCount: made.pageCount ?? 0, sha256: made.sha256, madeBefore: true,
                                        savedAt: made.saved)
             }
         }
@@ -204,9 +204,9 @@ extension DocumentStore {
 
     /// Whether `revision`'s line ends where it does, and is the file the log last saw, so that
     /// the next revision can continue its bytes and its hash.
-    func lineEnds(at revision: HistoryRecord, _ writer: HistoryWriter) -> Bool {
-        guard let line = revision.line, let length = revision.length,
-              let stat = try? writer.history.directory.stat(RevisionHistory.lineName(line)) else { return false }
+    func lineEnds(at revision: KeptRevision, _ writer: HistoryWriter) -> Bool {
+        let (line, length) = (revision.line, revision.length)
+        guard let stat = try? writer.history.directory.stat(RevisionHistory.lineName(line)) else { return false }
         return stat.size == length && writer.state.lines[line] == FileSnapshot(stat)
     }
 
@@ -219,8 +219,8 @@ extension DocumentStore {
     /// Then the log's commit record, which names the temporary file, and only then the rename
     /// over the document (or a link, where it was deleted): killed after the commit, the next
     /// holder of the lock finishes the rename. With `madeBy`, the request's key is in the commit.
-    func save(_ name: String, _ writer: HistoryWriter, replacing current: OpenFile?, extending base: HistoryRecord?,
-              sameBytesAs restored: HistoryRecord? = nil, madeBy: String?, source: String,
+    func save(_ name: String, _ writer: HistoryWriter, replacing current: OpenFile?, extending base: KeptRevision?,
+              sameBytesAs restored: KeptRevision? = nil, madeBy: String?, source: String,
               _ body: (FileDescriptor, inout SHA256Hasher, inout SaveCost) throws(DocumentError) -> Written) throws(DocumentError) -> DocumentSummary {
         let history = writer.history
         let number = try writer.nextRevision()
@@ -241,13 +241,14 @@ extension DocumentStore {
             // The hash continues from the revision's state only over the line's bytes as the log
             // last saw them (or checked against its sha256); else the new file is hashed whole.
             var resumed = false
-            if let base, let length = base.length, let midstate = base.midstate, let kept = try? openKept(name, base, writer.state) {
+            if let base, let kept = try? openKept(name, base, writer.state) {
+                let (length, midstate) = (base.length, base.midstate)
                 resumed = true
                 hasher = SHA256Hasher(resuming: midstate)
                 do {
                     try hasher.feed(kept.descriptor, from: midstate.length, to: length)
                 } catch {
-                    throw DocumentError.system("read the end of revision \(base.revision ?? 0) of \(name)", error)
+                    throw DocumentError.system("read the end of revision \(base.revision) of \(name)", error)
                 }
             }
             var clock = ContinuousClock.now
@@ -280,9 +281,11 @@ extension DocumentStore {
             clock = ContinuousClock.now
             // The new revision's bytes, kept where only canvasd writes.
             let line: Int, lineFile: FileSnapshot?
-            if let restored, let same = restored.line {
+            if let restored {
+                let same = restored.line
                 (line, lineFile) = (same, writer.state.lines[same])
-            } else if let base, let baseLine = base.line, let length = base.length, stat.size > length, lineEnds(at: base, writer) {
+            } else if let base, stat.size > base.length, lineEnds(at: base, writer) {
+                let (baseLine, length) = (base.line, base.length)
                 let target = try history.directory.openForWriting(RevisionHistory.lineName(baseLine))
                 defer { try? target.close() }
                 // Said first, and durable: bytes past a line's last record with no save announced

@@ -508,9 +508,9 @@ struct AppendInPlaceTests {
         let writer = try historyWriter(store, "d.pdf")
         let current = try #require(writer.state.current.flatMap { writer.state.revisions[$0.revision] })
         #expect(current.length == Int64(try self.current(folder).count))
-        try writer.append([.intent(writer.state.next, from: current.length!, document: try fileSnapshot(url), line: current.line)], durable: true)
+        try writer.append([.intent(writer.state.next, from: current.length, document: try fileSnapshot(url), line: current.line)], durable: true)
         writer.close()
-        for target in [url] + (inLine ? [historyFolder(folder, "d.pdf").appendingPathComponent(RevisionHistory.lineName(current.line!))] : []) {
+        for target in [url] + (inLine ? [historyFolder(folder, "d.pdf").appendingPathComponent(RevisionHistory.lineName(current.line))] : []) {
             let handle = try FileHandle(forWritingTo: target)
             try handle.seekToEnd()
             try handle.write(contentsOf: Data(tail))

@@ -68,7 +68,7 @@ extension DocumentStore {
     /// for it. With `hashing` false, a document no save has touched is not hashed (its sha256 is
     /// then empty): for callers that want only its number.
     func reading<T>(_ name: String, hashing: Bool = true, _ body: (OpenFile) throws(DocumentError) -> T) throws(DocumentError)
-        -> (T, revision: Int, sha256: String, kept: [HistoryRecord]) {
+        -> (T, revision: Int, sha256: String, kept: [KeptRevision]) {
         for attempt in 0..<Self.readAttempts {
             let file = try openDocument(name)
             let outcome: Result<T, DocumentError>
@@ -90,7 +90,8 @@ extension DocumentStore {
                 // log: the document is still revision 1, as it is, and a read keeps nothing.
                 return (try outcome.get(), 1, hashing ? try hash(file, name) : "", [])
             case .log(let state):
-                if let revision = state.revision(of: FileSnapshot(file.stat)), let number = revision.revision, let sha256 = revision.sha256 {
+                if let revision = state.revision(of: FileSnapshot(file.stat)) {
+                    let (number, sha256) = (revision.revision, revision.sha256)
                     return (try outcome.get(), number, sha256, state.kept)
                 }
                 // No number is named for a file no revision is yet (an empty file, one changed
@@ -145,7 +146,8 @@ extension DocumentStore {
         let announced = Set([writer.state.extending?.line, writer.state.intent?.line].compactMap { $0 })
         do {
             // A replacing save committed, then killed before or after its rename.
-            if let pending = writer.state.pending, let temporary = pending.temporary, let number = pending.revision, let made = pending.document {
+            if let pending = writer.state.pending, let temporary = pending.temporary, let made = pending.document {
+                let number = pending.revision
                 let now = try root.stat(name)
                 let left = try history.directory.stat(temporary)
                 if let now, FileSnapshot(now).isStill(made) {
@@ -174,7 +176,8 @@ extension DocumentStore {
             // An append in place killed before its commit: its bytes are cut off the document,
             // once the bytes before them are checked to be the revision it appended to (another
             // program may have written the file since: then it is that program's, kept below).
-            if let intent = writer.state.intent, let number = intent.revision, let from = intent.from, let before = intent.document {
+            if let intent = writer.state.intent {
+                let (number, from, before) = (intent.revision, intent.from, intent.document)
                 if let now = try root.stat(name), now.identity == before.identity, now.size > from,
                    let appendedTo = writer.state.current.flatMap({ writer.state.revisions[$0.revision] }), appendedTo.length == from {
                     let file = try root.openForReadingAndWriting(name)
@@ -230,7 +233,7 @@ extension DocumentStore {
                 let opened = try history.directory.openForReading(file)
                 defer { try? opened.close() }
                 let digests = try SHA256Hasher.prefixDigests(opened, lengths: revisions.compactMap { $0.length }.filter { $0 <= stat.size })
-                if revisions.allSatisfy({ digests[$0.length ?? -1]?.0 == $0.sha256 }),
+                if revisions.allSatisfy({ digests[$0.length]?.0 == $0.sha256 }),
                    FileSnapshot(try Errno.rethrowing { try opened.stat() }) == FileSnapshot(stat) {
                     seals.append(.seal(line, FileSnapshot(stat)))
                 }
@@ -364,9 +367,9 @@ extension DocumentStore {
     /// A kept revision's file, open, checked: its bytes are the ones the log names, or it is
     /// refused. The line's file as the last writer left it is trusted; one changed since (by
     /// hand, or damage) is read again and compared with the revision's sha256.
-    func openKept(_ name: String, _ record: HistoryRecord, _ state: HistoryState) throws(DocumentError) -> OpenFile {
-        guard let line = record.line, let length = record.length, let sha256 = record.sha256, let number = record.revision,
-              let history = try history(name, create: false) else { throw .revisionNotFound(name: name, revision: record.revision ?? 0) }
+    func openKept(_ name: String, _ record: KeptRevision, _ state: HistoryState) throws(DocumentError) -> OpenFile {
+        let (line, length, sha256, number) = (record.line, record.length, record.sha256, record.revision)
+        guard let history = try history(name, create: false) else { throw .revisionNotFound(name: name, revision: number) }
         let file: OpenFile
         do {
             file = try openRegular(history.directory, RevisionHistory.lineName(line), document: name)
@@ -392,29 +395,29 @@ extension DocumentStore {
     /// folder still has its history: listed with none current.
     public func revisions(_ name: String) throws(DocumentError) -> [RevisionSummary] {
         try Self.check(name)
-        let currentFile: Stat, current: Int, currentHash: String, kept: [HistoryRecord]
+        let currentFile: Stat, current: Int, currentHash: String, kept: [KeptRevision]
         do throws(DocumentError) {
             (currentFile, current, currentHash, kept) = try reading(name) { (file) throws(DocumentError) in file.stat }
         } catch .notFound(let missing) where missing == name {
             guard let state = try historyWithoutDocument(name), !state.revisions.isEmpty else { throw .notFound(name) }
             return state.kept.map { summary(of: $0, current: false) }
         }
-        var result = kept.filter { ($0.revision ?? 0) < current }.map { summary(of: $0, current: false) }
+        var result = kept.filter { $0.revision < current }.map { summary(of: $0, current: false) }
         result.append(RevisionSummary(revision: current, bytes: currentFile.size, modified: Self.modified(currentFile), current: true,
                                       sha256: currentHash))
         return result
     }
 
-    private func summary(of record: HistoryRecord, current: Bool) -> RevisionSummary {
-        RevisionSummary(revision: record.revision ?? 0, bytes: record.length ?? 0,
-                        modified: Date(timeIntervalSince1970: Double(record.saved ?? 0) / 1000), current: current, sha256: record.sha256 ?? "")
+    private func summary(of record: KeptRevision, current: Bool) -> RevisionSummary {
+        RevisionSummary(revision: record.revision, bytes: record.length,
+                        modified: Date(timeIntervalSince1970: Double(record.saved) / 1000), current: current, sha256: record.sha256)
     }
 
     /// Removes the revisions past what `keepRevisions` keeps (never revision 1, never the
     /// newest), then cuts or removes the line files only they needed. The save has happened: a
     /// failure here is finished by the next writer's `settle`, so it is not reported.
     func prune(_ writer: HistoryWriter) {
-        let numbers = writer.state.kept.compactMap(\.revision)
+        let numbers = writer.state.kept.map(\.revision)
         let newest = Set(numbers.suffix(max(1, keepRevisions - 1)))
         let victims = numbers.filter { $0 != 1 && !newest.contains($0) }
         if !victims.isEmpty {

@@ -252,8 +252,8 @@ enum LegacyHistory {
                                          lineFile: FileSnapshot(stat), madeBy: mark?.key, pageCount: mark?.pageCount))
             }
         }
-        next = max(next, (records.compactMap(\.revision).max() ?? 0) + 1)
-        records.sort { ($0.revision ?? 0) < ($1.revision ?? 0) }
+        next = max(next, (records.compactMap(\.kept?.revision).max() ?? 0) + 1)
+        records.sort { ($0.kept?.revision ?? 0) < ($1.kept?.revision ?? 0) }
         // Each line's file as made: the bytes it holds past its last revision kept (a revision
         // whose bytes failed their check) are accounted for, not taken for records the log lost.
         let seals = lineFiles.keys.sorted().compactMap { line in lineFiles[line].map { HistoryRecord.seal(line, FileSnapshot($0.1)) } }
