@@ -286,9 +286,12 @@ public final class CanvasServer {
             if drainEnds == nil, shouldDrain() {
                 drainEnds = clock.now + configuration.drainTime
                 pulse.startDraining()
-                logger.notice("draining: unready now, stopping after the drain time",
-                              metadata: ["drainMs": "\(configuration.drainTime.milliseconds)",
-                                         "sessions": "\(dispatcher.sessionCount)"])
+                // Without a drain time (no balancer to tell) a stop is just a stop, logged as one.
+                if configuration.drainTime > .zero {
+                    logger.notice("draining: unready now, stopping after the drain time",
+                                  metadata: ["drainMs": "\(configuration.drainTime.milliseconds)",
+                                             "sessions": "\(dispatcher.sessionCount)"])
+                }
             }
             if let drainEnds, clock.now >= drainEnds { break }
             let reload = reloadKeys()

@@ -68,7 +68,14 @@ struct ActionExecutor {
             case .save:
                 break   // a job's, not an event: the dispatcher starts it (`MethodResult.saving`)
             case .logWarning(let message):
-                logger.warning("\(message)", metadata: ["session": "\(session.id)"])
+                // The client hears of it in its reply and events; the log keeps the first of a
+                // session's, so a client that repeats it (a fuzzer) does not fill the terminal.
+                if session.warned {
+                    logger.debug("\(message)", metadata: ["session": "\(session.id)"])
+                } else {
+                    logger.warning("\(message); this session's next ones are logged at debug level", metadata: ["session": "\(session.id)"])
+                }
+                session.warned = true
             }
         }
         return canvasResult

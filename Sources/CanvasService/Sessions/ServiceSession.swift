@@ -32,6 +32,8 @@ struct ServiceSession: @unchecked Sendable {
         var stored: StoredSnapshot?
         /// `canvas.state`'s result as last written, until what it shows changes.
         var stateText: [UInt8]?
+        /// Whether a warning this session's client provoked was logged already.
+        var warned = false
     }
 
     private final class Storage {
@@ -92,6 +94,12 @@ struct ServiceSession: @unchecked Sendable {
     /// Whether `canvas.result` events carry the PNG too (results the pencil causes have no
     /// request to ask for one).
     var resultImages: Bool { storage.fields.resultImages }
+    /// Whether a warning this session's client provoked was logged already: the next ones go
+    /// to the debug log (the client is told each time, in its reply and events).
+    var warned: Bool {
+        _read { yield storage.fields.warned }
+        _modify { yield &unique.warned }
+    }
     var lastActive: ContinuousClock.Instant {
         _read { yield storage.fields.lastActive }
         _modify { yield &unique.lastActive }
