@@ -22,9 +22,11 @@ WEB_ENDPOINT ?= ws://127.0.0.1:5580
 WEB_EVENTS   ?= ws://127.0.0.1:5581
 DEMO_PORT    ?= 8580
 # make cluster's own ports, beside make run's: HAProxy's three and Redis's from CLUSTER_PORTS on,
-# each canvasd's five at CLUSTER_PORTS + 10, + 20, + 30 (40 ports in all), and its demo page.
+# each canvasd's five at CLUSTER_PORTS + 10, + 20, + 30 (40 ports in all), and its demo page;
+# and its own document folder, so that it never shares make run's.
 CLUSTER_PORTS     ?= 6500
 CLUSTER_DEMO_PORT ?= 8590
+CLUSTER_DOCUMENTS ?= cluster-documents
 
 .PHONY: all deps system-deps python-deps build run sample-document test test-swift test-python test-web-types bench bench-cluster cluster fuzz clean
 
@@ -58,8 +60,9 @@ $(BUILD_STAMP): $(SWIFT_SOURCES) | system-deps
 	@mkdir -p $(dir $@) && touch $@
 
 # canvasd in the foreground, and beside it the demo page's static server on loopback; the
-# address to open is printed first. The server script checks every port first (a clash names
-# the port and the variable that moves it) and lives exactly as long as canvasd.
+# address to open is printed first. The server script checks every port first (every port in
+# use is named in one message, each with the variable that moves it, and nothing starts) and lives
+# exactly as long as canvasd.
 run: build sample-document
 	@$(PYTHON3) scripts/web-server.py --port $(DEMO_PORT) --web-endpoint $(WEB_ENDPOINT) --web-events $(WEB_EVENTS) -- \
 	  $(CANVASD) --documents $(DOCUMENTS) --endpoint $(CANVAS_ENDPOINT) --events $(CANVAS_EVENTS) \
@@ -94,11 +97,14 @@ bench: system-deps
 	.build/release/canvasbench save-cost
 
 # Redis, three canvasd instances and HAProxy (deploy/haproxy.cfg for ZMTP, haproxy-ws.cfg for
-# ws://) on loopback, serving $(DOCUMENTS) together, and the demo page on CLUSTER_DEMO_PORT
+# ws://) on loopback, serving $(CLUSTER_DOCUMENTS) together (a folder of its own, not make run's
+# $(DOCUMENTS); it starts with the same sample notes.pdf), and the demo page on CLUSTER_DEMO_PORT
 # reaching them through HAProxy; prints the addresses, Ctrl-C stops them all. Every port is
-# checked first: a clash names the port and the variable that moves it, and starts nothing.
-cluster: build python-deps sample-document
-	@$(PYTHON) scripts/cluster.py --instances 3 --documents $(DOCUMENTS) --canvasd $(CANVASD) \
+# checked first: every port in use is named at once, with the variable that moves it, and
+# nothing starts.
+cluster: build python-deps
+	@$(MAKE) -s --no-print-directory sample-document DOCUMENTS=$(CLUSTER_DOCUMENTS)
+	@$(PYTHON) scripts/cluster.py --instances 3 --documents $(CLUSTER_DOCUMENTS) --canvasd $(CANVASD) \
 	  --ports $(CLUSTER_PORTS) --demo-port $(CLUSTER_DEMO_PORT)
 
 # The round trip without and with --session-store, and canvasbench load through HAProxy in front

@@ -5,8 +5,8 @@ tests and benchmark, which import `Cluster` from here.
     scripts/cluster.py [--instances 3] [--documents documents] [--canvasd .build/debug/canvasd]
                        [--ports 6500] [--demo-port 8590]
 
-checks every port it needs before it starts anything (a port in use is named, with the make
-variable that moves it), prints the addresses (with --demo-port also serving the demo page,
+checks every port it needs before it starts anything (every port in use is named at once, with
+the make variable that moves it), prints the addresses (with --demo-port also serving the demo page,
 which reaches the instances through HAProxy's ws:// frontend), and stops everything on Ctrl-C
 (SIGINT) or SIGTERM. Its logs are in a temporary folder that is removed when it stops, unless
 something failed: then the folder stays, and the last lines say where.
@@ -391,15 +391,23 @@ def in_use(port: int) -> Optional[str]:
     return None
 
 
-def first_clash(ports: List[Tuple[str, int, str, str]]) -> Optional[str]:
-    """The first of `ports` ((what, port, make variable, its value moved)) in use, as a message
-    naming the variable that moves it."""
-    for what, port, variable, moved in ports:
-        cause = in_use(port)
-        if cause:
-            return (f"{what}: port {port} is in use ({cause}). Stop what holds it (`ss -ltnp 'sport = :{port}'` shows it), "
-                    f"or move it: make cluster {variable}={moved}")
-    return None
+def every_clash(ports: List[Tuple[str, int, str, str]]) -> Optional[str]:
+    """Every one of `ports` ((what, port, make variable, its value moved)) in use, in one
+    message naming the variables that move them, or None."""
+    clashes = [(what, port, variable, moved, cause) for what, port, variable, moved in ports
+               for cause in [in_use(port)] if cause]
+    if not clashes:
+        return None
+    if len(clashes) == 1:
+        what, port, variable, moved, cause = clashes[0]
+        return (f"{what}: port {port} is in use ({cause}). Stop what holds it (`ss -ltnp 'sport = :{port}'` shows it), "
+                f"or move it: make cluster {variable}={moved}")
+    lines = [f"{len(clashes)} ports are in use; nothing was started:"]
+    lines += [f"  {what}: port {port} is in use ({cause})" for what, port, _, _, cause in clashes]
+    holders = " or ".join(f"sport = :{port}" for _, port, _, _, _ in clashes)
+    moves = " ".join(dict.fromkeys(f"{variable}={moved}" for _, _, variable, moved, _ in clashes))
+    lines.append(f"Stop what holds them (`ss -ltnp '{holders}'` shows it), or move them: make cluster {moves}")
+    return "\n".join(lines)
 
 
 def main() -> int:
@@ -423,7 +431,7 @@ def main() -> int:
         if options.ports is not None else []
     if options.demo_port is not None:
         wanted.append(("the demo page", options.demo_port, "CLUSTER_DEMO_PORT", str(options.demo_port + 100)))
-    clash = first_clash(wanted)
+    clash = every_clash(wanted)
     if clash:
         print(clash, file=sys.stderr, flush=True)
         return 2

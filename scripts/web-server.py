@@ -5,8 +5,8 @@ connect. The browser tests start it alone.
 
 `make run` gives it canvasd's command line after `--`: it then checks that every port is free,
 binds its own, starts canvasd, and lives exactly as long as canvasd does, so neither is left
-running behind the other's dead address. A port in use is named, with the make variable that
-moves it."""
+running behind the other's dead address. Every port in use is named at once, each with the make
+variable that moves it, and nothing starts."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import threading
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import List, NamedTuple, Optional
+from typing import List, NamedTuple, Optional, Tuple
 from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -71,7 +71,7 @@ class Port(NamedTuple):
     host: str
     port: int
     variable: str
-    moved: str   # the variable's value with another port, for the message
+    moved: str   # the variable's value; in a message, with the port moved
 
 
 # The command and variable that move the demo page's port: `make run`'s, unless the caller
@@ -84,31 +84,71 @@ def in_use(port: Port, cause: str) -> str:
             f"shows it), or move it: {MOVED_BY} {port.variable}={port.moved}")
 
 
+def all_in_use(clashes: List[Tuple[Port, str]]) -> str:
+    """One message for every port in use ((port, cause)): each named, then one command that
+    moves them all."""
+    if len(clashes) == 1:
+        return in_use(*clashes[0])
+    lines = [f"{len(clashes)} ports are in use; nothing was started:"]
+    lines += [f"  {port.what}: port {port.port} is in use ({cause})" for port, cause in clashes]
+    holders = " or ".join(f"sport = :{port.port}" for port, _ in clashes)
+    moves = " ".join(f"{port.variable}={port.moved}" for port, _ in clashes)
+    lines.append(f"Stop what holds them (`ss -ltnp '{holders}'` shows it), or move them: {MOVED_BY} {moves}")
+    return "\n".join(lines)
+
+
+def bind_error(host: str, port: int) -> Optional[str]:
+    """Why `port` cannot be bound now (bound as libzmq and the demo's server bind it, with
+    SO_REUSEADDR, then let go), or None when it can."""
+    probe = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        probe.bind((host, port))
+    except OSError as error:
+        return f"{error.strerror}, errno {error.errno}"
+    finally:
+        probe.close()
+    return None
+
+
+def free_instead(port: int, host: str, wanted: set) -> int:
+    """A port to suggest in place of a busy one: 100 on, 200 on..., the first free one that is
+    not itself wanted."""
+    candidate = port + 100
+    while candidate < 65536 and (candidate in wanted or bind_error(host, candidate)):
+        candidate += 100
+    return candidate if candidate < 65536 else port + 100
+
+
+def moved_to(value: str, port: int, other: int) -> str:
+    """`value` (an endpoint, or a bare port as DEMO_PORT's) with `other` for `port`."""
+    return str(other) if value == str(port) else value.replace(f":{port}", f":{other}", 1)
+
+
 def listening_ports(canvasd: List[str]) -> List[Port]:
     """The tcp:// and ws:// ports canvasd's command line listens on."""
     found = []
     for option, value in zip(canvasd, canvasd[1:]):
         address = urlsplit(value)
         if option in VARIABLES and address.scheme in ("tcp", "ws") and address.port:
-            moved = value.replace(f":{address.port}", f":{address.port + 100}", 1)
             found.append(Port(f"canvasd {option} {value}", address.hostname or "127.0.0.1", address.port,
-                              VARIABLES[option], moved))
+                              VARIABLES[option], value))
     return found
 
 
-def first_taken(ports) -> Optional[str]:
-    """A clash found before anything starts: each port bound as libzmq binds it (SO_REUSEADDR),
-    then let go. canvasd still names any clash that comes after this check."""
-    for port in ports:
-        probe = socket.socket(socket.AF_INET6 if ":" in port.host else socket.AF_INET)
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((port.host, port.port))
-        except OSError as error:
-            return in_use(port, f"{error.strerror}, errno {error.errno}")
-        finally:
-            probe.close()
-    return None
+def every_taken(ports: List[Port]) -> Optional[str]:
+    """Every clash found before anything starts, in one message, or None. canvasd still names
+    any clash that comes after this check."""
+    clashes = [(port, cause) for port in ports for cause in [bind_error(port.host, port.port)] if cause]
+    if not clashes:
+        return None
+    wanted = {port.port for port in ports}
+    moved = []
+    for port, cause in clashes:
+        other = free_instead(port.port, port.host, wanted)
+        wanted.add(other)
+        moved.append((port._replace(moved=moved_to(port.moved, port.port, other)), cause))
+    return all_in_use(moved)
 
 
 def stop_with_parent() -> None:
@@ -159,7 +199,10 @@ def main() -> int:
     if not (PDFJS / "pdf.js").exists():
         print(f"no pdf.js at {PDFJS}: install libjs-pdf (make system-deps does)", file=sys.stderr)
         return 1
-    clash = first_taken(listening_ports(canvasd)) if canvasd else None
+    # With canvasd (make run), the demo page's port is checked with canvasd's, so that every
+    # port in use is named in one message.
+    demo_port = Port("the demo page", "127.0.0.1", args.port, demo_variable, str(args.port))
+    clash = every_taken(listening_ports(canvasd) + ([demo_port] if args.port else [])) if canvasd else None
     if clash:
         print(clash, file=sys.stderr)
         return 2

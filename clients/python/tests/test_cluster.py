@@ -651,6 +651,31 @@ def test_make_cluster_checks_every_port_before_it_starts_anything(short_tmp, tak
                 assert probe.connect_ex(("127.0.0.1", other)) != 0, other
 
 
+
+def test_make_cluster_names_every_busy_port_at_once(short_tmp):
+    tmp_path = short_tmp
+    base = free_block(41)
+    demo = base + 40
+    taken = [base + 3, base + 24, demo]   # Redis, canvasd2's health endpoint, the demo page
+    holders = []
+    for port in taken:
+        holder = socket.socket()
+        holder.bind(("127.0.0.1", port))
+        holder.listen()
+        holders.append(holder)
+    try:
+        process = run_cluster_script(tmp_path, base, demo)
+        out, err = process.communicate(timeout=20)
+    finally:
+        for holder in holders:
+            holder.close()
+    assert process.returncode != 0, out
+    assert "3 ports are in use; nothing was started" in err, err
+    for port in taken:
+        assert f"port {port} is in use" in err, err
+    assert f"make cluster CLUSTER_PORTS={base + 100} CLUSTER_DEMO_PORT={demo + 100}" in err, err
+    assert not list(tmp_path.glob("canvas-cluster-*"))
+
 def test_make_cluster_removes_its_folder_when_stopped(short_tmp):
     tmp_path = short_tmp
     base = free_block(41)

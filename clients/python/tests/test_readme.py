@@ -1,11 +1,12 @@
-"""The README's first steps, run as printed.
+"""The README's first steps, run as printed, and the README and docs/ a newcomer reads.
 
 `make sample-document` (what `make run` does before it starts canvasd) fills a fresh folder;
-then the shell block of "First steps" runs word for word against a canvasd of our own on that
-folder, with `canvasctl` reached through CANVAS_ENDPOINT and CANVAS_EVENTS, and the Python
-example of "Documents and flattening" runs against it too. A wrapper in front of canvasctl
-records what each command printed, so every output can be checked, and `canvasctl events`
-reads the whole walk through a pipe.
+then the shell block of the README's "First steps" runs word for word against a canvasd of our
+own on that folder, with `canvasctl` reached through CANVAS_ENDPOINT and CANVAS_EVENTS, and the
+Python example of "Documents and flattening" (docs/documents.md) runs against it too. A wrapper
+in front of canvasctl records what each command printed, so every output can be checked, and
+`canvasctl events` reads the whole walk through a pipe. The README stays short, every relative
+link in it and in docs/ leads somewhere, and `make run` names every busy port at once.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import json
 import os
 import queue
 import re
+import socket
 import stat
 import subprocess
 import threading
@@ -25,6 +27,7 @@ from canvasbridge import CanvasClient
 from conftest import ROOT, Server, canvasd_path
 
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
 SAMPLE = ROOT / "samples" / "notes.pdf"
 
 # Runs the real canvasctl, keeps its arguments, output and status, and passes both on.
@@ -40,11 +43,27 @@ exit "$status"
 """
 
 
-def section(title: str) -> str:
-    text = README.read_text(encoding="utf-8")
-    start = text.index(f"\n## {title}\n")
-    end = text.find("\n## ", start + 1)
-    return text[start:end if end >= 0 else len(text)]
+def headings(text: str) -> List[tuple]:
+    """(level, title, offset) of each Markdown heading of `text`, outside fenced blocks."""
+    found, fenced, offset = [], False, 0
+    for line in text.splitlines(keepends=True):
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and re.match(r"#{1,6} ", line):
+            level = len(line) - len(line.lstrip("#"))
+            found.append((level, line[level:].strip(), offset))
+        offset += len(line)
+    return found
+
+
+def section(title: str, page: Path = README) -> str:
+    """The section of `page` under the heading `title` (of any level), up to the next heading
+    of the same level or a higher one."""
+    text = page.read_text(encoding="utf-8")
+    marks = headings(text)
+    (level, start), = [(level, offset) for level, name, offset in marks if name == title]
+    end = next((offset for other, _, offset in marks if offset > start and other <= level), len(text))
+    return text[start:end]
 
 
 def blocks(text: str, language: str) -> List[str]:
@@ -211,7 +230,7 @@ def test_first_steps_run_as_printed(tmp_path):
 
 
 def test_python_example_runs(server, capsys):
-    (example,) = blocks(section("Documents and flattening"), "python")
+    (example,) = blocks(section("Documents and flattening", DOCS / "documents.md"), "python")
     assert example.count('"tcp://127.0.0.1:5555"') == 1
     exec(example.replace('"tcp://127.0.0.1:5555"', repr(server.endpoint)), {})
     printed = capsys.readouterr().out
@@ -239,3 +258,79 @@ def test_the_python_client_installs_quietly(tmp_path):
     assert done.returncode == 0, done.stderr
     assert (done.stdout, done.stderr) == ("", "")
     assert (tmp_path / "venv" / ".installed").exists()
+
+
+def test_the_readme_is_read_in_five_minutes():
+    """What it is first (before any port variable), the two commands, First steps and a map; the
+    rest is in docs/."""
+    text = README.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 200
+    assert text.index("native half of a canvas plugin") < text.index("CANVAS_ENDPOINT")
+    assert [name for level, name, _ in headings(text) if level == 2] == ["First steps", "Map"]
+
+
+def slug(title: str) -> str:
+    """The anchor a heading gets on GitHub."""
+    return re.sub(r"[^\w\- ]", "", title.replace("`", "").lower()).replace(" ", "-")
+
+
+def test_every_relative_link_in_the_readme_and_docs_leads_somewhere():
+    pages = [README, *sorted(DOCS.glob("*.md"))]
+    broken = []
+    for page in pages:
+        text = re.sub(r"^```.*?^```", "", page.read_text(encoding="utf-8"), flags=re.S | re.M)
+        text = re.sub(r"`[^`\n]*`", "", text)
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+:", target):
+                continue
+            path, _, anchor = target.partition("#")
+            linked = (page.parent / path).resolve() if path else page
+            if not linked.exists():
+                broken.append(f"{page.relative_to(ROOT)}: {target} (no such file)")
+            elif anchor and linked.suffix == ".md":
+                anchors = {slug(name) for _, name, _ in headings(linked.read_text(encoding="utf-8"))}
+                if anchor not in anchors:
+                    broken.append(f"{page.relative_to(ROOT)}: {target} (no such heading)")
+    assert not broken, "\n".join(broken)
+
+
+def test_make_run_names_every_busy_port_at_once(tmp_path):
+    """Two of canvasd's ports taken: one message names both, with the variables that move them
+    and free ports to move them to, and nothing starts."""
+    holders = []
+    for _ in range(2):
+        holder = socket.socket()
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        holders.append(holder)
+    busy = [holder.getsockname()[1] for holder in holders]
+    free = []
+    for _ in range(3):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            free.append(probe.getsockname()[1])
+    variables = {"CANVAS_ENDPOINT": f"tcp://127.0.0.1:{busy[0]}", "CANVAS_EVENTS": f"tcp://127.0.0.1:{free[0]}",
+                 "WEB_ENDPOINT": f"ws://127.0.0.1:{busy[1]}", "WEB_EVENTS": f"ws://127.0.0.1:{free[1]}",
+                 "DEMO_PORT": str(free[2])}
+    try:
+        # `-o build`: the canvasd under test is the suite's own ($CANVASD), not one make builds.
+        done = subprocess.run(["make", "-s", "-C", str(ROOT), "-o", "build", "run", f"CANVASD={canvasd_path()}",
+                               f"DOCUMENTS={tmp_path / 'documents'}", *(f"{k}={v}" for k, v in variables.items())],
+                              capture_output=True, text=True, timeout=60)
+    finally:
+        for holder in holders:
+            holder.close()
+    assert done.returncode != 0, done.stdout
+    assert "2 ports are in use; nothing was started" in done.stderr, done.stderr
+    for port, variable in zip(busy, ["CANVAS_ENDPOINT", "WEB_ENDPOINT"]):
+        assert f"port {port} is in use" in done.stderr, done.stderr
+    (moved,) = re.findall(r"or move them: (make run .*)$", done.stderr, flags=re.M)
+    suggested = dict(re.findall(r"([A-Z_]+)=(\S+)", moved))
+    assert set(suggested) == {"CANVAS_ENDPOINT", "WEB_ENDPOINT"}, moved
+    for variable, value in suggested.items():
+        port = int(value.rsplit(":", 1)[1])
+        assert value.startswith(variables[variable].rsplit(":", 1)[0]) and port not in busy + free, moved
+    assert "demo page:" not in done.stdout
+    for port in free:
+        with socket.socket() as probe:
+            assert probe.connect_ex(("127.0.0.1", port)) != 0, port
