@@ -17,10 +17,16 @@ from pdfs import large_pdf
 from web import WebServer, run_js, wait_for
 
 NOTES = ROOT / "samples" / "notes.pdf"
-SCALE = 1.5   # the demo's CSS pixels per page point
+SCALE = 1.5   # the demo's CSS pixels per page point when the window has room for it (1400x1400)
 
 
-def open_demo(browser, web, page: int = 1):
+def scale_of(browser) -> float:
+    """The demo's CSS pixels per page point now: less than SCALE in a window too small for it."""
+    return browser.execute_script("return demo.scale")
+
+
+def open_demo(browser, web, page: int = 0):
+    """The demo on notes.pdf's page `page` (from 0, as the protocol counts), the canvas open."""
     browser.get(f"{web.base}/demo/?document=notes.pdf&page={page}")
     wait_for(browser, "window.demo && !!window.demo.pageBitmap")
     browser.find_element("id", "open").click()
@@ -34,8 +40,9 @@ def drag(browser, points, color_button: str = None):
     if color_button:
         browser.find_element("css selector", f'[data-color="{color_button}"]').click()
     box = canvas.rect
+    scale = scale_of(browser)
     def offset(point):   # Selenium measures from the element's centre
-        return point[0] * SCALE - box["width"] / 2, point[1] * SCALE - box["height"] / 2
+        return point[0] * scale - box["width"] / 2, point[1] * scale - box["height"] / 2
     actions = ActionChains(browser, duration=10)
     actions.move_to_element_with_offset(canvas, *offset(points[0])).click_and_hold()
     previous = offset(points[0])
@@ -47,7 +54,7 @@ def drag(browser, points, color_button: str = None):
 
 
 def test_a_stroke_drawn_with_the_pointer_lands_where_it_was_drawn(web, browser):
-    open_demo(browser, web, page=2)
+    open_demo(browser, web, page=1)
     line = [(100 + 25 * i, 400) for i in range(13)]   # (100, 400) to (400, 400) on page index 1
     drag(browser, line)
     strokes = wait_for(browser, "demo.drawing.strokes.length === 1 && demo.drawing.strokes")

@@ -10,15 +10,16 @@
 import { connect } from '../canvas-bridge.js';
 import { drawInk, textBox, LINE_HEIGHT, TEXT_FONT, cssColor } from '../ink.js';
 
-/** CSS pixels per page point. */
-const SCALE = 1.5;
+/** CSS pixels per page point, at most: less when the window has not the room (fitScale). */
+const MAX_SCALE = 1.5;
 const $ = (/** @type {string} */ selector) => /** @type {any} */ (document.querySelector(selector));
 
 const demo = {
   /** @type {any} */ Canvas: null,
   /** @type {[string, any][]} */ events: [],   // every listener call, in order: [name, data]
   drawing: { strokes: [], texts: [] },
-  /** The page on screen: {document, page (from 0), pageCount}, or null. */
+  /** The page on screen: {document, page (from 0, as the protocol's `page`), pageCount}, or null.
+   * The page field, the `page` of the address and every message count from 0 as well. */
   /** @type {any} */ view: null,
   /** Where the canvas's ink goes while it is open or minimized: {document, page}, or null. */
   /** @type {any} */ target: null,
@@ -34,6 +35,7 @@ const demo = {
   /** The text being edited in place: {index (null for a new one), x, y}, or null. */
   /** @type {any} */ editing: null,
   /** @type {HTMLCanvasElement | null} */ pageBitmap: null,   // the page as pdf.js rendered it, under the ink
+  scale: MAX_SCALE,   // CSS pixels per page point of the page on screen, fitted to the window
   underInk: false,   // whether pageBitmap is the page as first stored, under reopened ink
   /** @type {Promise<unknown> | null} */ ready: null,
   /** @type {Promise<unknown>} */ busy: Promise.resolve(),
@@ -43,7 +45,7 @@ window.demo = demo;
 
 const canvas = $('#page-canvas');
 const context = canvas.getContext('2d');
-const describe = (/** @type {any} */ where) => (where ? `${where.document}, page ${where.page + 1}` : 'no page');
+const describe = (/** @type {any} */ where) => (where ? `${where.document}, page ${where.page}` : 'no page');
 const sameTarget = (/** @type {any} */ a, /** @type {any} */ b) => !!a && !!b && a.document === b.document && a.page === b.page;
 
 // MARK: what the page says
@@ -65,9 +67,17 @@ function clearMessage() { message('', 'info'); }
  */
 function log(name, data) {
   demo.events.push([name, data]);
+  // The whole of it, wrapped (demo.css): a cut JSON is no use to someone reading the protocol.
   const item = document.createElement('li');
-  item.textContent = `${name} ${JSON.stringify(data)}`.slice(0, 200);
-  $('#events').appendChild(item);
+  const label = document.createElement('b');
+  label.textContent = name;
+  const json = document.createElement('code');
+  json.textContent = JSON.stringify(data) ?? 'undefined';
+  item.append(label, ' ', json);
+  const list = $('#events');
+  const following = list.scrollTop + list.clientHeight >= list.scrollHeight - 4;
+  list.appendChild(item);
+  if (following) list.scrollTop = list.scrollHeight;
 }
 
 /** The canvas's state, where its ink goes, and what can be done now. */
@@ -139,7 +149,7 @@ function paint() {
   if (demo.pageBitmap) context.drawImage(demo.pageBitmap, 0, 0);
   // The ink belongs to the target page: shown only over it, faded while minimized.
   if (demo.state === 'closed' || !sameTarget(demo.target, demo.view)) return;
-  context.setTransform(SCALE, 0, 0, SCALE, 0, 0);
+  context.setTransform(demo.scale, 0, 0, demo.scale, 0, 0);
   context.globalAlpha = demo.state === 'minimized' ? 0.35 : 1;
   drawInk(context, /** @type {any} */ (demo.drawing), { selectedText: demo.selectedText, hiddenText: demo.editing?.index ?? null });
   context.globalAlpha = 1;
@@ -180,23 +190,19 @@ async function showPage(where) {
   // @ts-ignore: pdf.js is a classic script
   const pdf = await pdfjsLib.getDocument({ data: fetched.bytes }).promise;
   if (!Number.isInteger(where.page) || where.page < 0 || where.page >= pdf.numPages) {
-    throw new Error(`${where.document} has ${pdf.numPages} page${pdf.numPages === 1 ? '' : 's'}: there is no page ${where.page + 1}.`);
+    const pages = pdf.numPages === 1 ? '1 page (page 0)' : `${pdf.numPages} pages (0 to ${pdf.numPages - 1})`;
+    throw new Error(`${where.document} has ${pages}: there is no page ${where.page}.`);
   }
-  const page = await pdf.getPage(where.page + 1);
-  const viewport = page.getViewport({ scale: SCALE });
-  const bitmap = document.createElement('canvas');
-  bitmap.width = Math.round(viewport.width);
-  bitmap.height = Math.round(viewport.height);
-  await page.render({ canvasContext: bitmap.getContext('2d'), viewport }).promise;
-  canvas.width = bitmap.width;
-  canvas.height = bitmap.height;
+  const page = await pdf.getPage(where.page + 1);   // pdf.js counts from 1
+  const { bitmap, scale } = await render(page);
+  shownPage = page;
   demo.view = { document: where.document, page: where.page, pageCount: pdf.numPages };
   demo.revision = fetched.revision;
   demo.sha256 = fetched.sha256;
-  demo.pageBitmap = bitmap;
+  show(bitmap, scale);
   $('#document').value = where.document;
-  $('#page').value = String(where.page + 1);
-  $('#page').max = String(pdf.numPages);
+  $('#page').value = String(where.page);
+  $('#page').max = String(pdf.numPages - 1);
   $('#revision').textContent = `${where.document} revision ${fetched.revision}${underInk ? ' (as first stored, under the reopened ink)' : ''}, sha256 ${fetched.sha256.slice(0, 12)}… ✓`;
   demo.underInk = underInk;
   if (said.kind === 'info') message(said.text);
@@ -205,8 +211,51 @@ async function showPage(where) {
   return fetched;
 }
 
+/**
+ * The scale at which `page` (pdf.js's) fits the room the window leaves it, MAX_SCALE at most.
+ * @param {any} page
+ */
+function fitScale(page) {
+  const area = $('#sheet-area');
+  const style = getComputedStyle(area);
+  const { width, height } = page.getViewport({ scale: 1 });
+  const roomX = area.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+  const roomY = area.clientHeight - parseFloat(style.paddingTop) - parseFloat(style.paddingBottom);
+  const fits = Math.floor(Math.min(roomX / width, roomY / height) * 100) / 100;
+  return Math.max(0.5, Math.min(MAX_SCALE, fits));
+}
+
+/**
+ * The page rendered by pdf.js at the scale that fits.
+ * @param {any} page
+ */
+async function render(page) {
+  const scale = fitScale(page);
+  const viewport = page.getViewport({ scale });
+  const bitmap = document.createElement('canvas');
+  bitmap.width = Math.round(viewport.width);
+  bitmap.height = Math.round(viewport.height);
+  await page.render({ canvasContext: bitmap.getContext('2d'), viewport }).promise;
+  return { bitmap, scale };
+}
+
+/**
+ * @param {HTMLCanvasElement} bitmap
+ * @param {number} scale
+ */
+function show(bitmap, scale) {
+  canvas.width = bitmap.width;
+  canvas.height = bitmap.height;
+  demo.pageBitmap = bitmap;
+  demo.scale = scale;
+}
+
+/** pdf.js's page on screen, to render again when the window changes size. */
+/** @type {any} */
+let shownPage = null;
+
 function chosen() {
-  return { document: $('#document').value, page: Math.round(Number($('#page').value)) - 1 };
+  return { document: $('#document').value, page: Math.round(Number($('#page').value)) };
 }
 
 /**
@@ -258,7 +307,7 @@ async function openChosen({ reopen = false } = {}) {
     if (choice === 'stay') {
       if (!demo.target) return;
       if (!sameTarget(demo.view, demo.target)) await showPage(demo.target);
-      else { $('#document').value = demo.target.document; $('#page').value = String(demo.target.page + 1); }
+      else { $('#document').value = demo.target.document; $('#page').value = String(demo.target.page); }
       return;
     }
     if (choice === 'minimize') {
@@ -332,7 +381,7 @@ let points = null;
 function pagePoint(event) {
   const box = canvas.getBoundingClientRect();
   /** @type {{x: number, y: number, pressure?: number}} */
-  const point = { x: (event.clientX - box.left) / SCALE, y: (event.clientY - box.top) / SCALE };
+  const point = { x: (event.clientX - box.left) / demo.scale, y: (event.clientY - box.top) / demo.scale };
   // A pen gives real pressure; a mouse's constant 0.5 says nothing, so it is left out.
   if (event.pointerType === 'pen' || event.pointerType === 'touch') point.pressure = Math.min(1, Math.max(0, event.pressure));
   return point;
@@ -398,7 +447,7 @@ canvas.addEventListener('pointermove', (/** @type {PointerEvent} */ event) => {
   for (const sample of event.getCoalescedEvents?.() ?? [event]) points.push(pagePoint(sample));
   // The stroke so far, drawn as it will be flattened.
   paint();
-  context.setTransform(SCALE, 0, 0, SCALE, 0, 0);
+  context.setTransform(demo.scale, 0, 0, demo.scale, 0, 0);
   drawInk(context, { strokes: [currentStroke(points)], texts: [] });
 });
 
@@ -431,9 +480,9 @@ function startEditing(index, point) {
   const text = index === null ? { text: '', x: point.x, y: point.y, fontSize: 18, color: demo.color } : demo.drawing.texts[index];
   demo.editing = { index, x: text.x, y: text.y, fontSize: text.fontSize, color: text.color, original: text.text };
   editor.value = text.text;
-  editor.style.left = `${text.x * SCALE}px`;
-  editor.style.top = `${text.y * SCALE}px`;
-  editor.style.fontSize = `${text.fontSize * SCALE}px`;
+  editor.style.left = `${text.x * demo.scale}px`;
+  editor.style.top = `${text.y * demo.scale}px`;
+  editor.style.fontSize = `${text.fontSize * demo.scale}px`;
   editor.style.lineHeight = String(LINE_HEIGHT);
   editor.style.fontFamily = TEXT_FONT;
   editor.style.color = cssColor(text.color);
@@ -532,7 +581,22 @@ $('#doubletap').addEventListener('click', () => queue(async () => {
 }));
 $('#cancel').addEventListener('click', () => queue(() => finish('cancel')));
 $('#submit').addEventListener('click', () => queue(() => finish('submit')));
-$('#document').addEventListener('change', () => { $('#page').value = '1'; });
+$('#document').addEventListener('change', () => { $('#page').value = '0'; });
+
+// A window of another size: the page on screen rendered again to fit it (not in mid-stroke).
+/** @type {ReturnType<typeof setTimeout> | undefined} */
+let resized;
+window.addEventListener('resize', () => {
+  clearTimeout(resized);
+  resized = setTimeout(() => queue(async () => {
+    const page = shownPage;
+    if (!page || points || demo.editing || fitScale(page) === demo.scale) return;
+    const { bitmap, scale } = await render(page);
+    if (page !== shownPage) return;   // another page came meanwhile
+    show(bitmap, scale);
+    paint();
+  }), 150);
+});
 
 // MARK: start
 
@@ -622,7 +686,7 @@ demo.ready = (async () => {
     message(`There is no document named “${name}”: choose one of the ${documents.length} listed.`, 'error');
     return;
   }
-  const page = Math.round(Number(wanted.get('page') ?? '1')) - 1;
+  const page = Math.round(Number(wanted.get('page') ?? '0'));   // from 0, as the protocol's `page`
   await queue(() => showPage({ document: name, page }));
   showState();
 })();
