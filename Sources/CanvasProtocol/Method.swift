@@ -62,43 +62,10 @@ public enum Method: String, CaseIterable, Sendable {
         return table
     }()
 
-    /// The method's place in `allCases`, for tables indexed by method (the loop's counters).
-    public var index: Int {
-        switch self {
-        case .hello: 0
-        case .sessionOpen: 1
-        case .sessionClose: 2
-        case .canvasInitialize: 3
-        case .canvasOpen: 4
-        case .canvasMinimize: 5
-        case .canvasSubmit: 6
-        case .canvasCancel: 7
-        case .canvasFinishTransition: 8
-        case .canvasState: 9
-        case .pencilDoubleTap: 10
-        case .pencilConfigure: 11
-        case .drawingGet: 12
-        case .drawingAddStroke: 13
-        case .drawingAddText: 14
-        case .drawingMoveText: 15
-        case .drawingEditText: 16
-        case .drawingUndo: 17
-        case .drawingRedo: 18
-        case .drawingClear: 19
-        case .drawingErase: 20
-        case .documentList: 21
-        case .documentInfo: 22
-        case .documentFlatten: 23
-        case .documentRevisions: 24
-        case .documentRestore: 25
-        case .documentGet: 26
-        case .documentUploadBegin: 27
-        case .documentUploadPart: 28
-        case .documentUploadStatus: 29
-        case .documentUploadAbort: 30
-        case .documentUploadCommit: 31
-        }
-    }
+    /// The method's place in `allCases`, for tables indexed by method (the loop's counters, the
+    /// fingerprints of requests without params). Found among 32, not numbered by hand.
+    public var index: Int { Self.ordered.firstIndex(of: self)! }
+    private static let ordered = allCases
 
     /// What a method acts on, which decides how a request for it is routed.
     public enum Scope: Sendable {
@@ -112,26 +79,51 @@ public enum Method: String, CaseIterable, Sendable {
         case session
     }
 
-    public var scope: Scope {
-        switch self {
-        case .hello, .sessionOpen: return .server
-        // An upload's parts are kept in memory, but are also answered off the loop: copying a
-        // part is cheap, the order of replies per client is kept, and the loop stays free.
-        case .documentList, .documentInfo, .documentRevisions, .documentGet,
-             .documentUploadBegin, .documentUploadPart, .documentUploadStatus, .documentUploadAbort: return .documentRead
-        case .documentFlatten, .documentRestore, .documentUploadCommit: return .documentWrite
-        default: return .session
+    /// What the server needs to know of a method to route and run it: one row a method, in one
+    /// exhaustive switch, so a new method is a compile error here until each is said.
+    public struct Traits: Equatable, Sendable {
+        public let scope: Scope
+        /// It changes nothing, so a retry whose reply was too large to keep may simply run again
+        /// (a read answered again is the same answer, or a newer one).
+        public let changesNothing: Bool
+        /// It may need a job beside the loop before it runs (a page read, a document method, a
+        /// large drawing's encoding); the others run at once, spared asking.
+        public let mayNeedJob: Bool
+        /// Run with a session kept by a shared store, its copy is confirmed (fenced) before it
+        /// writes a document.
+        public var needsFence: Bool { scope == .documentWrite }
+
+        init(_ scope: Scope, changesNothing: Bool = false, mayNeedJob: Bool? = nil) {
+            self.scope = scope
+            self.changesNothing = changesNothing
+            self.mayNeedJob = mayNeedJob ?? (scope == .documentRead || scope == .documentWrite)
         }
     }
 
-    /// Methods that change nothing, so a retry whose reply was too large to keep may simply
-    /// run again (a read answered again is the same answer, or a newer one).
-    public var changesNothing: Bool {
+    public var traits: Traits {
         switch self {
-        case .canvasState, .drawingGet, .documentList, .documentInfo, .documentRevisions, .documentGet, .documentUploadStatus:
-            return true
-        default:
-            return false
+        case .hello, .sessionOpen: Traits(.server)
+        case .sessionClose: Traits(.session)
+        case .canvasInitialize, .canvasMinimize, .canvasSubmit, .canvasCancel, .canvasFinishTransition: Traits(.session)
+        // The page it names (and with `reopen`, its ink) is read beside the loop.
+        case .canvasOpen: Traits(.session, mayNeedJob: true)
+        case .canvasState: Traits(.session, changesNothing: true)
+        case .pencilDoubleTap, .pencilConfigure: Traits(.session)
+        // A large drawing is encoded beside the loop.
+        case .drawingGet: Traits(.session, changesNothing: true, mayNeedJob: true)
+        case .drawingAddStroke, .drawingAddText, .drawingMoveText, .drawingEditText, .drawingUndo, .drawingRedo, .drawingClear,
+             .drawingErase: Traits(.session)
+        case .documentList, .documentInfo, .documentRevisions, .documentGet, .documentUploadStatus:
+            Traits(.documentRead, changesNothing: true)
+        // An upload's parts are kept in memory, but are also answered off the loop: copying a
+        // part is cheap, the order of replies per client is kept, and the loop stays free.
+        case .documentUploadBegin, .documentUploadPart, .documentUploadAbort: Traits(.documentRead)
+        case .documentFlatten, .documentRestore, .documentUploadCommit: Traits(.documentWrite)
         }
     }
+
+    public var scope: Scope { traits.scope }
+
+    /// As `Traits.changesNothing`.
+    public var changesNothing: Bool { traits.changesNothing }
 }

@@ -120,7 +120,7 @@ struct Canvasd: ParsableCommand {
     var logLevel = Logger.Level.info
 
     @Option(name: .customLong("session-store"),
-            help: "redis://host:port/db: share sessions with other instances through Redis (see README, Running several instances).")
+            help: "redis://host:port/db: share sessions with other instances through Redis (see docs/operations.md, Running several instances).")
     var sessionStore: String?
 
     @Option(name: .customLong("instance"), help: "This instance's name in the session store (default: host/pid).")

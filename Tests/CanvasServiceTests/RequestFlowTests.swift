@@ -201,26 +201,11 @@ struct RequestFlowTests {
         #expect(Self.walk(.canvasState, from: .takingOver, [.stored(.failed(Self.failure))]) == ["answered: forget refuse(sessionStore)"])
     }
 
-    static let states: [RequestState] = [
-        .ready, .working, .fencing(.request(.documentFlatten)), .fencing(.save(.empty)), .saving, .rendering(unreported),
-        .persisting(.persist(reply: [1])), .persisting(.confirm(reply: [1])), .persisting(.close(reply: [1])),
-        .persisting(.create(reply: [1])), .takingOver, .answered, .dropped,
-    ]
-    static let events: [RequestEvent] = [
-        .arrived(.miss), .arrived(.retry(reply: [1])), .arrived(.reused), .arrived(.notKept), .created(reply: [1]), .notHeld,
-        .job(.started), .job(.notNeeded), .job(.refused(failure)),
-        .ran(.reply([1])), .ran(.saving(.empty)), .ran(.rendering(unreported)),
-        .finished(saved), .finished(.reply([1])), .finished(.image(.success("png"))), .finished(.page(.success(PageSummary(width: 1, height: 1, rotation: 0)))),
-        .finished(.saved(.failure(.fenced(name: "d", reason: "sessionMoved", message: "m")))),
-        .imageOmitted("busy"),
-        .stored(.kept(version: 1)), .stored(.lost), .stored(.failed(failure)), .stored(.tookOver(session, answered: nil)), .stored(.none),
-    ]
-
     @Test("every state, every event: never a trap; the session given back at most once, and a request that ends is answered once")
     func everyStateEveryEvent() {
-        for method in [Method.canvasState, .drawingAddStroke, .canvasSubmit, .documentFlatten, .sessionClose] {
-            for state in Self.states {
-                for event in Self.events {
+        for method in Method.allCases {
+            for state in RequestStatesTableTests.StateKind.allCases.map(\.sample) {
+                for event in RequestStatesTableTests.EventKind.allCases.map(\.sample) {
                     for (local, retaking) in [(true, false), (false, false), (false, true)] {
                         let (next, actions) = RequestFlow.next(state, event, Self.facts(method, keptAtOnce: local, retaking: retaking))
                         let names = actions.map(Self.name)
@@ -260,7 +245,7 @@ struct RequestFlowTests {
 @Suite("request states table")
 struct RequestStatesTableTests {
     struct Row {
-        let state, event, method, keeper, retaking, next, actions: String
+        let state, event, method, keeper, confirmed, retaking, next, actions: String
     }
 
     static func rows() throws -> [Row] {
@@ -271,39 +256,182 @@ struct RequestStatesTableTests {
         return text[table.upperBound...].split(separator: "\n").compactMap { line in
             let cells = line.split(separator: "|", omittingEmptySubsequences: false).dropFirst().dropLast()
                 .map { $0.trimmingCharacters(in: .whitespaces) }
-            guard cells.count == 7, cells[0] != "state", !cells[0].hasPrefix("-") else { return nil }
-            return Row(state: cells[0], event: cells[1], method: cells[2], keeper: cells[3], retaking: cells[4], next: cells[5], actions: cells[6])
+            guard cells.count == 8, cells[0] != "state", !cells[0].hasPrefix("-") else { return nil }
+            return Row(state: cells[0], event: cells[1], method: cells[2], keeper: cells[3], confirmed: cells[4], retaking: cells[5],
+                       next: cells[6], actions: cells[7])
         }
     }
 
     static let unreported = RequestFlowTests.unreported
     static let failure = RequestFlowTests.failure
 
-    static let states: [(String, RequestState)] = [
-        ("ready", .ready), ("working", .working), ("fencing:request", .fencing(.request(.documentFlatten))),
-        ("fencing:save", .fencing(.save(.empty))), ("saving", .saving), ("rendering", .rendering(unreported)),
-        ("persisting:create", .persisting(.create(reply: [1]))), ("persisting:persist", .persisting(.persist(reply: [1]))),
-        ("persisting:confirm", .persisting(.confirm(reply: [1]))), ("persisting:close", .persisting(.close(reply: [1]))),
-        ("takingOver", .takingOver), ("answered", .answered), ("dropped", .dropped),
-    ]
-    static let events: [(String, RequestEvent)] = [
-        ("arrived:miss", .arrived(.miss)), ("arrived:retry", .arrived(.retry(reply: [1]))), ("arrived:reused", .arrived(.reused)),
-        ("arrived:notKept", .arrived(.notKept)), ("created", .created(reply: [1])), ("notHeld", .notHeld),
-        ("job:started", .job(.started)), ("job:notNeeded", .job(.notNeeded)), ("job:refused", .job(.refused(failure))),
-        ("ran:reply", .ran(.reply([1]))), ("ran:saving", .ran(.saving(.empty))), ("ran:rendering", .ran(.rendering(unreported))),
-        ("finished:saved", .finished(RequestFlowTests.saved)), ("finished:reply", .finished(.reply([1]))),
-        ("finished:image", .finished(.image(.success("png")))),
-        ("finished:page", .finished(.page(.success(PageSummary(width: 1, height: 1, rotation: 0))))),
-        ("finished:fencedMoved", .finished(.saved(.failure(.fenced(name: "d", reason: "sessionMoved", message: "moved"))))),
-        ("finished:fencedStore", .finished(.saved(.failure(.fenced(name: "d", reason: "sessionStore", message: "silent"))))),
-        ("imageOmitted", .imageOmitted("busy")),
-        ("stored:kept", .stored(.kept(version: 1))), ("stored:lost", .stored(.lost)), ("stored:failed", .stored(.failed(failure))),
-        ("stored:tookOver", .stored(.tookOver(RequestFlowTests.session, answered: nil))), ("stored:none", .stored(.none)),
-    ]
-    static let methods: [(String, Method)] = [
-        ("read", .canvasState), ("change", .drawingAddStroke), ("open", .canvasOpen), ("close", .sessionClose),
-        ("document.read", .documentInfo), ("document.write", .documentFlatten),
-    ]
+    /// Every kind of state the table names. A state added to `RequestState` fails to compile in
+    /// `init(_:)` until it is given a kind here, and `CaseIterable` then walks its sample.
+    enum StateKind: String, CaseIterable {
+        case ready, working, fencingRequest = "fencing:request", fencingSave = "fencing:save", saving, rendering
+        case persistingCreate = "persisting:create", persistingPersist = "persisting:persist"
+        case persistingConfirm = "persisting:confirm", persistingClose = "persisting:close", persistingExpire = "persisting:expire"
+        case persistingTakeOver = "persisting:takeOver", persistingFence = "persisting:fence"
+        case takingOver, answered, dropped
+
+        init(_ state: RequestState) {
+            switch state {
+            case .ready: self = .ready
+            case .working: self = .working
+            case .fencing(.request): self = .fencingRequest
+            case .fencing(.save): self = .fencingSave
+            case .saving: self = .saving
+            case .rendering: self = .rendering
+            case .persisting(let step):
+                switch step {
+                case .create: self = .persistingCreate
+                case .persist: self = .persistingPersist
+                case .confirm: self = .persistingConfirm
+                case .close: self = .persistingClose
+                case .expire: self = .persistingExpire
+                case .takeOver: self = .persistingTakeOver
+                case .fence: self = .persistingFence
+                }
+            case .takingOver: self = .takingOver
+            case .answered: self = .answered
+            case .dropped: self = .dropped
+            }
+        }
+
+        var sample: RequestState {
+            switch self {
+            case .ready: .ready
+            case .working: .working
+            case .fencingRequest: .fencing(.request(.documentFlatten))
+            case .fencingSave: .fencing(.save(.empty))
+            case .saving: .saving
+            case .rendering: .rendering(RequestFlowTests.unreported)
+            case .persistingCreate: .persisting(.create(reply: [1]))
+            case .persistingPersist: .persisting(.persist(reply: [1]))
+            case .persistingConfirm: .persisting(.confirm(reply: [1]))
+            case .persistingClose: .persisting(.close(reply: [1]))
+            case .persistingExpire: .persisting(.expire)
+            case .persistingTakeOver: .persisting(.takeOver)
+            case .persistingFence: .persisting(.fence(.save(.empty)))
+            case .takingOver: .takingOver
+            case .answered: .answered
+            case .dropped: .dropped
+            }
+        }
+    }
+
+    /// Every kind of event the table names, down to the job outcomes and the keeper's answers;
+    /// as `StateKind`, a new one is a compile error until it is walked.
+    enum EventKind: String, CaseIterable {
+        case arrivedMiss = "arrived:miss", arrivedRetry = "arrived:retry", arrivedReused = "arrived:reused"
+        case arrivedNotKept = "arrived:notKept", created, notHeld
+        case jobStarted = "job:started", jobNotNeeded = "job:notNeeded", jobRefused = "job:refused"
+        case ranReply = "ran:reply", ranSaving = "ran:saving", ranRendering = "ran:rendering"
+        case finishedSaved = "finished:saved", finishedFencedMoved = "finished:fencedMoved"
+        case finishedFencedStore = "finished:fencedStore", finishedReply = "finished:reply", finishedPage = "finished:page"
+        case finishedPageInk = "finished:pageInk", finishedImage = "finished:image", finishedStored = "finished:stored"
+        case imageOmitted
+        case storedKept = "stored:kept", storedLost = "stored:lost", storedFailed = "stored:failed"
+        case storedTookOver = "stored:tookOver", storedNone = "stored:none"
+
+        init(_ event: RequestEvent) {
+            switch event {
+            case .arrived(let lookup):
+                switch lookup {
+                case .miss: self = .arrivedMiss
+                case .retry: self = .arrivedRetry
+                case .reused: self = .arrivedReused
+                case .notKept: self = .arrivedNotKept
+                }
+            case .created: self = .created
+            case .notHeld: self = .notHeld
+            case .job(let start):
+                switch start {
+                case .started: self = .jobStarted
+                case .notNeeded: self = .jobNotNeeded
+                case .refused: self = .jobRefused
+                }
+            case .ran(let ran):
+                switch ran {
+                case .reply: self = .ranReply
+                case .saving: self = .ranSaving
+                case .rendering: self = .ranRendering
+                }
+            case .finished(let outcome):
+                switch outcome {
+                case .saved(.failure(.fenced(_, "sessionMoved", _)), _): self = .finishedFencedMoved
+                case .saved(.failure(.fenced), _): self = .finishedFencedStore
+                case .saved: self = .finishedSaved
+                case .reply: self = .finishedReply
+                case .page: self = .finishedPage
+                case .pageInk: self = .finishedPageInk
+                case .image: self = .finishedImage
+                case .stored: self = .finishedStored
+                }
+            case .imageOmitted: self = .imageOmitted
+            case .stored(let answer):
+                switch answer {
+                case .kept: self = .storedKept
+                case .lost: self = .storedLost
+                case .failed: self = .storedFailed
+                case .tookOver: self = .storedTookOver
+                case .none: self = .storedNone
+                }
+            }
+        }
+
+        var sample: RequestEvent {
+            switch self {
+            case .arrivedMiss: .arrived(.miss)
+            case .arrivedRetry: .arrived(.retry(reply: [1]))
+            case .arrivedReused: .arrived(.reused)
+            case .arrivedNotKept: .arrived(.notKept)
+            case .created: .created(reply: [1])
+            case .notHeld: .notHeld
+            case .jobStarted: .job(.started)
+            case .jobNotNeeded: .job(.notNeeded)
+            case .jobRefused: .job(.refused(RequestFlowTests.failure))
+            case .ranReply: .ran(.reply([1]))
+            case .ranSaving: .ran(.saving(.empty))
+            case .ranRendering: .ran(.rendering(RequestFlowTests.unreported))
+            case .finishedSaved: .finished(RequestFlowTests.saved)
+            case .finishedFencedMoved: .finished(.saved(.failure(.fenced(name: "d", reason: "sessionMoved", message: "moved"))))
+            case .finishedFencedStore: .finished(.saved(.failure(.fenced(name: "d", reason: "sessionStore", message: "silent"))))
+            case .finishedReply: .finished(.reply([1]))
+            case .finishedPage: .finished(.page(.success(PageSummary(width: 1, height: 1, rotation: 0))))
+            case .finishedPageInk: .finished(.pageInk(.failure(.notFound("d.pdf"))))
+            case .finishedImage: .finished(.image(.success("png")))
+            case .finishedStored: .finished(.stored(.kept(version: 1)))
+            case .imageOmitted: .imageOmitted("busy")
+            case .storedKept: .stored(.kept(version: 1))
+            case .storedLost: .stored(.lost)
+            case .storedFailed: .stored(.failed(RequestFlowTests.failure))
+            case .storedTookOver: .stored(.tookOver(RequestFlowTests.session, answered: nil))
+            case .storedNone: .stored(.none)
+            }
+        }
+    }
+
+    /// The table's method classes (its "Method classes" section): every method, each once.
+    static func classes() throws -> [Method: String] {
+        let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("protocol/request-states.md")
+        let text = try String(contentsOf: url, encoding: .utf8)
+        guard let start = text.range(of: "## Method classes"), let end = text.range(of: "## Table") else { return [:] }
+        var classes: [Method: String] = [:]
+        for line in text[start.upperBound..<end.lowerBound].split(separator: "\n") {
+            let cells = line.split(separator: "|", omittingEmptySubsequences: false).dropFirst().dropLast()
+                .map { $0.trimmingCharacters(in: .whitespaces) }
+            guard cells.count == 2, cells[0] != "class", !cells[0].hasPrefix("-") else { continue }
+            // The methods are the names in backquotes; the rest of the cell is prose.
+            for (index, name) in cells[1].split(separator: "`", omittingEmptySubsequences: false).enumerated() where index % 2 == 1 {
+                let method = try #require(Method(rawValue: String(name)), "\(name)")
+                #expect(classes[method] == nil, "\(method.rawValue) in two classes")
+                classes[method] = cells[0]
+            }
+        }
+        return classes
+    }
 
     static func matches(_ pattern: String, _ value: String) -> Bool {
         pattern == "*" || pattern == value || (pattern.hasSuffix(":*") && value.hasPrefix(pattern.dropLast()))
@@ -323,34 +451,42 @@ struct RequestStatesTableTests {
         }
     }
 
+    @Test("every method is in one class of the table")
+    func everyMethodClassed() throws {
+        let classes = try Self.classes()
+        #expect(Set(classes.keys) == Set(Method.allCases), "unclassed: \(Set(Method.allCases).subtracting(classes.keys).map(\.rawValue))")
+    }
+
     @Test("every combination meets a row, and the machine does what its first matching row says")
     func machineFollowsTable() throws {
         let rows = try Self.rows()
+        let classes = try Self.classes()
         #expect(rows.count > 40)
         var used = Set<Int>()
-        for (stateName, state) in Self.states {
-            for (eventName, event) in Self.events {
-                for (methodName, method) in Self.methods {
-                    for (keeper, retaking) in [("local", false), ("shared", false), ("shared", true)] {
-                        let flag = retaking ? "yes" : "no"
+        for stateKind in StateKind.allCases {
+            for eventKind in EventKind.allCases {
+                // Every method, not one a class: a method in the wrong class meets rows it does not follow.
+                for method in Method.allCases {
+                    let methodName = classes[method] ?? "unclassed"
+                    for (keeper, retaking, confirmed) in [("local", false, false), ("shared", false, false), ("shared", true, false),
+                                                          ("shared", false, true)] {
+                        let (stateName, eventName) = (stateKind.rawValue, eventKind.rawValue)
+                        let flag = retaking ? "yes" : "no", confirmedFlag = confirmed ? "yes" : "no"
                         guard let index = rows.firstIndex(where: {
                             Self.matches($0.state, stateName) && Self.matches($0.event, eventName) && Self.matches($0.method, methodName)
-                                && Self.matches($0.keeper, keeper) && Self.matches($0.retaking, flag)
+                                && Self.matches($0.keeper, keeper) && Self.matches($0.confirmed, confirmedFlag) && Self.matches($0.retaking, flag)
                         }) else {
-                            Issue.record("no row for \(stateName) \(eventName) \(methodName) \(keeper) \(flag)")
+                            Issue.record("no row for \(stateName) \(eventName) \(methodName) \(keeper) \(confirmedFlag) \(flag)")
                             continue
                         }
                         used.insert(index)
                         let row = rows[index]
-                        let facts = RequestFlowTests.facts(method, keptAtOnce: keeper == "local", retaking: retaking)
-                        let (next, actions) = RequestFlow.next(state, event, facts)
-                        var nextName = RequestFlowTests.name(next)
-                        if case .fencing(.request) = next { nextName = "fencing:request" }
-                        if case .fencing(.save) = next { nextName = "fencing:save" }
-                        if case .persisting(let step) = next { nextName = "persisting:\(RequestFlowTests.stepName(step))" }
+                        let facts = RequestFlowTests.facts(method, keptAtOnce: keeper == "local", confirmedNow: confirmed, retaking: retaking)
+                        let (next, actions) = RequestFlow.next(stateKind.sample, eventKind.sample, facts)
+                        let nextName = StateKind(next).rawValue
                         let cells = actions.isEmpty ? "-" : actions.map(Self.cell).joined(separator: " ")
                         #expect(nextName == row.next && cells == row.actions,
-                                "\(stateName) \(eventName) \(methodName) \(keeper) \(flag): machine \(nextName) [\(cells)], row \(index + 1) \(row.next) [\(row.actions)]")
+                                "\(stateName) \(eventName) \(method.rawValue) (\(methodName)) \(keeper) confirmed \(confirmedFlag) retaking \(flag): machine \(nextName) [\(cells)], row \(index + 1) \(row.next) [\(row.actions)]")
                     }
                 }
             }

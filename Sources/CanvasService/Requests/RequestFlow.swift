@@ -166,7 +166,7 @@ enum RequestFlow {
                                                       data: ["id": facts.id.json])), .resume])
         case .miss, .notKept:
             // A read answered again is the same answer.
-            if method.scope == .documentWrite && !facts.keptAtOnce && !facts.confirmedNow {
+            if method.traits.needsFence && !facts.keptAtOnce && !facts.confirmedNow {
                 return (.fencing(.request(method)), [.ask(.fence(.request(method)))])
             }
             return goOn(method)
@@ -268,7 +268,13 @@ enum RequestFlow {
     private static func stored(_ answer: StoreAnswer, in state: RequestState, _ facts: Facts) -> Step {
         switch state {
         case .fencing(let fenced): return settled(.fence(fenced), answer, facts)
-        case .persisting(let step): return settled(step, answer, facts)
+        case .persisting(let step):
+            switch step {
+            case .create, .persist, .confirm, .close: return settled(step, answer, facts)
+            // Steps a request waits on in other states (`fencing`, `takingOver`), or never (an
+            // expiry is the session's own).
+            case .fence, .takeOver, .expire: return unexpected(state, facts)
+            }
         case .takingOver: return settled(.takeOver, answer, facts)
         case .ready, .working, .saving, .rendering, .answered, .dropped: return unexpected(state, facts)
         }
@@ -284,13 +290,7 @@ enum RequestFlow {
 
     /// Past its lookup (and fence): a job first when the method may need one, else run.
     private static func goOn(_ method: Method) -> (RequestState, [RequestAction]) {
-        (.ready, [mayStartJob(method) ? .startJob : .run])
-    }
-
-    /// Whether the method may need a job before it runs: most (a `canvas.state`, an edit) never
-    /// do, and are spared asking.
-    static func mayStartJob(_ method: Method) -> Bool {
-        method.scope != .session || method == .canvasOpen || method == .drawingGet
+        (.ready, [method.traits.mayNeedJob ? .startJob : .run])
     }
 
     /// What the store's answer to a step calls for (`StoreStep.settle`), as the request's actions.
