@@ -7,9 +7,10 @@ PYTHON3      ?= python3
 # the DejaVu fonts are embedded in flattened text. The web layer: pdf.js
 # for the demo page, headless Chromium and its driver for the browser tests, TypeScript to check
 # the client's .d.ts. hiredis, redis-server and haproxy run several instances behind one address
-# (make cluster, the cluster tests).
+# (make cluster, the cluster tests). e2fsprogs' chattr makes a file even root cannot cut (a test of
+# a prune that fails).
 APT_PACKAGES := pkg-config libzmq3-dev libcairo2-dev libqpdf-dev libssl-dev qpdf poppler-utils mupdf-tools fonts-dejavu-core \
-                libjs-pdf chromium-headless-shell chromium-driver node-typescript libhiredis-dev redis-server haproxy
+                libjs-pdf chromium-headless-shell chromium-driver node-typescript libhiredis-dev redis-server haproxy e2fsprogs
 DOCUMENTS    ?= documents
 VENV         := .venv
 PYTHON       := $(VENV)/bin/python

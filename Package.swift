@@ -68,6 +68,7 @@ let package = Package(
         // Documents: .pdf and .yianazip files in one folder, flattening, atomic saves, revisions.
         .target(name: "DocumentStore",
                 dependencies: ["CanvasCore", "CanvasProtocol", "CCrypto", "CFileCopy", "InkRendering", "PDFSurgery",
+                               .product(name: "Logging", package: "swift-log"),
                                .product(name: "SystemPackage", package: "swift-system")],
                 swiftSettings: swiftSettings),
         // A thin, owning layer over libzmq: typed errors, no raw pointers in its API.
@@ -173,7 +174,8 @@ let package = Package(
         ),
         .testTarget(
             name: "DocumentStoreTests",
-            dependencies: ["DocumentStore", "InkRendering", "PDFSurgery", "CanvasCore", "CanvasProtocol", "TestSupport"],
+            dependencies: ["DocumentStore", "InkRendering", "PDFSurgery", "CanvasCore", "CanvasProtocol", "TestSupport",
+                           .product(name: "Logging", package: "swift-log")],
             exclude: ["Fixtures"],   // read by #filePath
             swiftSettings: swiftSettings
         ),

@@ -67,8 +67,13 @@ public final class ServiceMetrics: @unchecked Sendable {
     private let residentMemory: Meter
     private let draining: Meter
     private let loopIdle: Meter
+    /// Failures of work nobody waits on (pruning, compaction, ...), by the work's name: the
+    /// names are given at start, so the set of series is fixed.
+    private let housekeeping: [String: CoreMetrics.Counter]
 
-    public init() {
+    /// `housekeeping`: the names of the document store's background work, each a series of
+    /// `canvasd_housekeeping_failures_total`.
+    public init(housekeeping: [String] = []) {
         factory = PrometheusMetricsFactory(registry: registry)
         handling = Self.timer(registry, factory, "canvasd_request_handling_seconds",
                               "Time the request loop spent on one request (work off the loop not included).")
@@ -89,6 +94,13 @@ public final class ServiceMetrics: @unchecked Sendable {
         residentMemory = Self.meter(registry, factory, "canvasd_resident_memory_bytes", "Resident memory of the process.")
         draining = Self.meter(registry, factory, "canvasd_draining", "1 while the instance drains (SIGTERM), else 0.")
         loopIdle = Self.meter(registry, factory, "canvasd_request_loop_idle_seconds", "Seconds since the request loop last turned.")
+        var housekeepingCounters: [String: CoreMetrics.Counter] = [:]
+        for work in housekeeping {
+            housekeepingCounters[work] = Self.counter(registry, factory, "canvasd_housekeeping_failures_total",
+                                                      "Background work on documents that failed (logged each time); a document's next writer does it again.",
+                                                      [("work", work)])
+        }
+        self.housekeeping = housekeepingCounters
     }
 
     private static func counter(_ registry: PrometheusCollectorRegistry, _ factory: PrometheusMetricsFactory, _ name: String,
@@ -173,6 +185,8 @@ public final class ServiceMetrics: @unchecked Sendable {
     /// A session's change written to the store, as a delta or whole.
     package func stored(bytes: Int, whole: Bool) { (whole ? storedWhole : storedDelta).increment(by: bytes) }
     package func saved(_ count: Int) { saves.increment(by: count) }
+    /// Background work that failed; from any thread (a save's worker).
+    package func housekeepingFailed(_ work: String) { housekeeping[work]?.increment() }
     /// What the loop holds now (it calls this once a second). `webCutOff` is the web endpoints'
     /// tally since the start; the counter is given what it has not counted yet.
     package func gauges(sessions: Int, jobsInFlight: Int, webConnections: Int, webCutOff: Int) {

@@ -5,6 +5,7 @@ import Foundation
 import Dispatch
 import CanvasProtocol
 import SessionStore
+import DocumentStore
 public import ZeroMQ
 
 /// Why the server could not start.
@@ -81,7 +82,7 @@ public final class CanvasServer {
     /// Only with ws:// endpoints: the web sockets.
     private let web: WebEndpoints?
     /// What this instance counts, and how its loop is doing, for the health endpoint.
-    public let metrics = ServiceMetrics()
+    public let metrics = ServiceMetrics(housekeeping: Housekeeping.Work.allCases.map(\.rawValue))
     public let pulse = ServerPulse()
     private let health: HealthEndpoint?
     /// With a session store: what holds this instance's name there.

@@ -344,10 +344,10 @@ extension DocumentStore {
             // next settle finds the same). Until this record, the commit is pending.
             // (A stat that fails here fails no save: the revision is committed and in place.)
             let made = FileSnapshot(stat)
-            if let found = try? root.stat(name), FileSnapshot(found).isStill(made) {
-                try? writer.append([.identity(number, document: FileSnapshot(found))], durable: false)
-            } else {
-                try? writer.append([.identity(number, document: made)], durable: false)
+            let found = try? root.stat(name)
+            housekeeping.tidy(.cleanup, "logging revision \(number) as the document", document: name) {
+                try writer.append([.identity(number, document: found.map(FileSnapshot.init).flatMap { $0.isStill(made) ? $0 : nil } ?? made)],
+                                  durable: false)
             }
             prune(writer)
             cost.keeping = ContinuousClock.now - clock
@@ -356,13 +356,21 @@ extension DocumentStore {
             return DocumentSummary(name: name, revision: number, pageCount: written.pageCount, sha256: sha256, savedAt: savedAt)
         } catch {
             if !placed {
-                if committed { try? writer.append([.abandoned(number)], durable: true) }
-                try? history.directory.remove(temporary)
-                if let madeLine { try? history.directory.remove(madeLine) }
-                if !committed, let extended,
-                   let snapshot = try? shorten(RevisionHistory.lineName(extended.line), history, to: extended.length) {
-                    // The line back to the revision it continued, and sealed as it is again.
-                    try? writer.append([.seal(extended.line, snapshot)], durable: false)
+                // Undone as far as it can be; what is left, the next writer's settle finds.
+                // Each step on its own: one that fails leaves the others to do.
+                let doing = "undoing a failed save of revision \(number)"
+                if committed { housekeeping.tidy(.cleanup, doing, document: name) { try writer.append([.abandoned(number)], durable: true) } }
+                housekeeping.tidy(.cleanup, doing, document: name) {
+                    if try history.directory.stat(temporary) != nil { try history.directory.remove(temporary) }
+                }
+                if let madeLine { housekeeping.tidy(.cleanup, doing, document: name) { try history.directory.remove(madeLine) } }
+                if !committed, let extended {
+                    housekeeping.tidy(.cleanup, doing, document: name) {
+                        // The line back to the revision it continued, and sealed as it is again.
+                        if let snapshot = try shorten(RevisionHistory.lineName(extended.line), history, to: extended.length) {
+                            try writer.append([.seal(extended.line, snapshot)], durable: false)
+                        }
+                    }
                 }
             }
             switch error {

@@ -51,6 +51,8 @@ public final class DocumentStore: Sendable {
     let hashes = ContentHashes()
     let histories = HistoryCache()
     private let costs = LastSaveCost()
+    /// Where failures of work nobody waits on are told.
+    let housekeeping: Housekeeping
 
     /// What the last save made by this store read and wrote (for benchmarks).
     public var lastSaveCost: SaveCost { costs.value }
@@ -64,8 +66,9 @@ public final class DocumentStore: Sendable {
     public init(folder: URL, keepRevisions: Int = 20, readBudget: Duration = .seconds(2),
                 saveBudget: Duration = .seconds(120), maxInkPointsPerPage: Int = 400_000,
                 maxDocumentBytes: Int64 = DocumentStore.defaultMaxDocumentBytes, hashBudget: Duration = .seconds(10),
-                saveMode: SaveMode = .replace) throws(DocumentError) {
+                saveMode: SaveMode = .replace, housekeeping: Housekeeping = Housekeeping()) throws(DocumentError) {
         self.saveMode = saveMode
+        self.housekeeping = housekeeping
         self.maxInkPointsPerPage = maxInkPointsPerPage
         self.maxDocumentBytes = max(1, maxDocumentBytes)
         self.hashBudget = hashBudget

@@ -84,7 +84,8 @@ public final class Dispatcher {
         do {
             let store = try DocumentStore(folder: URL(fileURLWithPath: configuration.documentsPath),
                                           keepRevisions: configuration.keepRevisions,
-                                          maxInkPointsPerPage: configuration.limits.maxPointsPerPage, saveMode: configuration.saveMode)
+                                          maxInkPointsPerPage: configuration.limits.maxPointsPerPage, saveMode: configuration.saveMode,
+                                          housekeeping: Housekeeping(logger: logger, counted: { [metrics] work in metrics?.housekeepingFailed(work.rawValue) }))
             documents = DocumentMethods(store: store, limits: configuration.limits,
                                         uploads: Uploads(idleLimit: configuration.uploadIdleTimeout))
         } catch {

@@ -415,7 +415,8 @@ extension DocumentStore {
 
     /// Removes the revisions past what `keepRevisions` keeps (never revision 1, never the
     /// newest), then cuts or removes the line files only they needed. The save has happened: a
-    /// failure here is finished by the next writer's `settle`, so it is not reported.
+    /// failure here is finished by the next writer's `settle`, so it fails no request; it is
+    /// told to `housekeeping`.
     func prune(_ writer: HistoryWriter) {
         let numbers = writer.state.kept.map(\.revision)
         let newest = Set(numbers.suffix(max(1, keepRevisions - 1)))
@@ -440,10 +441,12 @@ extension DocumentStore {
                 }
                 if !seals.isEmpty { try writer.append(seals, durable: false) }
             } catch {
-                // Left for the next writer's settle.
+                housekeeping.failed(.prune, "pruning revisions \(victims)", document: writer.history.name, error)
             }
         }
-        writer.compactIfLong(histories)
+        housekeeping.tidy(.compaction, "compacting the history log", document: writer.history.name) {
+            try writer.compactIfLong(histories)
+        }
     }
 
     static func milliseconds(_ stat: Stat) -> Int64 {
@@ -467,7 +470,9 @@ extension DocumentStore {
             guard let history = try? history(name, create: false), let state = try? history.read(histories) else { continue }
             let temporaries = ((try? history.directory.names()) ?? []).contains { $0.hasPrefix(RevisionHistory.temporaryPrefix) }
             guard temporaries || state.intent != nil || state.pending != nil else { continue }
-            _ = try? settleIfIdle(name, history, cleaning: true)
+            housekeeping.tidy(.leftovers, "settling what a killed save left", document: name) {
+                _ = try settleIfIdle(name, history, cleaning: true)
+            }
         }
     }
 }

@@ -203,7 +203,8 @@ final class HistoryWriter {
 
     /// Writes the log again with only what is live once it is long and mostly about the past:
     /// a log that only grew would cost every first read of it more with each save.
-    func compactIfLong(_ cache: HistoryCache) {
+    /// Throws when the log could not be written again: the long log is still whole and right.
+    func compactIfLong(_ cache: HistoryCache) throws {
         // Live: a record a revision, a seal a line, the identity. Compacted once most of the log
         // is about the past, however many revisions are kept: waiting for eight records a kept
         // revision let a log with many kept grow past what a reader reads.
@@ -222,18 +223,14 @@ final class HistoryWriter {
         for (line, file) in state.lines.sorted(by: { $0.key < $1.key }) where state.neededLines[line] != nil {
             records.append(.seal(line, file))
         }
-        do {
-            try Self.writeWhole(history, records)
-            let reopened = try history.directory.openForReadingAndWriting(HistoryLog.fileName)
-            try? log.close()
-            log = reopened
-            let (reading, _) = try Self.readLog(log, history.name)
-            var state = HistoryState()
-            for record in reading.records { state.apply(record) }
-            (self.state, end, chain) = (state, reading.end, reading.chain)
-            cache.forget(history.directory.path)
-        } catch {
-            // Not compacted: the long log is still whole and right.
-        }
+        try Self.writeWhole(history, records)
+        let reopened = try history.directory.openForReadingAndWriting(HistoryLog.fileName)
+        try? log.close()
+        log = reopened
+        let (reading, _) = try Self.readLog(log, history.name)
+        var state = HistoryState()
+        for record in reading.records { state.apply(record) }
+        (self.state, end, chain) = (state, reading.end, reading.chain)
+        cache.forget(history.directory.path)
     }
 }
