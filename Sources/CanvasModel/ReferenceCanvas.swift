@@ -189,11 +189,11 @@ public struct ReferenceCanvas: Sendable {
                 return .invalidEdit(.cannotJoin(.style))
             }
             if stroke.points[0] != last.points[last.points.count - 1] { return .invalidEdit(.cannotJoin(.gap)) }
-            pickUp(stroke.tool == .pen ? .pen : .highlighter)
+            pickUp(CanvasTool(stroke.tool))
             drawing.strokes.append(stroke)
             return .edited(changed: true)
         case .addStroke(let stroke, joiningLastStep: false):
-            pickUp(stroke.tool == .pen ? .pen : .highlighter)
+            pickUp(CanvasTool(stroke.tool))
             next.strokes.append(stroke)
             addedStrokes = true
         case .addText(let text):

@@ -87,7 +87,7 @@ public enum InkAnnotations {
         init(_ run: [Stroke], on page: Placement) {
             drawn = InkPrecision.rounded(Drawing(strokes: run)).strokes
             let first = drawn[0]
-            let reach = (first.tool == .pen ? first.width * PenProfile.maximumFactor / 2 : first.width / 2) + 1
+            let reach = (first.tool.followsPressure ? first.width * PenProfile.maximumFactor / 2 : first.width / 2) + 1
             let xs = drawn.flatMap { $0.points.map(\.x) }, ys = drawn.flatMap { $0.points.map(\.y) }
             box = [xs.min()! - reach, page.height - ys.max()! - reach, xs.max()! + reach, page.height - ys.min()! + reach]
             let inkList = drawn.map { stroke in
@@ -97,9 +97,9 @@ public enum InkAnnotations {
                 }
             }
             // A viewer that draws the annotation itself draws one width: the mean of ours.
-            let factors = drawn.flatMap { $0.points.map { first.tool == .pen ? PenProfile.factor(pressure: $0.pressure) : 1 } }
+            let factors = drawn.flatMap { $0.points.map { first.tool.followsPressure ? PenProfile.factor(pressure: $0.pressure) : 1 } }
             width = first.width * factors.reduce(0, +) / Double(factors.count)
-            highlighter = first.tool == .highlighter
+            highlighter = first.tool.highlights
             fields = Fields(inkList: inkList, rect: page.rect(box), color: Fields.components(first.color))
         }
 
@@ -184,7 +184,7 @@ public enum InkAnnotations {
             let model = source?.strokes.first
             let width = min(max(foundWidth ?? model?.width ?? 1,
                                 DrawingLimits.strokeWidth.lowerBound), DrawingLimits.strokeWidth.upperBound)
-            let tool: InkTool = highlighted ? .highlighter : .pen
+            let tool = InkTool.forMark(highlighting: highlighted)
             // The colour keeps its name while /C is still that colour.
             var inkColor = model?.color ?? InkColor.black
             if color.count == 3, model.map({ fields.text(color, decimals: 3) != fields.text(Fields.components($0.color), decimals: 3) }) ?? true {

@@ -66,7 +66,7 @@ public enum InkSource {
         var previous: [Int64] = [0, 0, 0]
         for stroke in drawing.strokes {
             let pressured = stroke.points.count(where: { $0.pressure != nil })
-            var flags: UInt8 = stroke.tool == .highlighter ? 1 : 0
+            var flags: UInt8 = stroke.tool.storedCode
             if pressured > 0 { flags |= 2 }
             if pressured < stroke.points.count { flags |= 4 }
             out.bytes.append(flags)
@@ -195,8 +195,11 @@ public enum InkSource {
                     throw input.failure("point \(index): \(error)")
                 }
             }
+            guard let tool = InkTool.allCases.first(where: { $0.storedCode == flags & InkTool.storedCodeMask }) else {
+                throw input.failure("a stroke of tool code \(flags & InkTool.storedCodeMask), which no tool has")
+            }
             do {
-                strokes.append(try Stroke(tool: flags & 1 == 1 ? .highlighter : .pen, color: color, width: width, points: points))
+                strokes.append(try Stroke(tool: tool, color: color, width: width, points: points))
             } catch {
                 throw input.failure("a stroke: \(error)")
             }
@@ -336,4 +339,16 @@ public enum InkSource {
             return Double(Int64(bitPattern: zigzag >> 1) ^ -Int64(bitPattern: zigzag & 1)) / 100
         }
     }
+}
+
+extension InkTool {
+    /// A stroke's tool in the stored drawing: bit 0 of its flags (bits 1 and 2 say which points
+    /// carry a pressure). A new tool needs a code here, and the format a bit more for it.
+    var storedCode: UInt8 {
+        switch self {
+        case .pen: 0
+        case .highlighter: 1
+        }
+    }
+    static let storedCodeMask: UInt8 = 1
 }

@@ -2,6 +2,29 @@
 public enum InkTool: String, Codable, Sendable, CaseIterable {
     case pen
     case highlighter
+
+    // What the rest of the house asks of a tool, each an exhaustive switch: a tool added here is
+    // a compile error in each until it is said, never a pen by default somewhere downstream.
+
+    /// Whether its width follows the pencil's pressure (the pen's profile) rather than staying
+    /// the width set.
+    public var followsPressure: Bool {
+        switch self {
+        case .pen: true
+        case .highlighter: false
+        }
+    }
+
+    /// Whether it marks as a highlighter does: translucent, and in a PDF an `/InkHighlight`.
+    public var highlights: Bool {
+        switch self {
+        case .pen: false
+        case .highlighter: true
+        }
+    }
+
+    /// The tool a mark made elsewhere is taken for: a PDF's ink says only whether it highlights.
+    public static func forMark(highlighting: Bool) -> InkTool { highlighting ? .highlighter : .pen }
 }
 
 /// One sample of a stroke, in display points of the target page (origin top-left, y down).
