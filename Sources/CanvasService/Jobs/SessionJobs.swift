@@ -44,7 +44,11 @@ extension Dispatcher {
                 memory.release(encoding.reservedBytes)
                 throw error
             }
+        case .drawingGet:
+            return false   // small, or no canvas open: encoded in place
         default:
+            // Said to need a job, with none here: the server's fault, not run without it.
+            if method.traits.mayNeedJob { throw Dispatcher.noHandler(method) }
             return false
         }
         return true

@@ -68,7 +68,7 @@ struct DocumentMethods {
                  "sha256": .string(revision.sha256)]
             })]
         default:
-            preconditionFailure("\(method.rawValue) is not a document read")
+            throw Dispatcher.noHandler(method)
         }
     }
 
@@ -100,6 +100,7 @@ struct DocumentMethods {
                 try store.restore(name, revision: revision, expectedRevision: expected, madeBy: madeBy, fence: fence)
             }, saves: true, unchangedAt: revision)
         }
+        guard method == .documentFlatten else { throw Dispatcher.noHandler(method) }
         let drawing = try drawingParam(params)
         let name = try params.string("name"), page = try pageParam(params)
         let expected = try revisionParam(params, "expectedRevision")

@@ -100,6 +100,11 @@ public final class Dispatcher {
     }
 
     public var sessionCount: Int { table.count }
+
+    /// A method routed where nothing answers it: a method added without its handler.
+    static func noHandler(_ method: Method?) -> ProtocolError {
+        ProtocolError(.internal, "\(method?.rawValue ?? "?"): this server routes it but has no handler for it")
+    }
     /// Jobs (and store steps) started beside the loop and not yet answered.
     public var jobsInFlight: Int { jobs.inFlight }
 
@@ -235,6 +240,8 @@ public final class Dispatcher {
                     call.reply(ReplyEncoder.success(id: request.id, result: server.hello()), to: request.envelope)
                     return
                 }
+                // A server method with no handler is the server's fault, never a session.open.
+                guard method == .sessionOpen else { throw Self.noHandler(method) }
                 let opened = try server.openSession(params, &table, for: request, now: call.now)
                 // Answered once its persistence has the session.
                 drive(request, .sessionOpen, opened.session, .created(reply: ReplyEncoder.success(id: request.id, result: opened.result)), &call)
