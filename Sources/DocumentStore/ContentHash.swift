@@ -76,7 +76,8 @@ struct SHA256Midstate: Equatable, Sendable {
 
     /// The state of the first `length` bytes rounded down to a block, from `hex` (64 digits).
     init?(hex: Substring, coveringAtMost length: Int64) {
-        guard hex.utf8.count == 64 else { return nil }
+        // Hex digits only: `UInt32(_:radix:)` alone would take a sign (`+2016f14…`).
+        guard hex.utf8.count == 64, hex.utf8.allSatisfy({ $0.isHexDigit }) else { return nil }
         var words: [UInt32] = []
         var index = hex.startIndex
         for _ in 0..<8 {
@@ -231,4 +232,12 @@ extension FileDescriptor {
         }
         return try result.get()
     }
+}
+
+extension UInt8 {
+    var isLowercaseHexDigit: Bool {
+        (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(self) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(self)
+    }
+    /// Either case: a midstate written by hand in capitals is still the same state.
+    var isHexDigit: Bool { isLowercaseHexDigit || (UInt8(ascii: "A")...UInt8(ascii: "F")).contains(self) }
 }

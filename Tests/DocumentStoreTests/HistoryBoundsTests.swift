@@ -58,6 +58,26 @@ struct HistoryBoundsTests {
         #expect(made.allSatisfy { listed[$0.key] == $0.value })
     }
 
+    @Test("a forged record whose state has a sign, or whose temporary file is a path, is no record")
+    func forgedFieldsRefused() throws {
+        let good = try #require(HistoryRecord.revision(3, line: 1, length: 900, sha256: String(repeating: "a", count: 64),
+                                                       state: SHA256Hasher().midstate, saved: 1, source: "save", document: nil,
+                                                       lineFile: nil, temporary: ".tmp.1.2").kept)
+        #expect(HistoryRecord(decoding: HistoryRecord.revision(good).encoded()) == .revision(good))
+        let payload = String(decoding: HistoryRecord.revision(good).encoded(), as: UTF8.self)
+        let state = good.midstate.hex
+        // UInt32(_:radix:) takes "+6a09e667"; before, such a state was read as the real one.
+        let signed = payload.replacingOccurrences(of: state, with: "+" + state.dropFirst())
+        #expect(HistoryRecord(decoding: Array(signed.utf8)) == nil)
+        #expect(HistoryRecord(decoding: Array(payload.replacingOccurrences(of: state, with: state.uppercased()).utf8)) == .revision(good))
+        // Before, a settle would stat and rename whatever path a hand-edited log named.
+        for path in ["../d.pdf", ".tmp./../../etc/x", ".tmp.", "data.1", "/tmp/x"] {
+            var forged = good
+            forged.temporary = path
+            #expect(HistoryRecord(decoding: HistoryRecord.revision(forged).encoded()) == nil, "\(path)")
+        }
+    }
+
     @Test("a record naming a revision past what the protocol can name is no record")
     func revisionNumbersBounded() throws {
         let reads = { (record: HistoryRecord) in HistoryRecord(decoding: record.encoded()) == record }

@@ -39,7 +39,7 @@ export interface CanvasResult {
    * (`timeout`, `limits.imageTimeBudgetMs`), or, in a `canvas.result` event, it was too large
    * for an event (`tooLarge`; the reply that asked for it has it).
    */
-  imageOmitted?: 'busy' | 'ownerBusy' | 'timeout' | 'tooLarge';
+  imageOmitted?: 'busy' | 'ownerBusy' | 'timeout' | 'renderFailed' | 'tooLarge';
   state?: CanvasState;
   /** After a submit into a document: the revision it made. */
   document?: DocumentSummary;

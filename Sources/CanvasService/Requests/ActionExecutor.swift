@@ -96,8 +96,9 @@ struct ActionExecutor {
                           metadata: ["session": "\(session.id)", "budgetMs": "\(imageTimeBudget.milliseconds)", "at": "\(error.operation)"])
             return (nil, "timeout")
         } catch {
+            // Said to the client too: an image asked for is never silently missing.
             logger.error("imageData not rendered", metadata: ["session": "\(session.id)", "error": "\(error)"])
-            return (nil, nil)
+            return (nil, "renderFailed")
         }
     }
 

@@ -15,8 +15,9 @@ enum HistoryRecord: Equatable, Sendable {
     /// The document is this revision, now as this file (after a rename, a `touch`, a copy of
     /// the same bytes, a cut tail).
     case identity(Int, document: FileSnapshot)
-    /// A revision committed that never became the document (a replacing save killed before its
-    /// rename, with its file gone): no revision, and its number is not handed out again.
+    /// This number is no revision: a commit that never became the document (a replacing save
+    /// killed before its rename, with its file gone; its number, committed once, is not handed
+    /// out again), or an append's intent never committed (its number is free again).
     case abandoned(Int)
     /// These revisions are no longer kept.
     case pruned([Int])
@@ -209,7 +210,7 @@ extension HistoryRecord {
     /// field no record has, a field its kind needs missing, a value out of bounds).
     init?(decoding bytes: [UInt8], version: UInt32 = HistoryLog.version) {
         // Version 1 is the only one yet; a version 2 reads its own payloads here and version 1's
-        // as they are (protocol/history-log.md, "Versions").
+        // as they are (protocol/history-log.md, section 9, Versioning).
         guard version == 1, let f = try? JSONDecoder().decode(Fields.self, from: Data(bytes)) else { return nil }
         switch f.kind {
         case "revision":
@@ -220,6 +221,9 @@ extension HistoryRecord {
                   let saved = f.saved,
                   f.madeBy.map({ !$0.isEmpty && $0.utf8.count <= 64 && $0.utf8.allSatisfy(\.isASCIILetterOrDigit) }) ?? true
             else { return nil }
+            // A temporary file is one of the history's own, by name: a log edited to name a
+            // path outside the folder names nothing the settle may move.
+            if let temporary = f.temporary, !Self.isTemporaryName(temporary) { return nil }
             self = .revision(KeptRevision(revision: revision, line: line, length: length, sha256: sha256, midstate: midstate,
                                           saved: saved, source: f.source ?? "", document: f.document, lineFile: f.lineFile,
                                           temporary: f.temporary, madeBy: f.madeBy, pageCount: f.pageCount))
@@ -253,4 +257,10 @@ extension HistoryRecord {
     }
 
     private static func bounded(_ number: Int) -> Bool { number > 0 && number <= HistoryLog.maxRevision }
+
+    /// A name a save gives its new file in the history's folder: the prefix, then no separator.
+    static func isTemporaryName(_ name: String) -> Bool {
+        name.hasPrefix(RevisionHistory.temporaryPrefix) && name.utf8.count > RevisionHistory.temporaryPrefix.utf8.count
+            && name.utf8.count <= 255 && !name.utf8.contains(UInt8(ascii: "/")) && !name.utf8.contains(0)
+    }
 }

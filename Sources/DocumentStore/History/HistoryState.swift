@@ -81,9 +81,3 @@ struct HistoryState: Sendable {
         return needed
     }
 }
-
-extension UInt8 {
-    var isLowercaseHexDigit: Bool {
-        (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(self) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(self)
-    }
-}

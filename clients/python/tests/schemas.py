@@ -41,6 +41,9 @@ def check_reply(method: Optional[str], reply: Dict[str, Any]) -> None:
     validator("envelope.schema.json", "reply").validate(reply)
     if method and "result" in reply and has("methods.schema.json", f"{method}.result"):
         validator("methods.schema.json", f"{method}.result").validate(reply["result"])
+    if method and has("methods.schema.json", f"{method}.reply"):
+        # The whole frame, as a client validating "the reply to method X" does (spec.md 2.6).
+        validator("methods.schema.json", f"{method}.reply").validate(reply)
 
 
 def check_params(method: str, params: Dict[str, Any]) -> None:

@@ -325,3 +325,288 @@ def test_revision_numbers_are_never_handed_out_again(server, client):
     refused = refusal(lambda: client.call("document.info", {"name": "d.pdf"}))
     assert (refused.code, refused.data["reason"]) == ("UNAVAILABLE", "damaged")
     assert "handed out once per name, for good" in section("### `document.revisions`")
+
+
+# Issue 44: what a second client written from protocol/ alone still had to guess (M-R), each
+# now stated in the spec and the schemas and held here against a real canvasd.
+
+from canvasbridge import EventSubscriber  # noqa: E402
+
+
+def events_of(subscriber: EventSubscriber) -> list:
+    return [(event.event, event.data) for event in subscriber.drain()]
+
+
+# M: drawing.erase's mode is required; more generally a param without `?` is.
+
+def test_an_erase_without_a_mode_is_refused_and_changes_nothing(server, client):
+    session = client.open_session()
+    session.open()
+    session.call("drawing.addStroke", stroke(3))
+    watch = EventSubscriber(server.events, session.id + ".")
+    watch.ready()
+    erase = {"x": 1, "y": 0, "radius": 5}
+    for params in (erase, dict(erase, mode=None), dict(erase, mode="object")):
+        refused = refusal(lambda: session.call("drawing.erase", params))
+        assert (refused.code, refused.data) == ("INVALID_PARAMS", {"field": "mode"}), params
+        assert not schemas.validator("methods.schema.json", "drawing.erase.params").is_valid(params)
+    assert session.state()["tool"] == {"current": "pen", "previous": "eraser"}
+    assert session.call("drawing.get")["strokes"] == [stroke(3)]
+    assert events_of(watch) == []
+    watch.close()
+    drawing = section("### `drawing.addStroke`")
+    assert "there is no default mode" in drawing and '`field: "mode"`' in drawing
+    assert "required" in schemas._DOCUMENTS["methods.schema.json"]["$defs"]["drawing.erase.params"]["properties"]["mode"]["description"]
+
+
+def test_every_required_param_absent_or_null_is_invalid_params_naming_it(server, client):
+    """§5: a param is required unless marked `?`; absent or `null`, it is INVALID_PARAMS naming
+    it. Every `required` of every params schema, against the server."""
+    data = tiny_pdf(1)
+    (server.documents / "d.pdf").write_bytes(data)
+    session = client.open_session()
+    session.open()
+    session.call("drawing.addText", text())
+    digest = hashlib.sha256(data).hexdigest()
+    upload = client.call("document.upload.begin", {"name": "u.pdf", "size": len(data), "sha256": digest})["upload"]
+    valid = {
+        "drawing.addStroke": stroke(1), "drawing.addText": text(), "drawing.moveText": {"index": 0, "x": 1, "y": 1},
+        "drawing.erase": {"x": 1, "y": 1, "radius": 2, "mode": "stroke"}, "drawing.editText": {"index": 0, "x": 3},
+        "document.info": {"name": "d.pdf"}, "document.revisions": {"name": "d.pdf"}, "document.get": {"name": "d.pdf"},
+        "document.flatten": {"name": "d.pdf", "page": 0, "drawing": {"strokes": [stroke(1)]}},
+        "document.restore": {"name": "d.pdf", "revision": 1},
+        "document.upload.begin": {"name": "v.pdf", "size": len(data), "sha256": digest},
+        "document.upload.part": {"upload": upload, "offset": 0}, "document.upload.status": {"upload": upload},
+        "document.upload.commit": {"upload": upload}, "document.upload.abort": {"upload": upload},
+    }
+    definitions = schemas._DOCUMENTS["methods.schema.json"]["$defs"]
+
+    def required_of(definition: dict) -> list:
+        parts = [definition] + definition.get("allOf", [])
+        names = [name for part in parts for name in part.get("required", [])]
+        return names + [name for part in parts if "$ref" in part
+                        for name in required_of(definitions[part["$ref"].split("/")[-1]])]
+
+    checked = 0
+    for method, params in valid.items():
+        required = required_of(definitions[f"{method}.params"])
+        assert required, method
+        for name in required:
+            for value in ("absent", None):
+                sent = {key: item for key, item in params.items() if key != name}
+                if value is None:
+                    sent[name] = None
+                call = (lambda: session.call(method, sent)) if method.startswith("drawing.") else \
+                    (lambda: client.call(method, sent, frames=[data] if method.endswith(".part") else ()))
+                refused = refusal(call)
+                assert (refused.code, refused.data.get("field")) == ("INVALID_PARAMS", name), (method, name, value, refused)
+                checked += 1
+    assert checked >= 50
+    assert "A param is\nrequired unless it is marked `?`" in SPEC
+
+
+# N: a fresh session's tools, and what changes them.
+
+def test_a_new_session_holds_the_pen_with_the_eraser_before_it(server, client):
+    fresh = client.open_session()
+    assert fresh.state()["tool"] == {"current": "pen", "previous": "eraser"}
+    # The first switchPrevious reaches the eraser, as on an iPad; switchEraser goes there and back.
+    swapper = client.open_session(policy="respectPreference", preferred_tap_action="switchPrevious")
+    swapper.open()
+    tapped = swapper.double_tap()
+    assert (tapped["outcome"], tapped["tool"]) == ("switchPrevious", {"current": "eraser", "previous": "pen"})
+    toggler = client.open_session(policy="respectPreference", preferred_tap_action="switchEraser")
+    toggler.open()
+    assert toggler.double_tap()["tool"] == {"current": "eraser", "previous": "pen"}
+    assert toggler.double_tap()["tool"] == {"current": "pen", "previous": "eraser"}
+    # The tools are the session's: kept through the canvas's end and a new open, not undone.
+    session = client.open_session()
+    session.open()
+    session.call("drawing.addStroke", dict(stroke(2), tool="highlighter"))
+    seen = [session.state()["tool"]]
+    session.call("drawing.undo")
+    seen.append(session.state()["tool"])
+    session.cancel()
+    session.open()
+    seen.append(session.state()["tool"])
+    assert seen == [{"current": "highlighter", "previous": "pen"}] * 3
+    assert all(tools["current"] != tools["previous"] for tools in seen)
+    assert '{"current": "pen", "previous": "eraser"}' in section("### `canvas.state`")
+    assert "pen" in schemas._DOCUMENTS["methods.schema.json"]["$defs"]["tools"]["description"]
+
+
+# O: an erase that touches nothing still takes the eraser and says so.
+
+def test_an_erase_that_touches_nothing_takes_the_eraser_and_publishes_it(server, client):
+    session = client.open_session()
+    session.open()
+    session.call("drawing.addStroke", dict(stroke(2), tool="highlighter"))
+    watch = EventSubscriber(server.events, session.id + ".")
+    watch.ready()
+    before = session.state()
+    erased = session.call("drawing.erase", {"x": 900, "y": 900, "radius": 1, "mode": "partial"})
+    assert erased == {"changed": False, "canUndo": True, "canRedo": False, "strokes": 1, "texts": 0}
+    assert events_of(watch) == [("pencil.toolChanged", {"tool": {"current": "eraser", "previous": "highlighter"}})]
+    after = session.state()
+    assert after["tool"] == {"current": "eraser", "previous": "highlighter"}
+    assert after["seq"] == before["seq"] + 1
+    # No undo step was made: the undo takes back the stroke, and leaves the eraser in hand.
+    undone = session.call("drawing.undo")
+    assert (undone["strokes"], session.state()["tool"]["current"]) == (0, "eraser")
+    # The eraser already in hand: nothing to publish. A refused erase changes no tool.
+    session.call("drawing.erase", {"x": 900, "y": 900, "radius": 1, "mode": "stroke"})
+    refusal(lambda: session.call("drawing.erase", {"x": 900, "y": 900, "radius": 0, "mode": "stroke"}))
+    session.call("drawing.addStroke", dict(stroke(2), continued=True))   # a part: no tool yet
+    assert session.state()["tool"]["current"] == "eraser"
+    assert events_of(watch) == []
+    session.call("drawing.addStroke", stroke(1, x=3))
+    assert events_of(watch) == [("pencil.toolChanged", {"tool": {"current": "pen", "previous": "eraser"}})]
+    watch.close()
+    assert "still takes the eraser in hand" in section("### `drawing.addStroke`")
+
+
+# P: the documents feed's envelope `session` and `seq`, against `data.session`.
+
+def test_the_documents_feed_has_its_own_session_name_and_count(tmp_path):
+    server = Server(tmp_path / "a")
+    (server.documents / "d.pdf").write_bytes(tiny_pdf(1))
+    drawing = {"strokes": [stroke(2)]}
+    try:
+        with server.client() as client:
+            feed = EventSubscriber(server.events, "documents.")
+            feed.ready()
+            session = client.open_session()
+            own = EventSubscriber(server.events, session.id + ".")
+            own.ready()
+            client.call("document.flatten", {"name": "d.pdf", "page": 0, "drawing": drawing})
+            session.call("document.flatten", {"name": "d.pdf", "page": 0, "drawing": drawing})
+            session.open(document="d.pdf")
+            session.call("drawing.addStroke", stroke(2))
+            session.submit()
+            announced = feed.drain()
+            mine = own.drain()
+            last = session.state()["seq"]
+        feed.close()
+        own.close()
+    finally:
+        server.stop()
+    assert [(e.topic, e.session, e.seq) for e in announced] == [("documents.document.saved", "documents", n) for n in (1, 2, 3)]
+    assert [e.data.get("session") for e in announced] == [None, session.id, session.id]
+    assert [e.data["cause"] for e in announced] == ["document.flatten", "document.flatten", "canvas.submit"]
+    # The submit's own document.saved: the session's envelope and count, no data.session.
+    (saved,) = [e for e in mine if e.event == "document.saved"]
+    assert (saved.topic, saved.session, "session" in saved.data) == (f"{session.id}.document.saved", session.id, False)
+    assert [e.seq for e in mine] == list(range(1, len(mine) + 1)) and saved.seq == last == len(mine)
+    assert {k: v for k, v in saved.data.items()} == {k: v for k, v in announced[2].data.items() if k != "session"}
+    # A canvasd started again on the same folder counts its feed from 1 again.
+    again = Server(tmp_path / "b", documents=server.documents)
+    try:
+        with again.client() as client:
+            feed = EventSubscriber(again.events, "documents.")
+            feed.ready()
+            client.call("document.flatten", {"name": "d.pdf", "page": 0, "drawing": drawing})
+            assert [(e.session, e.seq) for e in feed.drain()] == [("documents", 1)]
+            feed.close()
+    finally:
+        again.stop()
+    feed_text = SPEC.split("The two frames differ:", 1)[1].split("\n### ", 1)[0]
+    assert '`"documents"`' in feed_text and "starts again at 1" in feed_text and "`data.session`" in feed_text
+    assert '"documents"' in schemas._DOCUMENTS["envelope.schema.json"]["$defs"]["event"]["properties"]["session"]["description"]
+
+
+# Q: the schemas are loaded together by $id, and each method's whole reply has a definition.
+
+def registry_by_id():
+    """The three schemas as a client must load them: each under its $id, and nothing else."""
+    from referencing import Registry, Resource
+    return Registry().with_resources([(doc["$id"], Resource.from_contents(doc)) for doc in schemas._DOCUMENTS.values()])
+
+
+def reply_validator(registry, method: str):
+    from jsonschema import Draft202012Validator
+    methods = schemas._DOCUMENTS["methods.schema.json"]["$id"]
+    return Draft202012Validator({"$ref": f"{methods}#/$defs/{method}.reply"}, registry=registry)
+
+
+def test_every_method_has_its_reply_and_the_schemas_load_by_id(server, client):
+    served = client.hello()["methods"]
+    definitions = schemas._DOCUMENTS["methods.schema.json"]["$defs"]
+    for method in served:
+        assert {f"{method}.params", f"{method}.result", f"{method}.reply"} <= set(definitions), method
+    assert {name.rsplit(".", 1)[0] for name in definitions if name.endswith(".reply")} == set(served)
+    assert set(schemas._DOCUMENTS) == {"envelope.schema.json", "methods.schema.json", "events.schema.json"}
+    registry = registry_by_id()
+    (server.documents / "d.pdf").write_bytes(tiny_pdf(1))
+    session = client.open_session()
+    requests = [("hello", {}, None), ("canvas.state", {}, session.id), ("canvas.open", {}, session.id),
+                ("drawing.addStroke", stroke(2), session.id), ("drawing.get", {}, session.id),
+                ("pencil.doubleTap", {}, session.id), ("canvas.submit", {"imageData": True}, session.id),
+                ("document.list", {}, None), ("document.info", {"name": "d.pdf"}, None),
+                ("document.info", {"name": "none.pdf"}, None), ("canvas.minimize", {}, session.id),
+                ("drawing.erase", {"x": 1, "y": 1, "radius": 1}, session.id)]
+    for index, (method, params, named) in enumerate(requests):
+        message = {"id": f"q{index}", "method": method, "params": params}
+        if named:
+            message["session"] = named
+        reply = client.request(message)
+        reply_validator(registry, method).validate(reply)
+        if "result" in reply and method != "hello":
+            # Another method's result is not this one's reply.
+            assert not reply_validator(registry, "hello").is_valid(reply), method
+    # Loaded alone, or by file name, the references between the files do not resolve.
+    from jsonschema import Draft202012Validator
+    from referencing import Registry, Resource
+    from referencing.exceptions import Unresolvable
+    alone = Registry().with_resource(schemas._DOCUMENTS["methods.schema.json"]["$id"],
+                                     Resource.from_contents(schemas._DOCUMENTS["methods.schema.json"]))
+    with pytest.raises(Unresolvable):
+        reply_validator(alone, "hello").is_valid({"id": 1, "result": {}})
+    events = schemas._DOCUMENTS["events.schema.json"]
+    without_methods = Registry().with_resource(events["$id"], Resource.from_contents(events))
+    with pytest.raises(Unresolvable):
+        Draft202012Validator({"$ref": f"{events['$id']}#/$defs/pencil.toolChanged"}, registry=without_methods).is_valid(
+            {"tool": {"current": "pen", "previous": "eraser"}})
+    schemas_text = section("### 2.6 Schemas")
+    for document in schemas._DOCUMENTS.values():
+        name = document["$id"].rsplit("/", 1)[1]
+        assert f"`…/{name}`" in schemas_text or f"`{document['$id']}`" in schemas_text, name
+    assert "`methods.schema.json#/$defs/<method>.reply`" in schemas_text
+
+
+# R: which replies and events carry imageData.
+
+def test_result_images_are_where_the_spec_says(server, client):
+    with_images = client.open_session(result_images=True)
+    without = client.open_session()
+    watch = {s.id: EventSubscriber(server.events, s.id + ".canvas.result") for s in (with_images, without)}
+    for subscriber in watch.values():
+        subscriber.ready()
+
+    def result_event(session) -> dict:
+        (event,) = [data for name, data in events_of(watch[session.id])]
+        return event
+
+    for session in (with_images, without):
+        session.open()
+        session.call("drawing.addStroke", stroke(3))
+        asked = session.call("canvas.minimize", {"imageData": True})
+        assert asked["imageData"].startswith("iVBORw0KGgo") and "imageOmitted" not in asked
+        event = result_event(session)
+        assert ("imageData" in event) == (session is with_images) and "imageOmitted" not in event
+        session.open()
+        for value in (False, None):
+            unasked = session.call("canvas.minimize", {"imageData": value})
+            assert "imageData" not in unasked and "imageOmitted" not in unasked
+            assert ("imageData" in result_event(session)) == (session is with_images)
+            session.open()
+        # A double-tap's minimize: never an image in the reply; the event as for any result.
+        tapped = session.double_tap()
+        assert tapped["outcome"] == "minimized" and set(tapped["canvasResult"]) == {"action", "hasContent"}
+        assert ("imageData" in result_event(session)) == (session is with_images)
+    for subscriber in watch.values():
+        subscriber.close()
+    tap = {"outcome": "minimized", "state": "minimized",
+           "canvasResult": {"action": "minimized", "hasContent": True, "imageData": "iVBORw0KGgo="}}
+    assert not schemas.validator("methods.schema.json", "pencil.doubleTap.result").is_valid(tap)
+    images = section("### 3.1 CanvasResult")
+    assert "never `imageData` nor `imageOmitted`" in images and "`resultImages: true`" in images
