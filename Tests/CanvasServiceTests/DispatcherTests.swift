@@ -249,10 +249,10 @@ struct SessionSlotTests {
             return
         }
         first.state = .persisting(.persist(reply: [1]))
-        slot.park(session, .request(first))
+        slot.park(session, first)
         #expect(slot.idle == nil && slot.hold() == nil)
         #expect(slot.arrive(Self.request(2)) == nil)
-        guard let (back, holder) = slot.unpark(), case .request(let parked) = holder else {
+        guard let (back, parked) = slot.unpark() else {
             Issue.record("nothing parked")
             return
         }

@@ -175,7 +175,8 @@ public final class Dispatcher {
     public func expireIdle(at now: ContinuousClock.Instant) -> [[[UInt8]]] {
         var call = Call(now: now)
         for session in table.idle(before: now - idleTimeout) {
-            if let held = table.hold(session.id) { persistOwn(.expire, held, events: [], &call) }
+            guard let held = table.hold(session.id) else { continue }
+            drive(InFlightRequest(own: .expiry, session: session.id, as: .sessionClose), .sessionClose, held, .due(.expiry), &call)
         }
         return end(call).events
     }

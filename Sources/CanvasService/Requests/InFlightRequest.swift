@@ -26,6 +26,9 @@ struct InFlightRequest {
     /// For a document write: whether it makes a revision (and so a `document.saved`), and the
     /// revision already current, which a restore of it leaves as it is.
     var written: (publishes: Bool, unchangedAt: Int?)?
+    /// The session's own work, which no client sent and nobody is answered for; nil for a
+    /// client's request.
+    let own: OwnWork?
     private var knownFingerprint: [UInt8]?
 
     init(_ request: Request, _ method: Method?, frames: [[UInt8]], envelope: [[UInt8]], client: String?) {
@@ -34,6 +37,18 @@ struct InFlightRequest {
         self.frames = frames
         self.envelope = envelope
         self.client = client
+        own = nil
+    }
+
+    /// The session's own `work`, run as `method` would run it: a timer's finish as
+    /// `canvas.finishTransition`, an expiry as `session.close`.
+    init(own work: OwnWork, session: String, as method: Method) {
+        request = Request(id: .string("own"), method: method.rawValue, session: session)
+        self.method = method
+        frames = []
+        envelope = []
+        client = nil
+        own = work
     }
 
     var id: RequestID { request.id }

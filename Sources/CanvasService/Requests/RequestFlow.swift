@@ -28,8 +28,19 @@ enum RequestState {
     case dropped
 }
 
+/// Work a session does of its own, with no client's request: the same machine runs it, and the
+/// same executor carries it out, answering nobody.
+enum OwnWork: Equatable {
+    /// A timed transition's time came: it finishes, and the change is kept before its events go.
+    case timer(TransitionTicket)
+    /// Idle past the idle timeout: the session expires, removed from its keeper.
+    case expiry
+}
+
 /// What happens to a request: what its holder found or what it ran, fed to `RequestFlow.next`.
 enum RequestEvent {
+    /// The session's own work came to it, the session handed over.
+    case due(OwnWork)
     /// Its session was handed over, and the session's reply cache says whether it was answered.
     case arrived(ReplyCache.Lookup)
     /// A `session.open` made its session; `reply` goes once the session's keeper has it.
@@ -58,6 +69,8 @@ enum RequestEvent {
 /// canvas waits for, or a result image to render before what the canvas did is reported.
 enum Ran {
     case reply([UInt8])
+    /// A timer's transition: finished, or stale (a client finished it first) and nothing done.
+    case transition(finished: Bool)
     indirect case saving(Drawing)
     indirect case rendering(UnreportedResult)
 }
@@ -66,6 +79,8 @@ enum Ran {
 /// the machine an event back. (Large payloads are indirect: every request's actions pass
 /// through the loop, most with none of them.)
 enum RequestAction {
+    /// → `.ran(.transition)`: finish the timed transition, if it is still the one under way.
+    case finishTransition(TransitionTicket)
     /// → `.job`: start the job the method needs first, if it needs one.
     case startJob
     /// → `.ran`: run the method on the session.
@@ -136,6 +151,7 @@ enum RequestFlow {
     /// it is not for, so a new state or event is a compile error until it is given its path.
     static func next(_ state: RequestState, _ event: RequestEvent, _ facts: Facts) -> Step {
         switch event {
+        case .due(let work): return due(work, in: state, facts)
         case .arrived(let lookup): return arrived(lookup, in: state, facts)
         case .created(let reply): return created(reply, in: state, facts)
         case .notHeld: return notHeld(in: state, facts)
@@ -144,6 +160,18 @@ enum RequestFlow {
         case .finished(let outcome): return finished(outcome, in: state, facts)
         case .imageOmitted(let reason): return imageOmitted(reason, in: state, facts)
         case .stored(let answer): return stored(answer, in: state, facts)
+        }
+    }
+
+    /// The session's own work: a timer's transition to finish, or its expiry to keep.
+    private static func due(_ work: OwnWork, in state: RequestState, _ facts: Facts) -> Step {
+        switch state {
+        case .ready: break
+        case .working, .fencing, .saving, .rendering, .persisting, .takingOver, .answered, .dropped: return unexpected(state, facts)
+        }
+        switch work {
+        case .timer(let ticket): return (.ready, [.finishTransition(ticket)])
+        case .expiry: return (.persisting(.expire), [.ask(.expire)])
         }
     }
 
@@ -221,6 +249,12 @@ enum RequestFlow {
             return (.fencing(.save(drawing)), [.ask(.fence(.save(drawing)))])
         case .rendering(let unreported):
             return (.rendering(unreported), [.render(unreported)])
+        case .transition(finished: false):
+            return (.answered, [.resume])
+        case .transition(finished: true):
+            // Its events wait for the keeper as a reply's do; a local keeper has the change.
+            if facts.keptAtOnce { return (.answered, [.resume]) }
+            return (.persisting(.persist(reply: nil)), [.holdEvents, .ask(.persist(reply: nil))])
         }
     }
 
@@ -270,10 +304,9 @@ enum RequestFlow {
         case .fencing(let fenced): return settled(.fence(fenced), answer, facts)
         case .persisting(let step):
             switch step {
-            case .create, .persist, .confirm, .close: return settled(step, answer, facts)
-            // Steps a request waits on in other states (`fencing`, `takingOver`), or never (an
-            // expiry is the session's own).
-            case .fence, .takeOver, .expire: return unexpected(state, facts)
+            case .create, .persist, .confirm, .close, .expire: return settled(step, answer, facts)
+            // Steps a request waits on in other states.
+            case .fence, .takeOver: return unexpected(state, facts)
             }
         case .takingOver: return settled(.takeOver, answer, facts)
         case .ready, .working, .saving, .rendering, .answered, .dropped: return unexpected(state, facts)

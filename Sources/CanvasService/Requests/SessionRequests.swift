@@ -40,7 +40,7 @@ extension Dispatcher {
         }
         switch request.state {
         case .working, .fencing, .saving, .rendering, .persisting, .takingOver:
-            table.park(id, session.take(), .request(request))
+            table.park(id, session.take(), request)
         case .ready, .answered, .dropped:
             break
         }
@@ -52,6 +52,13 @@ extension Dispatcher {
                          _ session: inout ServiceSession?, eventsFrom mark: Int, _ queued: inout [QueuedWork], _ call: inout Call)
         -> RequestEvent? {
         switch action {
+        case .finishTransition(let ticket):
+            guard var held = session.take() else { return nil }
+            defer { session = held }
+            // A transition a client already finished leaves a stale timer: nothing to do.
+            guard let actions = try? held.canvas.finishTransition(ticket) else { return .ran(.transition(finished: false)) }
+            canvas.executor.run(actions, &held, imageData: false, &call)
+            return .ran(.transition(finished: true))
         case .startJob:
             guard let held = session.take() else { return nil }
             defer { session = held }
@@ -85,7 +92,8 @@ extension Dispatcher {
         case .ask(let step):
             if let answer = persistence.localAnswer(step, session) { return .stored(answer) }
             let job = PendingJob(owner: .session(id), client: request.client)
-            let asker = (answered: request.answered(), client: request.client, connection: request.connection)
+            // The session's own work is asked for nobody: no request is recorded as answered.
+            let asker = request.own == nil ? (answered: request.answered(), client: request.client, connection: request.connection) : nil
             return persistence.ask(step, session: id, session, for: asker, now: call.now, job: job, &jobs).map { .stored($0) }
         case .remember(let reply):
             session?.replies.store(reply, for: request.id, request: request.fingerprint())
@@ -100,6 +108,11 @@ extension Dispatcher {
         case .reply(let reply):
             if !call.sendAtOnce(reply, to: request.envelope) { call.reply(reply, to: request.envelope) }
         case .refuse(let error):
+            // The session's own work has nobody to tell: the server's log does.
+            guard request.own == nil else {
+                logger.error("a session's own work refused", metadata: ["session": "\(id)", "error": "\(error)"])
+                return nil
+            }
             call.reply(ReplyEncoder.failure(id: request.id, error: error), to: request.envelope)
         case .resume:
             if let held = session.take() { resume(held, &call) }
@@ -125,44 +138,6 @@ extension Dispatcher {
             table.remove(id)
         }
         return nil
-    }
-
-    /// A step of a session's own (a timed transition's change, its expiry), asked of its
-    /// persistence and settled when answered.
-    func persistOwn(_ step: StoreStep, _ session: consuming ServiceSession, events: [[[UInt8]]], _ call: inout Call) {
-        let id = session.id
-        if let answer = persistence.localAnswer(step, session) {
-            settleOwn(step, answer, session, events: events, &call)
-            return
-        }
-        if let answer = persistence.ask(step, session: id, session, for: nil, now: call.now, job: PendingJob(owner: .session(id), client: nil), &jobs) {
-            settleOwn(step, answer, session, events: events, &call)
-            return
-        }
-        table.park(id, session, .own(step, events: events))
-    }
-
-    func settleOwn(_ step: StoreStep, _ answer: StoreAnswer, _ session: consuming ServiceSession?, events: [[[UInt8]]], _ call: inout Call) {
-        guard let id = session?.id else { return }
-        var queued: [QueuedWork] = []
-        for action in step.settle(answer, retaking: false) {
-            switch action {
-            case .keep(let version):
-                keep(&session, version: version, stored: RequestFlow.stored(answer), call)
-            case .publish:
-                call.output.events += events
-            case .close(let event):
-                if let held = session.take() { close(held, event: event, &call) }
-            case .resume:
-                if let held = session.take() { resume(held, &call) }
-            case .drop:
-                queued += table.queued(id)
-                drop(id, &call)
-            case .reply, .refuse, .goOn, .retake, .adopt, .forget:
-                break   // a step of the session's own answers no request, and finds no session
-            }
-        }
-        if !queued.isEmpty { replay(queued, on: id, &call) }
     }
 
     private func keep(_ session: inout ServiceSession?, version: UInt64, stored: StoredSnapshot?, _ call: Call) {
@@ -222,17 +197,12 @@ extension Dispatcher {
         }
     }
 
-    /// A due timer: its transition finishes now, or after what holds the session.
+    /// A due timer: its transition finishes now, or after what holds the session, as the
+    /// session's own work through the same machine as a request.
     func fire(_ ticket: TransitionTicket, on id: String, _ call: inout Call) {
-        guard var session = table.arrive(id, .timer(ticket)) else { return }
-        // A transition a client already finished leaves a stale timer: nothing to do.
-        let mark = call.output.events.count
-        guard let actions = try? session.canvas.finishTransition(ticket) else {
-            resume(session, &call)
-            return
-        }
-        canvas.executor.run(actions, &session, imageData: false, &call)
-        persistOwn(.persist(reply: nil), session, events: call.takeEvents(from: mark), &call)
+        guard let session = table.arrive(id, .timer(ticket)) else { return }
+        drive(InFlightRequest(own: .timer(ticket), session: id, as: .canvasFinishTransition), .canvasFinishTransition, session,
+              .due(.timer(ticket)), &call)
     }
 
     /// Answers every finished job, driving on what each worked for.
@@ -244,18 +214,10 @@ extension Dispatcher {
                 case .request(let request):
                     call.reply(documentReply(request, outcome, &call), to: request.envelope)
                 case .session(let id):
-                    guard let (session, holder) = table.unpark(id) else { continue }
-                    switch (holder, outcome) {
-                    case (.request(let request), _):
-                        guard let method = request.method else { continue }
-                        var event = RequestEvent.finished(outcome)
-                        if case .stored(let answer) = outcome { event = .stored(answer) }
-                        drive(consume request, method, consume session, event, &call)
-                    case (.own(let step, let events), .stored(let answer)):
-                        settleOwn(step, answer, session, events: events, &call)
-                    case (.own(let step, let events), _):
-                        settleOwn(step, .failed(ProtocolError(.internal, "a step of its own got a job's outcome")), session, events: events, &call)
-                    }
+                    guard let (session, request) = table.unpark(id), let method = request.method else { continue }
+                    var event = RequestEvent.finished(outcome)
+                    if case .stored(let answer) = outcome { event = .stored(answer) }
+                    drive(consume request, method, consume session, event, &call)
                 }
             }
         }

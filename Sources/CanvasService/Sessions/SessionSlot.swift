@@ -9,18 +9,9 @@ enum QueuedWork {
     case timer(TransitionTicket)
 }
 
-/// What holds a session while a job or its persistence works for it.
-enum Holder {
-    /// A request of the session's (`RequestFlow`).
-    case request(InFlightRequest)
-    /// A step of the session's own, with no request: a timed transition's change kept before
-    /// its events go, or its expiry.
-    case own(StoreStep, events: [[[UInt8]]])
-}
-
 /// Where one session is, as far as the request loop is concerned: `ready`; `held` by the
-/// request running on the loop; or `parked` with the request (or step of its own) that a job
-/// or the session store works for, which the slot owns meanwhile. What comes while it is held
+/// request running on the loop; or `parked` with the request (a client's, or the session's own
+/// work) that a job or the session store works for, which the slot owns meanwhile. What comes while it is held
 /// or parked is queued in order.
 ///
 /// A request holds its session from the moment it starts running until its reply is settled:
@@ -36,7 +27,7 @@ enum SessionSlot {
     case held(queue: [QueuedWork])
     /// The session (none while it is being taken over) and what holds it, waiting for a job
     /// or the session store.
-    case parked(ServiceSession?, Holder, queue: [QueuedWork])
+    case parked(ServiceSession?, InFlightRequest, queue: [QueuedWork])
 
     /// A request or a due timer came for the session. Returns the session to run it on now,
     /// which the caller holds until it calls `release` (or drops the slot: a close, a stale
@@ -61,7 +52,7 @@ enum SessionSlot {
     }
 
     /// The holder waits for a job or the store: the slot keeps it, and the session, until `unpark`.
-    mutating func park(_ session: consuming ServiceSession?, _ holder: consuming Holder) {
+    mutating func park(_ session: consuming ServiceSession?, _ holder: consuming InFlightRequest) {
         switch consume self {
         case .held(let queue):
             self = .parked(session, holder, queue: queue)
@@ -73,7 +64,7 @@ enum SessionSlot {
 
     /// What a job or the store worked for, and its session, back in the hands of the loop
     /// (the slot held again); nil when nothing is parked.
-    mutating func unpark() -> (session: ServiceSession?, holder: Holder)? {
+    mutating func unpark() -> (session: ServiceSession?, holder: InFlightRequest)? {
         switch consume self {
         case .parked(let session, let holder, let queue):
             self = .held(queue: queue)

@@ -132,12 +132,12 @@ struct SessionTable {
 
     /// Parks what holds session `id` (and the session) in its slot while a job or the session
     /// store works for it.
-    mutating func park(_ id: String, _ session: consuming ServiceSession?, _ holder: consuming Holder) {
+    mutating func park(_ id: String, _ session: consuming ServiceSession?, _ holder: consuming InFlightRequest) {
         entries[id]?.slot.park(session, holder)
     }
 
     /// What was parked for session `id`, and the session, back to the loop (still held).
-    mutating func unpark(_ id: String) -> (session: ServiceSession?, holder: Holder)? {
+    mutating func unpark(_ id: String) -> (session: ServiceSession?, holder: InFlightRequest)? {
         entries[id]?.slot.unpark()
     }
 

@@ -114,8 +114,8 @@ enum StoreAnswer: @unchecked Sendable {
     case none
 }
 
-/// What settling a store step calls for: a request's step becomes the request's actions
-/// (`RequestFlow.settled`), a step of the session's own is carried out by `settleOwn`. Queued
+/// What settling a store step calls for, which becomes the request's actions
+/// (`RequestFlow.settled`), whether the request is a client's or the session's own work. Queued
 /// work behind the session is replayed once they are done.
 enum StoreAction: Equatable {
     /// The copy is the session as stored, at this version.
