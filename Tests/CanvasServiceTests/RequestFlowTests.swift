@@ -58,6 +58,7 @@ struct RequestFlowTests {
         case .save: return "save"
         case .ask(let step): return "ask.\(stepName(step))"
         case .remember: return "remember"
+        case .announce: return "announce"
         case .holdEvents: return "hold"
         case .keep: return "keep"
         case .publish: return "publish"
@@ -91,15 +92,15 @@ struct RequestFlowTests {
     func read() {
         #expect(Self.walk(.canvasState, [.arrived(.miss), .ran(.reply([1])), .stored(.kept(version: 3))]) == [
             "ready: run",
-            "persisting.confirm: remember hold ask.confirm",
+            "persisting.confirm: remember announce hold ask.confirm",
             "answered: keep publish reply[1] resume",
         ])
     }
 
     @Test("with a local keeper a reply goes as soon as it is in, and a save needs no fence")
     func local() {
-        #expect(Self.walk(.canvasState, [.arrived(.miss), .ran(.reply([1]))], local: true) == ["ready: run", "answered: remember reply[1] resume"])
-        #expect(Self.walk(.sessionClose, [.ran(.reply([1]))], local: true) == ["answered: remember reply[1] close(session.closed)"])
+        #expect(Self.walk(.canvasState, [.arrived(.miss), .ran(.reply([1]))], local: true) == ["ready: run", "answered: remember announce reply[1] resume"])
+        #expect(Self.walk(.sessionClose, [.ran(.reply([1]))], local: true) == ["answered: remember announce reply[1] close(session.closed)"])
         #expect(Self.walk(.canvasSubmit, [.ran(.saving(.empty))], local: true) == ["saving: save"])
         #expect(Self.walk(.documentFlatten, [.arrived(.miss)], local: true) == ["ready: startJob"])
         // What it asks (a new session, a take-over) it answers at once, through the same steps.
@@ -123,7 +124,7 @@ struct RequestFlowTests {
             "fencing: ask.fence",
             "saving: keep save",
             "saving: run(found)",
-            "persisting.persist: remember hold ask.persist",
+            "persisting.persist: remember announce hold ask.persist",
             "answered: keep publish reply[2] resume",
         ])
         // Confirmed in this very turn (just taken over, say): no second fence.
@@ -149,7 +150,7 @@ struct RequestFlowTests {
             "ready: keep startJob",
             "working: ",
             "working: documentReply",
-            "persisting.persist: remember hold ask.persist",
+            "persisting.persist: remember announce hold ask.persist",
             "answered: keep publish reply[3] resume",
         ])
         #expect(Self.walk(.documentInfo, [.arrived(.miss), .job(.refused(Self.failure))]) == [
@@ -163,7 +164,7 @@ struct RequestFlowTests {
     func rendering() {
         #expect(Self.walk(.canvasMinimize, [.arrived(.miss), .ran(.rendering(Self.unreported)), .finished(.image(.success("png"))),
                                             .ran(.reply([4]))]) == [
-            "ready: run", "rendering: render", "rendering: report(image)", "persisting.persist: remember hold ask.persist",
+            "ready: run", "rendering: render", "rendering: report(image)", "persisting.persist: remember announce hold ask.persist",
         ])
         #expect(Self.walk(.canvasMinimize, from: .rendering(Self.unreported), [.imageOmitted("busy")]) == ["rendering: report(omitted)"])
     }
@@ -173,7 +174,7 @@ struct RequestFlowTests {
         #expect(Self.walk(.drawingAddStroke, [.arrived(.miss), .ran(.reply([5])), .stored(.lost), .stored(.tookOver(Self.session, answered: nil)),
                                               .arrived(.miss)]) == [
             "ready: run",
-            "persisting.persist: remember hold ask.persist",
+            "persisting.persist: remember announce hold ask.persist",
             "takingOver: drop retake ask.takeOver",
             "ready: adopt",
             "ready: run",
@@ -196,7 +197,7 @@ struct RequestFlowTests {
             "takingOver: ask.takeOver", "ready: adopt", "ready: run",
         ])
         #expect(Self.walk(.sessionClose, [.arrived(.miss), .ran(.reply([7])), .stored(.kept(version: 3))]) == [
-            "ready: run", "persisting.close: remember hold ask.close", "answered: keep publish reply[7] close(session.closed)",
+            "ready: run", "persisting.close: remember announce hold ask.close", "answered: keep publish reply[7] close(session.closed)",
         ])
         #expect(Self.walk(.canvasState, from: .takingOver, [.stored(.none)]) == ["answered: forget refuse(UNKNOWN_SESSION)"])
         #expect(Self.walk(.canvasState, from: .takingOver, [.stored(.failed(Self.failure))]) == ["answered: forget refuse(sessionStore)"])
@@ -236,7 +237,9 @@ struct RequestFlowTests {
                         // A reply is remembered before it goes: with a shared keeper it waits, its
                         // events held, until its change is kept; a local keeper has it already.
                         if let remember = names.firstIndex(of: "remember") {
-                            let after = Array(names[(remember + 1)...].prefix(2))
+                            // Its saves announced first, once it is remembered.
+                            #expect(names.dropFirst(remember + 1).first == "announce", "\(context)")
+                            let after = Array(names[(remember + 2)...].prefix(2))
                             #expect(local ? after.first?.hasPrefix("reply") == true : after.first == "hold" && after.last?.hasPrefix("ask.") == true,
                                     "\(context)")
                         }

@@ -99,6 +99,9 @@ enum RequestAction {
     case ask(StoreStep)
     /// Keep the reply in the session's reply cache, for retries: the one place it is written.
     case remember([UInt8])
+    /// The saves the request made (a submit's, a document write's) go out on the documents
+    /// feed, now that its reply is remembered (a retry finds it made and saves nothing twice).
+    case announce
     /// The events the request made are held back until its change is kept (`publish`).
     case holdEvents
     /// The copy is the session as stored, at this version (`stored`: the snapshot, when the
@@ -239,11 +242,11 @@ enum RequestFlow {
             // The reply is in: remembered, then kept by the session's keeper before it goes (a
             // local keeper has it already), its events held until then.
             if facts.keptAtOnce {
-                return (.answered, [.remember(reply), .reply(reply), method == .sessionClose ? .close(event: "session.closed") : .resume])
+                return (.answered, [.remember(reply), .announce, .reply(reply), method == .sessionClose ? .close(event: "session.closed") : .resume])
             }
             let step: StoreStep = method == .sessionClose ? .close(reply: reply)
                 : method.changesNothing ? .confirm(reply: reply) : .persist(reply: reply)
-            return (.persisting(step), [.remember(reply), .holdEvents, .ask(step)])
+            return (.persisting(step), [.remember(reply), .announce, .holdEvents, .ask(step)])
         case .saving(let drawing):
             if facts.keptAtOnce || facts.confirmedNow { return (.saving, [.save(drawing)]) }
             return (.fencing(.save(drawing)), [.ask(.fence(.save(drawing)))])

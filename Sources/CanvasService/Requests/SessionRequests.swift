@@ -97,6 +97,7 @@ extension Dispatcher {
             return persistence.ask(step, session: id, session, for: asker, now: call.now, job: job, &jobs).map { .stored($0) }
         case .remember(let reply):
             session?.replies.store(reply, for: request.id, request: request.fingerprint())
+        case .announce:
             announceSaves(&call)
         case .holdEvents:
             request.events += call.takeEvents(from: mark)
