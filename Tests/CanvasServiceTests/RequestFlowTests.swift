@@ -68,6 +68,8 @@ struct RequestFlowTests {
         case .close(let event): return "close(\(event))"
         case .drop: return "drop"
         case .retake: return "retake"
+        case .keepPlace: return "keepPlace"
+        case .insert: return "insert"
         case .adopt: return "adopt"
         case .forget: return "forget"
         }
@@ -191,10 +193,10 @@ struct RequestFlowTests {
     @Test("opening, closing and taking over go through the same persistence")
     func sessionSteps() {
         #expect(Self.walk(.sessionOpen, [.created(reply: [6]), .stored(.kept(version: 1))]) == [
-            "persisting.create: ask.create", "answered: keep publish reply[6] resume",
+            "persisting.create: insert ask.create", "answered: keep publish reply[6] resume",
         ])
         #expect(Self.walk(.canvasState, [.notHeld, .stored(.tookOver(Self.session, answered: nil)), .arrived(.miss)]) == [
-            "takingOver: ask.takeOver", "ready: adopt", "ready: run",
+            "takingOver: keepPlace ask.takeOver", "ready: adopt", "ready: run",
         ])
         #expect(Self.walk(.sessionClose, [.arrived(.miss), .ran(.reply([7])), .stored(.kept(version: 3))]) == [
             "ready: run", "persisting.close: remember announce hold ask.close", "answered: keep publish reply[7] close(session.closed)",

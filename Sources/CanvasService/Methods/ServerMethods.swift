@@ -61,8 +61,7 @@ struct ServerMethods {
             transitions: transitions, size: size, resultImages: resultImages, lastActive: now,
             replies: ReplyCache(limits: limits))
         let id = session.id
-        // Held until its persistence has it (`StoreStep.create`).
-        table.insertHeld(session)
+        // Into the table, held until its persistence has it, by the request's machine (`insert`).
         logger.info("session opened", metadata: ["session": "\(id)", "transitions": "\(transitions)", "client": "\(request.client ?? "-")"])
         return ([
             "session": .string(id),

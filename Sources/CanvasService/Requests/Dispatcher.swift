@@ -269,7 +269,6 @@ public final class Dispatcher {
                 guard let method else { throw Self.methodNotFound(request.request.method) }
                 if table.contains(sessionID) { throw Self.unknownSession(sessionID) }
                 // Not held here: its persistence may have it (a shared store), or says there is none.
-                table.insertTakingOver(sessionID, owner: request.client, connection: request.connection)
                 drive(request, method, nil, .notHeld, &call)
                 return
             }

@@ -120,6 +120,11 @@ enum RequestAction {
     /// The request is to be answered once more, on the session as the store has it: a place is
     /// kept for the session while it is taken over.
     case retake
+    /// A place is kept in the table for a session this instance does not hold, while it is
+    /// taken over (what comes for it meanwhile waits there).
+    case keepPlace
+    /// The session a `session.open` made goes into the table, held by its request.
+    case insert
     /// → `.arrived`: put the session taken over into the table and hand it to the request, with
     /// what the store recorded for it (answered by another instance, or not).
     indirect case adopt(ServiceSession, recorded: ReplyCache.Lookup?)
@@ -207,7 +212,7 @@ enum RequestFlow {
     /// A `session.open` made its session: kept by the keeper before its reply goes.
     private static func created(_ reply: [UInt8], in state: RequestState, _ facts: Facts) -> Step {
         switch state {
-        case .ready: return (.persisting(.create(reply: reply)), [.ask(.create(reply: reply))])
+        case .ready: return (.persisting(.create(reply: reply)), [.insert, .ask(.create(reply: reply))])
         case .working, .fencing, .saving, .rendering, .persisting, .takingOver, .answered, .dropped: return unexpected(state, facts)
         }
     }
@@ -215,7 +220,7 @@ enum RequestFlow {
     /// No copy of its session is here: the keeper may have one to take over.
     private static func notHeld(in state: RequestState, _ facts: Facts) -> Step {
         switch state {
-        case .ready: return (.takingOver, [.ask(.takeOver)])
+        case .ready: return (.takingOver, [.keepPlace, .ask(.takeOver)])
         case .working, .fencing, .saving, .rendering, .persisting, .takingOver, .answered, .dropped: return unexpected(state, facts)
         }
     }

@@ -126,6 +126,10 @@ extension Dispatcher {
         case .retake:
             request.retaking = true
             table.insertTakingOver(id, owner: request.client, connection: request.connection)
+        case .keepPlace:
+            table.insertTakingOver(id, owner: request.client, connection: request.connection)
+        case .insert:
+            if let session { table.insertHeld(session) }
         case .adopt(let taken, let recorded):
             table.adopt(taken)
             startTimers(taken, &call)
