@@ -45,8 +45,8 @@ struct RequestFlowTests {
         }
     }
 
-    static func name(_ action: RequestAction) -> String {
-        switch action {
+    static func name(_ then: FollowUp) -> String {
+        switch then {
         case .finishTransition: return "finishTransition"
         case .startJob: return "startJob"
         case .run: return "run"
@@ -57,6 +57,17 @@ struct RequestFlowTests {
         case .render: return "render"
         case .save: return "save"
         case .ask(let step): return "ask.\(stepName(step))"
+        case .adopt: return "adopt"
+        }
+    }
+
+    /// A step's actions and its follow-up, named in order.
+    static func names(_ step: RequestFlow.Step) -> [String] {
+        step.actions.map { name($0) } + [step.then].compactMap { $0.map { name($0) } }
+    }
+
+    static func name(_ action: RequestAction) -> String {
+        switch action {
         case .remember: return "remember"
         case .announce: return "announce"
         case .holdEvents: return "hold"
@@ -70,7 +81,6 @@ struct RequestFlowTests {
         case .retake: return "retake"
         case .keepPlace: return "keepPlace"
         case .insert: return "insert"
-        case .adopt: return "adopt"
         case .forget: return "forget"
         }
     }
@@ -81,9 +91,9 @@ struct RequestFlowTests {
         var state = state
         var steps: [String] = []
         for event in events {
-            let (next, actions) = RequestFlow.next(state, event, facts(method, keptAtOnce: local, confirmedNow: confirmedNow, retaking: retaking))
-            state = next
-            steps.append("\(name(next)): " + actions.map(name).joined(separator: " "))
+            let step = RequestFlow.next(state, event, facts(method, keptAtOnce: local, confirmedNow: confirmedNow, retaking: retaking))
+            state = step.state
+            steps.append("\(name(step.state)): " + names(step).joined(separator: " "))
         }
         return steps
     }
@@ -211,8 +221,9 @@ struct RequestFlowTests {
             for state in RequestStatesTableTests.StateKind.allCases.map(\.sample) {
                 for event in RequestStatesTableTests.EventKind.allCases.map(\.sample) {
                     for (local, retaking) in [(true, false), (false, false), (false, true)] {
-                        let (next, actions) = RequestFlow.next(state, event, Self.facts(method, keptAtOnce: local, retaking: retaking))
-                        let names = actions.map(Self.name)
+                        let step = RequestFlow.next(state, event, Self.facts(method, keptAtOnce: local, retaking: retaking))
+                        let next = step.state
+                        let names = Self.names(step)
                         let ends = names.filter { ["resume", "drop", "forget"].contains($0) || $0.hasPrefix("close(") }
                         let answers = names.filter { $0.hasPrefix("reply") || $0.hasPrefix("refuse(") }
                         let context = "\(method) \(local ? "local" : "shared") \(Self.name(state)) + \(event) → \(Self.name(next)): \(names)"
@@ -466,13 +477,18 @@ struct RequestStatesTableTests {
     }
 
     /// An action as the table writes it.
+    static func cell(_ then: FollowUp) -> String {
+        switch then {
+        case .runWith: return "run:found"
+        case .report: return "report"
+        case .ask(let step): return "ask:\(RequestFlowTests.stepName(step))"
+        case .finishTransition, .startJob, .run, .documentReply, .render, .save, .adopt: return RequestFlowTests.name(then)
+        }
+    }
+
     static func cell(_ action: RequestAction) -> String {
         switch action {
-        case .runWith: return "run:found"
-        case .finishTransition: return "finishTransition"
-        case .report: return "report"
         case .holdEvents: return "hold"
-        case .ask(let step): return "ask:\(RequestFlowTests.stepName(step))"
         case .reply: return "reply"
         case .refuse(let error): return "refuse:\(error.data["reason"]?.stringValue ?? error.code.rawValue)"
         case .close(let event): return "close:\(event)"
@@ -511,9 +527,10 @@ struct RequestStatesTableTests {
                         used.insert(index)
                         let row = rows[index]
                         let facts = RequestFlowTests.facts(method, keptAtOnce: keeper == "local", confirmedNow: confirmed, retaking: retaking)
-                        let (next, actions) = RequestFlow.next(stateKind.sample, eventKind.sample, facts)
+                        let step = RequestFlow.next(stateKind.sample, eventKind.sample, facts)
+                        let (next, actions) = (step.state, step.actions.map { Self.cell($0) } + [step.then].compactMap { $0.map { Self.cell($0) } })
                         let nextName = StateKind(next).rawValue
-                        let cells = actions.isEmpty ? "-" : actions.map(Self.cell).joined(separator: " ")
+                        let cells = actions.isEmpty ? "-" : actions.joined(separator: " ")
                         #expect(nextName == row.next && cells == row.actions,
                                 "\(stateName) \(eventName) \(method.rawValue) (\(methodName)) \(keeper) confirmed \(confirmedFlag) retaking \(flag): machine \(nextName) [\(cells)], row \(index + 1) \(row.next) [\(row.actions)]")
                     }

@@ -4,7 +4,7 @@ import DocumentStore
 import InkRendering
 
 /// What a session's request starts beside the loop, its session waiting in its slot meanwhile
-/// (`RequestAction.startJob`, `.save`, `.render`), and the running of the method itself.
+/// (`FollowUp.startJob`, `.save`, `.render`), and the running of the method itself.
 extension Dispatcher {
     /// Sends the request off the loop first when it needs file or heavy work, the session
     /// waiting for it in its slot: a document method, the page a `canvas.open` names, a large

@@ -47,7 +47,7 @@ enum RequestEvent {
     case created(reply: [UInt8])
     /// No copy of its session is here (a place is kept for one): the keeper may have it.
     case notHeld
-    /// Asked to start a job first (`RequestAction.startJob`): started, not needed, or refused.
+    /// Asked to start a job first (`FollowUp.startJob`): started, not needed, or refused.
     case job(JobStart)
     /// The method ran on the session.
     case ran(Ran)
@@ -75,10 +75,10 @@ enum Ran {
     indirect case rendering(UnreportedResult)
 }
 
-/// What the executor does for a request (`Dispatcher.perform`), in order. Those marked "→" give
-/// the machine an event back. (Large payloads are indirect: every request's actions pass
-/// through the loop, most with none of them.)
-enum RequestAction {
+/// What the executor does after a step's actions, at most one a step: each gives the machine
+/// its next event. (Large payloads are indirect: every request's steps pass through the loop,
+/// most with none of them.)
+enum FollowUp {
     /// → `.ran(.transition)`: finish the timed transition, if it is still the one under way.
     case finishTransition(TransitionTicket)
     /// → `.job`: start the job the method needs first, if it needs one.
@@ -97,6 +97,14 @@ enum RequestAction {
     indirect case save(Drawing)
     /// → `.stored`, at once or later: the step asked of the session's persistence.
     case ask(StoreStep)
+    /// → `.arrived`: put the session taken over into the table and hand it to the request, with
+    /// what the store recorded for it (answered by another instance, or not).
+    indirect case adopt(ServiceSession, recorded: ReplyCache.Lookup?)
+}
+
+/// What the executor does for a request (`SessionRequests.perform`), in order, before the
+/// step's follow-up: none gives the machine an event.
+enum RequestAction {
     /// Keep the reply in the session's reply cache, for retries: the one place it is written.
     case remember([UInt8])
     /// The saves the request made (a submit's, a document write's) go out on the documents
@@ -125,9 +133,6 @@ enum RequestAction {
     case keepPlace
     /// The session a `session.open` made goes into the table, held by its request.
     case insert
-    /// → `.arrived`: put the session taken over into the table and hand it to the request, with
-    /// what the store recorded for it (answered by another instance, or not).
-    indirect case adopt(ServiceSession, recorded: ReplyCache.Lookup?)
     /// Nothing was taken over: the place kept for it goes.
     case forget
 }
@@ -153,7 +158,20 @@ enum RequestFlow {
         let retaking: Bool
     }
 
-    typealias Step = (RequestState, [RequestAction])
+    /// What the machine says to do on one event: the state it moves to, what to do, in order,
+    /// and then at most one follow-up, whose outcome is the next event. One by type: a list
+    /// of effects cannot hold a second event for the executor to choose between.
+    struct Step {
+        let state: RequestState
+        let actions: [RequestAction]
+        let then: FollowUp?
+
+        init(_ state: RequestState, _ actions: [RequestAction], then: FollowUp? = nil) {
+            self.state = state
+            self.actions = actions
+            self.then = then
+        }
+    }
 
     /// The one entry: each event has its own method below, and each of those names every state
     /// it is not for, so a new state or event is a compile error until it is given its path.
@@ -178,8 +196,8 @@ enum RequestFlow {
         case .working, .fencing, .saving, .rendering, .persisting, .takingOver, .answered, .dropped: return unexpected(state, facts)
         }
         switch work {
-        case .timer(let ticket): return (.ready, [.finishTransition(ticket)])
-        case .expiry: return (.persisting(.expire), [.ask(.expire)])
+        case .timer(let ticket): return Step(.ready, [], then: .finishTransition(ticket))
+        case .expiry: return Step(.persisting(.expire), [], then: .ask(.expire))
         }
     }
 
@@ -193,26 +211,26 @@ enum RequestFlow {
         switch lookup {
         case .retry(let reply):
             // A reply already given stays true wherever the session is now.
-            return (.answered, [.reply(reply), .resume])
+            return Step(.answered, [.reply(reply), .resume])
         case .notKept where !method.changesNothing:
-            return (.answered, [.refuse(notKept(facts)), .resume])
+            return Step(.answered, [.refuse(notKept(facts)), .resume])
         case .reused:
             // Well-formed, but it clashes with what the session already holds under that id.
-            return (.answered, [.refuse(ProtocolError(.conflict, "id \(facts.id) was already used for a different request in this session",
+            return Step(.answered, [.refuse(ProtocolError(.conflict, "id \(facts.id) was already used for a different request in this session",
                                                       data: ["id": facts.id.json])), .resume])
         case .miss, .notKept:
             // A read answered again is the same answer.
             if method.traits.needsFence && !facts.keptAtOnce && !facts.confirmedNow {
-                return (.fencing(.request(method)), [.ask(.fence(.request(method)))])
+                return Step(.fencing(.request(method)), [], then: .ask(.fence(.request(method))))
             }
-            return goOn(method)
+            return Step(.ready, [], then: goOn(method))
         }
     }
 
     /// A `session.open` made its session: kept by the keeper before its reply goes.
     private static func created(_ reply: [UInt8], in state: RequestState, _ facts: Facts) -> Step {
         switch state {
-        case .ready: return (.persisting(.create(reply: reply)), [.insert, .ask(.create(reply: reply))])
+        case .ready: return Step(.persisting(.create(reply: reply)), [.insert], then: .ask(.create(reply: reply)))
         case .working, .fencing, .saving, .rendering, .persisting, .takingOver, .answered, .dropped: return unexpected(state, facts)
         }
     }
@@ -220,7 +238,7 @@ enum RequestFlow {
     /// No copy of its session is here: the keeper may have one to take over.
     private static func notHeld(in state: RequestState, _ facts: Facts) -> Step {
         switch state {
-        case .ready: return (.takingOver, [.keepPlace, .ask(.takeOver)])
+        case .ready: return Step(.takingOver, [.keepPlace], then: .ask(.takeOver))
         case .working, .fencing, .saving, .rendering, .persisting, .takingOver, .answered, .dropped: return unexpected(state, facts)
         }
     }
@@ -232,9 +250,9 @@ enum RequestFlow {
         case .working, .fencing, .saving, .rendering, .persisting, .takingOver, .answered, .dropped: return unexpected(state, facts)
         }
         switch start {
-        case .started: return (.working, [])
-        case .notNeeded: return (.ready, [.run])
-        case .refused(let error): return (.answered, [.refuse(error), .resume])
+        case .started: return Step(.working, [])
+        case .notNeeded: return Step(.ready, [], then: .run)
+        case .refused(let error): return Step(.answered, [.refuse(error), .resume])
         }
     }
 
@@ -247,22 +265,22 @@ enum RequestFlow {
             // The reply is in: remembered, then kept by the session's keeper before it goes (a
             // local keeper has it already), its events held until then.
             if facts.keptAtOnce {
-                return (.answered, [.remember(reply), .announce, .reply(reply), method == .sessionClose ? .close(event: "session.closed") : .resume])
+                return Step(.answered, [.remember(reply), .announce, .reply(reply), method == .sessionClose ? .close(event: "session.closed") : .resume])
             }
             let step: StoreStep = method == .sessionClose ? .close(reply: reply)
                 : method.changesNothing ? .confirm(reply: reply) : .persist(reply: reply)
-            return (.persisting(step), [.remember(reply), .announce, .holdEvents, .ask(step)])
+            return Step(.persisting(step), [.remember(reply), .announce, .holdEvents], then: .ask(step))
         case .saving(let drawing):
-            if facts.keptAtOnce || facts.confirmedNow { return (.saving, [.save(drawing)]) }
-            return (.fencing(.save(drawing)), [.ask(.fence(.save(drawing)))])
+            if facts.keptAtOnce || facts.confirmedNow { return Step(.saving, [], then: .save(drawing)) }
+            return Step(.fencing(.save(drawing)), [], then: .ask(.fence(.save(drawing))))
         case .rendering(let unreported):
-            return (.rendering(unreported), [.render(unreported)])
+            return Step(.rendering(unreported), [], then: .render(unreported))
         case .transition(finished: false):
-            return (.answered, [.resume])
+            return Step(.answered, [.resume])
         case .transition(finished: true):
             // Its events wait for the keeper as a reply's do; a local keeper has the change.
-            if facts.keptAtOnce { return (.answered, [.resume]) }
-            return (.persisting(.persist(reply: nil)), [.holdEvents, .ask(.persist(reply: nil))])
+            if facts.keptAtOnce { return Step(.answered, [.resume]) }
+            return Step(.persisting(.persist(reply: nil)), [.holdEvents], then: .ask(.persist(reply: nil)))
         }
     }
 
@@ -273,7 +291,7 @@ enum RequestFlow {
         switch state {
         case .rendering(let unreported):
             guard case .image(let image) = outcome else { return unexpected(state, facts) }
-            return (.rendering(unreported), [.report(unreported, .rendered(image))])
+            return Step(.rendering(unreported), [], then: .report(unreported, .rendered(image)))
         case .working:
             if case .saved(.failure(.fenced(_, let reason, let message)), _) = outcome {
                 // A document write's own fence (under the document's lock, or at its commit)
@@ -284,15 +302,15 @@ enum RequestFlow {
                 // An encoding of what the session holds, made beside the loop.
                 return afterRunning(.reply(reply), facts)
             }
-            if method.scope == .documentRead || method.scope == .documentWrite { return (.working, [.documentReply(outcome)]) }
+            if method.scope == .documentRead || method.scope == .documentWrite { return Step(.working, [], then: .documentReply(outcome)) }
             // The method runs again with what its job found: the page.
-            return (.working, [.runWith(found: outcome)])
+            return Step(.working, [], then: .runWith(found: outcome))
         case .saving:
             if case .saved(.failure(.fenced(_, let reason, let message)), _) = outcome {
                 return stored(fenceAnswer(reason, message), in: .fencing(.save(.empty)), facts)
             }
             // The method runs again with the save's outcome.
-            return (.saving, [.runWith(found: outcome)])
+            return Step(.saving, [], then: .runWith(found: outcome))
         case .ready, .fencing, .persisting, .takingOver, .answered, .dropped:
             return unexpected(state, facts)
         }
@@ -301,7 +319,7 @@ enum RequestFlow {
     /// Its result image will not be rendered: reported without it.
     private static func imageOmitted(_ reason: String, in state: RequestState, _ facts: Facts) -> Step {
         switch state {
-        case .rendering(let unreported): return (.rendering(unreported), [.report(unreported, .omitted(reason: reason))])
+        case .rendering(let unreported): return Step(.rendering(unreported), [], then: .report(unreported, .omitted(reason: reason)))
         case .ready, .working, .fencing, .saving, .persisting, .takingOver, .answered, .dropped: return unexpected(state, facts)
         }
     }
@@ -325,21 +343,23 @@ enum RequestFlow {
     /// session, or the place kept for it (or trapping the process).
     private static func unexpected(_ state: RequestState, _ facts: Facts) -> Step {
         let fault = ProtocolError(.internal, "request \(facts.method.rawValue) met an event its state does not wait for")
-        if case .takingOver = state { return (.answered, [.refuse(fault), .forget]) }
-        return (.answered, [.refuse(fault), .resume])
+        if case .takingOver = state { return Step(.answered, [.refuse(fault), .forget]) }
+        return Step(.answered, [.refuse(fault), .resume])
     }
 
     /// Past its lookup (and fence): a job first when the method may need one, else run.
-    private static func goOn(_ method: Method) -> (RequestState, [RequestAction]) {
-        (.ready, [method.traits.mayNeedJob ? .startJob : .run])
+    private static func goOn(_ method: Method) -> FollowUp {
+        method.traits.mayNeedJob ? .startJob : .run
     }
 
     /// What the store's answer to a step calls for (`StoreStep.settle`), as the request's actions.
-    static func settled(_ step: StoreStep, _ answer: StoreAnswer, _ facts: Facts) -> (RequestState, [RequestAction]) {
+    static func settled(_ step: StoreStep, _ answer: StoreAnswer, _ facts: Facts) -> Step {
         var state = RequestState.answered
         let settled = step.settle(answer, retaking: facts.retaking)
         var actions: [RequestAction] = []
-        actions.reserveCapacity(settled.count + 1)
+        actions.reserveCapacity(settled.count)
+        // `StoreStep.settle` ends in at most one of goOn, retake and adopt: the one follow-up.
+        var then: FollowUp?
         for action in settled {
             switch action {
             case .keep(let version): actions.append(.keep(version: version, stored: stored(answer)))
@@ -351,12 +371,11 @@ enum RequestFlow {
                 }
             case .refuse(let refusal): actions.append(.refuse(refused(refusal, session: facts.session)))
             case .goOn(.request(let method)):
-                let (next, more) = goOn(method)
-                state = next
-                actions += more
+                state = .ready
+                then = goOn(method)
             case .goOn(.save(let drawing)):
                 state = .saving
-                actions.append(.save(drawing))
+                then = .save(drawing)
             case .close(let event): actions.append(.close(event: event))
             case .resume: actions.append(.resume)
             case .drop:
@@ -364,15 +383,16 @@ enum RequestFlow {
                 actions.append(.drop)
             case .retake:
                 state = .takingOver
-                actions += [.retake, .ask(.takeOver)]
+                actions.append(.retake)
+                then = .ask(.takeOver)
             case .adopt:
                 guard case .tookOver(let session, let recorded) = answer else { continue }
                 state = .ready
-                actions.append(.adopt(session, recorded: recorded))
+                then = .adopt(session, recorded: recorded)
             case .forget: actions.append(.forget)
             }
         }
-        return (state, actions)
+        return Step(state, actions, then: then)
     }
 
     /// What the store has of the session, when the step wrote it.

@@ -31,12 +31,13 @@ extension Dispatcher {
             let facts = RequestFlow.Facts(method: method, id: request.id, session: id, replyLimit: limits.maxCachedReplyBytes,
                                           keptAtOnce: persistence.keepsAtOnce, confirmedNow: session?.storedAt == call.now,
                                           retaking: request.retaking)
-            let (state, actions) = RequestFlow.next(request.state, event, facts)
-            request.state = state
+            let step = RequestFlow.next(request.state, event, facts)
+            request.state = step.state
             // By index: each action is lent to `perform`, not copied out of the array.
-            for index in actions.indices {
-                if let back = perform(actions[index], method, id, &request, &session, eventsFrom: mark, &queued, &call) { next = back }
+            for index in step.actions.indices {
+                perform(step.actions[index], id, &request, &session, eventsFrom: mark, &queued, &call)
             }
+            if let then = step.then { next = follow(then, method, id, &request, &session, &call) }
         }
         switch request.state {
         case .working, .fencing, .saving, .rendering, .persisting, .takingOver:
@@ -47,11 +48,56 @@ extension Dispatcher {
         if !queued.isEmpty { replay(queued, on: id, &call) }
     }
 
-    /// Carries out one action; returns the event it gives back to the machine, if any.
-    private func perform(_ action: RequestAction, _ method: Method, _ id: String, _ request: inout InFlightRequest,
-                         _ session: inout ServiceSession?, eventsFrom mark: Int, _ queued: inout [QueuedWork], _ call: inout Call)
-        -> RequestEvent? {
+    /// Carries out one action of a step; none gives the machine an event.
+    private func perform(_ action: RequestAction, _ id: String, _ request: inout InFlightRequest,
+                         _ session: inout ServiceSession?, eventsFrom mark: Int, _ queued: inout [QueuedWork], _ call: inout Call) {
         switch action {
+        case .remember(let reply):
+            session?.replies.store(reply, for: request.id, request: request.fingerprint())
+        case .announce:
+            announceSaves(&call)
+        case .holdEvents:
+            request.events += call.takeEvents(from: mark)
+        case .keep(let version, let stored):
+            keep(&session, version: version, stored: stored, call)
+        case .publish:
+            call.output.events += request.events
+            request.events = []
+        case .reply(let reply):
+            if !call.sendAtOnce(reply, to: request.envelope) { call.reply(reply, to: request.envelope) }
+        case .refuse(let error):
+            // The session's own work has nobody to tell: the server's log does.
+            guard request.own == nil else {
+                logger.error("a session's own work refused", metadata: ["session": "\(id)", "error": "\(error)"])
+                return
+            }
+            call.reply(ReplyEncoder.failure(id: request.id, error: error), to: request.envelope)
+        case .resume:
+            if let held = session.take() { resume(held, &call) }
+        case .close(let event):
+            if let held = session.take() { close(held, event: event, &call) }
+        case .drop:
+            queued += table.queued(id)
+            drop(id, &call)
+            session = nil
+        case .retake:
+            request.retaking = true
+            table.insertTakingOver(id, owner: request.client, connection: request.connection)
+        case .keepPlace:
+            table.insertTakingOver(id, owner: request.client, connection: request.connection)
+        case .insert:
+            if let session { table.insertHeld(session) }
+        case .forget:
+            queued += table.queued(id)
+            table.remove(id)
+        }
+    }
+
+    /// Carries out a step's follow-up; returns the event it gives the machine (nil: the
+    /// answer comes later, from a job or the session's keeper, or there is no session to run on).
+    private func follow(_ then: FollowUp, _ method: Method, _ id: String, _ request: inout InFlightRequest,
+                        _ session: inout ServiceSession?, _ call: inout Call) -> RequestEvent? {
+        switch then {
         case .finishTransition(let ticket):
             guard var held = session.take() else { return nil }
             defer { session = held }
@@ -69,7 +115,7 @@ extension Dispatcher {
             }
         case .run, .runWith:
             var found: JobOutcome?
-            if case .runWith(let outcome) = action { found = outcome }
+            if case .runWith(let outcome) = then { found = outcome }
             guard var held = session.take() else { return nil }
             let ran = execute(method, request.request, &held, found: found, &call)
             session = held
@@ -95,41 +141,6 @@ extension Dispatcher {
             // The session's own work is asked for nobody: no request is recorded as answered.
             let asker = request.own == nil ? (answered: request.answered(), client: request.client, connection: request.connection) : nil
             return persistence.ask(step, session: id, session, for: asker, now: call.now, job: job, &jobs).map { .stored($0) }
-        case .remember(let reply):
-            session?.replies.store(reply, for: request.id, request: request.fingerprint())
-        case .announce:
-            announceSaves(&call)
-        case .holdEvents:
-            request.events += call.takeEvents(from: mark)
-        case .keep(let version, let stored):
-            keep(&session, version: version, stored: stored, call)
-        case .publish:
-            call.output.events += request.events
-            request.events = []
-        case .reply(let reply):
-            if !call.sendAtOnce(reply, to: request.envelope) { call.reply(reply, to: request.envelope) }
-        case .refuse(let error):
-            // The session's own work has nobody to tell: the server's log does.
-            guard request.own == nil else {
-                logger.error("a session's own work refused", metadata: ["session": "\(id)", "error": "\(error)"])
-                return nil
-            }
-            call.reply(ReplyEncoder.failure(id: request.id, error: error), to: request.envelope)
-        case .resume:
-            if let held = session.take() { resume(held, &call) }
-        case .close(let event):
-            if let held = session.take() { close(held, event: event, &call) }
-        case .drop:
-            queued += table.queued(id)
-            drop(id, &call)
-            session = nil
-        case .retake:
-            request.retaking = true
-            table.insertTakingOver(id, owner: request.client, connection: request.connection)
-        case .keepPlace:
-            table.insertTakingOver(id, owner: request.client, connection: request.connection)
-        case .insert:
-            if let session { table.insertHeld(session) }
         case .adopt(let taken, let recorded):
             table.adopt(taken)
             startTimers(taken, &call)
@@ -138,11 +149,7 @@ extension Dispatcher {
             // Answered by another instance and gone from the reply cache since: the record's.
             if case .miss = lookup, let recorded { return .arrived(recorded) }
             return .arrived(lookup)
-        case .forget:
-            queued += table.queued(id)
-            table.remove(id)
         }
-        return nil
     }
 
     private func keep(_ session: inout ServiceSession?, version: UInt64, stored: StoredSnapshot?, _ call: Call) {
