@@ -53,8 +53,9 @@ enum HistoryLog {
     static func newSalt() -> [UInt8] { (0..<8).map { _ in UInt8.random(in: 0...255) } }
 
     /// One record, framed, and the checksum the next record continues.
-    static func frame(_ record: HistoryRecord, after chain: [UInt8]) -> (bytes: [UInt8], chain: [UInt8]) {
-        let payload = record.encoded()
+    /// `version`: the log's, whose payload format the record is written in.
+    static func frame(_ record: HistoryRecord, after chain: [UInt8], version: UInt32 = version) -> (bytes: [UInt8], chain: [UInt8]) {
+        let payload = record.encoded(version: version)
         let length = littleEndian(UInt32(payload.count))
         let sum = checksum(chain + length + payload)
         return (length + payload + sum, sum)

@@ -198,9 +198,11 @@ extension HistoryRecord {
         }
     }
 
-    /// The payload: sorted keys, no escaped slashes; every field is a number, a string of hex
-    /// digits or ASCII, or an array of numbers.
-    func encoded() -> [UInt8] {
+    /// The payload in a log of `version`: sorted keys, no escaped slashes; every field is a
+    /// number, a string of hex digits or ASCII, or an array of numbers. Version 1's is the only
+    /// format yet; a writer appends in the version of the log it opened, never a newer one
+    /// (protocol/history-log.md, section 9), and converts a log only by writing it whole.
+    func encoded(version: UInt32 = HistoryLog.version) -> [UInt8] {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         return Array((try? encoder.encode(fields)) ?? Data())

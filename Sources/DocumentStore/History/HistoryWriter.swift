@@ -16,6 +16,9 @@ final class HistoryWriter {
     var keptCost = SaveCost()
     private var end: Int64
     private var chain: [UInt8]
+    /// The version of the log as it was opened: records are appended in it. An older log is
+    /// written whole at the current version at the next compaction point (`compactIfLong`).
+    private var version: UInt32
 
     /// Takes the lock (waiting for it, or, with `wait` false, returning nil when another holds
     /// it) and opens the log: cutting a torn tail off, migrating an older layout, or starting an
@@ -45,6 +48,7 @@ final class HistoryWriter {
             self.state = state
             end = reading.end
             chain = reading.chain
+            version = reading.version
             if reading.damagedTail || reading.end < size {
                 // A record torn by a killed writer (or damage): what follows the last good
                 // record is no record. Cut it before appending, or the new records would
@@ -147,7 +151,7 @@ final class HistoryWriter {
         var bytes: [UInt8] = []
         var next = chain
         for record in records {
-            let framed = HistoryLog.frame(record, after: next)
+            let framed = HistoryLog.frame(record, after: next, version: version)
             bytes += framed.bytes
             next = framed.chain
         }
@@ -209,7 +213,9 @@ final class HistoryWriter {
         // is about the past, however many revisions are kept: waiting for eight records a kept
         // revision let a log with many kept grow past what a reader reads.
         let live = state.revisions.count + state.lines.count + 2
-        guard state.records >= HistoryState.compactionRecords, state.records >= 2 * live else { return }
+        let long = state.records >= HistoryState.compactionRecords && state.records >= 2 * live
+        // A log of an older version is converted here, where a save has just settled it whole.
+        guard long || version < HistoryLog.version else { return }
         var records = [HistoryRecord.base(next: state.next)]
         // Each renamed long ago: a temporary name written again would read as a rename pending.
         records += state.kept.map { record in
@@ -230,7 +236,7 @@ final class HistoryWriter {
         let (reading, _) = try Self.readLog(log, history.name)
         var state = HistoryState()
         for record in reading.records { state.apply(record) }
-        (self.state, end, chain) = (state, reading.end, reading.chain)
+        (self.state, end, chain, version) = (state, reading.end, reading.chain, reading.version)
         cache.forget(history.directory.path)
     }
 }
