@@ -51,7 +51,8 @@ let package = Package(
         // it; hiredis.pc would add -D_FILE_OFFSET_BITS=64, which SwiftPM warns about on every build.
         .systemLibrary(name: "CHiredis"),
         // Session snapshots in Redis with compare-and-set, over hiredis; no raw pointer in its API.
-        .target(name: "SessionStore", dependencies: ["CHiredis"], swiftSettings: swiftSettings),
+        .target(name: "SessionStore", dependencies: ["CHiredis", .product(name: "Logging", package: "swift-log")],
+                swiftSettings: swiftSettings),
         // PDF surgery over libqpdf behind a C API that catches every C++ exception.
         .target(
             name: "CPDFSurgery",

@@ -189,7 +189,7 @@ public final class CanvasServer {
                     }
                 }
                 // Saves are announced for every instance, each relaying what it hears.
-                let feed = try DocumentFeed(url: url, markLife: configuration.service.idleTimeout * 2)
+                let feed = try DocumentFeed(url: url, markLife: configuration.service.idleTimeout * 2, logger: logger)
                 let relay = self.relay!
                 try feed.listen({ seq, data in relay.send([Array(String(seq).utf8), data]) },
                                 failed: { [logger] error in logger.error("document feed interrupted; listening again", metadata: ["error": "\(error)"]) })

@@ -1,4 +1,5 @@
 import Foundation
+public import Logging
 
 /// One feed of `document.saved` for every instance: each save is numbered in Redis and
 /// published on one channel there, and every instance relays what it hears to its own
@@ -14,6 +15,8 @@ public final class DocumentFeed: @unchecked Sendable {
     private let announcer: RedisConnection
     private let url: RedisURL
     private let channel: String
+    /// Where what the feed skips is told (a message on its channel that is no announcement).
+    private let logger: Logger
     private let sequenceKey: String
     private let announcedPrefix: String
     private let markSeconds: [UInt8]
@@ -23,7 +26,8 @@ public final class DocumentFeed: @unchecked Sendable {
     /// as long as the request that saved can be run again (by a retry that takes its session
     /// over), and no longer, so the marks kept stay as few as the saves of that time.
     public init(url: String, keyPrefix: String = "canvas:", markLife: Duration = .seconds(600),
-                timeout: Duration = .milliseconds(500)) throws(RedisError) {
+                timeout: Duration = .milliseconds(500), logger: Logger = Logger(label: "canvas.sessions")) throws(RedisError) {
+        self.logger = logger
         self.url = try RedisURL(url)
         announcer = try RedisConnection(url: self.url, timeout: timeout)
         channel = keyPrefix + "documents:feed"
@@ -56,7 +60,7 @@ public final class DocumentFeed: @unchecked Sendable {
     public func listen(_ heard: @escaping @Sendable (UInt64, [UInt8]) -> Void,
                        failed: @escaping @Sendable (any Error) -> Void) throws(RedisError) {
         let first = Handoff(try Self.subscribe(url, channel))
-        let url = self.url, channel = self.channel
+        let url = self.url, channel = self.channel, logger = self.logger
         let thread = Thread {
             var connection: RedisConnection? = first.connection
             while true {
@@ -66,7 +70,12 @@ public final class DocumentFeed: @unchecked Sendable {
                     // ["message", channel, "<seq> <data>"]
                     guard case .array(let parts) = message, parts.count == 3, case .bytes(let body) = parts[2],
                           let space = body.firstIndex(of: UInt8(ascii: " ")),
-                          let seq = UInt64(String(decoding: body[..<space], as: UTF8.self)) else { continue }
+                          let seq = UInt64(String(decoding: body[..<space], as: UTF8.self)) else {
+                        // Another program's PUBLISH on the channel, or damage: not relayed, but seen.
+                        logger.warning("a message on the document feed that is no announcement; skipped",
+                                       metadata: ["channel": "\(channel)", "message": "\(Self.shown(message))"])
+                        continue
+                    }
                     heard(seq, Array(body[(space + 1)...]))
                 } catch {
                     failed(error)
@@ -77,6 +86,12 @@ public final class DocumentFeed: @unchecked Sendable {
         }
         thread.name = "canvasd document feed"
         thread.start()
+    }
+
+    /// A message as the log shows it: its text (the last part of a pub/sub message), cut short.
+    private static func shown(_ message: RedisValue) -> String {
+        if case .array(let parts) = message, let last = parts.last?.string { return String(last.prefix(200)) }
+        return String(String(describing: message).prefix(200))
     }
 
     /// The first subscribed connection, made here so that `listen` can say it is in place, and

@@ -107,3 +107,24 @@ def test_a_save_is_announced_again_when_its_history_starts_again(tmp_path: Path,
             assert all(0 < ttl <= 2 * 60 for ttl in ttls), ttls
     finally:
         server.stop()
+
+
+def test_another_programs_message_on_the_document_feed_is_skipped_and_logged(tmp_path: Path, store) -> None:
+    """Another program's PUBLISH on the feed's channel is no announcement: it reaches no
+    subscriber, the next save is relayed as ever, and canvasd's log says it skipped one (before,
+    it was dropped with nothing said anywhere)."""
+    _, redis_client = store
+    server = start(tmp_path, store, "shared", idle=60)
+    document = server.documents / "doc.pdf"
+    document.write_bytes((ROOT / "samples" / "notes.pdf").read_bytes())
+    try:
+        with server.client(timeout=10, retries=0) as client, EventSubscriber(server.events, "documents.") as events:
+            events.ready()
+            assert redis_client.publish("canvas:documents:feed", b"not an announcement") == 1
+            result = client.call("document.flatten", {"name": "doc.pdf", "page": 0, "drawing": DRAWING})
+            heard = [event for event in events.drain(quiet=1.5)]
+        assert [(event.event, event.data["revision"]) for event in heard] == [("document.saved", result["revision"])]
+        skipped = [line for line in server.log.read_text().splitlines() if "no announcement; skipped" in line]
+        assert len(skipped) == 1 and "not an announcement" in skipped[0], server.log.read_text()[-3000:]
+    finally:
+        server.stop()
