@@ -32,6 +32,11 @@ extension DocumentStore {
             // Deleted from the folder: its history is still served.
             guard let seen = try historyWithoutDocument(name) else { throw .notFound(name) }
             state = seen
+        } catch .unreadable(let named, "notRegularFile", let message) where named == name && revision != nil {
+            // A folder, a FIFO or a link where the document was: no document now, and its kept
+            // revisions are still served, as a deleted one's are.
+            guard let seen = try historyWithoutDocument(name) else { throw .unreadable(name: name, reason: "notRegularFile", message: message) }
+            state = seen
         }
         guard let revision, let record = state.revisions[revision] else {
             throw .revisionNotFound(name: name, revision: revision ?? 0)

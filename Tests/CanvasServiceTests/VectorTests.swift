@@ -25,6 +25,10 @@ struct VectorTests {
         // A server per case: cases stay independent, and every server is stopped when its case ends.
         let server = try LiveServer()
         for (name, content) in vector.json["documents"]?.objectValue ?? [:] {
+            if content["folder"]?.boolValue == true {
+                try FileManager.default.createDirectory(at: server.folder.appendingPathComponent(name), withIntermediateDirectories: true)
+                continue
+            }
             let bytes = content["base64"]?.stringValue.flatMap { Data(base64Encoded: $0) } ?? Data((content["text"]?.stringValue ?? "").utf8)
             try bytes.write(to: server.folder.appendingPathComponent(name))
         }

@@ -35,8 +35,11 @@ extension DocumentStore {
             return RevisionHistory(directory: try revisions.directory(name, create: create), name: name)
         } catch .noSuchFileOrDirectory where !create {
             return nil
-        } catch .notDirectory where !create {
-            return nil
+        } catch .notDirectory {
+            // Something else where the history's folder should be: its revisions are not
+            // reachable, and the document is not its revision 1 (nor may a save start another).
+            throw .unreadable(name: name, reason: "damaged",
+                              message: "its history (\(Self.revisionsFolderName)/\(name)) is not a folder; its kept revisions cannot be reached (move it away to start a new history)")
         } catch {
             throw .system("open the revisions of \(name)", error)
         }
@@ -400,6 +403,13 @@ extension DocumentStore {
             (currentFile, current, currentHash, kept) = try reading(name) { (file) throws(DocumentError) in file.stat }
         } catch .notFound(let missing) where missing == name {
             guard let state = try historyWithoutDocument(name), !state.revisions.isEmpty else { throw .notFound(name) }
+            return state.kept.map { summary(of: $0, current: false) }
+        } catch .unreadable(let named, "notRegularFile", let message) where named == name {
+            // Not a document at the name now (a folder, a FIFO, a link): its kept revisions are
+            // listed, none current, as a deleted document's are.
+            guard let state = try historyWithoutDocument(name), !state.revisions.isEmpty else {
+                throw .unreadable(name: name, reason: "notRegularFile", message: message)
+            }
             return state.kept.map { summary(of: $0, current: false) }
         }
         var result = kept.filter { $0.revision < current }.map { summary(of: $0, current: false) }

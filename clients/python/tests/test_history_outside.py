@@ -658,3 +658,60 @@ def test_an_unpaced_outside_writer_meets_saves_as_busy_never_internal(tmp_path: 
         data, first = bench.fetch(revision)
         assert first["sha256"] == digest
     bench.stop()
+
+
+# -- something that is no document, or no history, where one should be (issue 42) -----------
+
+def put_in_place(path: Path, kind: str, target: Path) -> None:
+    """`kind` where the file `path` was: a folder, a FIFO, or a symbolic link to `target`."""
+    path.unlink()
+    if kind == "folder":
+        path.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to(target)
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo", "symlink"])
+@pytest.mark.parametrize("mode", MODES)
+def test_the_kept_revisions_stay_reachable_when_something_else_is_at_the_documents_name(bench: Bench, kind: str):
+    """Before, a folder, FIFO or link at the name made `document.get {revision: 1}` and
+    `document.revisions` refuse with notRegularFile: every kept revision was unreachable. Now
+    they are served as a deleted document's are; what is at the name is refused as a document
+    and left as it is."""
+    other = bench.documents / "other.pdf"
+    other.write_bytes(OTHER)
+    put_in_place(bench.path, kind, other)
+    entries = bench.revisions()
+    assert [(e["revision"], e["sha256"], e["current"]) for e in entries] == \
+        [(revision, bench.kept[revision], False) for revision in (1, 2, 3, 4)]
+    for revision in (1, 2, 3, 4):
+        data, _ = bench.fetch(revision)
+        assert data == bench.bytes[revision]
+    for method, params in [("document.info", {"name": DOC}),
+                           ("document.flatten", {"name": DOC, "page": 0, "drawing": drawing(98)})]:
+        error = refused(lambda: bench.call(method, params), "UNAVAILABLE")
+        assert error.data["reason"] == "notRegularFile", error.data
+    assert (bench.path.is_dir() if kind == "folder" else bench.path.is_fifo() if kind == "fifo" else bench.path.is_symlink())
+    assert other.read_bytes() == OTHER
+    bench.numbers_once()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_history_folder_replaced_by_a_file_is_damaged_never_revision_1(bench: Bench):
+    """Before, the document read as revision 1 (its revisions 1-4 gone from every answer) and
+    a save answered INTERNAL "Not a directory". Now every request says the history is damaged,
+    and nothing is written: not the document, not the file."""
+    history = bench.documents / ".canvas-revisions" / DOC
+    import shutil
+    shutil.rmtree(history)
+    history.write_bytes(b"not a folder")
+    before = bench.path.read_bytes()
+    for method, params in [("document.info", {"name": DOC}), ("document.revisions", {"name": DOC}),
+                           ("document.get", {"name": DOC}),
+                           ("document.flatten", {"name": DOC, "page": 0, "drawing": drawing(97)})]:
+        error = refused(lambda: bench.call(method, params), "UNAVAILABLE")
+        assert error.data["reason"] == "damaged" and "is not a folder" in error.message, (method, error.data, error.message)
+    assert bench.path.read_bytes() == before
+    assert history.read_bytes() == b"not a folder"

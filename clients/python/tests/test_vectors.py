@@ -98,6 +98,9 @@ def test_every_error_code_has_a_vector():
 @pytest.mark.parametrize("case", cases())
 def test_vector(server, client, case):
     for name, content in case.get("documents", {}).items():
+        if content.get("folder"):
+            (server.documents / name).mkdir(parents=True)
+            continue
         data = base64.b64decode(content["base64"]) if "base64" in content else content["text"].encode("utf-8")
         (server.documents / name).write_bytes(data)
     session = ""
