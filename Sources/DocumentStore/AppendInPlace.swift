@@ -49,11 +49,13 @@ extension DocumentStore {
                 throw DocumentError.changedDuringSave(name)
             }
             var clock = ContinuousClock.now
+            // Continued from the record's state, checked before anything is written.
+            var hasher = SHA256Hasher(resuming: midstate)
+            try hasher.feed(target, from: midstate.length, to: length)
+            guard hasher.digestSoFar() == kept.sha256 else { throw Self.forgedState(name, kept) }
             try writer.append([.intent(number, from: length, document: before, line: line)], durable: true)
             intended = true
             FaultPoint.appendIntended.reach()
-            var hasher = SHA256Hasher(resuming: midstate)
-            try hasher.feed(target, from: midstate.length, to: length)
             wrote = true
             _ = try Errno.rethrowing { try document.writeAll(toAbsoluteOffset: length, increment) }
             // The document as this write left it: the identity the commit records. Taken now, and

@@ -50,6 +50,15 @@ struct SHA256Hasher: ~Copyable {
     /// The digest in lowercase hex.
     consuming func finish() -> String { finishBytes().hex }
 
+    /// The digest of what was fed so far, the hasher left as it is: a state resumed from a
+    /// record is checked against the digest the record names before anything is built on it.
+    borrowing func digestSoFar() -> String {
+        var copy = context
+        var digest = [UInt8](repeating: 0, count: Int(SHA256_DIGEST_LENGTH))
+        SHA256_Final(&digest, &copy)
+        return digest.hex
+    }
+
     /// The digest's 32 bytes.
     consuming func finishBytes() -> [UInt8] {
         var digest = [UInt8](repeating: 0, count: Int(SHA256_DIGEST_LENGTH))

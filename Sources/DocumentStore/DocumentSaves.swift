@@ -202,6 +202,13 @@ extension DocumentStore {
         var pageCount: Int
     }
 
+    /// A record whose hash state, continued over its last bytes, is not the hash it names: forged
+    /// or damaged, and never built on (the next revision's sha256 would be a lie).
+    static func forgedState(_ name: String, _ revision: KeptRevision) -> DocumentError {
+        .unreadable(name: name, reason: "damaged",
+                    message: "its history's record of revision \(revision.revision) keeps a hash state its bytes do not have; nothing was written")
+    }
+
     /// Whether `revision`'s line ends where it does, and is the file the log last saw, so that
     /// the next revision can continue its bytes and its hash.
     func lineEnds(at revision: KeptRevision, _ writer: HistoryWriter) -> Bool {
@@ -250,6 +257,7 @@ extension DocumentStore {
                 } catch {
                     throw DocumentError.system("read the end of revision \(base.revision) of \(name)", error)
                 }
+                guard hasher.digestSoFar() == base.sha256 else { throw Self.forgedState(name, base) }
             }
             var clock = ContinuousClock.now
             let written = try body(out, &hasher, &cost)

@@ -78,6 +78,34 @@ struct HistoryBoundsTests {
         }
     }
 
+    @Test("a forged hash state in a well-chained record is never built on: the save is refused as damaged, nothing written",
+          arguments: [SaveMode.replace, .append])
+    func forgedMidstateRefused(mode: SaveMode) throws {
+        let folder = try freshFolder("forged-midstate-\(mode)")
+        let url = folder.appendingPathComponent("d.pdf")
+        try Data(Self.onePage(0)).write(to: url)
+        let store = try DocumentStore(folder: folder, saveMode: mode)
+        let two = try store.flatten("d.pdf", page: 0, drawing: Drawing(strokes: [try dot(20, 20)]))
+        // Revision 2 recorded again with another state, the log's checksum chain written as a
+        // writer writes it: before, the next save continued from it and acknowledged a sha256
+        // that was not its bytes'.
+        let writer = try historyWriter(store, "d.pdf")
+        var forged = try #require(writer.state.revisions[two.revision])
+        forged.midstate = SHA256Midstate(words: forged.midstate.words.map { $0 ^ 1 }, length: forged.midstate.length)
+        try writer.append([.revision(forged)], durable: true)
+        writer.close()
+        let before = try Data(contentsOf: url)
+        do {
+            let made = try store.flatten("d.pdf", page: 0, drawing: Drawing(strokes: [try dot(30, 30)]))
+            Issue.record("saved as revision \(made.revision), sha256 \(made.sha256), over a forged state; the file hashes to \(DocumentStore.sha256(Array(try Data(contentsOf: url))))")
+        } catch let error as DocumentError {
+            guard case .unreadable(_, let reason, let message) = error else { throw error }
+            #expect(reason == "damaged" && message.contains("hash state"), "\(message)")
+        }
+        #expect(try Data(contentsOf: url) == before)
+        #expect(try store.summary("d.pdf").revision == two.revision)
+    }
+
     @Test("a record naming a revision past what the protocol can name is no record")
     func revisionNumbersBounded() throws {
         let reads = { (record: HistoryRecord) in HistoryRecord(decoding: record.encoded()) == record }
