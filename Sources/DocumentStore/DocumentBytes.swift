@@ -28,14 +28,10 @@ extension DocumentStore {
                 throw DocumentError.revisionNotFound(name: name, revision: revision)
             }
             state = seen
-        } catch .notFound(let missing) where missing == name && revision != nil {
-            // Deleted from the folder: its history is still served.
-            guard let seen = try historyWithoutDocument(name) else { throw .notFound(name) }
-            state = seen
-        } catch .unreadable(let named, "notRegularFile", let message) where named == name && revision != nil {
-            // A folder, a FIFO or a link where the document was: no document now, and its kept
-            // revisions are still served, as a deleted one's are.
-            guard let seen = try historyWithoutDocument(name) else { throw .unreadable(name: name, reason: "notRegularFile", message: message) }
+        } catch where revision != nil {
+            // No document at the name now (deleted, or no plain file there): its history is
+            // still served.
+            guard let seen = try historyWithoutDocument(name, after: error) else { throw error }
             state = seen
         }
         guard let revision, let record = state.revisions[revision] else {

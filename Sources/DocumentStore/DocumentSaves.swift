@@ -352,10 +352,10 @@ extension DocumentStore {
             // next settle finds the same). Until this record, the commit is pending.
             // (A stat that fails here fails no save: the revision is committed and in place.)
             let made = FileSnapshot(stat)
-            let found = try? root.stat(name)
+            var identity = made
+            if let found = try? root.stat(name), FileSnapshot(found).isStill(made) { identity = FileSnapshot(found) }
             housekeeping.tidy(.cleanup, "logging revision \(number) as the document", document: name) {
-                try writer.append([.identity(number, document: found.map(FileSnapshot.init).flatMap { $0.isStill(made) ? $0 : nil } ?? made)],
-                                  durable: false)
+                try writer.append([.identity(number, document: identity)], durable: false)
             }
             prune(writer)
             cost.keeping = ContinuousClock.now - clock

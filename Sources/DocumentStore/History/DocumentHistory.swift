@@ -125,6 +125,17 @@ extension DocumentStore {
 
     /// The history of a document that is not in the folder (deleted), settled; nil when it has
     /// none.
+    /// The history of `name` when `error` says there is no document there now: deleted, or
+    /// something that is no plain file at its name (a folder, a FIFO, a link). Its kept revisions
+    /// are served as they are kept; nil for any other failure, or no history.
+    func historyWithoutDocument(_ name: String, after error: DocumentError) throws(DocumentError) -> HistoryState? {
+        switch error {
+        case .notFound(let missing) where missing == name: return try historyWithoutDocument(name)
+        case .unreadable(let named, "notRegularFile", _) where named == name: return try historyWithoutDocument(name)
+        default: return nil
+        }
+    }
+
     func historyWithoutDocument(_ name: String) throws(DocumentError) -> HistoryState? {
         guard let history = try history(name, create: false) else { return nil }
         switch try seen(history) {
@@ -401,15 +412,8 @@ extension DocumentStore {
         let currentFile: Stat, current: Int, currentHash: String, kept: [KeptRevision]
         do throws(DocumentError) {
             (currentFile, current, currentHash, kept) = try reading(name) { (file) throws(DocumentError) in file.stat }
-        } catch .notFound(let missing) where missing == name {
-            guard let state = try historyWithoutDocument(name), !state.revisions.isEmpty else { throw .notFound(name) }
-            return state.kept.map { summary(of: $0, current: false) }
-        } catch .unreadable(let named, "notRegularFile", let message) where named == name {
-            // Not a document at the name now (a folder, a FIFO, a link): its kept revisions are
-            // listed, none current, as a deleted document's are.
-            guard let state = try historyWithoutDocument(name), !state.revisions.isEmpty else {
-                throw .unreadable(name: name, reason: "notRegularFile", message: message)
-            }
+        } catch {
+            guard let state = try historyWithoutDocument(name, after: error), !state.revisions.isEmpty else { throw error }
             return state.kept.map { summary(of: $0, current: false) }
         }
         var result = kept.filter { $0.revision < current }.map { summary(of: $0, current: false) }
