@@ -741,6 +741,115 @@ bool listPagesQuickly(ps_document *document, std::vector<QPDFObjGen> &pages) {
     return !pdf.anyWarnings();
 }
 
+// What one object stream may hold. qpdf parses every object of an object stream the first
+// time any of them is needed, and keeps them: about 265 bytes of memory a value (measured with
+// qpdf 11.3 on an array of integers), so 22 KB of deflated zeros spelling 2 million numbers
+// made 530 MB before anything of ours could count them. Real streams hold a few hundred objects
+// of a few dozen values each; 200,000 values keep the parse near 50 MB, and 32 MiB of text
+// keeps qpdf's copy of the decoded stream itself bounded.
+const size_t kMaxObjectStreamValues = 200'000;
+const size_t kMaxObjectStreamBytes = size_t(32) << 20;
+
+// The end of a pipeline that counts the values an object stream's text spells (numbers, names,
+// keywords, strings, arrays, dictionaries; a reference counts three, a string's contents none)
+// and stops the decoding as soon as either bound is passed, before qpdf would parse it.
+class ValueCount : public Pipeline {
+  public:
+    ValueCount(RegionInputSource &region) : Pipeline("value count", nullptr), region_(region) {}
+    void write(unsigned char const *data, size_t length) override {
+        bytes += length;
+        if (bytes > kMaxObjectStreamBytes) stop();
+        for (size_t i = 0; i < length; ++i) step(static_cast<char>(data[i]));
+        if (values > kMaxObjectStreamValues) stop();
+        region_.checkDeadline();
+    }
+    void finish() override {}
+    size_t values = 0, bytes = 0;
+    bool over = false;
+
+  private:
+    enum class State { between, token, string, escape, hex, comment };
+    State state_ = State::between;
+    int depth_ = 0;  // nested parentheses within a string
+    RegionInputSource &region_;
+
+    static bool space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t' || c == '\f' || c == '\0'; }
+    static bool delimiter(char c) { return std::strchr("()<>[]{}/%", c) != nullptr; }
+    void stop() {
+        over = true;
+        throw std::length_error("past the object stream bound");
+    }
+    void step(char c) {
+        switch (state_) {
+        case State::string:
+            if (c == '\\') state_ = State::escape;
+            else if (c == '(') ++depth_;
+            else if (c == ')' && --depth_ == 0) state_ = State::between;
+            return;
+        case State::escape:
+            state_ = State::string;
+            return;
+        case State::hex:
+            if (c == '>') state_ = State::between;
+            return;
+        case State::comment:
+            if (c == '\n' || c == '\r') state_ = State::between;
+            return;
+        case State::token:
+            if (!space(c) && !delimiter(c)) return;
+            state_ = State::between;
+            break;
+        case State::between:
+            break;
+        }
+        if (space(c) || c == ']' || c == ')' || c == '>' || c == '}') return;
+        ++values;
+        if (c == '(') {
+            state_ = State::string;
+            depth_ = 1;
+        } else if (c == '%') {
+            --values;
+            state_ = State::comment;
+        } else if (c == '/' || !delimiter(c)) {
+            // (a name runs on from its slash as any other token)
+            state_ = State::token;
+        }
+        // '<' and '[' open a dictionary, hex string or array: one value each; a hex string's
+        // digits are read as a token's, which only over-counts.
+    }
+};
+
+// Refuses a document one of whose object streams spells more than kMaxObjectStreamValues
+// values or kMaxObjectStreamBytes of text, before qpdf parses any of them. Each object stream
+// is decoded once more for this; a document without object streams costs one walk of its
+// cross-reference table.
+void checkObjectStreams(ps_document *document) {
+    QPDF &pdf = *document->pdf;
+    std::set<int> streams;
+    for (auto const &entry : pdf.getXRefTable()) {
+        if (entry.second.getType() == 2) streams.insert(entry.second.getObjStreamNumber());
+    }
+    for (int number : streams) {
+        QPDFObjectHandle stream = pdf.getObjectByID(number, 0);
+        if (!stream.isStream()) continue;  // qpdf's own error when an object in it is read
+        ValueCount count(*document->region);
+        try {
+            stream.pipeStreamData(&count, 0, qpdf_dl_generalized, true);
+        } catch (...) {
+            if (!count.over) throw;
+        }
+        // (qpdf may have turned a passed deadline into a failed decode)
+        document->region->checkDeadline();
+        if (count.over) {
+            throw Failure(PS_TOO_LARGE, "object stream " + std::to_string(number) + " holds more than " +
+                                            (count.bytes > kMaxObjectStreamBytes
+                                                 ? std::to_string(kMaxObjectStreamBytes >> 20) + " MiB of objects"
+                                                 : std::to_string(kMaxObjectStreamValues) + " values") +
+                                            ", more than a document's would and more than is read");
+        }
+    }
+}
+
 }  // namespace
 
 extern "C" {
@@ -778,6 +887,7 @@ ps_status ps_open(int fd, const char *name, int64_t offset, int64_t budget_ms, p
             }
             throw Failure(PS_DAMAGED, std::string("the PDF cannot be read: ") + error.what());
         }
+        checkObjectStreams(document.get());
         std::vector<QPDFObjGen> quick;
         if (listPagesQuickly(document.get(), quick)) {
             for (QPDFObjGen og : quick) document->pages.emplace_back(document->pdf->getObject(og));

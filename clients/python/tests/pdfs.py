@@ -55,3 +55,46 @@ def large_pdf(size: int, seed: int = 1) -> bytes:
         out += b"%010d 00000 n\r\n" % offset
     out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
     return bytes(out)
+
+
+def objects_in_a_stream_update(pdf: bytes, objects: "dict[int, str]") -> bytes:
+    """`pdf` with an incremental update, as an editor appends one, that gives `objects` (number to
+    body, generation 0) new bodies inside one deflated object stream, listed by a
+    cross-reference stream. What qpdf reads of such a stream it parses whole."""
+    import io
+    import re
+    import zlib
+
+    import pikepdf
+
+    with pikepdf.open(io.BytesIO(pdf)) as parsed:
+        size = int(parsed.trailer.Size)
+        root = parsed.Root.objgen
+    previous = int(re.findall(rb"startxref\s+(\d+)", pdf)[-1])
+    numbers = sorted(objects)
+    bodies, header, at = b"", [], 0
+    for number in numbers:
+        header.append(f"{number} {at}")
+        body = objects[number].encode() + b"\n"
+        bodies += body
+        at += len(body)
+    first = " ".join(header).encode() + b"\n"
+    data = zlib.compress(first + bodies, 9)
+    stream_number, xref_number = size, size + 1
+    out = bytearray(pdf if pdf.endswith(b"\n") else pdf + b"\n")
+    stream_at = len(out)
+    out += b"%d 0 obj\n<< /Type /ObjStm /N %d /First %d /Filter /FlateDecode /Length %d >>\nstream\n" % (
+        stream_number, len(numbers), len(first), len(data))
+    out += data + b"\nendstream\nendobj\n"
+    xref_at = len(out)
+    rows = [(number, bytes([2]) + stream_number.to_bytes(4, "big") + index.to_bytes(2, "big"))
+            for index, number in enumerate(numbers)]
+    rows += [(stream_number, bytes([1]) + stream_at.to_bytes(4, "big") + b"\0\0"),
+             (xref_number, bytes([1]) + xref_at.to_bytes(4, "big") + b"\0\0")]
+    rows.sort()
+    index = " ".join(f"{number} 1" for number, _ in rows)
+    table = b"".join(row for _, row in rows)
+    out += b"%d 0 obj\n<< /Type /XRef /Size %d /Root %d %d R /Prev %d /W [1 4 2] /Index [%s] /Length %d >>\nstream\n" % (
+        xref_number, xref_number + 1, root[0], root[1], previous, index.encode(), len(table))
+    out += table + b"\nendstream\nendobj\nstartxref\n%d\n%%%%EOF\n" % xref_at
+    return bytes(out)
