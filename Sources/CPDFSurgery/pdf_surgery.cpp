@@ -1333,6 +1333,170 @@ class Renumbering {
     int firstMade_, firstNumber_;
 };
 
+// A document's version as its header and its catalog's /Version say it (the later of the
+// two), older than 1.5: one whose updates may not use object streams without saying so.
+bool olderThan15(QPDF &pdf) {
+    auto older = [](std::string const &version) {
+        int major = 0, minor = 0;
+        if (std::sscanf(version.c_str(), "%d.%d", &major, &minor) < 1) return true;
+        return major < 1 || (major == 1 && minor < 5);
+    };
+    QPDFObjectHandle stated = pdf.getRoot().getKey("/Version");
+    return older(pdf.getPDFVersion()) && !(stated.isName() && !older(stated.getName().substr(1)));
+}
+
+// The objects of one appended update and the cross-reference section that lists them. Each
+// is written plain ("N G obj ... endobj"), or, when the update packs and the object may go in
+// one (a dictionary of generation 0), inside an object stream: Flate-compressed with its
+// neighbours, listed by a cross-reference stream. An /InkList's numbers as plain text cost
+// about 14 bytes a point; packed, about 5.
+class UpdateSection {
+  public:
+    UpdateSection(qpdf_offset_t base, bool pack) : base_(base), pack_(pack) {}
+
+    void add(int id, int generation, std::string body, bool packable) {
+        if (pack_ && packable && generation == 0 && body.size() <= kMaxStreamText) {
+            packed_.push_back({id, 0, std::move(body)});
+        } else {
+            plain_.push_back({id, generation, std::move(body)});
+        }
+    }
+    bool packs() const { return !packed_.empty(); }
+    // Everything plain after all (a document whose catalog cannot say 1.5).
+    void unpack() {
+        for (auto &object : packed_) plain_.push_back(std::move(object));
+        packed_.clear();
+    }
+
+    // The update's bytes: its objects, then a cross-reference table (as the document's own
+    // last section is one, and nothing was packed) or stream, the trailer, startxref, %%EOF.
+    // New numbers (object streams, the cross-reference stream) are taken from `size` on.
+    std::string finish(int size, QPDFObjectHandle trailer, qpdf_offset_t previous, bool xrefIsStream) {
+        out_ = "\n";
+        for (auto const &object : plain_) emit(object.id, object.generation, object.body);
+        for (size_t next = 0; next < packed_.size();) {
+            int self = newNumber(size);
+            std::string offsets, bodies;
+            int count = 0;
+            for (; next < packed_.size() && count < kMaxStreamObjects; ++next, ++count) {
+                Object const &object = packed_[next];
+                if (count > 0 && bodies.size() + object.body.size() > kMaxStreamText) break;
+                offsets += std::to_string(object.id) + " " + std::to_string(bodies.size()) + " ";
+                bodies += object.body + "\n";
+                entries_[object.id] = {2, static_cast<unsigned long long>(self), count};
+            }
+            offsets += "\n";
+            std::shared_ptr<Buffer> data = deflated(offsets + bodies);
+            emit(self, 0, "<< /Type /ObjStm /N " + std::to_string(count) + " /First " + std::to_string(offsets.size()) +
+                              " /Filter /FlateDecode /Length " + std::to_string(data->getSize()) + " >>\nstream\n" +
+                              std::string(reinterpret_cast<char const *>(data->getBuffer()), data->getSize()) + "\nendstream");
+        }
+        QPDFObjectHandle next = QPDFObjectHandle::newDictionary();
+        for (char const *key : {"/Root", "/Info", "/ID"}) {
+            if (!trailer.getKey(key).isNull()) next.replaceKey(key, trailer.getKey(key));
+        }
+        next.replaceKey("/Prev", QPDFObjectHandle::newInteger(previous));
+        qpdf_offset_t xrefAt = base_ + static_cast<qpdf_offset_t>(out_.size());
+        if (!xrefIsStream && packed_.empty()) {
+            out_ += "xref\n";
+            for (auto const &run : runs()) {
+                out_ += std::to_string(run.first) + " " + std::to_string(run.second) + "\n";
+                for (int id = run.first; id < run.first + run.second; ++id) {
+                    char line[32];
+                    std::snprintf(line, sizeof line, "%010llu %05d n\r\n", entries_[id].field2, std::min(entries_[id].field3, 65535));
+                    out_ += line;
+                }
+            }
+            next.replaceKey("/Size", QPDFObjectHandle::newInteger(size));
+            out_ += "trailer\n" + next.unparse() + "\n";
+        } else {
+            // The section lists itself, so that older readers and newer ones agree.
+            int self = newNumber(size);
+            entries_[self] = {1, static_cast<unsigned long long>(xrefAt), 0};
+            unsigned long long widest = 0;
+            int widestIndex = 0;
+            for (auto const &entry : entries_) {
+                widest = std::max(widest, entry.second.field2);
+                widestIndex = std::max(widestIndex, entry.second.field3);
+            }
+            int w2 = 1, w3 = 1;
+            while (w2 < 8 && (widest >> (8 * w2)) != 0) ++w2;
+            while (w3 < 2 && (static_cast<unsigned>(widestIndex) >> (8 * w3)) != 0) ++w3;
+            std::string rows;
+            QPDFObjectHandle index = QPDFObjectHandle::newArray();
+            for (auto const &run : runs()) {
+                index.appendItem(QPDFObjectHandle::newInteger(run.first));
+                index.appendItem(QPDFObjectHandle::newInteger(run.second));
+                for (int id = run.first; id < run.first + run.second; ++id) {
+                    Entry const &entry = entries_[id];
+                    rows.push_back(static_cast<char>(entry.type));
+                    bigEndian(rows, entry.field2, w2);
+                    bigEndian(rows, static_cast<unsigned long long>(std::min(entry.field3, 65535)), w3);
+                }
+            }
+            std::shared_ptr<Buffer> data = deflated(rows);
+            QPDFObjectHandle widths = QPDFObjectHandle::newArray();
+            for (int w : {1, w2, w3}) widths.appendItem(QPDFObjectHandle::newInteger(w));
+            next.replaceKey("/Type", QPDFObjectHandle::newName("/XRef"));
+            next.replaceKey("/Size", QPDFObjectHandle::newInteger(size));
+            next.replaceKey("/Index", index);
+            next.replaceKey("/W", widths);
+            next.replaceKey("/Filter", QPDFObjectHandle::newName("/FlateDecode"));
+            next.replaceKey("/Length", QPDFObjectHandle::newInteger(static_cast<long long>(data->getSize())));
+            out_ += std::to_string(self) + " 0 obj\n" + next.unparse() + "\nstream\n" +
+                    std::string(reinterpret_cast<char const *>(data->getBuffer()), data->getSize()) + "\nendstream\nendobj\n";
+        }
+        out_ += "startxref\n" + std::to_string(xrefAt) + "\n%%EOF\n";
+        return std::move(out_);
+    }
+
+  private:
+    // An object stream's text at most (objects larger stay plain): with every value taking two
+    // bytes or more, and kMaxStreamObjects objects' two header values, far fewer values than
+    // the kMaxObjectStreamValues a reader of ours accepts.
+    static constexpr size_t kMaxStreamText = size_t(256) << 10;
+    static constexpr int kMaxStreamObjects = 200;
+    static_assert(kMaxStreamText / 2 + 2 * kMaxStreamObjects < kMaxObjectStreamValues, "our own object streams must read back");
+
+    struct Object {
+        int id, generation;
+        std::string body;
+    };
+    // A cross-reference entry: type 1 (offset, generation) or 2 (object stream, index).
+    struct Entry {
+        int type;
+        unsigned long long field2;
+        int field3;
+    };
+
+    int newNumber(int &size) {
+        if (size >= INT_MAX) throw Failure(PS_DAMAGED, "the document's object numbers leave no room for new objects");
+        return size++;
+    }
+    void emit(int id, int generation, std::string const &body) {
+        entries_[id] = {1, static_cast<unsigned long long>(base_ + static_cast<qpdf_offset_t>(out_.size())), generation};
+        out_ += std::to_string(id) + " " + std::to_string(generation) + " obj\n" + body + "\nendobj\n";
+    }
+    // The entries as subsections of consecutive numbers: (first, count).
+    std::vector<std::pair<int, int>> runs() const {
+        std::vector<std::pair<int, int>> result;
+        for (auto const &entry : entries_) {
+            if (!result.empty() && result.back().first + result.back().second == entry.first) {
+                ++result.back().second;
+            } else {
+                result.push_back({entry.first, 1});
+            }
+        }
+        return result;
+    }
+
+    qpdf_offset_t base_;
+    bool pack_;
+    std::vector<Object> plain_, packed_;
+    std::map<int, Entry> entries_;
+    std::string out_;
+};
+
 }  // namespace
 
 extern "C" {
@@ -1364,98 +1528,37 @@ ps_status ps_flatten_increment(ps_document *document, int page, const unsigned c
         if (lastMade - firstMade >= INT_MAX - firstNumber) throw Failure(PS_DAMAGED, "the document's object numbers leave no room for new objects");
         Renumbering numbering(scratch, firstMade, firstNumber);
 
-        // Objects to write: the page, and every object made for this edit.
+        // Objects to write: the page, and every object made for this edit. Ink annotations are
+        // many small dictionaries, their /InkList long runs of numbers: they go into object
+        // streams, compressed, where that is possible (5.3's size; paper's few objects stay plain).
         QPDFObjectHandle pageObject = pageAt(document, page).getObjectHandle();
-        std::string out = "\n";
-        std::map<int, std::pair<qpdf_offset_t, int>> entries;  // id -> (offset, generation)
-        auto emit = [&](int id, int generation, std::string const &body) {
-            entries[id] = {document->size + static_cast<qpdf_offset_t>(out.size()), generation};
-            out += std::to_string(id) + " " + std::to_string(generation) + " obj\n" + body + "\nendobj\n";
-        };
+        UpdateSection section(document->size, !document->annotations.empty());
         std::string pageBody;
         numbering.write(dictionary, pageBody);
-        emit(pageObject.getObjGen().getObj(), pageObject.getObjGen().getGen(), pageBody);
+        section.add(pageObject.getObjGen().getObj(), pageObject.getObjGen().getGen(), pageBody, true);
         for (int id = firstMade; id <= lastMade; ++id) {
             QPDFObjectHandle h = scratch.getObjectByID(id, 0);
             // (An id that only points at an object made under another id is not written twice.)
-            if (!h.isNull() && h.getObjGen().getObj() == id) emit(numbering.number(h), 0, numbering.body(h));
+            if (!h.isNull() && h.getObjGen().getObj() == id) section.add(numbering.number(h), 0, numbering.body(h), !h.isStream());
         }
         int lastNew = firstNumber + (lastMade - firstMade);
-
         int size = std::max(lastNew + 1, trailer.getKey("/Size").isInteger() ? trailer.getKey("/Size").getIntValueAsInt() : 0);
-        qpdf_offset_t xrefAt = document->size + static_cast<qpdf_offset_t>(out.size());
-        // Subsections of consecutive ids.
-        std::vector<std::pair<int, int>> runs;
-        for (auto const &entry : entries) {
-            if (!runs.empty() && runs.back().first + runs.back().second == entry.first) {
-                ++runs.back().second;
+        QPDFObjectHandle root = trailer.getKey("/Root");
+        // Object streams and the cross-reference stream that lists them are PDF 1.5: a document
+        // that says it is older says 1.5 from this update on (its catalog's /Version; the
+        // header is never rewritten).
+        if (section.packs() && !xrefIsStream && olderThan15(pdf)) {
+            if (!root.isIndirect() || !root.isDictionary()) {
+                section.unpack();
             } else {
-                runs.push_back({entry.first, 1});
+                QPDFObjectHandle catalog = entriesOf(root);
+                catalog.replaceKey("/Version", QPDFObjectHandle::newName("/1.5"));
+                std::string catalogBody;
+                numbering.write(catalog, catalogBody);
+                section.add(root.getObjGen().getObj(), root.getObjGen().getGen(), catalogBody, true);
             }
         }
-        QPDFObjectHandle root = trailer.getKey("/Root"), infoDict = trailer.getKey("/Info"), id = trailer.getKey("/ID");
-        if (!xrefIsStream) {
-            out += "xref\n";
-            for (auto const &run : runs) {
-                out += std::to_string(run.first) + " " + std::to_string(run.second) + "\n";
-                for (int objectID = run.first; objectID < run.first + run.second; ++objectID) {
-                    auto const &e = entries[objectID];
-                    char line[32];
-                    if (e.first < 0) {
-                        std::snprintf(line, sizeof line, "%010d %05d f\r\n", 0, std::min(e.second, 65535));
-                    } else {
-                        std::snprintf(line, sizeof line, "%010lld %05d n\r\n", static_cast<long long>(e.first), e.second);
-                    }
-                    out += line;
-                }
-            }
-            QPDFObjectHandle next = QPDFObjectHandle::newDictionary();
-            next.replaceKey("/Size", QPDFObjectHandle::newInteger(size));
-            next.replaceKey("/Root", root);
-            if (!infoDict.isNull()) next.replaceKey("/Info", infoDict);
-            if (!id.isNull()) next.replaceKey("/ID", id);
-            next.replaceKey("/Prev", QPDFObjectHandle::newInteger(previousXref));
-            out += "trailer\n" + next.unparse() + "\n";
-        } else {
-            // The document uses a cross-reference stream: the update does too, with its own
-            // entry, so older readers and newer ones agree.
-            int self = size++;
-            entries[self] = {xrefAt, 0};
-            if (!runs.empty() && runs.back().first + runs.back().second == self) {
-                ++runs.back().second;
-            } else {
-                runs.push_back({self, 1});
-            }
-            std::string table;
-            QPDFObjectHandle index = QPDFObjectHandle::newArray();
-            for (auto const &run : runs) {
-                index.appendItem(QPDFObjectHandle::newInteger(run.first));
-                index.appendItem(QPDFObjectHandle::newInteger(run.second));
-                for (int objectID = run.first; objectID < run.first + run.second; ++objectID) {
-                    auto const &e = entries[objectID];
-                    table.push_back(e.first < 0 ? 0 : 1);
-                    bigEndian(table, e.first < 0 ? 0ULL : static_cast<unsigned long long>(e.first), 8);
-                    bigEndian(table, static_cast<unsigned long long>(std::min(e.second, 65535)), 2);
-                }
-            }
-            QPDFObjectHandle dict = QPDFObjectHandle::newDictionary();
-            dict.replaceKey("/Type", QPDFObjectHandle::newName("/XRef"));
-            dict.replaceKey("/Size", QPDFObjectHandle::newInteger(size));
-            dict.replaceKey("/Index", index);
-            QPDFObjectHandle widths = QPDFObjectHandle::newArray();
-            widths.appendItem(QPDFObjectHandle::newInteger(1));
-            widths.appendItem(QPDFObjectHandle::newInteger(8));
-            widths.appendItem(QPDFObjectHandle::newInteger(2));
-            dict.replaceKey("/W", widths);
-            dict.replaceKey("/Root", root);
-            if (!infoDict.isNull()) dict.replaceKey("/Info", infoDict);
-            if (!id.isNull()) dict.replaceKey("/ID", id);
-            dict.replaceKey("/Prev", QPDFObjectHandle::newInteger(previousXref));
-            dict.replaceKey("/Length", QPDFObjectHandle::newInteger(static_cast<long long>(table.size())));
-            out += std::to_string(self) + " 0 obj\n" + dict.unparse() + "\nstream\n" + table + "\nendstream\nendobj\n";
-        }
-        out += "startxref\n" + std::to_string(xrefAt) + "\n%%EOF\n";
-
+        std::string out = section.finish(size, trailer, previousXref, xrefIsStream);
         handOver(out, bytes, length);
     });
 }

@@ -145,6 +145,30 @@ struct InkAnnotationTests {
             _ = try store.flatten("doc.pdf", page: 1, drawing: .empty, form: .annotations, replacing: before.edits.map(\.digest))
         }
     }
+
+    /// Annotations are packed into object streams, listed by a cross-reference stream (PDF 1.5),
+    /// whatever the document's own sections are. A PDF 1.4 file (pdf.js's
+    /// hello_world_rotated.pdf, with a cross-reference table) says 1.5 in its catalog from that
+    /// update on; its bytes before the update stay as they were, and paper saves into it stay
+    /// plain, as before.
+    @Test("an annotation save into a PDF 1.4 file packs its objects and says 1.5 in the catalog; the file's own bytes stay")
+    func olderFile() throws {
+        let original = Array(try Data(contentsOf: LiveCorpus.folder.appendingPathComponent("hello_world_rotated.pdf")))
+        #expect(original.starts(with: Array("%PDF-1.4".utf8)))
+        let drawing = try Self.drawing()
+        let (store, url) = try Self.saved(original, page: 0, drawing, form: .annotations, "older-file")
+        let saved = Array(try Data(contentsOf: url))
+        #expect(saved.starts(with: original))
+        let update = String(decoding: saved[original.count...], as: UTF8.self)
+        #expect(update.contains("/Type /ObjStm") && update.contains("/Type /XRef") && !update.contains("\nxref\n"))
+        let root = try #require(PDFEdits.show(url, "trailer").firstMatch(of: /\/Root ([0-9]+) 0 R/)).1
+        #expect(try PDFEdits.show(url, String(root)).contains("/Version /1.5"))
+        #expect(try run("/usr/bin/qpdf", ["--check", url.path]).status == 0)
+        #expect(try store.pageInk("doc.pdf", 0).ink.drawing == drawing)
+        let (_, paper) = try Self.saved(original, page: 0, drawing, form: .paper, "older-file-paper")
+        let paperUpdate = String(decoding: Array(try Data(contentsOf: paper))[original.count...], as: UTF8.self)
+        #expect(paperUpdate.contains("\nxref\n") && !paperUpdate.contains("/ObjStm") && !paperUpdate.contains("/Version"))
+    }
 }
 
 /// How many `/Ink` annotations a drawing's strokes make: runs of one tool, colour and width.

@@ -9,15 +9,15 @@ enum PDFEdits {
     /// table, as an editor's incremental save would.
     static func rewrite(_ url: URL, object number: Int, as body: [UInt8]) throws {
         var bytes = Array(try Data(contentsOf: url))
-        let text = String(decoding: bytes, as: UTF8.self)
-        let trailer = try #require(text.range(of: "trailer", options: .backwards))
-        let tail = String(text[trailer.lowerBound...])
+        // The trailer as qpdf reads it (the last section may be a cross-reference stream).
+        let trailer = try show(url, "trailer")
         func value(_ pattern: String) throws -> String {
-            let match = try #require(tail.range(of: pattern, options: .regularExpression))
-            return String(tail[match]).split(separator: " ").dropFirst().joined(separator: " ")
+            let match = try #require(trailer.range(of: pattern, options: .regularExpression))
+            return String(trailer[match]).split(separator: " ").dropFirst().joined(separator: " ")
         }
         let root = try value("/Root [0-9]+ 0 R"), size = try value("/Size [0-9]+")
-        let previous = try #require(tail.components(separatedBy: "startxref").last?.split(whereSeparator: \.isNewline).first)
+        let text = String(decoding: bytes, as: UTF8.self)
+        let previous = try #require(text.components(separatedBy: "startxref").last?.split(whereSeparator: \.isNewline).first)
         let offset = bytes.count + 1
         bytes += Array("\n\(number) 0 obj\n".utf8) + body + Array("\nendobj\n".utf8)
         let xref = bytes.count
@@ -26,22 +26,46 @@ enum PDFEdits {
         try Data(bytes).write(to: url)
     }
 
-    /// The document's ink annotation (its object number and dictionary), as the save wrote it.
+    /// The document's last ink annotation (the highest numbered: the latest save's), its number
+    /// and its dictionary as qpdf writes it out, wherever the save put it (plain, or packed in an
+    /// object stream).
     static func annotation(_ url: URL) throws -> (number: Int, dictionary: String) {
-        let text = String(decoding: try Data(contentsOf: url), as: UTF8.self)
-        let ink = try #require(text.range(of: "/Subtype /Ink", options: .backwards))
-        let head = try #require(text.range(of: " 0 obj\n", options: .backwards, range: text.startIndex..<ink.lowerBound))
-        let number = try #require(Int(text[..<head.lowerBound].split(whereSeparator: \.isNewline).last ?? ""))
-        let end = try #require(text.range(of: "\nendobj", range: head.upperBound..<text.endIndex))
-        return (number, String(text[head.upperBound..<end.lowerBound]))
+        let number = try #require(objects(url).filter { ($0.value["/Subtype"] as? String) == "/Ink" }.map(\.key).max())
+        return (number, try show(url, String(number)))
     }
 
     /// The stream object of the last stored drawing the document names (a form's or an
-    /// annotation's `/CanvasBridgeDrawing`).
+    /// annotation's `/CanvasBridgeDrawing`): the highest numbered.
     static func lastStoredDrawing(_ url: URL) throws -> Int {
-        let text = String(decoding: try Data(contentsOf: url), as: UTF8.self)
-        let key = try #require(text.range(of: #"/CanvasBridgeDrawing [0-9]+ 0 R"#, options: [.regularExpression, .backwards]))
-        return try #require(Int(text[key].split(separator: " ")[1]))
+        let named = try objects(url).values.compactMap { $0["/CanvasBridgeDrawing"] as? String }
+        return try #require(named.compactMap { Int($0.split(separator: " ")[0]) }.max())
+    }
+
+    /// Every dictionary of the document by object number (a stream's by its dictionary), as
+    /// qpdf's JSON gives them.
+    static func objects(_ url: URL) throws -> [Int: [String: Any]] {
+        let out = try run("/usr/bin/qpdf", ["--json=2", "--json-key=qpdf", url.path])
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(out.output.utf8)) as? [String: Any])
+        let parts = try #require(json["qpdf"] as? [Any])
+        let all = try #require(parts.last as? [String: Any])
+        var found: [Int: [String: Any]] = [:]
+        for (key, entry) in all {
+            guard key.hasPrefix("obj:"), let number = Int(key.dropFirst(4).split(separator: " ")[0]),
+                  let entry = entry as? [String: Any] else { continue }
+            if let value = entry["value"] as? [String: Any] {
+                found[number] = value
+            } else if let stream = entry["stream"] as? [String: Any], let dictionary = stream["dict"] as? [String: Any] {
+                found[number] = dictionary
+            }
+        }
+        return found
+    }
+
+    /// An object (a number, or "trailer") as qpdf writes it out.
+    static func show(_ url: URL, _ object: String) throws -> String {
+        let out = try run("/usr/bin/qpdf", ["--show-object=\(object)", url.path])
+        try #require(out.status == 0 || out.status == 3, "qpdf --show-object=\(object) exited \(out.status)")
+        return out.output.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     /// A stream object's body with `data` as it is (no filter).
