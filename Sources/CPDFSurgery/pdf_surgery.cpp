@@ -970,7 +970,7 @@ ps_status ps_page_placement(ps_document *document, int page, double matrix[6], p
     return guardedOn(document, error, PS_DAMAGED, [&] { placementMatrix(inspect(pageAt(document, page)), matrix); });
 }
 
-ps_status ps_page_annotations(ps_document *document, int page, size_t max_bytes, size_t max_numbers,
+ps_status ps_page_annotations(ps_document *document, int page, size_t max_bytes, size_t max_numbers, int other_ink,
                               unsigned char **bytes, size_t *length, ps_error *error) {
     *bytes = nullptr;
     *length = 0;
@@ -980,30 +980,81 @@ ps_status ps_page_annotations(ps_document *document, int page, size_t max_bytes,
         if (!annotations.isArray()) return;
         std::string out;
         std::vector<QPDFObjectHandle> items = annotations.getArrayAsVector();
+        // Each entry's value as JSON (qpdf's version 2: names with their slash, strings as "u:"
+        // text or "b:" hex), every number counted against the bound before it is written out
+        // (an indirect object is written as its reference, and not counted).
+        auto copy = [&](QPDFObjectHandle from, QPDFObjectHandle to, std::initializer_list<char const *> keys) {
+            for (char const *key : keys) {
+                if (!from.hasKey(key)) continue;
+                QPDFObjectHandle value = from.getKey(key);
+                if (!numbersWithin(value, numbers, max_numbers)) {
+                    throw Failure(PS_TOO_LARGE, "the ink annotations of the page list more numbers than the page's ink may hold");
+                }
+                to.replaceKey(key, value);
+            }
+        };
+        auto entriesBlock = [&](QPDFObjectHandle seen) {
+            std::string entries = seen.getJSON(2, true).unparse();
+            if (entries.size() > budget) throw Failure(PS_TOO_LARGE, "the ink annotations of the page: more than the page's ink may take");
+            budget -= entries.size();
+            appendBlock(out, entries);
+        };
         for (size_t index = 0; index < items.size(); ++index) {
             QPDFObjectHandle annotation = items[index];
             if (!annotation.isDictionary()) continue;
             QPDFObjectHandle source = annotation.getKey(kDrawingKey);
-            if (!source.isStream()) continue;
-            // What another program may have changed, as JSON (qpdf's version 2: names with
-            // their slash, strings as "u:" text).
-            QPDFObjectHandle seen = QPDFObjectHandle::newDictionary();
-            for (char const *key : {"/Subtype", "/Rect", "/C", "/InkList", "/BS", "/IT", "/Contents", "/CA", kHashKey}) {
-                if (!annotation.hasKey(key)) continue;
-                QPDFObjectHandle value = annotation.getKey(key);
-                // What the JSON below spells out (an indirect object is written as its reference).
-                if (!numbersWithin(value, numbers, max_numbers)) {
-                    throw Failure(PS_TOO_LARGE, "the ink annotations of the page list more numbers than the page's ink may hold");
+            if (source.isStream()) {
+                // Ours: what another program may have changed, and the drawing stored with it.
+                QPDFObjectHandle seen = QPDFObjectHandle::newDictionary();
+                copy(annotation, seen, {"/Subtype", "/Rect", "/C", "/InkList", "/BS", "/IT", "/Contents", "/CA", kHashKey});
+                out += 'A';
+                bigEndian(out, index, 4);
+                entriesBlock(seen);
+                appendDecodedBlock(out, source, budget, "a drawing stored with an ink annotation");
+            } else if (other_ink && annotation.getKey("/Subtype").isNameAndEquals("/Ink")) {
+                // Another program's: what it says of its ink and who made it, where its popup
+                // is in /Annots, and what its appearance draws (filters undone, within the
+                // bound), with the matrix, box and blend that place it.
+                QPDFObjectHandle seen = QPDFObjectHandle::newDictionary();
+                copy(annotation, seen, {"/Subtype", "/Rect", "/C", "/InkList", "/BS", "/Border", "/IT", "/CA", "/T", "/Subj", "/M", "/NM",
+                                        "/CreationDate"});
+                QPDFObjectHandle popup = annotation.getKey("/Popup");
+                if (popup.isIndirect()) {
+                    for (size_t other = 0; other < items.size(); ++other) {
+                        if (items[other].isIndirect() && items[other].getObjGen() == popup.getObjGen() &&
+                            items[other].isDictionary() && items[other].getKey("/Subtype").isNameAndEquals("/Popup")) {
+                            seen.replaceKey("/CanvasBridgePopup", QPDFObjectHandle::newInteger(static_cast<long long>(other)));
+                            break;
+                        }
+                    }
                 }
-                seen.replaceKey(key, value);
+                QPDFObjectHandle states = annotation.getKey("/AP"), appearance;
+                if (states.isDictionary()) appearance = states.getKey("/N");
+                if (appearance.isDictionary() && !appearance.isStream()) appearance = appearance.getKey(annotation.getKey("/AS").isName() ? annotation.getKey("/AS").getName() : "/None");
+                bool drawn = appearance.isStream();
+                if (drawn) {
+                    QPDFObjectHandle dict = appearance.getDict();
+                    copy(dict, seen, {"/BBox", "/Matrix"});
+                    // A multiply blend in the appearance's graphics states: a highlighter.
+                    QPDFObjectHandle states = dict.getKey("/Resources").isDictionary() ? dict.getKey("/Resources").getKey("/ExtGState") : QPDFObjectHandle();
+                    if (states.isDictionary()) {
+                        for (auto const &key : states.getKeys()) {
+                            QPDFObjectHandle state = states.getKey(key);
+                            if (state.isDictionary() && state.getKey("/BM").isNameAndEquals("/Multiply")) {
+                                seen.replaceKey("/CanvasBridgeMultiply", QPDFObjectHandle::newBool(true));
+                            }
+                        }
+                    }
+                }
+                out += 'O';
+                bigEndian(out, index, 4);
+                entriesBlock(seen);
+                if (drawn) {
+                    appendDecodedBlock(out, appearance, budget, "the appearance of an ink annotation");
+                } else {
+                    appendBlock(out, std::string());
+                }
             }
-            std::string entries = seen.getJSON(2, true).unparse();
-            if (entries.size() > budget) throw Failure(PS_TOO_LARGE, "the ink annotations of the page: more than the page's ink may take");
-            budget -= entries.size();
-            out += 'A';
-            bigEndian(out, index, 4);
-            appendBlock(out, entries);
-            appendDecodedBlock(out, source, budget, "a drawing stored with an ink annotation");
         }
         handOver(out, bytes, length);
     });
@@ -1225,9 +1276,11 @@ QPDFObjectHandle applyInk(ps_document *document, QPDF &made, int page, const uns
             QPDFObjectHandle existing = pageObject.getKey("/Annots");
             std::vector<QPDFObjectHandle> items;
             if (existing.isArray()) items = existing.getArrayAsVector();
+            // Ours, another program's /Ink, or the /Popup of one: nothing else is ever taken off.
             for (int index : document->droppedAnnotations) {
                 if (index < 0 || static_cast<size_t>(index) >= items.size() || !items[index].isDictionary() ||
-                    !items[index].getKey(kDrawingKey).isStream()) {
+                    !(items[index].getKey(kDrawingKey).isStream() || items[index].getKey("/Subtype").isNameAndEquals("/Ink") ||
+                      items[index].getKey("/Subtype").isNameAndEquals("/Popup"))) {
                     throw Failure(PS_INTERNAL, "the page has no ink annotation at position " + std::to_string(index) + " to replace");
                 }
             }

@@ -285,12 +285,13 @@ public final class DocumentStore: Sendable {
     }
 
     /// The page's size and its canvas ink, edit by edit, as `canvas.open` reopens it.
-    public func pageInk(_ name: String, _ index: Int) throws(DocumentError) -> (page: PageSummary, ink: PageInk) {
+    /// With `otherInk`, other programs' /Ink annotations are among the page's edits.
+    public func pageInk(_ name: String, _ index: Int, otherInk: Bool = false) throws(DocumentError) -> (page: PageSummary, ink: PageInk) {
         let pdf = try pdf(name, try openDocument(name))
         guard index >= 0 && index < pdf.pageCount else { throw .pageOutOfRange(name: name, page: index, pageCount: pdf.pageCount) }
         do {
             let page = try pdf.page(index)
-            return (PageSummary(width: page.width, height: page.height, rotation: page.rotation), PageInk(edits: try Flattener.edits(of: pdf, page: index, maxPagePoints: maxInkPointsPerPage)))
+            return (PageSummary(width: page.width, height: page.height, rotation: page.rotation), PageInk(edits: try Flattener.edits(of: pdf, page: index, maxPagePoints: maxInkPointsPerPage, otherInk: otherInk)))
         } catch let error as PDFError {
             throw unreadable(name, error)
         } catch let error as FlattenError {
@@ -303,7 +304,7 @@ public final class DocumentStore: Sendable {
     /// Throws `inkChanged` unless every edit `digests` names (`PageInk.Edit.digest`) is still
     /// on the page.
     public func checkInk(_ name: String, _ index: Int, still digests: [String]) throws(DocumentError) {
-        let ink = try pageInk(name, index).ink
+        let ink = try pageInk(name, index, otherInk: true).ink
         do throws(FlattenError) {
             _ = try Flattener.replaced(digests, among: ink.edits, page: index)
         } catch {

@@ -49,6 +49,9 @@ public struct PageInk: Sendable {
             case form(Int)
             /// An ink annotation, by its position in the page's /Annots.
             case annotation(Int)
+            /// Another program's /Ink, by its position in the page's /Annots, and its /Popup's
+            /// (which leaves the page with it).
+            case otherInk(Int, popup: Int?)
         }
 
         /// The drawing the edit was made from, as it was submitted; for an annotation another
@@ -60,12 +63,18 @@ public struct PageInk: Sendable {
         public let place: Place
         /// An annotation another program changed since we wrote it (its pressure is lost).
         public var changedElsewhere = false
+        /// For another program's /Ink: its author, subject, dates and name as PDF entries,
+        /// which the annotation replacing it carries (`InkAnnotations.OtherInk.carried`).
+        public var carried = ""
     }
 
     public let edits: [Edit]
 
     /// The edits that a reopened drawing can replace (all but an early version's whole-page ink).
     public var replaceable: [Edit] { edits.filter { $0.place != .wholePage } }
+
+    /// How many of them are other programs' /Ink.
+    public var otherInk: Int { edits.count { if case .otherInk = $0.place { true } else { false } } }
 
     /// A drawing's digest as a save would store it: equal for equal drawings.
     public static func digest(_ drawing: Drawing) -> String { Flattener.digest(InkSource.encode(drawing)) }
@@ -170,11 +179,20 @@ public enum Flattener {
             let file = try location.open()
             let geometry = try file.page(page)
             var stored = file.inkPoints(page: page)
+            var carrying: [(strokes: [Stroke], carried: String)] = []
             if let replacing {
-                let dropped = try replaced(replacing, among: try edits(of: file, page: page, maxPagePoints: maxPagePoints), page: page)
-                let points = dropped.reduce(0) { $0 + $1.drawing.pointCount }
+                let dropped = try replaced(replacing, among: try edits(of: file, page: page, maxPagePoints: maxPagePoints, otherInk: true), page: page)
+                // (Another program's ink was never counted in the page's points.)
+                let points = dropped.reduce(0) { if case .otherInk = $1.place { $0 } else { $0 + $1.drawing.pointCount } }
                 file.dropForms(dropped.compactMap { if case .form(let position) = $0.place { position } else { nil } }, points: points)
-                file.dropAnnotations(dropped.compactMap { if case .annotation(let position) = $0.place { position } else { nil } })
+                file.dropAnnotations(dropped.flatMap { edit -> [Int] in
+                    switch edit.place {
+                    case .annotation(let position): [position]
+                    case .otherInk(let position, let popup): [position] + (popup.map { [$0] } ?? [])
+                    case .wholePage, .form: []
+                    }
+                })
+                carrying = dropped.compactMap { if case .otherInk = $0.place { ($0.drawing.strokes, $0.carried) } else { nil } }
                 stored = max(0, stored - points)
             }
             let adding = drawing.pointCount
@@ -194,7 +212,7 @@ public enum Flattener {
                     let placement = InkAnnotations.Placement(width: geometry.width, height: geometry.height, matrix: try file.placement(page: page))
                     // The annotations round for their entries and appearance themselves, and store
                     // the drawing as it was submitted.
-                    for annotation in try InkAnnotations.make(drawing, on: placement) {
+                    for annotation in try InkAnnotations.make(drawing, on: placement, carrying: carrying) {
                         try file.addAnnotation(dictionary: annotation.dictionary, strokes: annotation.strokes, overlay: annotation.overlay,
                                                source: annotation.source, box: annotation.box)
                     }
@@ -228,10 +246,10 @@ public enum Flattener {
     }
 
     /// The page's canvas ink, edit by edit, as reopening loads it.
-    public static func pageInk(_ location: PDFLocation, page: Int, maxPagePoints: Int = .max) throws(FlattenError) -> PageInk {
+    public static func pageInk(_ location: PDFLocation, page: Int, maxPagePoints: Int = .max, otherInk: Bool = false) throws(FlattenError) -> PageInk {
         do {
             let file = try location.open()
-            return PageInk(edits: try edits(of: file, page: page, maxPagePoints: maxPagePoints))
+            return PageInk(edits: try edits(of: file, page: page, maxPagePoints: maxPagePoints, otherInk: otherInk))
         } catch let error as FlattenError {
             throw error
         } catch let error as PDFError {
@@ -258,9 +276,10 @@ public enum Flattener {
         }
     }
 
-    /// The page's edits: its forms' stored drawings, then its ink annotations, read within
+    /// The page's edits: its forms' stored drawings, then its ink annotations (with
+    /// `otherInk`, other programs' /Ink among them, in the page's order), read within
     /// `StoredInkBound(maxPagePoints:)`.
-    static func edits(of file: PDFFile, page: Int, maxPagePoints: Int) throws -> [PageInk.Edit] {
+    static func edits(of file: PDFFile, page: Int, maxPagePoints: Int, otherInk: Bool = false) throws -> [PageInk.Edit] {
         let bound = StoredInkBound(maxPagePoints: maxPagePoints)
         var edits: [PageInk.Edit] = []
         let sources = try file.storedSources(page: page, maxBytes: bound.bytes)
@@ -273,11 +292,21 @@ public enum Flattener {
             edits.append(PageInk.Edit(drawing: try stored(source.bytes), digest: digest(source.bytes), place: place))
         }
         let read = sources.reduce(0) { $0 + $1.bytes.count }
-        let annotations = try file.storedAnnotations(page: page, maxBytes: max(0, bound.bytes - read), maxNumbers: bound.numbers)
+        let annotations = try file.storedAnnotations(page: page, maxBytes: max(0, bound.bytes - read), maxNumbers: bound.numbers, otherInk: otherInk)
         guard !annotations.isEmpty else { return edits }
         let geometry = try file.page(page)
         let placement = InkAnnotations.Placement(width: geometry.width, height: geometry.height, matrix: try file.placement(page: page))
         for annotation in annotations {
+            if annotation.isOtherInk {
+                // Named by all it says and draws: a change to any of it, made elsewhere after the
+                // reopen, is a change of the page's ink.
+                guard let other = InkAnnotations.readOther(entries: annotation.entries, appearance: annotation.source, on: placement) else { continue }
+                var edit = PageInk.Edit(drawing: other.drawing, digest: digest(annotation.entries + annotation.source),
+                                        place: .otherInk(annotation.index, popup: other.popup))
+                edit.carried = other.carried
+                edits.append(edit)
+                continue
+            }
             // A stored drawing that does not read (its checksum, a byte changed) is no drawing:
             // the annotation is read from what it says, never from those bytes.
             let source = try? stored(annotation.source)

@@ -131,7 +131,10 @@ public enum InkAnnotations {
     /// The drawing's annotations, strokes first and texts after them, as a form draws them:
     /// the appearance and the entries from the drawing on the ink grid, the stored drawing
     /// exactly as given.
-    public static func make(_ drawing: Drawing, on page: Placement) throws(RenderError) -> [Annotation] {
+    /// `carrying`: other programs' annotations the drawing replaces, each with the strokes it
+    /// was loaded as: a run that starts with one of those strokes carries its author, subject,
+    /// dates and name (`OtherInk.carried`).
+    public static func make(_ drawing: Drawing, on page: Placement, carrying: [(strokes: [Stroke], carried: String)] = []) throws(RenderError) -> [Annotation] {
         var annotations: [Annotation] = []
         for run in runs(drawing.strokes) {
             let entries = InkEntries(run, on: page)
@@ -140,6 +143,7 @@ public enum InkAnnotations {
             dictionary += fields.inkList.map(fields.text).joined(separator: " ")
             dictionary += " ] /C \(fields.text(fields.color, decimals: 3)) /CA 1 /BS << /W \(Fields.number(entries.width)) /S /S >>"
             if entries.highlighter { dictionary += " /IT /InkHighlight" }
+            if let other = carrying.first(where: { $0.strokes.contains(run[0]) }), !other.carried.isEmpty { dictionary += " " + other.carried }
             dictionary += " /CanvasBridgeHash (\(fields.digest)) >>"
             annotations.append(Annotation(dictionary: dictionary, strokes: InkRenderer.strokeContent(entries.drawn), overlay: [],
                                           box: entries.box, source: InkSource.encode(Drawing(strokes: run))))
@@ -218,6 +222,91 @@ public enum InkAnnotations {
         default:
             return nil
         }
+    }
+
+    /// Another program's `/Ink`, loaded as strokes (`readOther`).
+    public struct OtherInk: Sendable {
+        public let drawing: Drawing
+        /// The position in /Annots of its `/Popup`, which leaves the page with it.
+        public let popup: Int?
+        /// Its author, subject, dates and name as PDF entries (`/T <…> /M <…>`), which the
+        /// annotation that replaces it carries.
+        public let carried: String
+    }
+
+    /// Another program's `/Ink` as strokes, from what it says (`entries`, qpdf's JSON of them,
+    /// `ps_page_annotations`): each `/InkList` entry a stroke, its numbers as the file writes
+    /// them (taken from user space to display points, not rounded), at `/BS /W` (else
+    /// `/Border`'s third number, else 1 pt), in `/C`'s colour (grey, RGB or CMYK; none: black), a
+    /// highlighter when `/IT` is `/InkHighlight` or its appearance multiplies. Where its
+    /// appearance (`appearance`, its content) fills an outline whose width varies along the
+    /// line, as pressure-sensitive tools draw, that width comes back as pressure
+    /// (`AppearanceWidths`). Nil when there is no line to load (no `/InkList`: an appearance
+    /// alone, which stays on the page as it is).
+    public static func readOther(entries: [UInt8], appearance: [UInt8], on page: Placement) -> OtherInk? {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(entries)) as? [String: Any] else { return nil }
+        func number(_ value: Any?) -> Double? { (value as? Double) ?? (value as? Int).map(Double.init) ?? (value as? NSNumber)?.doubleValue }
+        func numbers(_ value: Any?) -> [Double]? { (value as? [Any])?.compactMap(number) }
+        let inkList = ((object["/InkList"] as? [Any])?.compactMap(numbers) ?? []).filter { $0.count >= 2 }
+        guard !inkList.isEmpty else { return nil }
+        let border = numbers(object["/Border"]).flatMap { $0.count >= 3 ? $0[2] : nil }
+        let drawnWidth = (object["/BS"] as? [String: Any]).flatMap { number($0["/W"]) } ?? border ?? 1
+        let width = min(max(drawnWidth, DrawingLimits.strokeWidth.lowerBound), DrawingLimits.strokeWidth.upperBound)
+        let highlighter = (object["/IT"] as? String) == "/InkHighlight" || (object["/CanvasBridgeMultiply"] as? Bool) == true
+        let color = Self.color(numbers(object["/C"]) ?? [])
+        let lines: [[InkPoint]] = inkList.map { line in
+            stride(from: 0, to: line.count - 1, by: 2).compactMap { index -> InkPoint? in
+                guard let (x, y) = page.display(line[index], line[index + 1]) else { return nil }
+                return try? InkPoint(x: x, y: y)
+            }
+        }
+        // Pressure, where the appearance says the width varies (a pen's, never a highlighter's).
+        var widths: [(width: Double, pressures: [Double])?] = Array(repeating: nil, count: lines.count)
+        if !highlighter, !appearance.isEmpty {
+            let placed = AppearanceWidths.Placement(bbox: numbers(object["/BBox"]) ?? [], matrix: numbers(object["/Matrix"]) ?? [1, 0, 0, 1, 0, 0],
+                                                    rect: numbers(object["/Rect"]) ?? [])
+            widths = AppearanceWidths.pressures(appearance, placed: placed, inkList: inkList, width: width)
+        }
+        let tool = InkTool.forMark(highlighting: highlighter)
+        let strokes = zip(lines, widths).compactMap { (points, varying) -> Stroke? in
+            guard !points.isEmpty else { return nil }
+            // (a point the page's matrix could not place leaves the pressures unmatched: none)
+            if let varying, varying.pressures.count == points.count,
+               let pressed = try? zip(points, varying.pressures).map({ (point, pressure) throws(DrawingValidationError) in
+                   try InkPoint(x: point.x, y: point.y, pressure: pressure)
+               }),
+               let stroke = try? Stroke(tool: tool, color: color, width: min(max(varying.width, DrawingLimits.strokeWidth.lowerBound),
+                                                                                 DrawingLimits.strokeWidth.upperBound), points: pressed) {
+                return stroke
+            }
+            return try? Stroke(tool: tool, color: color, width: width, points: points)
+        }
+        guard !strokes.isEmpty else { return nil }
+        var carried: [String] = []
+        for key in ["/T", "/Subj", "/M", "/NM", "/CreationDate"] {
+            guard let value = object[key] as? String else { continue }
+            if value.hasPrefix("u:") {
+                carried.append("\(key) \(Fields.utf16(String(value.dropFirst(2))))")
+            } else if value.hasPrefix("b:"), value.dropFirst(2).allSatisfy(\.isHexDigit) {
+                carried.append("\(key) <\(value.dropFirst(2))>")
+            }
+        }
+        return OtherInk(drawing: Drawing(strokes: strokes), popup: (object["/CanvasBridgePopup"] as? Int),
+                        carried: carried.joined(separator: " "))
+    }
+
+    /// A PDF colour (`/C`: none, grey, RGB or CMYK) as ink's: black when there is none.
+    static func color(_ components: [Double]) -> InkColor {
+        let unit = components.map { min(max($0, 0), 1) }
+        let rgb: [Double]
+        switch unit.count {
+        case 1: rgb = [unit[0], unit[0], unit[0]]
+        case 3: rgb = unit
+        case 4: rgb = unit.prefix(3).map { (1 - $0) * (1 - unit[3]) }
+        default: rgb = [0, 0, 0]
+        }
+        let hex = rgb.map { String(format: "%02X", Int(($0 * 255).rounded())) }.joined()
+        return (try? InkColor("#" + hex)) ?? InkColor.black
     }
 
     /// What the digest covers, each number as written (2 decimals; a colour 3).

@@ -179,24 +179,31 @@ public final class PDFFile {
         return matrix
     }
 
-    /// An ink annotation of ours as the page has it now: its position in /Annots, what other
-    /// programs may have changed in it (JSON: /Subtype, /Rect, /C, /InkList, /BS, /IT,
-    /// /Contents, /CA and the digest written with it), and the drawing stored with it.
+    /// An ink annotation as the page has it now: its position in /Annots, and for one of ours
+    /// what other programs may have changed in it (JSON: /Subtype, /Rect, /C, /InkList, /BS,
+    /// /IT, /Contents, /CA and the digest written with it) and the drawing stored with it; for
+    /// another program's /Ink, what it says and what its appearance draws (`ps_page_annotations`).
     public struct StoredAnnotation: Sendable {
         public let index: Int
+        /// Its entries as JSON (qpdf's version 2).
         public let entries: [UInt8]
+        /// Ours: the drawing stored with it. Another program's: what its appearance draws.
         public let source: [UInt8]
+        /// Another program's /Ink, not ours.
+        public let isOtherInk: Bool
     }
 
     /// Bounded as `storedSources`, all records together by `maxBytes`, and the entries by
     /// `maxNumbers` numbers in all (an /InkList of millions is refused before it is copied).
-    public func storedAnnotations(page index: Int, maxBytes: Int, maxNumbers: Int) throws(PDFError) -> [StoredAnnotation] {
+    /// With `otherInk`, other programs' /Ink annotations too.
+    public func storedAnnotations(page index: Int, maxBytes: Int, maxNumbers: Int, otherInk: Bool = false) throws(PDFError) -> [StoredAnnotation] {
         try fetched("read the ink annotations of page \(index)") {
-            ps_page_annotations(handle, Int32(clamping: index), maxBytes, maxNumbers, &$0, &$1, &$2)
+            ps_page_annotations(handle, Int32(clamping: index), maxBytes, maxNumbers, otherInk ? 1 : 0, &$0, &$1, &$2)
         } reading: { records in
             var annotations: [StoredAnnotation] = []
-            while records.byte() == UInt8(ascii: "A"), let position = records.number(), let entries = records.block(), let source = records.block() {
-                annotations.append(StoredAnnotation(index: position, entries: entries, source: source))
+            while let kind = records.byte(), kind == UInt8(ascii: "A") || kind == UInt8(ascii: "O"),
+                  let position = records.number(), let entries = records.block(), let source = records.block() {
+                annotations.append(StoredAnnotation(index: position, entries: entries, source: source, isOtherInk: kind == UInt8(ascii: "O")))
             }
             return annotations
         }

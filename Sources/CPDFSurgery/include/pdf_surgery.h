@@ -114,12 +114,18 @@ ps_status ps_add_annotation(ps_document *document, const char *dictionary, size_
 // order: 'A', the annotation's position in /Annots (4 bytes, big-endian), then the length and
 // bytes of a JSON object of its /Subtype, /Rect, /C, /InkList, /BS, /IT, /Contents, /CA and
 // digest as they are now (qpdf's JSON version 2), then the length and bytes of its stored
-// drawing. Freed with ps_free; *length is 0 when there are none. Bounded as ps_page_drawing:
-// the records come to at most `max_bytes`, and the entries hold at most `max_numbers` numbers
-// in all (an /InkList can list millions), else PS_TOO_LARGE before any is written out.
-ps_status ps_page_annotations(ps_document *document, int page, size_t max_bytes, size_t max_numbers,
+// drawing. With `other_ink`, other programs' /Ink annotations too, each as an 'O' record: its
+// position, the JSON of its /Rect, /C, /InkList, /BS, /Border, /IT, /CA, /T, /Subj, /M, /NM,
+// /CreationDate, its appearance's /BBox and /Matrix, /CanvasBridgePopup (the position of its
+// /Popup) and /CanvasBridgeMultiply (true when its appearance blends by multiplying), then its
+// normal appearance's content, decoded (empty when it has none). Freed with ps_free; *length
+// is 0 when there are none. Bounded as ps_page_drawing: the records come to at most
+// `max_bytes`, and the entries hold at most `max_numbers` numbers in all (an /InkList can list
+// millions), else PS_TOO_LARGE before any is written out.
+ps_status ps_page_annotations(ps_document *document, int page, size_t max_bytes, size_t max_numbers, int other_ink,
                               unsigned char **bytes, size_t *length, ps_error *error);
-// Makes the next flatten take the ink annotations at these positions in /Annots off the page.
+// Makes the next flatten take the annotations at these positions in /Annots off the page: ours,
+// other programs' /Ink, and their /Popup (anything else is refused as PS_INTERNAL).
 void ps_drop_annotations(ps_document *document, const int *annotations, size_t count);
 // Gives the document a new time budget, from now: a save parses within a reader's budget, then
 // has longer for its write.

@@ -23,8 +23,10 @@ extension Dispatcher {
             guard let documents, let target = try? documents.targetParams(params) else { return false }
             // Only a canvas opened from closed takes the page's ink; otherwise the page alone
             // is checked, as for any open.
-            if (try? params.bool("reopen", default: false)) == true, session.canvas.phase == .closed {
-                try jobs.read(for: job) { .pageInk(Result { () throws(DocumentError) in try documents.store.pageInk(target.name, target.page) }) }
+            if let scope = try? ReopenScope(params), scope.reopens, session.canvas.phase == .closed {
+                try jobs.read(for: job) {
+                    .pageInk(Result { () throws(DocumentError) in try documents.store.pageInk(target.name, target.page, otherInk: scope == .allInk) })
+                }
             } else {
                 try jobs.read(for: job) { .page(Result { () throws(DocumentError) in try documents.store.page(target.name, target.page) }) }
             }

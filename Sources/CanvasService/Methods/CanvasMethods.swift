@@ -140,7 +140,7 @@ struct CanvasMethods {
     private func open(_ params: Params, _ session: inout ServiceSession, found: JobOutcome?,
                       _ call: inout Call) throws(ProtocolError) -> [String: JSONValue]? {
         let size = try self.params.size(params)
-        let reopen = try params.bool("reopen", default: false)
+        let scope = try ReopenScope(params), reopen = scope.reopens
         if reopen && !params.has("document") {
             throw ProtocolError(.invalidParams, "reopen: needs a document, whose page's ink to reopen", data: ["field": "reopen"])
         }
@@ -211,15 +211,19 @@ struct CanvasMethods {
         guard opens else { return nil }
         if var target {
             if let ink, reopen {
-                target.target.reopened = ReopenedInk(edits: ink.replaceable.map(\.digest), drawing: PageInk.digest(loaded))
+                target.target.reopened = ReopenedInk(edits: ink.replaceable.map(\.digest), drawing: PageInk.digest(loaded),
+                                                     otherInk: ink.otherInk > 0 ? true : nil)
             }
             session.target = target.target
             session.size = target.size
         }
         if let size { session.size = size }
         guard let ink, reopen else { return nil }
-        return ["edits": .integer(Int64(ink.replaceable.count)), "strokes": .integer(Int64(loaded.strokes.count)),
-                "texts": .integer(Int64(loaded.texts.count))]
+        var reopened: [String: JSONValue] = ["edits": .integer(Int64(ink.replaceable.count)), "strokes": .integer(Int64(loaded.strokes.count)),
+                                             "texts": .integer(Int64(loaded.texts.count))]
+        // Asked for, other programs' ink is counted even when there is none: the answer says so.
+        if scope == .allInk { reopened["otherInk"] = .integer(Int64(ink.otherInk)) }
+        return reopened
     }
 
     /// `canvas.minimize`, `.submit`, `.cancel`. A submit that was saving (`MethodResult.saving`)

@@ -176,9 +176,11 @@ struct DocumentTarget: Sendable {
     }
 
     /// Whether saving `drawing` here makes a revision: anything drawn does, nothing drawn does
-    /// not, unless it takes reopened ink off; a reopened drawing saved as it was loaded does not.
+    /// not, unless it takes reopened ink off; a reopened drawing saved as it was loaded does not,
+    /// unless it was loaded from other programs' ink, which the save makes canvas ink.
     func makesRevision(_ drawing: Drawing) -> Bool {
         guard let reopened else { return drawing.hasContent }
+        if reopened.otherInk == true { return true }
         return (drawing.hasContent || !reopened.edits.isEmpty) && PageInk.digest(drawing) != reopened.drawing
     }
 
@@ -197,6 +199,9 @@ struct ReopenedInk: Sendable, Equatable, Codable {
     /// The digest of the drawing as loaded (`PageInk.digest`): a save of the same drawing
     /// makes no new revision.
     let drawing: String
+    /// True when other programs' /Ink is among the edits (a save makes it canvas ink, changed
+    /// or not); absent in snapshots written before it could be.
+    var otherInk: Bool? = nil
 }
 
 /// The last few replies of a session by request id, oldest forgotten first, each with the

@@ -246,7 +246,7 @@ class Session:
         return self.call("canvas.state")
 
     def open(self, *, document: Optional[str] = None, page: Optional[int] = None,
-             size: Optional[Sequence[int]] = None, reopen: bool = False,
+             size: Optional[Sequence[int]] = None, reopen: Union[bool, str] = False,
              ink_form: Optional[str] = None) -> JSON:
         """Opens the canvas, on ``page`` (from 0) of ``document`` when given.
 
@@ -257,7 +257,9 @@ class Session:
         ``reason: "inkChanged"`` if that ink is no longer on the page. On an open or minimized
         canvas it is a plain open when the drawing was reopened from that page, else
         ``CONFLICT`` with ``reason: "notReopened"``. The param is sent only when true, so a
-        plain open is the same request as before 1.8. ``ink_form`` (canvas/1.8; needs
+        plain open is the same request as before 1.8. ``reopen="all"`` loads other programs'
+        /Ink annotations of the page too (``reopened`` then has ``otherInk``, how many), which
+        the submit replaces with the drawing, carrying their author and dates. ``ink_form`` (canvas/1.8; needs
         ``document``): how the submit puts the ink on the page, ``"paper"`` (the default) or
         ``"annotations"``, standard /Ink and /FreeText annotations other PDF tools can edit."""
         params: JSON = {}
@@ -266,7 +268,7 @@ class Session:
         if page is not None:
             params["page"] = page
         if reopen:
-            params["reopen"] = True
+            params["reopen"] = "all" if reopen == "all" else True
         if ink_form is not None:
             params["inkForm"] = ink_form
         if size is not None:
