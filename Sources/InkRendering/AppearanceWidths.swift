@@ -43,7 +43,7 @@ enum AppearanceWidths {
     /// uniform outline by a few percent.
     static let uniformShare = 0.15
     /// The most path points read from one appearance: past it the appearance is not read.
-    static let maxPoints = 2_000_000
+    static let maxPoints = 500_000
 
     /// For each line of `inkList` (user space), its width and each point's pressure as the
     /// appearance's filled outline gives them (`width` × `PenProfile.factor(pressure)` is the

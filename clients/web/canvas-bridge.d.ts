@@ -155,7 +155,7 @@ export interface OpenResult {
   state: CanvasState;
   /** How many pieces of canvas ink the drawing was loaded from (one a paper save, one an
    * annotation; 0 for a page without canvas ink), and the strokes and texts it holds. */
-  reopened?: { edits: number; strokes: number; texts: number };
+  reopened?: { edits: number; strokes: number; texts: number; otherInk?: number };
 }
 
 export interface HelloResult { protocol: string; server: string; methods: string[]; limits: Record<string, number>; }
@@ -174,10 +174,12 @@ export interface CanvasPlugin {
    * fails CONFLICT (`data.reason: 'inkChanged'`) when that ink is no longer there. On an open or
    * minimized canvas it is a plain open if the drawing was reopened from that page, else CONFLICT
    * (`data.reason: 'notReopened'`). A server before 1.8 ignores `reopen` and opens an empty drawing
-   * (no `reopened`). `inkForm` (canvas/1.8, needs `document`): how the submit puts the ink on the
+   * (no `reopened`). `reopen: 'all'` loads other programs' /Ink annotations of the page too
+   * (`reopened.otherInk` says how many), which the submit then replaces, carrying their authors.
+   * `inkForm` (canvas/1.8, needs `document`): how the submit puts the ink on the
    * page, 'paper' (the default) or 'annotations' (spec 5.3).
    */
-  open(options?: { document?: string; page?: number; size?: { width: number; height: number }; reopen?: boolean; inkForm?: InkForm }): Promise<OpenResult>;
+  open(options?: { document?: string; page?: number; size?: { width: number; height: number }; reopen?: boolean | 'all'; inkForm?: InkForm }): Promise<OpenResult>;
   minimize(options?: { imageData?: boolean }): Promise<CanvasResult>;
   submit(options?: { imageData?: boolean }): Promise<CanvasResult>;
   cancel(options?: { imageData?: boolean }): Promise<CanvasResult>;

@@ -200,10 +200,12 @@ export class CanvasPlugin {
    * `reopen: true` (canvas/1.8, needs `document`) a closed canvas opens with the page's canvas
    * ink as its drawing, and the result has `reopened` {edits, strokes, texts}; its submit then
    * replaces that ink on the page (CONFLICT `inkChanged` when another save changed it first).
-   * `reopen` is sent only when true, so a plain open is the request it always was. `inkForm`
+   * `reopen` is sent only when true, so a plain open is the request it always was. With
+   * `reopen: 'all'` the page's /Ink annotations made by other programs load too (`reopened`
+   * then has `otherInk`, how many), and the submit replaces them. `inkForm`
    * (canvas/1.8, needs `document`): 'paper' (the default) or 'annotations', standard /Ink and
    * /FreeText annotations other PDF tools can edit (spec 5.3).
-   * @param {{document?: string, page?: number, size?: {width: number, height: number}, reopen?: boolean, inkForm?: 'paper' | 'annotations'}} options
+   * @param {{document?: string, page?: number, size?: {width: number, height: number}, reopen?: boolean | 'all', inkForm?: 'paper' | 'annotations'}} options
    */
   open({ document, page, size, reopen = false, inkForm } = {}) {
     /** @type {Record<string, unknown>} */
@@ -211,7 +213,7 @@ export class CanvasPlugin {
     if (document !== undefined) params.document = document;
     if (page !== undefined) params.page = page;
     if (size !== undefined) params.size = size;
-    if (reopen) params.reopen = true;
+    if (reopen) params.reopen = reopen === 'all' ? 'all' : true;
     if (inkForm !== undefined) params.inkForm = inkForm;
     return this.call('canvas.open', params);
   }
