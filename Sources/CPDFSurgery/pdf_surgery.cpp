@@ -1016,8 +1016,8 @@ ps_status ps_page_annotations(ps_document *document, int page, size_t max_bytes,
                 // is in /Annots, and what its appearance draws (filters undone, within the
                 // bound), with the matrix, box and blend that place it.
                 QPDFObjectHandle seen = QPDFObjectHandle::newDictionary();
-                copy(annotation, seen, {"/Subtype", "/Rect", "/C", "/InkList", "/BS", "/Border", "/IT", "/CA", "/T", "/Subj", "/M", "/NM",
-                                        "/CreationDate"});
+                copy(annotation, seen, {"/Subtype", "/Rect", "/C", "/InkList", "/BS", "/Border", "/IT", "/CA", "/F", "/T", "/Subj", "/M", "/NM",
+                                        "/CreationDate", "/Contents", "/RC"});
                 QPDFObjectHandle popup = annotation.getKey("/Popup");
                 if (popup.isIndirect()) {
                     for (size_t other = 0; other < items.size(); ++other) {

@@ -229,8 +229,8 @@ public enum InkAnnotations {
         public let drawing: Drawing
         /// The position in /Annots of its `/Popup`, which leaves the page with it.
         public let popup: Int?
-        /// Its author, subject, dates and name as PDF entries (`/T <…> /M <…>`), which the
-        /// annotation that replaces it carries.
+        /// Its author, subject, dates, name and note (`/Contents`, `/RC`) as PDF entries
+        /// (`/T <…> /M <…>`), which the annotation that replaces it carries.
         public let carried: String
     }
 
@@ -238,22 +238,29 @@ public enum InkAnnotations {
     /// `ps_page_annotations`): each `/InkList` entry a stroke, its numbers as the file writes
     /// them (taken from user space to display points, not rounded), at `/BS /W` (else
     /// `/Border`'s third number, else 1 pt), in `/C`'s colour (grey, RGB or CMYK; none: black), a
-    /// highlighter when `/IT` is `/InkHighlight` or its appearance multiplies. Where its
+    /// highlighter when `/IT` is `/InkHighlight`, its appearance multiplies or it is translucent
+    /// (`/CA` below 1: its colour then as it shows over white). Where its
     /// appearance (`appearance`, its content) fills an outline whose width varies along the
     /// line, as pressure-sensitive tools draw, that width comes back as pressure
     /// (`AppearanceWidths`). Nil when there is no line to load (no `/InkList`: an appearance
-    /// alone, which stays on the page as it is).
+    /// alone), or the annotation is hidden (`/F` 2 or 32): it then stays on the page as it is.
     public static func readOther(entries: [UInt8], appearance: [UInt8], on page: Placement) -> OtherInk? {
         guard let object = try? JSONSerialization.jsonObject(with: Data(entries)) as? [String: Any] else { return nil }
         func number(_ value: Any?) -> Double? { (value as? Double) ?? (value as? Int).map(Double.init) ?? (value as? NSNumber)?.doubleValue }
         func numbers(_ value: Any?) -> [Double]? { (value as? [Any])?.compactMap(number) }
         let inkList = ((object["/InkList"] as? [Any])?.compactMap(numbers) ?? []).filter { $0.count >= 2 }
         guard !inkList.isEmpty else { return nil }
+        // Hidden (flag 2) or not to be shown (32): not ink anyone sees, and not made visible.
+        if let flags = object["/F"] as? Int, flags & (2 | 32) != 0 { return nil }
         let border = numbers(object["/Border"]).flatMap { $0.count >= 3 ? $0[2] : nil }
         let drawnWidth = (object["/BS"] as? [String: Any]).flatMap { number($0["/W"]) } ?? border ?? 1
         let width = min(max(drawnWidth, DrawingLimits.strokeWidth.lowerBound), DrawingLimits.strokeWidth.upperBound)
-        let highlighter = (object["/IT"] as? String) == "/InkHighlight" || (object["/CanvasBridgeMultiply"] as? Bool) == true
-        let color = Self.color(numbers(object["/C"]) ?? [])
+        // Translucent ink (/CA below 1) is a highlighter in the colour it shows over white: a
+        // multiply by 1 - CA × (1 - c) is what a translucent multiply does exactly, and what a
+        // translucent pen does over white paper (over dark content it stays darker).
+        let opacity = min(max(number(object["/CA"]) ?? 1, 0), 1)
+        let highlighter = (object["/IT"] as? String) == "/InkHighlight" || (object["/CanvasBridgeMultiply"] as? Bool) == true || opacity < 0.999
+        let color = Self.color((Self.components(numbers(object["/C"]) ?? [])).map { 1 - opacity * (1 - $0) })
         let lines: [[InkPoint]] = inkList.map { line in
             stride(from: 0, to: line.count - 1, by: 2).compactMap { index -> InkPoint? in
                 guard let (x, y) = page.display(line[index], line[index + 1]) else { return nil }
@@ -283,7 +290,7 @@ public enum InkAnnotations {
         }
         guard !strokes.isEmpty else { return nil }
         var carried: [String] = []
-        for key in ["/T", "/Subj", "/M", "/NM", "/CreationDate"] {
+        for key in ["/T", "/Subj", "/M", "/NM", "/CreationDate", "/Contents", "/RC"] {
             guard let value = object[key] as? String else { continue }
             if value.hasPrefix("u:") {
                 carried.append("\(key) \(Fields.utf16(String(value.dropFirst(2))))")
@@ -295,17 +302,21 @@ public enum InkAnnotations {
                         carried: carried.joined(separator: " "))
     }
 
-    /// A PDF colour (`/C`: none, grey, RGB or CMYK) as ink's: black when there is none.
-    static func color(_ components: [Double]) -> InkColor {
+    /// A PDF colour (`/C`: none, grey, RGB or CMYK) as red, green and blue from 0 to 1: black
+    /// when there is none.
+    static func components(_ components: [Double]) -> [Double] {
         let unit = components.map { min(max($0, 0), 1) }
-        let rgb: [Double]
         switch unit.count {
-        case 1: rgb = [unit[0], unit[0], unit[0]]
-        case 3: rgb = unit
-        case 4: rgb = unit.prefix(3).map { (1 - $0) * (1 - unit[3]) }
-        default: rgb = [0, 0, 0]
+        case 1: return [unit[0], unit[0], unit[0]]
+        case 3: return unit
+        case 4: return unit.prefix(3).map { (1 - $0) * (1 - unit[3]) }
+        default: return [0, 0, 0]
         }
-        let hex = rgb.map { String(format: "%02X", Int(($0 * 255).rounded())) }.joined()
+    }
+
+    /// Red, green and blue from 0 to 1 as ink's colour.
+    static func color(_ rgb: [Double]) -> InkColor {
+        let hex = rgb.map { String(format: "%02X", Int((min(max($0, 0), 1) * 255).rounded())) }.joined()
         return (try? InkColor("#" + hex)) ?? InkColor.black
     }
 

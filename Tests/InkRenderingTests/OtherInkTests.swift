@@ -43,13 +43,22 @@ struct OtherInkTests {
         #expect(Self.read(#"{"/InkList":[[1,2,3,4]],"/IT":"/InkHighlight"}"#)?.drawing.strokes[0].tool == .highlighter)
         #expect(Self.read(#"{"/InkList":[[1,2,3,4]],"/CanvasBridgeMultiply":true}"#)?.drawing.strokes[0].tool == .highlighter)
         #expect(Self.read(#"{"/InkList":[[1,2,3,4]],"/IT":"/InkArrow"}"#)?.drawing.strokes[0].tool == .pen)
+        // Translucent: a highlighter in the colour it shows over white.
+        let translucent = try #require(Self.read(#"{"/InkList":[[1,2,3,4]],"/C":[1,1,0],"/CA":0.4}"#)).drawing.strokes[0]
+        let lightYellow = try InkColor("#FFFF99")
+        #expect(translucent.tool == .highlighter && translucent.color == lightYellow)
+        #expect(Self.read(#"{"/InkList":[[1,2,3,4]],"/CA":1}"#)?.drawing.strokes[0].tool == .pen)
     }
 
-    @Test("nothing to load without an /InkList, or with empty entries, or entries that are not JSON")
+    @Test("nothing to load without an /InkList, with empty entries, entries that are not JSON, or hidden")
     func nothing() {
         #expect(Self.read(#"{"/Subtype":"/Ink","/Rect":[0,0,10,10]}"#) == nil)
         #expect(Self.read(#"{"/Subtype":"/Ink","/InkList":[[],[5]]}"#) == nil)
         #expect(Self.read("not json") == nil)
+        // Hidden, or not to be viewed: left as it is.
+        #expect(Self.read(#"{"/InkList":[[1,2,3,4]],"/F":2}"#) == nil)
+        #expect(Self.read(#"{"/InkList":[[1,2,3,4]],"/F":36}"#) == nil)
+        #expect(Self.read(#"{"/InkList":[[1,2,3,4]],"/F":4}"#) != nil)
     }
 
     @Test("author, subject, dates and name carried as PDF strings; the popup's position kept")

@@ -115,8 +115,8 @@ ps_status ps_add_annotation(ps_document *document, const char *dictionary, size_
 // bytes of a JSON object of its /Subtype, /Rect, /C, /InkList, /BS, /IT, /Contents, /CA and
 // digest as they are now (qpdf's JSON version 2), then the length and bytes of its stored
 // drawing. With `other_ink`, other programs' /Ink annotations too, each as an 'O' record: its
-// position, the JSON of its /Rect, /C, /InkList, /BS, /Border, /IT, /CA, /T, /Subj, /M, /NM,
-// /CreationDate, its appearance's /BBox and /Matrix, /CanvasBridgePopup (the position of its
+// position, the JSON of its /Rect, /C, /InkList, /BS, /Border, /IT, /CA, /F, /T, /Subj, /M, /NM,
+// /CreationDate, /Contents, /RC, its appearance's /BBox and /Matrix, /CanvasBridgePopup (the position of its
 // /Popup) and /CanvasBridgeMultiply (true when its appearance blends by multiplying), then its
 // normal appearance's content, decoded (empty when it has none). Freed with ps_free; *length
 // is 0 when there are none. Bounded as ps_page_drawing: the records come to at most

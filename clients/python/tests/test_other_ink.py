@@ -54,13 +54,15 @@ def mutool_inked(folder: Path) -> Path:
 
 
 def pikepdf_inked(folder: Path) -> Path:
-    """pdf.js's bug1947248_text.pdf (a CropBox away from the origin) with an /Ink and its
-    /Popup, no appearance, written by pikepdf as a script would."""
+    """pdf.js's bug1947248_text.pdf (UserUnit 3) cropped away from the origin, as an editor's
+    crop leaves a page, with two /Ink annotations written by pikepdf as a script would, without
+    appearances: a green line with its /Popup, and a translucent yellow mark (/CA 0.4) across
+    the page's words "Hello PDF.js World"."""
     target = folder / "pikepdf.pdf"
     with pikepdf.open(CORPUS / "bug1947248_text.pdf") as pdf:
         page = pdf.pages[0]
-        box = [float(v) for v in page.obj.get("/CropBox", page.obj.MediaBox)]
-        x0, y0 = box[0] + 40, box[1] + 40
+        page.obj.CropBox = [50, 60, 562, 752]
+        x0, y0 = 90.0, 100.0
         ink = pdf.make_indirect(pikepdf.Dictionary(
             Type=pikepdf.Name.Annot, Subtype=pikepdf.Name.Ink, Rect=[x0 - 5, y0 - 5, x0 + 130, y0 + 90],
             InkList=[[x0, y0, x0 + 30.125, y0 + 40.5, x0 + 60.333, y0 + 20.25, x0 + 120.0625, y0 + 80]],
@@ -69,7 +71,12 @@ def pikepdf_inked(folder: Path) -> Path:
         popup = pdf.make_indirect(pikepdf.Dictionary(Type=pikepdf.Name.Annot, Subtype=pikepdf.Name.Popup,
                                                      Rect=[x0 + 140, y0, x0 + 240, y0 + 60], Parent=ink))
         ink.Popup = popup
-        page.obj.Annots = pdf.make_indirect(pikepdf.Array(list(page.obj.get("/Annots", [])) + [ink, popup]))
+        # The words sit at y 555 to 572 of user space, x 142 to 238.
+        mark = pdf.make_indirect(pikepdf.Dictionary(
+            Type=pikepdf.Name.Annot, Subtype=pikepdf.Name.Ink, Rect=[125, 555, 255, 575],
+            InkList=[[132, 564, 190, 565.5, 248, 564]], BS=pikepdf.Dictionary(W=12), C=[1, 1, 0], CA=0.4,
+            T=pikepdf.String("Script")))
+        page.obj.Annots = pdf.make_indirect(pikepdf.Array(list(page.obj.get("/Annots", [])) + [ink, popup, mark]))
         pdf.save(target)
     return target
 
@@ -133,7 +140,7 @@ def test_submitted_unchanged_as_annotations_the_page_looks_the_same_and_carries_
     with server.client() as client:
         session = client.open_session()
         opened = session.open(document=name, page=0, reopen="all", ink_form="annotations")
-        assert opened["reopened"]["otherInk"] == (2 if maker == "mutool" else 1)
+        assert opened["reopened"]["otherInk"] == 2
         saved = session.submit()
         assert saved["document"]["revision"] == 2
     assert subprocess.run(["qpdf", "--check", str(path)], capture_output=True).returncode in (0, 3)
@@ -144,7 +151,7 @@ def test_submitted_unchanged_as_annotations_the_page_looks_the_same_and_carries_
     ours = [a for a in inks(path) if str(a.get("/Subtype")) == "/Ink"]
     assert all("/CanvasBridgeDrawing" in a for a in ours)
     authors = sorted(str(a["/T"]) for a in ours if "/T" in a)
-    assert authors == (["Editor 0", "Editor 1"] if maker == "mutool" else ["Script"])
+    assert authors == (["Editor 0", "Editor 1"] if maker == "mutool" else ["Script", "Script"])
     if maker == "pikepdf":
         assert str(ours[0]["/NM"]) == "ink-1" and str(ours[0]["/M"]) == "D:20240101120000Z"
     for renderer, render in RENDERERS.items():
@@ -199,8 +206,8 @@ def test_acrobats_pencil_annotation_reopens_and_is_replaced_with_its_author_and_
     """pdf.js's annotation-caret-ink.pdf, made with Acrobat 11: a "Pencil" /Ink by its author,
     with a /Popup, dates and a name, beside a /Caret. Reopened with "all" its centre line comes
     back as the file writes it; submitted unchanged as annotations, the /Popup leaves with it,
-    ours carries its author, subject, dates and name, the /Caret stays, and the page looks the
-    same."""
+    ours carries its author, subject, dates, name and note, the /Caret stays, and the page looks
+    the same."""
     path = server.documents / "caret.pdf"
     shutil.copy(CORPUS / "annotation-caret-ink.pdf", path)
     with pikepdf.open(path) as pdf:
@@ -208,7 +215,8 @@ def test_acrobats_pencil_annotation_reopens_and_is_replaced_with_its_author_and_
         height = float(page.MediaBox[3])
         acrobat = next(a for a in page.Annots if a.Subtype == "/Ink")
         numbers = [[float(v) for v in line] for line in acrobat.InkList]
-        carried = {key: str(acrobat[key]) for key in ("/T", "/Subj", "/M", "/NM", "/CreationDate")}
+        carried = {key: str(acrobat[key]) for key in ("/T", "/Subj", "/M", "/NM", "/CreationDate", "/Contents", "/RC")}
+        assert carried["/Contents"] == "Ink content"
         caret = next(a for a in page.Annots if a.Subtype == "/Caret").unparse()
     before = {renderer: render(path, 0) for renderer, render in RENDERERS.items()}
     with server.client() as client:
