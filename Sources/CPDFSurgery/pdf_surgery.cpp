@@ -337,10 +337,12 @@ Box normalized(QPDFObjectHandle rect, char const *what) {
 }  // namespace
 
 // One annotation to add: its dictionary's own entries (PDF syntax), the ink its appearance
-// draws (as an edit's form: stroke operators, then a one-page PDF of texts), the box that
-// appearance covers in ink space, and the drawing it was made from.
+// draws (as an edit's form: stroke operators, then page `overlayPage` of a PDF of texts, which
+// the save's annotations share), the box that appearance covers in ink space, and the drawing
+// it was made from.
 struct PendingAnnotation {
     std::string dictionary, strokes, overlay, source;
+    int overlayPage = 0;
     double box[4];
 };
 
@@ -351,6 +353,9 @@ struct ps_document {
     // (Declared first, so destroyed last.)
     std::vector<std::shared_ptr<std::string const>> overlays;
     std::vector<std::shared_ptr<QPDF>> inks;
+    // Each overlay read once, by its bytes: the texts of one save's annotations come as pages of
+    // one PDF, so that the font subset they share is copied into the document once.
+    std::map<std::string, QPDF *> inkByOverlay;
     // The whole file (a .yianazip container's metadata included), read through the
     // descriptor the caller opened: the path is never opened again.
     std::shared_ptr<DescriptorInputSource> file;
@@ -954,12 +959,13 @@ void ps_drop_annotations(ps_document *document, const int *annotations, size_t c
 
 ps_status ps_add_annotation(ps_document *document, const char *dictionary, size_t dictionary_length,
                             const unsigned char *strokes, size_t strokes_length, const unsigned char *overlay, size_t overlay_length,
-                            const unsigned char *source, size_t source_length, const double box[4], ps_error *error) {
+                            int overlay_page, const unsigned char *source, size_t source_length, const double box[4], ps_error *error) {
     return guarded(error, PS_INTERNAL, [&] {
         PendingAnnotation pending;
         pending.dictionary.assign(dictionary, dictionary_length);
         pending.strokes.assign(reinterpret_cast<char const *>(strokes), strokes_length);
         pending.overlay.assign(reinterpret_cast<char const *>(overlay), overlay_length);
+        pending.overlayPage = overlay_page;
         pending.source.assign(reinterpret_cast<char const *>(source), source_length);
         std::copy(box, box + 4, pending.box);
         document->annotations.push_back(std::move(pending));
@@ -1084,10 +1090,12 @@ QPDFObjectHandle itemsOf(QPDFObjectHandle array) {
 }
 
 // The content of a form that draws ink: `strokes` (operators in display points, y down)
-// flipped into ink space, then the one-page PDF `overlay`'s content (texts as Cairo set them),
-// whose resources, and the multiply state the strokes may use, go into `resources`.
+// flipped into ink space, then page `overlayPage` of the PDF `overlay`'s content (texts as
+// Cairo set them), whose resources, and the multiply state the strokes may use, go into
+// `resources`. An overlay is parsed once for all the annotations that draw its pages; what
+// they use is copied into `made` once.
 std::string inkContent(ps_document *document, QPDF &made, ps_page_info const &info, std::string const &strokes,
-                       std::string const &overlay, QPDFObjectHandle resources) {
+                       std::string const &overlay, QPDFObjectHandle resources, int overlayPage = 0) {
     std::string content;
     if (!strokes.empty()) {
         std::ostringstream flip;
@@ -1103,20 +1111,30 @@ std::string inkContent(ps_document *document, QPDF &made, ps_page_info const &in
         }
     }
     if (!overlay.empty()) {
-        document->overlays.push_back(std::make_shared<std::string const>(overlay));
-        std::string const &bytes = *document->overlays.back();
-        document->inks.push_back(std::make_shared<QPDF>());
-        QPDF &ink = *document->inks.back();
-        ink.setSuppressWarnings(true);
-        std::string overlayName = "canvas overlay";
-        ink.processMemoryFile(overlayName.c_str(), bytes.data(), bytes.size());
-        std::vector<QPDFPageObjectHelper> inkPages = QPDFPageDocumentHelper(ink).getAllPages();
-        if (inkPages.size() != 1) throw Failure(PS_BAD_OVERLAY, "the overlay must have exactly one page");
+        QPDF *parsed = nullptr;
+        auto known = document->inkByOverlay.find(overlay);
+        if (known != document->inkByOverlay.end()) {
+            parsed = known->second;
+        } else {
+            document->overlays.push_back(std::make_shared<std::string const>(overlay));
+            std::string const &bytes = *document->overlays.back();
+            document->inks.push_back(std::make_shared<QPDF>());
+            parsed = document->inks.back().get();
+            parsed->setSuppressWarnings(true);
+            std::string overlayName = "canvas overlay";
+            parsed->processMemoryFile(overlayName.c_str(), bytes.data(), bytes.size());
+            document->inkByOverlay[overlay] = parsed;
+        }
+        std::vector<QPDFPageObjectHelper> inkPages = QPDFPageDocumentHelper(*parsed).getAllPages();
+        if (overlayPage < 0 || static_cast<size_t>(overlayPage) >= inkPages.size()) {
+            throw Failure(PS_BAD_OVERLAY, "the overlay has no page " + std::to_string(overlayPage + 1));
+        }
+        QPDFPageObjectHelper &inkPage = inkPages[static_cast<size_t>(overlayPage)];
         Pl_Buffer texts("overlay content");
-        inkPages[0].pipeContents(&texts);
+        inkPage.pipeContents(&texts);
         std::shared_ptr<Buffer> data = texts.getBufferSharedPointer();
         content.append(reinterpret_cast<char const *>(data->getBuffer()), data->getSize());
-        QPDFObjectHandle overlayResources = inkPages[0].getAttribute("/Resources", false);
+        QPDFObjectHandle overlayResources = inkPage.getAttribute("/Resources", false);
         if (overlayResources.isDictionary()) {
             for (auto &entry : overlayResources.getDictAsMap()) {
                 QPDFObjectHandle mine = resources.getKey(entry.first);
@@ -1295,7 +1313,7 @@ QPDFObjectHandle applyInk(ps_document *document, QPDF &made, int page, const uns
                 if (!annotation.isDictionary()) throw Failure(PS_INTERNAL, "an ink annotation that is not a dictionary");
                 QPDFObjectHandle appearanceResources = QPDFObjectHandle::newDictionary();
                 QPDFObjectHandle appearance = compressedStream(made, inkContent(document, made, info, pending.strokes, pending.overlay,
-                                                                                appearanceResources));
+                                                                                appearanceResources, pending.overlayPage));
                 QPDFObjectHandle appearanceDict = appearance.getDict();
                 appearanceDict.replaceKey("/Type", QPDFObjectHandle::newName("/XObject"));
                 appearanceDict.replaceKey("/Subtype", QPDFObjectHandle::newName("/Form"));

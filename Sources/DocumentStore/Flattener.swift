@@ -214,7 +214,7 @@ public enum Flattener {
                     // the drawing as it was submitted.
                     for annotation in try InkAnnotations.make(drawing, on: placement, carrying: carrying) {
                         try file.addAnnotation(dictionary: annotation.dictionary, strokes: annotation.strokes, overlay: annotation.overlay,
-                                               source: annotation.source, box: annotation.box)
+                                               overlayPage: annotation.overlayPage, source: annotation.source, box: annotation.box)
                     }
                 }
             } catch let error as RenderError {

@@ -12,14 +12,25 @@ import Foundation
 /// annotation then reopens from what it says now.
 public enum InkAnnotations {
     /// One annotation to add: its dictionary's entries (PDF syntax, user space), what its
-    /// appearance draws (as a form: stroke operators in display points, then a one-page PDF of
-    /// its text), the box it covers in ink space, and its drawing.
+    /// appearance draws (as a form: stroke operators in display points, then page `overlayPage`
+    /// of a PDF of texts, one page a text, which all the texts of a save share, and with it
+    /// their font), the box it covers in ink space, and its drawing.
     public struct Annotation: Sendable {
         public let dictionary: String
         public let strokes: [UInt8]
         public let overlay: [UInt8]
+        public var overlayPage = 0
         public let box: [Double]
         public let source: [UInt8]
+
+        init(dictionary: String, strokes: [UInt8], overlay: [UInt8], overlayPage: Int = 0, box: [Double], source: [UInt8]) {
+            self.dictionary = dictionary
+            self.strokes = strokes
+            self.overlay = overlay
+            self.overlayPage = overlayPage
+            self.box = box
+            self.source = source
+        }
     }
 
     /// A page's place: its display size and the matrix from its ink space (display points,
@@ -148,14 +159,16 @@ public enum InkAnnotations {
             annotations.append(Annotation(dictionary: dictionary, strokes: InkRenderer.strokeContent(entries.drawn), overlay: [],
                                           box: entries.box, source: InkSource.encode(Drawing(strokes: run))))
         }
-        for text in drawing.texts {
-            let entries = TextEntries(text, on: page)
+        // Every text on a page of its own in one PDF: Cairo embeds the font subset they use
+        // once, and the document gets one copy of it, not one a text.
+        let texts = drawing.texts.map { TextEntries($0, on: page) }
+        let overlay = texts.isEmpty ? [] : try InkRenderer.textPDF(pages: texts.map { [$0.drawn] }, width: page.width, height: page.height)
+        for (index, (text, entries)) in zip(drawing.texts, texts).enumerated() {
             let fields = entries.fields, drawn = entries.drawn
             let color = Fields.components(text.color).map { Fields.number($0, decimals: 3) }
             let dictionary = "<< /Type /Annot /Subtype /FreeText /F 4 /Rect \(fields.text(fields.rect)) /Contents \(Fields.utf16(text.text))"
                 + " /DA (/Helv \(Fields.number(drawn.fontSize)) Tf \(color.joined(separator: " ")) rg) /CanvasBridgeHash (\(fields.digest)) >>"
-            annotations.append(Annotation(dictionary: dictionary, strokes: [],
-                                          overlay: try InkRenderer.textPDF([drawn], width: page.width, height: page.height), box: entries.box,
+            annotations.append(Annotation(dictionary: dictionary, strokes: [], overlay: overlay, overlayPage: index, box: entries.box,
                                           source: InkSource.encode(Drawing(texts: [text]))))
         }
         return annotations

@@ -54,6 +54,12 @@ extension InkRenderer {
 
     /// A one-page PDF, `width` × `height` points, with the texts in display points.
     static func textPDF(_ texts: [TextAnnotation], width: Double, height: Double) throws(RenderError) -> [UInt8] {
+        try textPDF(pages: [texts], width: width, height: height)
+    }
+
+    /// A PDF of a page for each group of texts, each `width` × `height` points, the texts in
+    /// display points: one font subset for all of them.
+    static func textPDF(pages: [[TextAnnotation]], width: Double, height: Double) throws(RenderError) -> [UInt8] {
         let sink = ByteSink()
         let surface = cairo_pdf_surface_create_for_stream({ closure, data, length in
             let sink = Unmanaged<ByteSink>.fromOpaque(closure!).takeUnretainedValue()
@@ -63,7 +69,10 @@ extension InkRenderer {
         guard let surface else { throw RenderError("create PDF surface", CAIRO_STATUS_NO_MEMORY) }
         try check(cairo_surface_status(surface), "create \(width)×\(height) PDF surface")
         let context = cairo_create(surface)!
-        for text in texts { drawText(text, on: context) }
+        for (index, texts) in pages.enumerated() {
+            if index > 0 { cairo_show_page(context) }
+            for text in texts { drawText(text, on: context) }
+        }
         let drawn = cairo_status(context)
         cairo_destroy(context)
         cairo_surface_finish(surface)

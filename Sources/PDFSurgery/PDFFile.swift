@@ -253,16 +253,18 @@ public final class PDFFile {
     }
 
     /// Makes the next flatten add an ink annotation: `dictionary` (PDF syntax) its own entries,
-    /// an appearance drawing `strokes` then `overlay` as a form would, covering `box` (llx, lly,
-    /// urx, ury in ink space), and `source`, the drawing, stored with it.
-    public func addAnnotation(dictionary: String, strokes: [UInt8], overlay: [UInt8], source: [UInt8], box: [Double]) throws(PDFError) {
+    /// an appearance drawing `strokes` then page `overlayPage` of `overlay` as a form would,
+    /// covering `box` (llx, lly, urx, ury in ink space), and `source`, the drawing, stored with
+    /// it. Annotations given the same overlay share what its pages use.
+    public func addAnnotation(dictionary: String, strokes: [UInt8], overlay: [UInt8], overlayPage: Int = 0, source: [UInt8],
+                              box: [Double]) throws(PDFError) {
         precondition(box.count == 4, "a box is four numbers")
         var error = ps_error()
         let text = Array(dictionary.utf8)
         let status = text.withUnsafeBufferPointer { text in
             text.withMemoryRebound(to: CChar.self) { chars in
                 ps_add_annotation(handle, chars.baseAddress, chars.count, strokes, strokes.count, overlay, overlay.count,
-                                  source, source.count, box, &error)
+                                  Int32(clamping: overlayPage), source, source.count, box, &error)
             }
         }
         guard status == PS_OK else { throw PDFError(status, "add an ink annotation", error) }

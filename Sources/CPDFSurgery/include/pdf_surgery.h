@@ -105,11 +105,12 @@ void ps_add_ink_points(ps_document *document, int64_t points);
 ps_status ps_page_placement(ps_document *document, int page, double matrix[6], ps_error *error);
 // Makes the next flatten add an annotation: `dictionary`, PDF syntax, gives its own entries
 // (/Subtype, /Rect, ... in user space); the flatten adds an appearance that draws `strokes`
-// and `overlay` as a form would (ps_flatten_increment), covering `box` (llx lly urx ury, in
-// ink space) and placed by the page's matrix, and stores `source` with it.
+// and page `overlay_page` (from 0) of the PDF `overlay` as a form would (ps_flatten_increment),
+// covering `box` (llx lly urx ury, in ink space) and placed by the page's matrix, and stores
+// `source` with it. Annotations given the same overlay share what its pages use (a font).
 ps_status ps_add_annotation(ps_document *document, const char *dictionary, size_t dictionary_length,
                             const unsigned char *strokes, size_t strokes_length, const unsigned char *overlay, size_t overlay_length,
-                            const unsigned char *source, size_t source_length, const double box[4], ps_error *error);
+                            int overlay_page, const unsigned char *source, size_t source_length, const double box[4], ps_error *error);
 // The page's ink annotations (those carrying a stored drawing), one record each in /Annots
 // order: 'A', the annotation's position in /Annots (4 bytes, big-endian), then the length and
 // bytes of a JSON object of its /Subtype, /Rect, /C, /InkList, /BS, /IT, /Contents, /CA and
