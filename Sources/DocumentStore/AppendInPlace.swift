@@ -90,6 +90,10 @@ extension DocumentStore {
                                          saved: savedAt, source: "save", document: after, lineFile: lineFile,
                                          madeBy: madeBy, pageCount: madeBy == nil ? nil : pageCount)], durable: true)
             committed = true
+            // Written and hashed here, the document and its line alike: a read or the next save
+            // need not hash them again.
+            vouched.vouch(name, after, length: length + Int64(increment.count), sha256: sha256)
+            vouched.vouch(VouchedBytes.line(name, line), lineFile, length: length + Int64(increment.count), sha256: sha256)
             FaultPoint.appendCommitted.reach()
             prune(writer)
             cost.keeping = ContinuousClock.now - clock

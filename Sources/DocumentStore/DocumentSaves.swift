@@ -335,6 +335,12 @@ extension DocumentStore {
                                          source: source, document: FileSnapshot(stat), lineFile: lineFile, temporary: temporary,
                                          madeBy: madeBy, pageCount: madeBy == nil ? nil : written.pageCount)], durable: true)
             committed = true
+            // The line holds the bytes just hashed: a new line copied from them, or a line
+            // extended from a prefix checked to be the base revision's (a restore's line was
+            // vouched for by openKept, as the file it is).
+            if let lineFile, madeLine != nil || resumed {
+                vouched.vouch(VouchedBytes.line(name, line), lineFile, length: stat.size, sha256: sha256)
+            }
             FaultPoint.saveCommitted.reach()
             // Asked again after the commit's flush, so that the window in which another
             // program's write could be renamed over is the rename alone: written meanwhile, the
@@ -357,6 +363,8 @@ extension DocumentStore {
             housekeeping.tidy(.cleanup, "logging revision \(number) as the document", document: name) {
                 try writer.append([.identity(number, document: identity)], durable: false)
             }
+            // The file this save wrote, whose bytes it hashed: a read of it needs no hash.
+            vouched.vouch(name, identity, length: stat.size, sha256: sha256)
             prune(writer)
             cost.keeping = ContinuousClock.now - clock
             cost.add(writer.keptCost)

@@ -49,6 +49,9 @@ public final class DocumentStore: Sendable {
     public let saveMode: SaveMode
     let root: Directory
     let hashes = ContentHashes()
+    /// What this process has seen the bytes of files hash to (`VouchedBytes`): a record of the
+    /// history is believed only as far as that.
+    let vouched = VouchedBytes()
     let histories = HistoryCache()
     private let costs = LastSaveCost()
     /// Where failures of work nobody waits on are told.

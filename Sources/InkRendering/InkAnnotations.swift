@@ -22,15 +22,6 @@ public enum InkAnnotations {
         public var overlayPage = 0
         public let box: [Double]
         public let source: [UInt8]
-
-        init(dictionary: String, strokes: [UInt8], overlay: [UInt8], overlayPage: Int = 0, box: [Double], source: [UInt8]) {
-            self.dictionary = dictionary
-            self.strokes = strokes
-            self.overlay = overlay
-            self.overlayPage = overlayPage
-            self.box = box
-            self.source = source
-        }
     }
 
     /// A page's place: its display size and the matrix from its ink space (display points,

@@ -106,6 +106,71 @@ struct HistoryBoundsTests {
         #expect(try store.summary("d.pdf").revision == two.revision)
     }
 
+    /// A record says which file holds which bytes; another program can forge one, checksum
+    /// chain and all. Before, a stat that matched was enough: the document's bytes changed in
+    /// place and an identity record forged for the file as it now is made a fresh canvasd answer
+    /// revision 2's sha256 for bytes that were not revision 2's.
+    @Test("a forged identity record is believed only as far as the bytes hash to it: the file is the next revision, its own sha256",
+          arguments: [SaveMode.replace, .append])
+    func forgedIdentityNotBelieved(mode: SaveMode) throws {
+        let folder = try freshFolder("forged-identity-\(mode)")
+        let url = folder.appendingPathComponent("d.pdf")
+        try Data(Self.onePage(0)).write(to: url)
+        let two = try DocumentStore(folder: folder, saveMode: mode).flatten("d.pdf", page: 0, drawing: Drawing(strokes: [try dot(20, 20)]))
+        // Another program writes other bytes of the same length in place (the page's grey 0.0
+        // made 0.7) ...
+        var bytes = Array(try Data(contentsOf: url))
+        let pattern = Array("0.0 g".utf8)
+        let at = try #require((0...(bytes.count - pattern.count)).first { Array(bytes[$0..<($0 + pattern.count)]) == pattern })
+        bytes[at + 2] = UInt8(ascii: "7")
+        let handle = try FileHandle(forWritingTo: url)
+        try handle.write(contentsOf: Data(bytes))
+        try handle.close()
+        // ... and forges the record that the file, as it now is, is revision 2.
+        let store = try DocumentStore(folder: folder, saveMode: mode)
+        let writer = try historyWriter(store, "d.pdf")
+        try writer.append([.identity(two.revision, document: try fileSnapshot(url))], durable: true)
+        writer.close()
+        // A canvasd that starts now (nothing vouched for yet).
+        let fresh = try DocumentStore(folder: folder, saveMode: mode)
+        let summary = try fresh.summary("d.pdf")
+        #expect(summary.sha256 == DocumentStore.sha256(bytes), "answered \(summary.sha256) for bytes that hash otherwise")
+        #expect(summary.revision == two.revision + 1)
+        // Revision 2 is still kept, with its own bytes.
+        let kept = try fresh.bytes("d.pdf", revision: two.revision, offset: 0, length: 1 << 20)
+        #expect(kept.sha256 == two.sha256 && DocumentStore.sha256(kept.bytes) == two.sha256)
+    }
+
+    /// Revision 3's record written again with another sha256, everything else as it was (its
+    /// line's and the document's files as the log last saw them), the chain recomputed. Before,
+    /// a fresh canvasd served both the document and revision 3's kept bytes under that sha256.
+    @Test("a forged revision record is never served: the document is hashed and kept as what it is, the kept bytes refused as damaged",
+          arguments: [SaveMode.replace, .append])
+    func forgedRevisionNotServed(mode: SaveMode) throws {
+        let folder = try freshFolder("forged-revision-\(mode)")
+        let url = folder.appendingPathComponent("d.pdf")
+        try Data(Self.onePage(0)).write(to: url)
+        let store = try DocumentStore(folder: folder, saveMode: mode)
+        _ = try store.flatten("d.pdf", page: 0, drawing: Drawing(strokes: [try dot(20, 20)]))
+        let three = try store.flatten("d.pdf", page: 0, drawing: Drawing(strokes: [try dot(30, 30)]))
+        let writer = try historyWriter(store, "d.pdf")
+        var forged = try #require(writer.state.revisions[three.revision])
+        forged.sha256 = String(repeating: "ab", count: 32)
+        try writer.append([.revision(forged)], durable: true)
+        writer.close()
+        let fresh = try DocumentStore(folder: folder, saveMode: mode)
+        let summary = try fresh.summary("d.pdf")
+        let actual = DocumentStore.sha256(Array(try Data(contentsOf: url)))
+        #expect(summary.sha256 == three.sha256 && summary.sha256 == actual, "answered \(summary.sha256) for bytes that hash to \(actual)")
+        do {
+            let served = try fresh.bytes("d.pdf", revision: three.revision, offset: 0, length: 1 << 20)
+            Issue.record("served revision \(three.revision) as \(served.sha256); its bytes hash to \(DocumentStore.sha256(served.bytes))")
+        } catch {
+            guard case .unreadable(_, let reason, let message) = error else { throw error }
+            #expect(reason == "damaged" && message.contains("do not hash"), "\(message)")
+        }
+    }
+
     @Test("a record naming a revision past what the protocol can name is no record")
     func revisionNumbersBounded() throws {
         let reads = { (record: HistoryRecord) in HistoryRecord(decoding: record.encoded()) == record }

@@ -93,7 +93,9 @@ extension DocumentStore {
                 // log: the document is still revision 1, as it is, and a read keeps nothing.
                 return (try outcome.get(), 1, hashing ? try hash(file, name) : "", [])
             case .log(let state):
-                if let revision = state.revision(of: FileSnapshot(file.stat)) {
+                // The record is believed once the bytes are seen to hash to it; one that does not
+                // hold makes the file a change the history has not seen, settled below.
+                if let revision = state.revision(of: FileSnapshot(file.stat)), try holds(name, file, revision) {
                     let (number, sha256) = (revision.revision, revision.sha256)
                     return (try outcome.get(), number, sha256, state.kept)
                 }
@@ -267,12 +269,14 @@ extension DocumentStore {
             return nil
         }
         let snapshot = FileSnapshot(file.stat)
+        if let claimed = writer.state.revision(of: snapshot), try holds(name, file, claimed) { return file }
         // No revision is an empty file: it is no PDF, and most likely one being written.
-        guard writer.state.revision(of: snapshot) == nil, file.stat.size > 0 else { return file }
+        guard file.stat.size > 0 else { return file }
         let (sha256, midstate, fed) = try hashWithState(file, name)
         writer.keptCost.bytesHashed += fed
         if let current = writer.state.current, writer.state.revisions[current.revision]?.sha256 == sha256 {
             try writer.append([.identity(current.revision, document: snapshot)], durable: false)
+            vouched.vouch(name, snapshot, length: file.stat.size, sha256: sha256)
             return file
         }
         try keep(name, file, sha256: sha256, midstate: midstate, writer, source: writer.state.revisions.isEmpty ? "original" : "outside")
@@ -317,6 +321,9 @@ extension DocumentStore {
             try writer.append([.revision(number, line: number, length: file.stat.size, sha256: sha256, state: midstate,
                                          saved: Self.milliseconds(file.stat), source: source, document: FileSnapshot(file.stat), lineFile: line)],
                               durable: true)
+            // Hashed here: the document as it was read, and the copy made of it.
+            vouched.vouch(name, FileSnapshot(file.stat), length: file.stat.size, sha256: sha256)
+            vouched.vouch(VouchedBytes.line(name, number), line, length: file.stat.size, sha256: sha256)
         } catch let error as Errno {
             throw .system("keep \(name) as revision \(number)", error)
         } catch let error as DocumentError {
@@ -392,7 +399,10 @@ extension DocumentStore {
         } catch .unreadable(_, "notRegularFile", _) {
             throw .unreadable(name: name, reason: "damaged", message: "the file holding revision \(number) in its history is not a regular file")
         }
-        if let sealed = state.lines[line], sealed == FileSnapshot(file.stat) { return file }
+        // The log's seal of the line says which file it last saw, not what its bytes hash to: a
+        // revision's bytes are hashed once a process before they are served or built on.
+        let key = VouchedBytes.line(name, line), snapshot = FileSnapshot(file.stat)
+        if vouched.holds(key, snapshot, length: length, sha256: sha256) { return file }
         let digest: String?
         do {
             digest = file.stat.size >= length ? try SHA256Hasher.prefixDigests(file.descriptor, lengths: [length])[length]?.0 : nil
@@ -400,9 +410,20 @@ extension DocumentStore {
             throw .system("read revision \(number) of \(name)", error)
         }
         guard digest == sha256 else {
-            throw .unreadable(name: name, reason: "damaged", message: "the kept bytes of revision \(number) were changed outside canvas bridge; they are not served")
+            throw .unreadable(name: name, reason: "damaged", message: "the kept bytes of revision \(number) do not hash to the sha256 its record names (changed outside canvas bridge, or a forged record); they are not served")
         }
+        vouched.vouch(key, snapshot, length: length, sha256: sha256)
         return file
+    }
+
+    /// Whether the document file holds the bytes of `revision`, which the history names for it:
+    /// known to this process (it wrote or hashed the file as it is), or hashed now.
+    func holds(_ name: String, _ file: OpenFile, _ revision: KeptRevision) throws(DocumentError) -> Bool {
+        let snapshot = FileSnapshot(file.stat)
+        if vouched.holds(name, snapshot, length: file.stat.size, sha256: revision.sha256) { return true }
+        guard try hash(file, name) == revision.sha256 else { return false }
+        vouched.vouch(name, snapshot, length: file.stat.size, sha256: revision.sha256)
+        return true
     }
 
     /// The kept revisions, oldest first, the current one last. A document deleted from the
