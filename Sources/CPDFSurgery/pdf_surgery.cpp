@@ -757,25 +757,30 @@ const size_t kMaxObjectStreamBytes = size_t(32) << 20;
 
 // The end of a pipeline that counts the values an object stream's text spells (numbers, names,
 // keywords, strings, arrays, dictionaries; a reference counts three, a string's contents none)
-// and stops the decoding as soon as either bound is passed, before qpdf would parse it.
+// and stops the decoding as soon as either bound is passed, before qpdf would parse it. With
+// `untilStream`, the text is one plain object's, read from the file: counting ends at its
+// `stream` or `endobj` keyword (a stream's data is no values).
 class ValueCount : public Pipeline {
   public:
-    ValueCount(RegionInputSource &region) : Pipeline("value count", nullptr), region_(region) {}
+    ValueCount(RegionInputSource &region, bool untilStream = false)
+        : Pipeline("value count", nullptr), untilStream_(untilStream), region_(region) {}
     void write(unsigned char const *data, size_t length) override {
         bytes += length;
         if (bytes > kMaxObjectStreamBytes) stop();
-        for (size_t i = 0; i < length; ++i) step(static_cast<char>(data[i]));
+        for (size_t i = 0; i < length && !ended; ++i) step(static_cast<char>(data[i]));
         if (values > kMaxObjectStreamValues) stop();
         region_.checkDeadline();
     }
     void finish() override {}
     size_t values = 0, bytes = 0;
-    bool over = false;
+    bool over = false, ended = false;
 
   private:
     enum class State { between, token, string, escape, hex, comment };
     State state_ = State::between;
     int depth_ = 0;  // nested parentheses within a string
+    bool untilStream_;
+    std::string word_;  // the keyword being read, its first letters
     RegionInputSource &region_;
 
     static bool space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t' || c == '\f' || c == '\0'; }
@@ -801,8 +806,15 @@ class ValueCount : public Pipeline {
             if (c == '\n' || c == '\r') state_ = State::between;
             return;
         case State::token:
-            if (!space(c) && !delimiter(c)) return;
+            if (!space(c) && !delimiter(c)) {
+                if (word_.size() < 8) word_.push_back(c);
+                return;
+            }
             state_ = State::between;
+            if (untilStream_ && (word_ == "stream" || word_ == "endobj")) {
+                ended = true;
+                return;
+            }
             break;
         case State::between:
             break;
@@ -818,21 +830,61 @@ class ValueCount : public Pipeline {
         } else if (c == '/' || !delimiter(c)) {
             // (a name runs on from its slash as any other token)
             state_ = State::token;
+            word_.assign(1, c);
         }
         // '<' and '[' open a dictionary, hex string or array: one value each; a hex string's
         // digits are read as a token's, which only over-counts.
     }
 };
 
+// Objects written plain that take more room than this in the file are counted before qpdf
+// parses them: a dictionary or array has no business being larger, and a stream's dictionary
+// ends a few hundred bytes in.
+const qpdf_offset_t kPlainObjectScan = 256 << 10;
+
 // Refuses a document one of whose object streams spells more than kMaxObjectStreamValues
-// values or kMaxObjectStreamBytes of text, before qpdf parses any of them. Each object stream
-// is decoded once more for this; a document without object streams costs one walk of its
-// cross-reference table.
+// values or kMaxObjectStreamBytes of text, before qpdf parses any of them, and one with a plain
+// object that does (4 MB of "0 " is 2 million numbers, 530 MB once parsed). Each object stream
+// is decoded once more for this, and the start of each plain object larger than
+// kPlainObjectScan read; a document with neither costs one walk of its cross-reference table.
 void checkObjectStreams(ps_document *document) {
     QPDF &pdf = *document->pdf;
     std::set<int> streams;
+    std::map<qpdf_offset_t, int> plain;  // offset -> object number
     for (auto const &entry : pdf.getXRefTable()) {
         if (entry.second.getType() == 2) streams.insert(entry.second.getObjStreamNumber());
+        if (entry.second.getType() == 1) plain[entry.second.getOffset()] = entry.first.getObj();
+    }
+    RegionInputSource &region = *document->region;
+    for (auto at = plain.begin(); at != plain.end(); ++at) {
+        auto next = std::next(at);
+        qpdf_offset_t end = next == plain.end() ? document->size : next->first;
+        if (at->first < 0 || end - at->first <= kPlainObjectScan) continue;
+        // Only where the table points at an object's header: a table that points elsewhere is
+        // qpdf's to repair, not ours to count.
+        std::string head(32, '\0');
+        region.seek(at->first, SEEK_SET);
+        head.resize(region.read(head.data(), head.size()));
+        std::string expected = std::to_string(at->second) + " ";
+        if (head.compare(0, expected.size(), expected) != 0 || head.find("obj") == std::string::npos) continue;
+        ValueCount count(region, true);
+        std::vector<unsigned char> buffer(64 << 10);
+        qpdf_offset_t offset = at->first + static_cast<qpdf_offset_t>(head.find("obj") + 3);
+        try {
+            while (offset < end && !count.ended) {
+                region.seek(offset, SEEK_SET);
+                size_t want = static_cast<size_t>(std::min<qpdf_offset_t>(static_cast<qpdf_offset_t>(buffer.size()), end - offset));
+                size_t got = region.read(reinterpret_cast<char *>(buffer.data()), want);
+                if (got == 0) break;
+                count.write(buffer.data(), got);
+                offset += static_cast<qpdf_offset_t>(got);
+            }
+        } catch (std::length_error const &) {
+        }
+        if (count.over) {
+            throw Failure(PS_TOO_LARGE, "object " + std::to_string(at->second) + " holds more than " +
+                                            std::to_string(kMaxObjectStreamValues) + " values, more than a document's would and more than is read");
+        }
     }
     for (int number : streams) {
         QPDFObjectHandle stream = pdf.getObjectByID(number, 0);

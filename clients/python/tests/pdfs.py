@@ -98,3 +98,29 @@ def objects_in_a_stream_update(pdf: bytes, objects: "dict[int, str]") -> bytes:
         xref_number, xref_number + 1, root[0], root[1], previous, index.encode(), len(table))
     out += table + b"\nendstream\nendobj\nstartxref\n%d\n%%%%EOF\n" % xref_at
     return bytes(out)
+
+
+def objects_in_a_plain_update(pdf: bytes, objects: "dict[int, str]") -> bytes:
+    """`pdf` with an incremental update that gives `objects` (number to body, generation 0) new
+    bodies written plain, listed by a cross-reference table (a file whose last section is a
+    cross-reference stream keeps working: readers follow /Prev either way)."""
+    import io
+    import re
+
+    import pikepdf
+
+    with pikepdf.open(io.BytesIO(pdf)) as parsed:
+        size = int(parsed.trailer.Size)
+        root = parsed.Root.objgen
+    previous = int(re.findall(rb"startxref\s+(\d+)", pdf)[-1])
+    out = bytearray(pdf if pdf.endswith(b"\n") else pdf + b"\n")
+    offsets = {}
+    for number in sorted(objects):
+        offsets[number] = len(out)
+        out += b"%d 0 obj\n%s\nendobj\n" % (number, objects[number].encode())
+    xref = len(out)
+    out += b"xref\n"
+    for number in sorted(objects):
+        out += b"%d 1\n%010d 00000 n\r\n" % (number, offsets[number])
+    out += b"trailer\n<< /Size %d /Root %d %d R /Prev %d >>\nstartxref\n%d\n%%%%EOF\n" % (size, root[0], root[1], previous, xref)
+    return bytes(out)
