@@ -63,7 +63,7 @@ public struct PageInk: Sendable {
         public let place: Place
         /// An annotation another program changed since we wrote it (its pressure is lost).
         public var changedElsewhere = false
-        /// For another program's /Ink: its author, subject, dates and name as PDF entries,
+        /// For another program's /Ink: its author, subject, dates, name and note as PDF entries,
         /// which the annotation replacing it carries (`InkAnnotations.OtherInk.carried`).
         public var carried = ""
     }
