@@ -696,14 +696,13 @@ bool plainLeaf(ps_document *document, std::map<QPDFObjGen, QPDFXRefEntry> const 
 // or refuse (a node not of /Type /Pages, a direct, repeated or non-dictionary kid, a loop, a
 // root with /Parent): qpdf's walk then decides, as before. Refuses a tree deeper than
 // kMaxPageTreeDepth as checkPageTreeDepth does.
-bool listPagesQuickly(ps_document *document, std::vector<QPDFObjGen> &pages) {
+bool listPagesQuickly(ps_document *document, std::map<QPDFObjGen, QPDFXRefEntry> const &table, std::vector<QPDFObjGen> &pages) {
     QPDF &pdf = *document->pdf;
     if (pdf.anyWarnings() || pdf.isEncrypted()) return false;
     QPDFObjectHandle root = pdf.getTrailer().getKey("/Root");
     if (!root.isDictionary() || !root.getKey("/Type").isNameAndEquals("/Catalog")) return false;
     QPDFObjectHandle top = root.getKey("/Pages");
     if (!top.isIndirect() || !top.isDictionary() || top.hasKey("/Parent") || !top.hasKey("/Kids")) return false;
-    std::map<QPDFObjGen, QPDFXRefEntry> const table = pdf.getXRefTable();
     std::set<QPDFObjGen> nodes, leaves;
     struct Frame {
         QPDFObjectHandle kids;
@@ -847,11 +846,11 @@ const qpdf_offset_t kPlainObjectScan = 256 << 10;
 // object that does (4 MB of "0 " is 2 million numbers, 530 MB once parsed). Each object stream
 // is decoded once more for this, and the start of each plain object larger than
 // kPlainObjectScan read; a document with neither costs one walk of its cross-reference table.
-void checkObjectStreams(ps_document *document) {
+void checkObjectStreams(ps_document *document, std::map<QPDFObjGen, QPDFXRefEntry> const &table) {
     QPDF &pdf = *document->pdf;
     std::set<int> streams;
     std::map<qpdf_offset_t, int> plain;  // offset -> object number
-    for (auto const &entry : pdf.getXRefTable()) {
+    for (auto const &entry : table) {
         if (entry.second.getType() == 2) streams.insert(entry.second.getObjStreamNumber());
         if (entry.second.getType() == 1) plain[entry.second.getOffset()] = entry.first.getObj();
     }
@@ -944,9 +943,11 @@ ps_status ps_open(int fd, const char *name, int64_t offset, int64_t budget_ms, p
             }
             throw Failure(PS_DAMAGED, std::string("the PDF cannot be read: ") + error.what());
         }
-        checkObjectStreams(document.get());
+        // The cross-reference table, copied out of qpdf once for both walks of it.
+        std::map<QPDFObjGen, QPDFXRefEntry> const table = document->pdf->getXRefTable();
+        checkObjectStreams(document.get(), table);
         std::vector<QPDFObjGen> quick;
-        if (listPagesQuickly(document.get(), quick)) {
+        if (listPagesQuickly(document.get(), table, quick)) {
             for (QPDFObjGen og : quick) document->pages.emplace_back(document->pdf->getObject(og));
         } else {
             checkPageTreeDepth(*document->pdf);
@@ -1094,10 +1095,11 @@ ps_status ps_page_annotations(ps_document *document, int page, size_t max_bytes,
                     QPDFObjectHandle dict = appearance.getDict();
                     copy(dict, seen, {"/BBox", "/Matrix"});
                     // A multiply blend in the appearance's graphics states: a highlighter.
-                    QPDFObjectHandle states = dict.getKey("/Resources").isDictionary() ? dict.getKey("/Resources").getKey("/ExtGState") : QPDFObjectHandle();
-                    if (states.isDictionary()) {
-                        for (auto const &key : states.getKeys()) {
-                            QPDFObjectHandle state = states.getKey(key);
+                    QPDFObjectHandle graphicsStates =
+                        dict.getKey("/Resources").isDictionary() ? dict.getKey("/Resources").getKey("/ExtGState") : QPDFObjectHandle();
+                    if (graphicsStates.isDictionary()) {
+                        for (auto const &key : graphicsStates.getKeys()) {
+                            QPDFObjectHandle state = graphicsStates.getKey(key);
                             if (state.isDictionary() && state.getKey("/BM").isNameAndEquals("/Multiply")) {
                                 seen.replaceKey("/CanvasBridgeMultiply", QPDFObjectHandle::newBool(true));
                             }

@@ -196,8 +196,7 @@ public enum InkAnnotations {
             // The colour keeps its name while /C is still that colour.
             var inkColor = model?.color ?? InkColor.black
             if color.count == 3, model.map({ fields.text(color, decimals: 3) != fields.text(Fields.components($0.color), decimals: 3) }) ?? true {
-                let hex = color.map { String(format: "%02X", Int((min(max($0, 0), 1) * 255).rounded())) }.joined()
-                inkColor = (try? InkColor("#" + hex)) ?? inkColor
+                inkColor = Self.color(color)
             }
             let strokes = inkList.compactMap { line -> Stroke? in
                 let points = stride(from: 0, to: line.count - 1, by: 2).compactMap { index -> InkPoint? in

@@ -14,11 +14,11 @@ struct HistoryBoundsTests {
     }
 
     /// A fresh folder with one document, `d.pdf`, and a store on it.
-    static func document(_ label: String, keepRevisions: Int) throws -> (DocumentStore, URL, URL) {
+    static func document(_ label: String, keepRevisions: Int = 20, mode: SaveMode = .replace) throws -> (DocumentStore, URL, URL) {
         let folder = try freshFolder(label)
         let url = folder.appendingPathComponent("d.pdf")
         try Data(onePage(0)).write(to: url)
-        return (try DocumentStore(folder: folder, keepRevisions: keepRevisions), folder, url)
+        return (try DocumentStore(folder: folder, keepRevisions: keepRevisions, saveMode: mode), folder, url)
     }
 
     @Test("a document changed only by another program keeps its revisions as saves do (--keep-revisions)")
@@ -81,10 +81,7 @@ struct HistoryBoundsTests {
     @Test("a forged hash state in a well-chained record is never built on: the save is refused as damaged, nothing written",
           arguments: [SaveMode.replace, .append])
     func forgedMidstateRefused(mode: SaveMode) throws {
-        let folder = try freshFolder("forged-midstate-\(mode)")
-        let url = folder.appendingPathComponent("d.pdf")
-        try Data(Self.onePage(0)).write(to: url)
-        let store = try DocumentStore(folder: folder, saveMode: mode)
+        let (store, _, url) = try Self.document("forged-midstate-\(mode)", mode: mode)
         let two = try store.flatten("d.pdf", page: 0, drawing: Drawing(strokes: [try dot(20, 20)]))
         // Revision 2 recorded again with another state, the log's checksum chain written as a
         // writer writes it: before, the next save continued from it and acknowledged a sha256
@@ -113,10 +110,8 @@ struct HistoryBoundsTests {
     @Test("a forged identity record is believed only as far as the bytes hash to it: the file is the next revision, its own sha256",
           arguments: [SaveMode.replace, .append])
     func forgedIdentityNotBelieved(mode: SaveMode) throws {
-        let folder = try freshFolder("forged-identity-\(mode)")
-        let url = folder.appendingPathComponent("d.pdf")
-        try Data(Self.onePage(0)).write(to: url)
-        let two = try DocumentStore(folder: folder, saveMode: mode).flatten("d.pdf", page: 0, drawing: Drawing(strokes: [try dot(20, 20)]))
+        let (store, folder, url) = try Self.document("forged-identity-\(mode)", mode: mode)
+        let two = try store.flatten("d.pdf", page: 0, drawing: Drawing(strokes: [try dot(20, 20)]))
         // Another program writes other bytes of the same length in place (the page's grey 0.0
         // made 0.7) ...
         var bytes = Array(try Data(contentsOf: url))
@@ -127,7 +122,6 @@ struct HistoryBoundsTests {
         try handle.write(contentsOf: Data(bytes))
         try handle.close()
         // ... and forges the record that the file, as it now is, is revision 2.
-        let store = try DocumentStore(folder: folder, saveMode: mode)
         let writer = try historyWriter(store, "d.pdf")
         try writer.append([.identity(two.revision, document: try fileSnapshot(url))], durable: true)
         writer.close()
@@ -147,10 +141,7 @@ struct HistoryBoundsTests {
     @Test("a forged revision record is never served: the document is hashed and kept as what it is, the kept bytes refused as damaged",
           arguments: [SaveMode.replace, .append])
     func forgedRevisionNotServed(mode: SaveMode) throws {
-        let folder = try freshFolder("forged-revision-\(mode)")
-        let url = folder.appendingPathComponent("d.pdf")
-        try Data(Self.onePage(0)).write(to: url)
-        let store = try DocumentStore(folder: folder, saveMode: mode)
+        let (store, folder, url) = try Self.document("forged-revision-\(mode)", mode: mode)
         _ = try store.flatten("d.pdf", page: 0, drawing: Drawing(strokes: [try dot(20, 20)]))
         let three = try store.flatten("d.pdf", page: 0, drawing: Drawing(strokes: [try dot(30, 30)]))
         let writer = try historyWriter(store, "d.pdf")
