@@ -44,6 +44,12 @@ enum AppearanceWidths {
     static let uniformShare = 0.15
     /// The most path points read from one appearance: past it the appearance is not read.
     static let maxPoints = 500_000
+    /// The most work one appearance may cost: segments filed by grid cell (a long segment is
+    /// filed in every cell its box covers), and distances from a point to a segment. Past
+    /// either, an outline drawn to be slow (long diagonals, thousands of edges in one cell)
+    /// gives no pressure rather than gigabytes or minutes.
+    static let maxFiled = 2_000_000
+    static let maxDistances = 20_000_000
 
     /// For each line of `inkList` (user space), its width and each point's pressure as the
     /// appearance's filled outline gives them (`width` × `PenProfile.factor(pressure)` is the
@@ -55,13 +61,24 @@ enum AppearanceWidths {
         // Segments by grid cell, so each point looks only at the outline near it.
         let reach = max(width, 0.5) * PenProfile.maximumFactor * 2 + 2
         var cells: [Cell: [Int]] = [:]
+        var filed = 0
         for (index, segment) in segments.enumerated() {
             let low = Cell(min(segment.0, segment.2) / reach, min(segment.1, segment.3) / reach)
             let high = Cell(max(segment.0, segment.2) / reach, max(segment.1, segment.3) / reach)
             guard high.x - low.x <= 64, high.y - low.y <= 64 else { continue }
+            filed += (high.x - low.x + 1) * (high.y - low.y + 1)
+            if filed > maxFiled { return none }
             for x in low.x...high.x { for y in low.y...high.y { cells[Cell(x: x, y: y), default: []].append(index) } }
         }
-        return inkList.map { line -> (width: Double, pressures: [Double])? in
+        var measured = 0
+        var found: [(width: Double, pressures: [Double])?] = []
+        for line in inkList {
+            found.append(widthsAlong(line))
+            if measured > maxDistances { return none }
+        }
+        return found
+
+        func widthsAlong(_ line: [Double]) -> (width: Double, pressures: [Double])? {
             var widths: [Double] = []
             for index in stride(from: 0, to: line.count - 1, by: 2) {
                 let (x, y) = (line[index], line[index + 1])
@@ -69,9 +86,10 @@ enum AppearanceWidths {
                 var nearest = Double.infinity
                 for dx in -1...1 {
                     for dy in -1...1 {
-                        for segment in cells[Cell(x: cell.x + dx, y: cell.y + dy)] ?? [] {
-                            nearest = min(nearest, distance(x, y, segments[segment]))
-                        }
+                        let near = cells[Cell(x: cell.x + dx, y: cell.y + dy)] ?? []
+                        measured += near.count
+                        if measured > maxDistances { return nil }
+                        for segment in near { nearest = min(nearest, distance(x, y, segments[segment])) }
                     }
                 }
                 guard nearest.isFinite, nearest < reach else { return nil }

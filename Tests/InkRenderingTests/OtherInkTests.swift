@@ -90,6 +90,17 @@ struct OtherInkTests {
         }
         let even = try #require(Self.read(entries, appearance: bar)).drawing.strokes[0]
         #expect(even.points.allSatisfy { $0.pressure == nil } && even.width == 3)
+        // An outline made to be slow gives no pressure, within a bound of work: thousands of
+        // long diagonals (each filed in thousands of grid cells), or 150,000 edges in one spot
+        // measured from 2,000 points.
+        let diagonals = String(repeating: "100 100 m 300 300 l 301 300 l h f ", count: 5_000)
+        let slow = try #require(Self.read(entries, appearance: diagonals)).drawing.strokes[0]
+        #expect(slow.points.allSatisfy { $0.pressure == nil })
+        let crowd = String(repeating: "200 500 m 200.01 500.01 l 200.02 500 l h f ", count: 50_000)
+        let dense = (0..<2_000).map { _ in "200,500" }.joined(separator: ",")
+        let crowded = try #require(Self.read(#"{"/InkList":[[\#(dense)]],"/BS":{"/W":3},"/Rect":[0,0,612,792],"/BBox":[0,0,612,792]}"#,
+                                             appearance: crowd)).drawing.strokes[0]
+        #expect(crowded.points.allSatisfy { $0.pressure == nil })
         // A line stroked at a width is no outline: no pressure.
         let stroked = try #require(Self.read(entries, appearance: "3 w 100 500 m 300 500 l S")).drawing.strokes[0]
         #expect(stroked.points.allSatisfy { $0.pressure == nil })
