@@ -171,6 +171,9 @@ enum AppearanceWidths {
             let token = String(decoding: bytes[index..<end], as: UTF8.self)
             index = end
             if let value = Double(token) {
+                // No operator takes more than six: numbers with no operator after them (a
+                // content stream of nothing else) are not kept past those.
+                if operands.count == 6 { operands.removeFirst() }
                 operands.append(value)
                 continue
             }
