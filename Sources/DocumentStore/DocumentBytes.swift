@@ -16,6 +16,10 @@ extension DocumentStore {
     /// (revision 1, the original, always is), also of a document deleted from the folder. Takes
     /// no lock, like every read (but settles a document another program changed, see `reading`).
     public func bytes(_ name: String, revision: Int? = nil, offset: Int64, length: Int) throws(DocumentError) -> DocumentBytes {
+        try againWhenStale { () throws(DocumentError) in try bytesOnce(name, revision: revision, offset: offset, length: length) }
+    }
+
+    private func bytesOnce(_ name: String, revision: Int?, offset: Int64, length: Int) throws(DocumentError) -> DocumentBytes {
         let state: HistoryState
         do throws(DocumentError) {
             let ((size, piece), current, sha256, _) = try reading(name) { (file) throws(DocumentError) in

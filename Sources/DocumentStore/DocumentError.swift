@@ -76,6 +76,13 @@ public enum DocumentError: Error, Sendable, Equatable, CustomStringConvertible {
         return code == .tooManyOpenFiles || code == .tooManyOpenFilesInSystem
     }
 
+    /// A file that another machine replaced or removed while this one held it open, on a
+    /// network file system (ESTALE: GlusterFS, NFS): opened again by name, it is there.
+    var isStale: Bool {
+        guard case .io(_, _, let code?) = self else { return false }
+        return code == .staleNFSFileHandle
+    }
+
     /// A write that failed for want of room (a full disk, a quota, a file-size limit): the
     /// client can try again once space is made, so it is not an internal fault.
     public var isOutOfSpace: Bool {

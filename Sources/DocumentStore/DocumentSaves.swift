@@ -125,8 +125,19 @@ extension DocumentStore {
     /// A save `madeBy` a request that already made a revision still kept answers that one, before
     /// `expectedRevision` is checked: it is what the request's first run answered.
     /// `fence`, if given, is asked next (see `WriteFence`).
+    ///
+    /// Run again from the start when a file was replaced under it by another machine (ESTALE,
+    /// `againWhenStale`): a failed save has left no revision (an error after the commit abandons
+    /// it, and nothing after the rename fails), so the run again is the request's only one.
     func writing(_ name: String, expectedRevision: Int?, madeBy: String? = nil, fence: WriteFence? = nil, allowingNone: Bool = false,
                  _ body: (OpenFile?, HistoryWriter, KeptRevision?) throws(DocumentError) -> DocumentSummary) throws(DocumentError) -> DocumentSummary {
+        try againWhenStale { () throws(DocumentError) in
+            try writingOnce(name, expectedRevision: expectedRevision, madeBy: madeBy, fence: fence, allowingNone: allowingNone, body)
+        }
+    }
+
+    private func writingOnce(_ name: String, expectedRevision: Int?, madeBy: String?, fence: WriteFence?, allowingNone: Bool,
+                             _ body: (OpenFile?, HistoryWriter, KeptRevision?) throws(DocumentError) -> DocumentSummary) throws(DocumentError) -> DocumentSummary {
         try Self.check(name)
         // The document first: a name that is no document, and never was one, makes no history
         // folder. One deleted from the folder still has its history, where a request run again

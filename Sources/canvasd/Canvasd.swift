@@ -166,6 +166,17 @@ struct Canvasd: ParsableCommand {
         }
         let logger = Logger(label: "canvasd")
 
+        if let mount = FolderMount.of(documents) {
+            guard mount.problems.isEmpty else {
+                throw ValidationError("the document folder \(documents) is on \(mount.type) at \(mount.mountPoint), whose caches would let instances on "
+                                      + "other machines hand out one revision number twice: " + mount.problems.joined(separator: "; ")
+                                      + " (docs/operations.md, Documents on a network file system)")
+            }
+            if mount.isNetwork {
+                logger.notice("document folder on a network file system", metadata: ["type": "\(mount.type)", "mount": "\(mount.mountPoint)"])
+            }
+        }
+
         var configuration = ServerConfiguration()
         configuration.endpoint = endpoint
         configuration.eventsEndpoint = events

@@ -65,9 +65,10 @@ func hashAndState(_ bytes: [UInt8]) -> (String, SHA256Midstate) {
 
 /// Whether any file of the document's history is the document's own inode.
 func historySharesTheDocument(_ folder: URL, _ name: String) throws -> Bool {
-    let document = try fileSnapshot(folder.appendingPathComponent(name)).identity
+    let document = try fileSnapshot(folder.appendingPathComponent(name))
     return try historyNames(folder, name).contains { file in
-        (try? fileSnapshot(historyFolder(folder, name).appendingPathComponent(file)).identity) == document
+        guard let other = try? fileSnapshot(historyFolder(folder, name).appendingPathComponent(file)) else { return false }
+        return (other.device, other.inode) == (document.device, document.inode)
     }
 }
 

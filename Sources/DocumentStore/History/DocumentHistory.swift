@@ -72,6 +72,11 @@ extension DocumentStore {
     /// then empty): for callers that want only its number.
     func reading<T>(_ name: String, hashing: Bool = true, _ body: (OpenFile) throws(DocumentError) -> T) throws(DocumentError)
         -> (T, revision: Int, sha256: String, kept: [KeptRevision]) {
+        try againWhenStale { () throws(DocumentError) in try readingOnce(name, hashing: hashing, body) }
+    }
+
+    private func readingOnce<T>(_ name: String, hashing: Bool, _ body: (OpenFile) throws(DocumentError) -> T) throws(DocumentError)
+        -> (T, revision: Int, sha256: String, kept: [KeptRevision]) {
         for attempt in 0..<Self.readAttempts {
             let file = try openDocument(name)
             let outcome: Result<T, DocumentError>
@@ -168,7 +173,7 @@ extension DocumentStore {
                 let left = try history.directory.stat(temporary)
                 if let now, FileSnapshot(now).isStill(made) {
                     try writer.append([.identity(number, document: FileSnapshot(now))], durable: false)
-                } else if let left, left.identity == made.identity,
+                } else if let left, made.isFile(left),
                           now == nil || writer.state.current?.document == FileSnapshot(now!) {
                     // Killed before its rename, and nothing else has changed the document since:
                     // the save is committed, so it is finished.
@@ -176,7 +181,7 @@ extension DocumentStore {
                     if let placed = try root.stat(name), FileSnapshot(placed).isStill(made) {
                         try writer.append([.identity(number, document: FileSnapshot(placed))], durable: false)
                     }
-                } else if left?.identity == made.identity || now.map({ writer.state.current?.document == FileSnapshot($0) }) == true {
+                } else if left.map(made.isFile) == true || now.map({ writer.state.current?.document == FileSnapshot($0) }) == true {
                     // Killed before its rename: another program wrote the document since, or the
                     // new file is gone and the document is still the revision before. The save
                     // never became the document (its client had no answer); any other program's
@@ -194,11 +199,11 @@ extension DocumentStore {
             // program may have written the file since: then it is that program's, kept below).
             if let intent = writer.state.intent {
                 let (number, from, before) = (intent.revision, intent.from, intent.document)
-                if let now = try root.stat(name), now.identity == before.identity, now.size > from,
+                if let now = try root.stat(name), before.isFile(now), now.size > from,
                    let appendedTo = writer.state.current.flatMap({ writer.state.revisions[$0.revision] }), appendedTo.length == from {
                     let file = try root.openForReadingAndWriting(name)
                     defer { try? file.close() }
-                    if try Errno.rethrowing({ try file.stat() }).identity == before.identity,
+                    if before.isFile(try Errno.rethrowing { try file.stat() }),
                        try SHA256Hasher.prefixDigests(file, lengths: [from])[from]?.0 == appendedTo.sha256 {
                         try Directory.check { ftruncate(file.rawValue, off_t(from)) }
                         try Directory.check { fsync(file.rawValue) }

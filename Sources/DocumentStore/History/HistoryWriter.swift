@@ -29,7 +29,9 @@ final class HistoryWriter {
         guard let taken = try Self.takeLock(history, wait: wait) else { return nil }
         held = taken
         do {
-            if (try? history.directory.stat(HistoryLog.fileName)) == nil {
+            // Only a log that is not there is none: any other failure to look (a network file
+            // system's ESTALE, EIO) taken for none would start the numbering again from 1.
+            if try history.directory.stat(HistoryLog.fileName) == nil {
                 if try history.lostItsLog() { throw RevisionHistory.logLost(name) }
                 try Self.writeWhole(history, try migrate())
                 // The log in place, an older layout's files are nobody's: they go now, so that none
@@ -135,10 +137,17 @@ final class HistoryWriter {
     deinit { close() }
 
     private var closed = false
+    /// Whether records were appended since the log was last flushed.
+    private var unflushed = false
 
     func close() {
         guard !closed else { return }
         closed = true
+        // Flushed before the lock is let go, whatever was appended last: on a network file
+        // system the client may hold the write back (GlusterFS's write-behind, and a close that
+        // returns before its flush), and the next writer, on another machine, would read the log
+        // without those records, append where they go, and then have them land over its own.
+        if unflushed { fdatasync(log.rawValue) }
         try? log.close()
         held.release()
     }
@@ -160,8 +169,12 @@ final class HistoryWriter {
                               message: "its history's log would pass \(HistoryLog.maxLogBytes >> 20) MiB, more than canvasd reads; nothing was written (keep fewer revisions: --keep-revisions)")
         }
         do {
+            unflushed = true
             _ = try Errno.rethrowing { try log.writeAll(toAbsoluteOffset: end, bytes) }
-            if durable { try Directory.check { fdatasync(log.rawValue) } }
+            if durable {
+                try Directory.check { fdatasync(log.rawValue) }
+                unflushed = false
+            }
         } catch {
             // Whatever part of it reached the file is a torn tail, which readers stop before and
             // the next writer cuts: the records were not made.
@@ -233,6 +246,7 @@ final class HistoryWriter {
         let reopened = try history.directory.openForReadingAndWriting(HistoryLog.fileName)
         try? log.close()
         log = reopened
+        unflushed = false
         let (reading, _) = try Self.readLog(log, history.name)
         var state = HistoryState()
         for record in reading.records { state.apply(record) }

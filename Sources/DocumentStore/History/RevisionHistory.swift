@@ -53,11 +53,18 @@ struct RevisionHistory {
         } catch {
             throw .system("open the revision log of \(name)", error)
         }
-        guard (try? log.stat())?.isRegularFile == true else {
-            try? log.close()
+        defer { try? log.close() }
+        let stat: Stat
+        do {
+            stat = try Errno.rethrowing { try log.stat() }
+        } catch {
+            // Not "not a regular file": a log replaced by another machine's compaction since it
+            // was opened gives ESTALE here, which a read retries.
+            throw .system("read the revision log of \(name)", error)
+        }
+        guard stat.isRegularFile else {
             throw .unreadable(name: name, reason: "damaged", message: "its revision log is not a regular file")
         }
-        defer { try? log.close() }
         do {
             return try cache.state(of: log, for: directory.path)
         } catch {
