@@ -8,9 +8,12 @@ PYTHON3      ?= python3
 # for the demo page, headless Chromium and its driver for the browser tests, TypeScript to check
 # the client's .d.ts. hiredis, redis-server and haproxy run several instances behind one address
 # (make cluster, the cluster tests). e2fsprogs' chattr makes a file even root cannot cut (a test of
-# a prune that fails).
+# a prune that fails). GlusterFS's server and FUSE client make a replicated volume on this
+# machine, mounted once per instance as separate machines mount it (test_glusterfs.py,
+# bench-glusterfs, make cluster GLUSTERFS=1); the tests start glusterd themselves.
 APT_PACKAGES := pkg-config libzmq3-dev libcairo2-dev libqpdf-dev libssl-dev qpdf poppler-utils mupdf-tools fonts-dejavu-core \
-                libjs-pdf chromium-headless-shell chromium-driver node-typescript libhiredis-dev redis-server haproxy e2fsprogs
+                libjs-pdf chromium-headless-shell chromium-driver node-typescript libhiredis-dev redis-server haproxy e2fsprogs \
+                glusterfs-server glusterfs-client
 DOCUMENTS    ?= documents
 VENV         := .venv
 PYTHON       := $(VENV)/bin/python
@@ -29,7 +32,7 @@ CLUSTER_PORTS     ?= 6500
 CLUSTER_DEMO_PORT ?= 8590
 CLUSTER_DOCUMENTS ?= cluster-documents
 
-.PHONY: all deps system-deps python-deps build run sample-document test test-swift test-python test-web-types bench bench-cluster cluster fuzz clean
+.PHONY: all deps system-deps python-deps build run sample-document test test-swift test-python test-web-types bench bench-cluster bench-glusterfs cluster fuzz clean
 
 all: build
 
@@ -88,7 +91,7 @@ test-swift: system-deps
 test-python: build python-deps
 	CANVASD=$(CANVASD) $(PYTHON) -m pytest -q clients/python/tests
 
-bench: system-deps
+bench: system-deps python-deps
 	$(SWIFT) build -c release
 	.build/release/canvasbench latency
 	.build/release/canvasbench flatten
@@ -96,17 +99,24 @@ bench: system-deps
 	.build/release/canvasbench load --curve
 	.build/release/canvasbench session-store
 	.build/release/canvasbench save-cost
+	$(PYTHON) scripts/bench-glusterfs.py --canvasd .build/release/canvasd
+
+# A save into a GlusterFS mount against the same save on the local disk, in one run.
+bench-glusterfs: system-deps python-deps
+	$(SWIFT) build -c release --product canvasd
+	$(PYTHON) scripts/bench-glusterfs.py --canvasd .build/release/canvasd
 
 # Redis, three canvasd instances and HAProxy (deploy/haproxy.cfg for ZMTP, haproxy-ws.cfg for
 # ws://) on loopback, serving $(CLUSTER_DOCUMENTS) together (a folder of its own, not make run's
 # $(DOCUMENTS); it starts with the same sample notes.pdf), and the demo page on CLUSTER_DEMO_PORT
 # reaching them through HAProxy; prints the addresses, Ctrl-C stops them all. Every port is
 # checked first: every port in use is named at once, with the variable that moves it, and
-# nothing starts.
+# nothing starts. With GLUSTERFS=1 the instances share no local folder: each serves its own mount
+# of a GlusterFS volume made for the run (deleted, with what was saved there, when it stops).
 cluster: build python-deps
 	@$(MAKE) -s --no-print-directory sample-document DOCUMENTS=$(CLUSTER_DOCUMENTS)
 	@$(PYTHON) scripts/cluster.py --instances 3 --documents $(CLUSTER_DOCUMENTS) --canvasd $(CANVASD) \
-	  --ports $(CLUSTER_PORTS) --demo-port $(CLUSTER_DEMO_PORT)
+	  --ports $(CLUSTER_PORTS) --demo-port $(CLUSTER_DEMO_PORT) $(if $(GLUSTERFS),--glusterfs)
 
 # The round trip without and with --session-store, and canvasbench load through HAProxy in front
 # of 1 and of 3 instances.

@@ -3,13 +3,18 @@
 tests and benchmark, which import `Cluster` from here.
 
     scripts/cluster.py [--instances 3] [--documents documents] [--canvasd .build/debug/canvasd]
-                       [--ports 6500] [--demo-port 8590]
+                       [--ports 6500] [--demo-port 8590] [--glusterfs]
 
 checks every port it needs before it starts anything (every port in use is named at once, with
 the make variable that moves it), prints the addresses (with --demo-port also serving the demo page,
 which reaches the instances through HAProxy's ws:// frontend), and stops everything on Ctrl-C
 (SIGINT) or SIGTERM. Its logs are in a temporary folder that is removed when it stops, unless
 something failed: then the folder stays, and the last lines say where.
+
+With --glusterfs the instances share no local folder: a GlusterFS volume is made on this machine
+(scripts/glusterfs.py, its bricks in the temporary folder) and each instance serves its own
+mount of it, as instances on separate machines would; the volume starts with the sample
+notes.pdf and is deleted, with what was saved in it, when everything stops.
 """
 
 from __future__ import annotations
@@ -142,6 +147,8 @@ class Instance:
         self.ws_requests = ws_requests
         self.ws_events = ws_events
         self.process: Optional[subprocess.Popen] = None
+        # Its own document folder (its mount of a shared volume), instead of the cluster's.
+        self.documents: Optional[Path] = None
 
     @property
     def alive(self) -> bool:
@@ -321,7 +328,7 @@ class Cluster:
 
     def _launch(self, instance: Instance) -> None:
         arguments = [str(self.canvasd), "--endpoint", f"tcp://127.0.0.1:{instance.requests}",
-                     "--events", f"tcp://127.0.0.1:{instance.events}", "--documents", str(self.documents),
+                     "--events", f"tcp://127.0.0.1:{instance.events}", "--documents", str(instance.documents or self.documents),
                      "--web-endpoint", f"ws://127.0.0.1:{instance.ws_requests}",
                      "--web-events", f"ws://127.0.0.1:{instance.ws_events}",
                      "--health-endpoint", f"127.0.0.1:{instance.health}",
@@ -370,9 +377,11 @@ class Cluster:
             lines.append(f"{instance.name:9} tcp://127.0.0.1:{instance.requests} (requests), "
                          f"tcp://127.0.0.1:{instance.events} (events), ws://127.0.0.1:{instance.ws_requests} "
                          f"and ws://127.0.0.1:{instance.ws_events} (web), http://127.0.0.1:{instance.health}/metrics "
-                         f"(/livez, /readyz), pid {instance.process.pid}")
+                         f"(/livez, /readyz), pid {instance.process.pid}"
+                         + (f", documents {instance.documents}" if instance.documents else ""))
         lines.append(f"haproxy   {self.stats_socket} (statistics: echo 'show stat' | socat stdio UNIX-CONNECT:PATH)")
-        lines.append(f"documents {self.documents}")
+        if not any(instance.documents for instance in self.instances):
+            lines.append(f"documents {self.documents}")
         lines.append(f"logs      {self.folder}")
         return "\n".join(lines)
 
@@ -410,6 +419,27 @@ def every_clash(ports: List[Tuple[str, int, str, str]]) -> Optional[str]:
     return "\n".join(lines)
 
 
+def shared_volume(cluster: Cluster):
+    """A GlusterFS volume for the run, mounted once per instance (`--glusterfs`), with the
+    sample notes.pdf in its `documents` folder; each instance's documents are that folder
+    through its own mount."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    import glusterfs
+
+    volume = glusterfs.Volume.create(cluster.folder / "glusterfs")
+    try:
+        for instance in cluster.instances:
+            instance.documents = volume.mount(cluster.folder / "mounts" / instance.name) / "documents"
+        cluster.instances[0].documents.mkdir(exist_ok=True)
+        shutil.copy(ROOT / "samples" / "notes.pdf", cluster.instances[0].documents / "notes.pdf")
+    except BaseException:
+        volume.destroy()
+        raise
+    print(f"documents on GlusterFS volume {volume.name} (replica {len(volume.bricks)}, bricks in "
+          f"{cluster.folder / 'glusterfs'}), one mount per instance; deleted when this stops", flush=True)
+    return volume
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description="Redis, canvasd instances and HAProxy on loopback.")
     parser.add_argument("--instances", type=int, default=3)
@@ -421,6 +451,8 @@ def main() -> int:
                              "free ones otherwise")
     parser.add_argument("--demo-port", type=int, default=None,
                         help="serve the demo page on this loopback port (make cluster's CLUSTER_DEMO_PORT)")
+    parser.add_argument("--glusterfs", action="store_true",
+                        help="each instance on its own mount of a GlusterFS volume made for the run (make cluster GLUSTERFS=1)")
     options = parser.parse_args()
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
@@ -438,7 +470,10 @@ def main() -> int:
     cluster.folder = Path(tempfile.mkdtemp(prefix="canvas-cluster-"))
     failed: Optional[str] = None
     demo = None
+    volume = None
     try:
+        if options.glusterfs:
+            volume = shared_volume(cluster)
         with cluster:
             if options.demo_port is not None:
                 demo = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "web-server.py"), "--port", str(options.demo_port),
@@ -477,6 +512,8 @@ def main() -> int:
         if demo is not None and demo.poll() is None:
             demo.terminate()
             demo.wait(timeout=5)
+        if volume is not None:
+            volume.destroy()
         if failed:
             print(f"logs kept in {cluster.folder} ({failed}); remove it when done", file=sys.stderr, flush=True)
         else:
