@@ -83,7 +83,8 @@ class Canvasd:
         deadline = time.monotonic() + 20
         while True:
             try:
-                CanvasClient(self.endpoint, timeout=0.5, retries=0).hello()
+                with CanvasClient(self.endpoint, timeout=0.5, retries=0) as probe:
+                    probe.hello()
                 break
             except Exception:
                 if self.process.poll() is not None or time.monotonic() > deadline:

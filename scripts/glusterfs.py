@@ -51,6 +51,23 @@ def _run(command: List[str], what: str, timeout: float = 120) -> str:
     return result.stdout
 
 
+def _gluster(*arguments: str, what: str) -> str:
+    """A `gluster` command, without its questions (`--mode=script`); its output."""
+    return _run(["gluster", "--mode=script", *arguments], what)
+
+
+def _try_gluster(*arguments: str) -> subprocess.CompletedProcess:
+    """A `gluster` command whose failure the caller looks at, or may ignore."""
+    return subprocess.run(_privileged(["gluster", "--mode=script", *arguments]), capture_output=True, text=True, timeout=120)
+
+
+def _delete(name: str) -> None:
+    """Stops and deletes volume `name`, whatever state it is in; failures are ignored (it may
+    be stopped or gone already)."""
+    _try_gluster("volume", "stop", name, "force")
+    _try_gluster("volume", "delete", name)
+
+
 def missing() -> Optional[str]:
     """Why this machine cannot run a local volume, or None when it can."""
     for program, package in [("glusterd", "glusterfs-server"), ("gluster", "glusterfs-server"),
@@ -77,8 +94,7 @@ def host() -> str:
 def ensure_glusterd(log: Path = Path("/tmp/canvasbridge-glusterd.log")) -> None:
     """Starts glusterd unless it answers already, and waits until it does."""
     def answers() -> bool:
-        return subprocess.run(_privileged(["gluster", "--mode=script", "pool", "list"]),
-                              capture_output=True, timeout=30).returncode == 0
+        return _try_gluster("pool", "list").returncode == 0
 
     if answers():
         return
@@ -113,14 +129,13 @@ class Volume:
             brick.mkdir(parents=True, exist_ok=True)
         # `force`: bricks on the root file system (GlusterFS advises a partition of their own).
         layout = ["replica", str(replica)] if replica > 1 else []
-        _run(["gluster", "--mode=script", "volume", "create", volume.name, *layout,
-              *[f"{host()}:{brick}" for brick in volume.bricks], "force"], f"create volume {volume.name}")
+        _gluster("volume", "create", volume.name, *layout, *[f"{host()}:{brick}" for brick in volume.bricks], "force",
+                 what=f"create volume {volume.name}")
         try:
             if not caching:
                 for option in CACHING_OPTIONS:
-                    _run(["gluster", "--mode=script", "volume", "set", volume.name, f"performance.{option}", "off"],
-                         f"turn {option} off on {volume.name}")
-            _run(["gluster", "--mode=script", "volume", "start", volume.name], f"start volume {volume.name}")
+                    _gluster("volume", "set", volume.name, f"performance.{option}", "off", what=f"turn {option} off on {volume.name}")
+            _gluster("volume", "start", volume.name, what=f"start volume {volume.name}")
             volume.wait_for_bricks()
         except BaseException:
             volume.destroy()
@@ -149,7 +164,7 @@ class Volume:
 
     def status(self) -> List[dict]:
         """Each brick's path, whether it is online and its process id."""
-        out = _run(["gluster", "--mode=script", "volume", "status", self.name, "--xml"], f"status of {self.name}")
+        out = _gluster("volume", "status", self.name, "--xml", what=f"status of {self.name}")
         bricks = []
         for node in ElementTree.fromstring(out).iter("node"):
             path = node.findtext("path") or ""
@@ -185,17 +200,17 @@ class Volume:
 
     def restart_bricks(self) -> None:
         """Starts the bricks that are down (`volume start … force`) and waits until they are up."""
-        _run(["gluster", "--mode=script", "volume", "start", self.name, "force"], f"restart bricks of {self.name}")
+        _gluster("volume", "start", self.name, "force", what=f"restart bricks of {self.name}")
         self.wait_for_bricks()
 
     def unhealed(self) -> int:
         """How many entries the replicas still have to copy to each other."""
-        out = _run(["gluster", "--mode=script", "volume", "heal", self.name, "info"], f"heal info of {self.name}")
+        out = _gluster("volume", "heal", self.name, "info", what=f"heal info of {self.name}")
         return sum(int(count) for count in re.findall(r"Number of entries:\s*(\d+)", out))
 
     def heal(self, timeout: float = 120) -> None:
         """Asks for a heal and waits until nothing is left to heal."""
-        subprocess.run(_privileged(["gluster", "--mode=script", "volume", "heal", self.name]), capture_output=True)
+        _try_gluster("volume", "heal", self.name)   # refused while a heal runs already: waited for below
         deadline = time.monotonic() + timeout
         while self.unhealed():
             if time.monotonic() > deadline:
@@ -206,8 +221,7 @@ class Volume:
         """Unmounts every mount, stops and deletes the volume, and removes its bricks."""
         for path in list(self.mounts):
             self.unmount(path)
-        subprocess.run(_privileged(["gluster", "--mode=script", "volume", "stop", self.name, "force"]), capture_output=True)
-        subprocess.run(_privileged(["gluster", "--mode=script", "volume", "delete", self.name]), capture_output=True)
+        _delete(self.name)
         for brick in self.bricks:
             subprocess.run(_privileged(["rm", "-rf", str(brick)]), capture_output=True)
 
@@ -215,8 +229,7 @@ class Volume:
 def forget_leftovers() -> None:
     """Stops and deletes this script's volumes whose bricks are gone (a run killed before its
     clean-up, its temporary folder since removed), so that they do not pile up in glusterd."""
-    out = subprocess.run(_privileged(["gluster", "--mode=script", "volume", "info", "--xml"]),
-                         capture_output=True, text=True).stdout
+    out = _try_gluster("volume", "info", "--xml").stdout
     try:
         root = ElementTree.fromstring(out)
     except ElementTree.ParseError:
@@ -225,8 +238,7 @@ def forget_leftovers() -> None:
         name = volume.findtext("name") or ""
         bricks = [brick.text.split(":", 1)[1] for brick in volume.iter("brick") if brick.text and ":" in brick.text]
         if name.startswith(PREFIX) and bricks and not any(Path(path).exists() for path in bricks):
-            subprocess.run(_privileged(["gluster", "--mode=script", "volume", "stop", name, "force"]), capture_output=True)
-            subprocess.run(_privileged(["gluster", "--mode=script", "volume", "delete", name]), capture_output=True)
+            _delete(name)
 
 
 def main() -> int:

@@ -257,8 +257,8 @@ class Load:
                 assert not lost, f"acknowledged revisions missing or listed with another sha256: {lost}"
                 # A revision nobody was told of is a save whose reply was lost (its instance
                 # killed or paused past the client's patience): at most one per such request.
-                unknown = [revision for revision, digest in listed.items()
-                           if revision > 1 and digest not in {d for _, d in self.acknowledged} | set(outside)]
+                known = {digest for _, digest in self.acknowledged} | set(outside)
+                unknown = [revision for revision, digest in listed.items() if revision > 1 and digest not in known]
                 unanswered = [entry for entry in self.refused if entry.startswith("timeout")]
                 assert len(unknown) <= len(unanswered), f"revisions nobody acknowledged nor wrote: {unknown}"
                 for revision in sorted(listed)[-4:] + [1]:
