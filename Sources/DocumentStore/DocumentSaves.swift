@@ -139,15 +139,20 @@ extension DocumentStore {
     private func writingOnce(_ name: String, expectedRevision: Int?, madeBy: String?, fence: WriteFence?, allowingNone: Bool,
                              _ body: (OpenFile?, HistoryWriter, KeptRevision?) throws(DocumentError) -> DocumentSummary) throws(DocumentError) -> DocumentSummary {
         try Self.check(name)
-        // The document first: a name that is no document, and never was one, makes no history
-        // folder. One deleted from the folder still has its history, where a request run again
-        // finds what its first run made.
-        do {
+        // A document saved before has its history: opened as it is (on a network file system
+        // each look costs a round trip, and a save of a known document makes none it can skip).
+        // Otherwise the document first: a name that is no document, and never was one, makes no
+        // history folder. One deleted from the folder still has its history, where a request
+        // run again finds what its first run made; the settle below opens the document again,
+        // under the lock, and refuses what is no document there.
+        var history: RevisionHistory
+        if let existing = try self.history(name, create: false) {
+            history = existing
+        } else {
             _ = try openDocument(name)
-        } catch .notFound {
-            if try history(name, create: false) == nil { throw .notFound(name) }
+            guard let made = try self.history(name, create: true) else { throw .io(operation: "open the revisions of \(name)", message: "missing") }
+            history = made
         }
-        guard var history = try history(name, create: true) else { throw .io(operation: "open the revisions of \(name)", message: "missing") }
         history.commitFence = fence
         guard let writer = try writer(name, history, wait: true) else { throw .io(operation: "lock \(name)", message: "not taken") }
         defer { writer.close() }
@@ -174,7 +179,11 @@ extension DocumentStore {
             throw .conflict(name: name, expected: expectedRevision, current: revision)
         }
         do {
-            return try body(current, writer, kept)
+            let summary = try body(current, writer, kept)
+            // What this save left is all the history holds: the next writer of this process need
+            // not look through the folder again unless something else changed it (`settle`).
+            settledFolders.remember(writer)
+            return summary
         } catch {
             // Another program's write that lands while the save reads the document can fail the
             // save anywhere (a copy that reads short, a PDF cut mid-read, a file gone): whatever

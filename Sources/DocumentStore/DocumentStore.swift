@@ -53,6 +53,7 @@ public final class DocumentStore: Sendable {
     /// history is believed only as far as that.
     let vouched = VouchedBytes()
     let histories = HistoryCache()
+    let settledFolders = SettledFolders()
     private let costs = LastSaveCost()
     /// Where failures of work nobody waits on are told.
     let housekeeping: Housekeeping

@@ -165,6 +165,8 @@ extension DocumentStore {
         // Lines a save under way announced it would write past what the log accounts for: their
         // tails are that save's, which the steps below may end before the files are looked at.
         let announced = Set([writer.state.extending?.line, writer.state.intent?.line].compactMap { $0 })
+        // Nothing under way when the lock was taken: no save left a step to finish or undo.
+        let quiet = writer.state.pending == nil && writer.state.intent == nil && writer.state.extending == nil
         do {
             // A replacing save committed, then killed before or after its rename.
             if let pending = writer.state.pending, let temporary = pending.temporary, let made = pending.document {
@@ -213,6 +215,10 @@ extension DocumentStore {
             }
             // Whatever else is in the folder: a killed save's files and tails, the files of
             // revisions pruned, an older layout's files once migrated, anything put there by hand.
+            // Not looked for when nothing was under way and the folder and the log are as this
+            // process's last save left them (`SettledFolders`).
+            if quiet && settledFolders.unchanged(writer) { return try settleDocument(name, writer) }
+            settledFolders.forget(history.directory.path)
             let needed = writer.state.neededLines
             var seals: [HistoryRecord] = []
             func lost() -> DocumentError {
@@ -267,6 +273,11 @@ extension DocumentStore {
         } catch {
             throw .io(operation: "repair the revisions of \(name)", message: "\(error)")
         }
+        return try settleDocument(name, writer)
+    }
+
+    /// The last step of `settle`: the document file made a revision, if it is none yet.
+    private func settleDocument(_ name: String, _ writer: HistoryWriter) throws(DocumentError) -> OpenFile? {
         let file: OpenFile
         do {
             file = try openDocument(name)
@@ -481,11 +492,17 @@ extension DocumentStore {
                 }
                 if !seals.isEmpty { try writer.append(seals, durable: false) }
             } catch {
+                writer.untidy = true
                 housekeeping.failed(.prune, "pruning revisions \(victims)", document: writer.history.name, error)
             }
         }
         housekeeping.tidy(.compaction, "compacting the history log", document: writer.history.name) {
-            try writer.compactIfLong(histories)
+            do {
+                try writer.compactIfLong(histories)
+            } catch {
+                writer.untidy = true
+                throw error
+            }
         }
     }
 

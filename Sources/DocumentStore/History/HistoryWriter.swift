@@ -19,6 +19,11 @@ final class HistoryWriter {
     /// The version of the log as it was opened: records are appended in it. An older log is
     /// written whole at the current version at the next compaction point (`compactIfLong`).
     private var version: UInt32
+    /// The log as this writer opened it, before any record of its own.
+    private(set) var openedAs: FileSnapshot
+    /// Set when tidying after a save failed (a pruned line that could not be removed, a log not
+    /// compacted): the next writer then looks through the folder (`SettledFolders`).
+    var untidy = false
 
     /// Takes the lock (waiting for it, or, with `wait` false, returning nil when another holds
     /// it) and opens the log: cutting a torn tail off, migrating an older layout, or starting an
@@ -29,9 +34,12 @@ final class HistoryWriter {
         guard let taken = try Self.takeLock(history, wait: wait) else { return nil }
         held = taken
         do {
-            // Only a log that is not there is none: any other failure to look (a network file
-            // system's ESTALE, EIO) taken for none would start the numbering again from 1.
-            if try history.directory.stat(HistoryLog.fileName) == nil {
+            // Opened as it is, and looked at through the descriptor: on a network file system each
+            // look by name is a round trip. Only a log that is not there is none: any other
+            // failure to open it (a network file system's ESTALE, EIO) taken for none would start
+            // the numbering again from 1.
+            var opened = try Self.openLog(history)
+            if opened == nil {
                 if try history.lostItsLog() { throw RevisionHistory.logLost(name) }
                 try Self.writeWhole(history, try migrate())
                 // The log in place, an older layout's files are nobody's: they go now, so that none
@@ -39,19 +47,19 @@ final class HistoryWriter {
                 for file in try history.directory.names() where LegacyHistory.isLegacyName(file) {
                     try history.directory.remove(file)
                 }
+                opened = try Self.openLog(history)
             }
-            guard try history.directory.stat(HistoryLog.fileName)?.isRegularFile == true else {
-                throw DocumentError.unreadable(name: name, reason: "damaged", message: "its revision log is not a regular file")
-            }
-            log = try history.directory.openForReadingAndWriting(HistoryLog.fileName)
+            guard let opened else { throw Errno.noSuchFileOrDirectory }
+            log = opened
             let (reading, size) = try Self.readLog(log, name)
+            openedAs = size
             var state = HistoryState()
             for record in reading.records { state.apply(record) }
             self.state = state
             end = reading.end
             chain = reading.chain
             version = reading.version
-            if reading.damagedTail || reading.end < size {
+            if reading.damagedTail || reading.end < size.size {
                 // A record torn by a killed writer (or damage): what follows the last good
                 // record is no record. Cut it before appending, or the new records would
                 // follow bytes no reader gets past.
@@ -124,14 +132,37 @@ final class HistoryWriter {
         }
     }
 
-    /// The whole log, parsed, and its size on disk.
-    private static func readLog(_ log: FileDescriptor, _ name: String) throws -> (HistoryLog.Reading, Int64) {
-        let size = try Errno.rethrowing { try log.stat() }.size
+    /// The log, open for appending; nil when there is none. Never a link, nor anything but a
+    /// regular file (checked on the descriptor by `readLog`).
+    private static func openLog(_ history: RevisionHistory) throws -> FileDescriptor? {
+        do {
+            return try history.directory.openForReadingAndWriting(HistoryLog.fileName)
+        } catch .noSuchFileOrDirectory {
+            return nil
+        } catch .tooManySymbolicLinkLevels, .isDirectory {
+            throw notRegular(history.name)
+        }
+    }
+
+    private static func notRegular(_ name: String) -> DocumentError {
+        .unreadable(name: name, reason: "damaged", message: "its revision log is not a regular file")
+    }
+
+    /// The whole log, parsed, and the file as it was read.
+    private static func readLog(_ log: FileDescriptor, _ name: String) throws -> (HistoryLog.Reading, FileSnapshot) {
+        let stat = try Errno.rethrowing { try log.stat() }
+        guard stat.isRegularFile else { throw notRegular(name) }
+        let size = stat.size
         guard size <= HistoryLog.maxLogBytes else { throw HistoryCache.Failure.format(.tooLarge(size)).documentError(name) }
         switch HistoryLog.parse(try log.bytes(from: 0, to: size)) {
         case .failure(let error): throw HistoryCache.Failure.format(error).documentError(name)
-        case .success(let reading): return (reading, size)
+        case .success(let reading): return (reading, FileSnapshot(stat))
         }
+    }
+
+    /// The log as it is now (after this writer's records); nil when it cannot be looked at.
+    func logSnapshot() -> FileSnapshot? {
+        (try? log.stat()).map(FileSnapshot.init)
     }
 
     deinit { close() }
