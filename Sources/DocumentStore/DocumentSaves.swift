@@ -97,7 +97,7 @@ extension DocumentStore {
             }
             guard let entry = writer.state.revisions[revision] else { throw .revisionNotFound(name: name, revision: revision) }
             let (length, sha256, midstate) = (entry.length, entry.sha256, entry.midstate)
-            let source = try openKept(name, entry, writer.state)
+            let source = try openKept(name, entry, writer.state, in: writer.history)
             return try save(name, writer, replacing: current, extending: nil, sameBytesAs: entry, madeBy: madeBy, source: "restore") { (out, hasher, cost) throws(DocumentError) in
                 do throws(Errno) {
                     try FileCopy.copyPrefix(source.descriptor, length: length, to: out, &cost)
@@ -268,7 +268,7 @@ extension DocumentStore {
             // The hash continues from the revision's state only over the line's bytes as the log
             // last saw them (or checked against its sha256); else the new file is hashed whole.
             var resumed = false
-            if let base, let kept = try? openKept(name, base, writer.state) {
+            if let base, let kept = try? openKept(name, base, writer.state, in: history) {
                 let (length, midstate) = (base.length, base.midstate)
                 resumed = true
                 hasher = SHA256Hasher(resuming: midstate)

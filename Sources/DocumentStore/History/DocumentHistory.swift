@@ -403,10 +403,13 @@ extension DocumentStore {
 
     /// A kept revision's file, open, checked: its bytes are the ones the log names, or it is
     /// refused. The line's file as the last writer left it is trusted; one changed since (by
-    /// hand, or damage) is read again and compared with the revision's sha256.
-    func openKept(_ name: String, _ record: KeptRevision, _ state: HistoryState) throws(DocumentError) -> OpenFile {
+    /// hand, or damage) is read again and compared with the revision's sha256. A writer passes
+    /// the history it holds, which is then not opened again.
+    func openKept(_ name: String, _ record: KeptRevision, _ state: HistoryState, in held: RevisionHistory? = nil) throws(DocumentError) -> OpenFile {
         let (line, length, sha256, number) = (record.line, record.length, record.sha256, record.revision)
-        guard let history = try history(name, create: false) else { throw .revisionNotFound(name: name, revision: number) }
+        let opened: RevisionHistory?
+        if let held { opened = held } else { opened = try history(name, create: false) }
+        guard let history = opened else { throw .revisionNotFound(name: name, revision: number) }
         let file: OpenFile
         do {
             file = try openRegular(history.directory, RevisionHistory.lineName(line), document: name)
@@ -474,12 +477,16 @@ extension DocumentStore {
         let victims = numbers.filter { $0 != 1 && !newest.contains($0) }
         if !victims.isEmpty {
             do {
+                let neededBefore = writer.state.neededLines
                 try writer.append([.pruned(victims)], durable: true)
                 FaultPoint.pruneRecorded.reach()
+                // Only the lines the pruned revisions were in: any other file no revision needs
+                // is the settle's to find (a listing here would cost every save a look through
+                // the folder once the history is full).
                 let needed = writer.state.neededLines
                 var seals: [HistoryRecord] = []
-                for file in try writer.history.directory.names() {
-                    guard let line = RevisionHistory.line(ofFile: file) else { continue }
+                for (line, before) in neededBefore.sorted(by: { $0.key < $1.key }) where needed[line] != before {
+                    let file = RevisionHistory.lineName(line)
                     if let length = needed[line] {
                         if let stat = try writer.history.directory.stat(file), stat.size > length,
                            let snapshot = try shorten(file, writer.history, to: length) {
