@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// What file system a document folder is on, and whether the history can be kept right on it
 /// from several machines at once.
@@ -33,7 +36,7 @@ public struct FolderMount: Sendable, Equatable {
     /// /proc/self/mountinfo cannot be read.
     public static func of(_ path: String) -> FolderMount? {
         let resolved = URL(fileURLWithPath: path).standardizedFileURL.resolvingSymlinksInPath().path
-        guard let table = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return nil }
+        guard let table = text(atPath: "/proc/self/mountinfo", atMost: maxMountTableBytes) else { return nil }
         var best: (point: String, type: String)?
         for line in table.split(separator: "\n") {
             guard let entry = parse(line) else { continue }
@@ -75,11 +78,38 @@ public struct FolderMount: Sendable, Equatable {
     /// caching translators.
     static func glusterProblems(mountPoint: String) -> [String] {
         let meta = URL(fileURLWithPath: mountPoint).appendingPathComponent(".meta")
-        guard let command = try? String(contentsOf: meta.appendingPathComponent("cmdline"), encoding: .utf8),
-              let volfile = try? String(contentsOf: meta.appendingPathComponent("graphs/active/volfile"), encoding: .utf8) else {
-            return ["its .meta folder cannot be read, so how it caches cannot be checked"]
+        // Served by the mount's own client process, which says what they hold: read only as far
+        // as such files go, so that a client that answers with endless bytes (or a link to
+        // /dev/zero in a folder mounted as GlusterFS) stops canvasd's start, not its memory.
+        guard let command = text(atPath: meta.appendingPathComponent("cmdline").path, atMost: maxMetaBytes),
+              let volfile = text(atPath: meta.appendingPathComponent("graphs/active/volfile").path, atMost: maxMetaBytes) else {
+            return ["its .meta folder cannot be read (or holds more than \(maxMetaBytes >> 10) KiB a file), so how it caches cannot be checked"]
         }
         return glusterProblems(commandLine: command, volfile: volfile)
+    }
+
+    /// The most read of /proc/self/mountinfo (a machine with thousands of mounts has a few
+    /// hundred KiB), and of a GlusterFS mount's command line or client graph (a few KiB).
+    static let maxMountTableBytes = 16 << 20
+    static let maxMetaBytes = 1 << 20
+
+    /// The text of the file at `path`, read to its end; nil when it cannot be read or holds more
+    /// than `limit` bytes. Read by chunks to the end, as /proc and FUSE files give no size.
+    static func text(atPath path: String, atMost limit: Int) -> String? {
+        let descriptor = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 64 << 10)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            guard count >= 0 else { return nil }
+            if count == 0 { break }
+            guard bytes.count + count <= limit else { return nil }
+            bytes += chunk[0..<count]
+        }
+        return String(validating: bytes, as: UTF8.self)
     }
 
     static func glusterProblems(commandLine: String, volfile: String) -> [String] {

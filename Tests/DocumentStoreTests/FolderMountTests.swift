@@ -1,4 +1,5 @@
 @testable import DocumentStore
+import Foundation
 import Testing
 
 /// How canvasd tells a GlusterFS mount that serves stale answers from one that does not, read
@@ -64,5 +65,32 @@ import Testing
         let mount = try #require(FolderMount.of("/"))
         #expect(mount.mountPoint == "/")
         #expect(mount.problems.isEmpty)
+    }
+
+    /// A `.meta` folder as a mount point would show it, in a fresh folder.
+    static func meta(_ label: String, commandLine: (URL) throws -> Void) throws -> URL {
+        let point = try freshFolder("mount-\(label)")
+        let graphs = point.appendingPathComponent(".meta/graphs/active")
+        try FileManager.default.createDirectory(at: graphs, withIntermediateDirectories: true)
+        try Data(volfile(["write-behind"]).utf8).write(to: graphs.appendingPathComponent("volfile"))
+        try commandLine(point.appendingPathComponent(".meta/cmdline"))
+        return point
+    }
+
+    /// Before, the command line was read whole whatever its size: one of 2 MiB that named the safe
+    /// options was believed, and a link to /dev/zero grew canvasd's memory until it was killed.
+    @Test func aMetaFileLargerThanAnyGlusterFSWritesIsNotBelieved() throws {
+        let safe = "--attribute-timeout=0 --entry-timeout=0 --negative-timeout=0"
+        let small = try Self.meta("small") { try Data(Self.commandLine(safe).utf8).write(to: $0) }
+        #expect(FolderMount.glusterProblems(mountPoint: small.path).isEmpty)
+        let padded = try Self.meta("padded") {
+            try Data(Self.commandLine(safe + String(repeating: " ", count: 2 << 20)).utf8).write(to: $0)
+        }
+        let problems = FolderMount.glusterProblems(mountPoint: padded.path)
+        #expect(problems.count == 1 && problems[0].contains("cannot be read"), "\(problems)")
+        let endless = try Self.meta("endless") { try FileManager.default.createSymbolicLink(atPath: $0.path, withDestinationPath: "/dev/zero") }
+        let started = ContinuousClock.now
+        #expect(FolderMount.glusterProblems(mountPoint: endless.path).first?.contains("cannot be read") == true)
+        #expect(ContinuousClock.now - started < .seconds(10))
     }
 }
