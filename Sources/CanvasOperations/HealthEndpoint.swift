@@ -54,8 +54,10 @@ public final class HealthEndpoint: Sendable {
     /// Seconds from a request's first byte (or the connection's opening) to the end of its head:
     /// a head trickled in a byte at a time is cut off here.
     static let headTimeout: TimeAmount = .seconds(5)
-    /// Connections open at once; past it, a new one is closed as soon as it is accepted, so
-    /// health connections cannot take the descriptors the request sockets need.
+    /// Connections open at once, so that health connections cannot take the descriptors the
+    /// request sockets need. Past it, the connection that has waited longest for its next
+    /// request is closed to make room (`WaitingConnections`): held connections, however many,
+    /// never keep a new probe out.
     package static let connectionLimit = 4096
     package static let backlog: Int32 = 1024
 
@@ -87,13 +89,14 @@ public final class HealthEndpoint: Sendable {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let probes = store.map { StoreProbe(url: $0, answered: storeAnswered) }
         let answers = HealthAnswers(pulse: pulse, metrics: metrics, instance: instance, probes: probes)
+        let waiting = WaitingConnections()
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: Self.backlog)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .serverChannelOption(.autoRead, value: false)
             .serverChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture(withResultOf: {
-                    try channel.pipeline.syncOperations.addHandler(ConnectionLimit(limit: connectionLimit))
+                    try channel.pipeline.syncOperations.addHandler(ConnectionLimit(limit: connectionLimit, waiting: waiting))
                 })
             }
             .childChannelInitializer { channel in
@@ -106,7 +109,7 @@ public final class HealthEndpoint: Sendable {
                     // gets 431, not NIO's bare 400.
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(
                         withErrorHandling: false, withEncoderConfiguration: .init(), withDecoderLimitConfiguration: limits)
-                    try channel.pipeline.syncOperations.addHandler(HealthHTTPHandler(answers: answers, logger: logger))
+                    try channel.pipeline.syncOperations.addHandler(HealthHTTPHandler(answers: answers, waiting: waiting, logger: logger))
                 })
             }
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
@@ -146,21 +149,31 @@ public final class HealthEndpoint: Sendable {
     }
 }
 
-/// Closes a connection accepted past `limit` open ones. On the listener's pipeline, which
-/// receives each accepted connection as a `Channel`.
+/// Keeps connections within `limit` open ones. On the listener's pipeline, which receives each
+/// accepted connection as a `Channel`. At the limit, the open connection that has waited
+/// longest for a request is closed and the new one served: a probe sends its request at once,
+/// so it is never the one that has waited longest, and connections held open (polling now and
+/// then, or sending nothing) take turns being closed instead of keeping every probe out. Only
+/// when every open connection is being answered is the new one closed.
 package final class ConnectionLimit: ChannelInboundHandler {
     typealias InboundIn = any Channel
     typealias InboundOut = any Channel
     /// Counted down by each connection's close, which may run after the listener's handler is gone.
     package final class Count: Sendable { let value = Atomic<Int>(0) }
     private let limit: Int
+    private let waiting: WaitingConnections
     private let open = Count()
 
-    package init(limit: Int) { self.limit = limit }
+    package init(limit: Int, waiting: WaitingConnections) {
+        self.limit = limit
+        self.waiting = waiting
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let child = Self.unwrapInboundIn(data)
-        guard open.value.load(ordering: .relaxed) < limit else {
+        // The one closed to make room counts down when its close completes: until then the
+        // count is past the limit by the closes under way.
+        guard open.value.load(ordering: .relaxed) < limit || waiting.closeLongestWaiting() else {
             child.close(promise: nil)
             return
         }
@@ -168,6 +181,70 @@ package final class ConnectionLimit: ChannelInboundHandler {
         let open = self.open
         child.closeFuture.whenComplete { _ in open.value.subtract(1, ordering: .relaxed) }
         context.fireChannelRead(data)
+    }
+}
+
+/// The health endpoint's connections that are waiting for a request (just accepted, or kept
+/// alive after an answer), in the order they started waiting: the first is the one to close
+/// when the endpoint is full. A connection being answered is not here.
+package final class WaitingConnections: @unchecked Sendable {
+    // @unchecked: everything is behind `lock` (the endpoint has one event loop, but the
+    // listener's and the connections' handlers are each other's only by that choice).
+    private final class Entry {
+        let channel: any Channel
+        var previous: Entry?
+        var next: Entry?
+        init(_ channel: any Channel) { self.channel = channel }
+    }
+
+    private let lock = NSLock()
+    private var entries: [ObjectIdentifier: Entry] = [:]
+    private var first: Entry?
+    private var last: Entry?
+
+    package init() {}
+
+    package var count: Int { lock.withLock { entries.count } }
+
+    /// `channel` waits for its next request from now on (last in the order).
+    func waits(_ channel: any Channel) {
+        lock.withLock {
+            let key = ObjectIdentifier(channel)
+            if let entry = entries[key] { unlink(entry) }
+            let entry = Entry(channel)
+            entries[key] = entry
+            entry.previous = last
+            last?.next = entry
+            last = entry
+            if first == nil { first = entry }
+        }
+    }
+
+    /// `channel` is being answered, or is gone.
+    func stops(_ channel: any Channel) {
+        lock.withLock {
+            if let entry = entries.removeValue(forKey: ObjectIdentifier(channel)) { unlink(entry) }
+        }
+    }
+
+    /// Closes the connection that has waited longest; false when none is waiting.
+    package func closeLongestWaiting() -> Bool {
+        let victim: (any Channel)? = lock.withLock {
+            guard let entry = first else { return nil }
+            entries[ObjectIdentifier(entry.channel)] = nil
+            unlink(entry)
+            return entry.channel
+        }
+        guard let victim else { return false }
+        victim.close(promise: nil)
+        return true
+    }
+
+    private func unlink(_ entry: Entry) {
+        if let previous = entry.previous { previous.next = entry.next } else if first === entry { first = entry.next }
+        if let next = entry.next { next.previous = entry.previous } else if last === entry { last = entry.previous }
+        entry.previous = nil
+        entry.next = nil
     }
 }
 
@@ -282,6 +359,7 @@ package final class HealthHTTPHandler: ChannelInboundHandler, RemovableChannelHa
     typealias OutboundOut = HTTPServerResponsePart
 
     private let answers: HealthAnswers
+    private let waiting: WaitingConnections
     private let logger: Logger
     private var request: HTTPRequestHead?
     private var headDeadline: Scheduled<Void>?
@@ -292,18 +370,21 @@ package final class HealthHTTPHandler: ChannelInboundHandler, RemovableChannelHa
     /// The peer has closed its side: the answer under way is the last.
     private var inputClosed = false
 
-    package init(answers: HealthAnswers, logger: Logger) {
+    package init(answers: HealthAnswers, waiting: WaitingConnections, logger: Logger) {
         self.answers = answers
+        self.waiting = waiting
         self.logger = logger
     }
 
     func channelActive(context: ChannelHandlerContext) {
         armHeadDeadline(context: context)
+        waiting.waits(context.channel)
         context.fireChannelActive()
     }
 
     func channelInactive(context: ChannelHandlerContext) {
         headDeadline?.cancel()
+        waiting.stops(context.channel)
         context.fireChannelInactive()
     }
 
@@ -313,6 +394,7 @@ package final class HealthHTTPHandler: ChannelInboundHandler, RemovableChannelHa
         case .head(let head):
             headDeadline?.cancel()
             headDeadline = nil
+            waiting.stops(context.channel)
             request = head
         case .body:
             break   // no path takes a body; a POST's is read and refused with the request
@@ -347,6 +429,7 @@ package final class HealthHTTPHandler: ChannelInboundHandler, RemovableChannelHa
         let sent = context.writeAndFlush(Self.wrapOutboundOut(.end(nil)))
         if keepAlive {
             armHeadDeadline(context: context)
+            waiting.waits(context.channel)
         } else {
             finish(after: sent, context: context)
         }

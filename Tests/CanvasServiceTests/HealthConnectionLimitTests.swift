@@ -42,26 +42,58 @@ struct HealthConnectionLimitTests {
         return String(decoding: buffer[..<count], as: UTF8.self).components(separatedBy: "\r\n")[0]
     }
 
-    @Test("connections past the limit are closed at once; those within it are answered")
-    func limit() throws {
+    static func endpoint(limit: Int) throws -> (HealthEndpoint, UInt16) {
         let endpoint = try HealthEndpoint(address: "0", pulse: ServerPulse(), metrics: ServiceMetrics(), instance: "t",
-                                          sessionStore: nil, logger: Logger(label: "test"), connectionLimit: 3)
+                                          sessionStore: nil, logger: Logger(label: "test"), connectionLimit: limit)
         endpoint.start()
-        defer { endpoint.stop() }
-        let port = UInt16(endpoint.address.split(separator: ":").last!)!
-        var sockets: [Int32] = []
-        for _ in 0..<5 { sockets.append(try Self.connect(port)) }
-        defer { for fd in sockets { close(fd) } }
-        // The closing of the two past the limit, seen within a generous time.
+        return (endpoint, UInt16(endpoint.address.split(separator: ":").last!)!)
+    }
+
+    /// Waits (up to 3 s) until `count` of `sockets` are closed by the endpoint; which ones are.
+    static func closings(_ sockets: [Int32], count: Int) -> [Bool] {
         let deadline = Date().addingTimeInterval(3)
-        while sockets.filter(Self.closedByPeer).count < 2, Date() < deadline { usleep(50_000) }
-        #expect(sockets.map(Self.closedByPeer) == [false, false, false, true, true])
-        #expect(Self.probe(sockets[0]) == "HTTP/1.1 200 OK")
-        // One closed makes room for a new one.
-        close(sockets[1])
-        usleep(200_000)
-        let another = try Self.connect(port)
-        sockets[1] = another
-        #expect(Self.probe(another) == "HTTP/1.1 200 OK")
+        while sockets.filter(Self.closedByPeer).count < count, Date() < deadline { usleep(20_000) }
+        usleep(100_000)   // and no more than those
+        return sockets.map(Self.closedByPeer)
+    }
+
+    /// Before, a connection past the limit was closed as soon as it was accepted: connections
+    /// held open (4,096 polling /livez every 4 s) kept every new probe out.
+    @Test("past the limit the connection that has waited longest is closed, and the new one answered")
+    func limit() throws {
+        let (endpoint, port) = try Self.endpoint(limit: 3)
+        defer { endpoint.stop() }
+        var sockets: [Int32] = []
+        defer { for fd in sockets { close(fd) } }
+        for _ in 0..<5 {
+            sockets.append(try Self.connect(port))
+            usleep(20_000)
+        }
+        #expect(Self.closings(sockets, count: 2) == [true, true, false, false, false])
+        #expect(Self.probe(sockets[4]) == "HTTP/1.1 200 OK")
+        #expect(Self.probe(sockets[2]) == "HTTP/1.1 200 OK")
+    }
+
+    @Test("connections kept alive and polling take turns being closed; a new probe is always answered")
+    func keptAliveTakeTurns() throws {
+        let (endpoint, port) = try Self.endpoint(limit: 3)
+        defer { endpoint.stop() }
+        var held: [Int32] = []
+        defer { for fd in held { close(fd) } }
+        for _ in 0..<3 { held.append(try Self.connect(port)) }
+        // Each polls once, the first last: it has waited least since its answer.
+        for fd in [held[1], held[2], held[0]] {
+            #expect(Self.probe(fd) == "HTTP/1.1 200 OK")
+            usleep(20_000)
+        }
+        for round in 0..<3 {
+            let fresh = try Self.connect(port)
+            #expect(Self.probe(fresh) == "HTTP/1.1 200 OK", "probe \(round) refused")
+            close(fresh)
+            usleep(50_000)
+        }
+        // The first new probe made room by closing held[1], whose answer was the oldest; the
+        // others found the room the closed probes left.
+        #expect(Self.closings(held, count: 1) == [false, true, false])
     }
 }

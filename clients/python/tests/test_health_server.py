@@ -217,3 +217,51 @@ def test_readiness_waiting_on_a_stopped_store_holds_up_no_probe(tmp_path: Path):
         while probe(port, "/readyz")[0] != 200:
             assert time.monotonic() < deadline, "not ready again after the store came back"
             time.sleep(0.1)
+
+
+HELD = 4096 + 64   # past the endpoint's connection limit (HealthEndpoint.connectionLimit)
+
+
+def test_probes_answered_while_more_connections_than_the_limit_are_kept_alive_and_polling(health: int):
+    """Before, 4,096 keep-alive connections polling /livez every 4 s filled the endpoint, and it
+    closed every new connection as soon as it was accepted: 14 of 14 probes failed. Now the
+    connection that has waited longest for its next request makes room."""
+    import resource
+
+    port = health
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < HELD + 256:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, HELD + 1024), hard))
+    held: List[socket.socket] = []
+    request = b"GET /livez HTTP/1.1\r\nHost: poller\r\n\r\n"
+
+    def poll(sock: socket.socket) -> bool:
+        try:
+            sock.sendall(request)
+            answer = read_response(sock, time.monotonic() + 3)
+            return answer is not None and answer[0] == 200
+        except OSError:
+            return False
+
+    try:
+        answered = 0
+        for _ in range(HELD):
+            sock = socket.create_connection(("127.0.0.1", port), timeout=3)
+            held.append(sock)
+            answered += poll(sock)
+        # A second round, as pollers every few seconds would make, within the idle timeout.
+        again = sum(poll(sock) for sock in held[-2000:])
+        results = []
+        for _ in range(14):
+            results.append(probe(port))
+            time.sleep(0.05)
+        statuses = [status for status, _ in results]
+        worst = max(seconds for _, seconds in results)
+        print(f"\n{HELD} kept-alive pollers ({answered} answered, {again} of 2000 again): 14 fresh probes {statuses}, "
+              f"worst {worst * 1000:.1f} ms, each {[round(seconds * 1000, 1) for _, seconds in results]}")
+        assert statuses == [200] * 14
+        # Made room by closing the connections that waited longest, never more than the limit open.
+        assert answered >= HELD - 64, f"only {answered} of {HELD} pollers answered"
+    finally:
+        for sock in held:
+            sock.close()
