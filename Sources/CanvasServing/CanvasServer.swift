@@ -174,7 +174,8 @@ public final class CanvasServer {
             do throws(any Error) {
                 for _ in 0..<Self.storeLanes {
                     let store = try SessionSnapshotStore(url: url, instance: configuration.service.instanceName, ttl: configuration.service.storedSessionLife,
-                                                         timeout: .milliseconds(500))
+                                                         timeout: .milliseconds(500), replicas: configuration.sessionStoreReplicas,
+                                                         replicaTimeout: configuration.sessionStoreReplicaTimeout)
                     let waker = self.waker
                     lanes.append((SharedSessions(store: store, limits: configuration.service.limits, logger: logger, rest: rest),
                                   StoreLine { waker.wake() }))
@@ -195,7 +196,8 @@ public final class CanvasServer {
                                 failed: { [logger] error in logger.error("document feed interrupted; listening again", metadata: ["error": "\(error)"]) })
                 shared.feed = feed
                 logger.info("sessions shared through the session store",
-                            metadata: ["store": "\(shared.address)", "lanes": "\(lanes.count)", "instance": "\(configuration.service.instanceName)"])
+                            metadata: ["store": "\(shared.address)", "lanes": "\(lanes.count)", "instance": "\(configuration.service.instanceName)",
+                                       "replicas": "\(configuration.sessionStoreReplicas)"])
             } catch let error as ServerStartError {
                 throw error
             } catch {

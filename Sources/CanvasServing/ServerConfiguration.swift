@@ -12,9 +12,14 @@ public struct ServerConfiguration: Sendable {
     public var security = ServiceSecurity.loopbackOnly
     /// ws:// endpoints for web pages, when they are served.
     public var web: WebConfiguration?
-    /// `redis://host:port/db`: sessions shared with other instances through Redis (nil: kept
-    /// in this process only).
+    /// `redis://host:port/db`, or `redis-sentinel://host:port,host:port/master/db`: sessions
+    /// shared with other instances through Redis (nil: kept in this process only).
     public var sessionStore: String? = nil
+    /// Replicas that must confirm each write to the session store (Redis's `WAIT`) within
+    /// `sessionStoreReplicaTimeout` before the change it carries is acknowledged; 0: the
+    /// primary's word is enough (a change is then lost if the primary's machine is).
+    public var sessionStoreReplicas = 0
+    public var sessionStoreReplicaTimeout: Duration = .milliseconds(250)
     /// `HOST:PORT` (or `PORT`, on loopback) of the HTTP health and metrics endpoint; nil: none.
     public var healthEndpoint: String? = nil
     /// How long a drain (SIGTERM) keeps serving after it goes unready, so that the balancer

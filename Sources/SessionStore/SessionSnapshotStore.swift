@@ -135,11 +135,20 @@ public final class SessionSnapshotStore {
     private let holder: [UInt8]
     private let ttlMilliseconds: [UInt8]
 
+    /// Replicas that must confirm each write (`WAIT`) before it counts; 0: the primary's word.
+    public let replicas: Int
+    private let replicaWait: [UInt8]
+
     /// `instance`: this process's name as holder (unique among instances); `ttl`: how long an
-    /// untouched session lives (canvasd's idle timeout).
+    /// untouched session lives (canvasd's idle timeout). `replicas`: each write counts only once
+    /// that many replicas confirm it within `replicaTimeout`, and fails otherwise
+    /// (`RedisError.Cause.unreplicated`); the connection's own timeout is lengthened to leave the
+    /// wait its time.
     public init(url: String, instance: String, ttl: Duration, keyPrefix: String = "canvas:session:",
-                timeout: Duration = .seconds(2)) throws(RedisError) {
-        connection = try RedisConnection(url: RedisURL(url), timeout: timeout)
+                timeout: Duration = .seconds(2), replicas: Int = 0, replicaTimeout: Duration = .milliseconds(250)) throws(RedisError) {
+        connection = try RedisConnection(url: RedisURL(url), timeout: replicas > 0 ? timeout + replicaTimeout : timeout)
+        self.replicas = max(0, replicas)
+        replicaWait = Array(String(Self.milliseconds(replicaTimeout)).utf8)
         self.instance = instance
         self.ttl = ttl
         self.keyPrefix = keyPrefix
@@ -325,7 +334,18 @@ public final class SessionSnapshotStore {
     }
 
     private func run(_ script: Script, keys: [[UInt8]], _ arguments: [[UInt8]], doing: String) throws(RedisError) -> RedisValue {
-        try connection.evaluate(script.source, sha: &loaded[script], keys: keys, arguments: arguments, doing: doing)
+        let reply = try connection.evaluate(script.source, sha: &loaded[script], keys: keys, arguments: arguments, doing: doing)
+        // A script that may have written counts once the replicas asked for have it: a write on
+        // the primary alone is lost with the primary (Sentinel promotes a replica without it),
+        // so it is failed here and never acknowledged. Its caller treats it as any failed write
+        // whose outcome is unknown (the next write of that copy finds the version it left, or
+        // not). A script that wrote nothing makes WAIT answer at once.
+        guard replicas > 0, script != .read else { return reply }
+        let waited = try connection.command([Array("WAIT".utf8), Array(String(replicas).utf8), replicaWait],
+                                            doing: "\(doing): waiting for \(replicas) replicas")
+        guard case .integer(let confirmed) = waited else { throw RedisError(doing: doing, cause: .unexpectedReply("WAIT answered \(waited)")) }
+        guard confirmed >= replicas else { throw RedisError(doing: doing, cause: .unreplicated(wanted: replicas, confirmed: Int(confirmed))) }
+        return reply
     }
 
     private enum Script: CaseIterable {

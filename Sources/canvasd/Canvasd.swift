@@ -120,8 +120,16 @@ struct Canvasd: ParsableCommand {
     var logLevel = Logger.Level.info
 
     @Option(name: .customLong("session-store"),
-            help: "redis://host:port/db: share sessions with other instances through Redis (see docs/operations.md, Running several instances).")
+            help: "redis://host:port/db, or redis-sentinel://host:port,host:port,.../master/db to find the primary through Redis Sentinel and follow its failovers: share sessions with other instances through Redis (see docs/operations.md, Running several instances).")
     var sessionStore: String?
+
+    @Option(name: .customLong("session-store-replicas"),
+            help: "Replicas that must confirm each change written to the session store (Redis WAIT) before it is acknowledged; a change they do not confirm in time is refused UNAVAILABLE sessionStore. 0: the primary's word.")
+    var sessionStoreReplicas = 0
+
+    @Option(name: .customLong("session-store-replica-timeout"),
+            help: "Seconds the replicas have to confirm a change (--session-store-replicas).")
+    var sessionStoreReplicaTimeout = 0.25
 
     @Option(name: .customLong("instance"), help: "This instance's name in the session store (default: host/pid).")
     var instance: String?
@@ -145,6 +153,11 @@ struct Canvasd: ParsableCommand {
         guard webAuthTimeout.isFinite, webAuthTimeout > 0, webAuthTimeout <= 3600 else {
             throw ValidationError("--web-auth-timeout must be between 0 and 3600 seconds")
         }
+        guard (0...64).contains(sessionStoreReplicas) else { throw ValidationError("--session-store-replicas must be between 0 and 64") }
+        guard sessionStoreReplicaTimeout.isFinite, (0.001...10).contains(sessionStoreReplicaTimeout) else {
+            throw ValidationError("--session-store-replica-timeout must be between 0.001 and 10 seconds")
+        }
+        if sessionStoreReplicas > 0 && sessionStore == nil { throw ValidationError("--session-store-replicas needs --session-store") }
         guard maxSessionsPerOwner > 0 else { throw ValidationError("--max-sessions-per-owner must be positive") }
         guard maxUploads > 0 else { throw ValidationError("--max-uploads must be positive") }
         guard maxUploadsPerOwner > 0 else { throw ValidationError("--max-uploads-per-owner must be positive") }
@@ -195,6 +208,8 @@ struct Canvasd: ParsableCommand {
         configuration.service.limits.maxUploads = maxUploads
         configuration.service.limits.maxUploadsPerOwner = maxUploadsPerOwner
         configuration.sessionStore = sessionStore
+        configuration.sessionStoreReplicas = sessionStoreReplicas
+        configuration.sessionStoreReplicaTimeout = .milliseconds(Int64(sessionStoreReplicaTimeout * 1000))
         configuration.healthEndpoint = healthEndpoint
         configuration.drainTime = .milliseconds(Int64((drainSeconds ?? (healthEndpoint == nil ? 0 : 2)) * 1000))
         if let instance { configuration.service.instanceName = instance }

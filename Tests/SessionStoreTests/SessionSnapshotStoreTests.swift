@@ -20,6 +20,33 @@ import TestSupport
         #expect(throws: RedisError.self) { try RedisURL("redis://localhost/x") }
     }
 
+    @Test func sentinelAddressesAreRead() throws {
+        let url = try RedisURL("redis-sentinel://:secret@10.0.0.1,10.0.0.2:26380,[::1]:26381/canvas/2")
+        #expect(url.sentinel?.master == "canvas" && url.database == 2 && url.password == "secret")
+        #expect(url.sentinel?.addresses.map(\.description) == ["10.0.0.1:26379", "10.0.0.2:26380", "[::1]:26381"])
+        #expect(url.description == "redis-sentinel://10.0.0.1:26379,10.0.0.2:26380,[::1]:26381/canvas/2")
+        #expect(try RedisURL("redis-sentinel://s1/main").sentinel?.addresses.first?.port == 26379)
+        for bad in ["redis-sentinel://s1", "redis-sentinel://s1/", "redis-sentinel://s1:x/m", "redis-sentinel://,s1/m", "redis-sentinel://s1/m/x"] {
+            #expect(throws: RedisError.self, "\(bad)") { try RedisURL(bad) }
+        }
+    }
+
+    /// With replicas asked for and none there, every write fails and says so (a write the primary
+    /// alone holds is lost with it); reads still answer.
+    @Test func aWriteNoReplicaConfirmsFails() throws {
+        let plain = try store("a")
+        #expect(try plain.create("r", owner: nil, snapshot: [1]))
+        let waiting = try SessionSnapshotStore(url: redis.url, instance: "a", ttl: .seconds(60), replicas: 1, replicaTimeout: .milliseconds(50))
+        do {
+            _ = try waiting.write("r", snapshot: [2], expected: 1)
+            Issue.record("a write was taken with no replica to confirm it")
+        } catch {
+            #expect(error.cause == .unreplicated(wanted: 1, confirmed: 0), "\(error)")
+            #expect(error.description.contains("0 of the 1 replicas"))
+        }
+        #expect(try waiting.read("r") != nil)
+    }
+
     @Test func aRefusedConnectionSaysWhatAndWhy() throws {
         let port = redis.port
         redis.stop()
