@@ -5,7 +5,9 @@
    bench, without and with --session-store (every change written to Redis before its reply),
    and the store's floor, measured in the same run: the round trip without the store plus a
    bare client's round trip of the store's own write script (`canvasbench store-floor`); the
-   ratio of the round trip with the store to that floor is printed last.
+   ratio of the round trip with the store to that floor is printed; then the same with a replica
+   confirming each change (--session-store-replicas 1), whose floor includes the bare client's
+   WAIT.
 2. `canvasbench load` through HAProxy (deploy/haproxy.cfg) in front of 1 instance without a
    session store, then 1 and 3 instances sharing sessions in Redis and one document folder,
    clients spread over source addresses.
@@ -19,6 +21,7 @@ import argparse
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -70,6 +73,31 @@ def main() -> int:
         print(f"store's floor: {without:.0f} µs without the store + {script:.0f} µs of its script = {floor:.0f} µs p50; "
               f"with the store {shared:.0f} µs: {shared / floor:.2f}x the floor ({shared / without:.2f}x without the store)",
               flush=True)
+        # The same with a replica that must confirm each change (--session-store-replicas 1:
+        # Redis's WAIT after each write); the floor then includes the bare client's WAIT.
+        replica_port = free_port()
+        replica = subprocess.Popen(["redis-server", "--port", str(replica_port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                                    "--dir", str(folder), "--replicaof", "127.0.0.1", str(port)],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            wait_for_port(replica_port, replica, "redis-server (replica)")
+            for _ in range(100):
+                info = subprocess.run(["redis-cli", "-p", str(replica_port), "INFO", "replication"], capture_output=True, text=True).stdout
+                if "master_link_status:up" in info:
+                    break
+                time.sleep(0.1)
+            else:
+                raise SystemExit("the replica did not link to the primary in 10 s")
+            replicated = p50(bench(canvasbench, single + ["--session-store", store, "--session-store-replicas", "1"]), "all")
+            script = p50(bench(canvasbench, ["store-floor", "--session-store", store, "--requests", str(options.rtt_requests),
+                                             "--replicas", "1"]), "script")
+            floor = without + script
+            print(f"with one replica confirming each change: floor {without:.0f} µs + {script:.0f} µs of its script and WAIT = "
+                  f"{floor:.0f} µs p50; with the store {replicated:.0f} µs: {replicated / floor:.2f}x the floor "
+                  f"({replicated / shared:.2f}x the store without a replica)", flush=True)
+        finally:
+            replica.terminate()
+            replica.wait()
     finally:
         redis.terminate()
         redis.wait()

@@ -24,6 +24,8 @@ struct LoadBench: ParsableCommand {
     @Option(help: "Seconds to wait for any one reply before it counts as lost.") var replyTimeout = 60
     @Flag(help: "Run canvasd with CurveZMQ: a key pair per client, all allowed, every socket encrypted.") var curve = false
     @Option(help: "Run canvasd with --session-store URL (redis://host:port/db).") var sessionStore: String?
+    @Option(help: "With --session-store: canvasd's --session-store-replicas (each change confirmed by that many replicas).")
+    var sessionStoreReplicas = 0
     @Option(help: "Load a running service (canvasd, or HAProxy in front of several) at this request endpoint instead of starting one.")
     var connect: String?
     @Option(help: "With --connect: its event endpoint.") var connectEvents: String?
@@ -83,7 +85,7 @@ struct LoadBench: ParsableCommand {
             }
             arguments += ["--curve-secret-key", folder.appendingPathComponent("server.key").path, "--allowed-keys", allowed.path]
         }
-        if let sessionStore { arguments += ["--session-store", sessionStore] }
+        if let sessionStore { arguments += ["--session-store", sessionStore, "--session-store-replicas", String(sessionStoreReplicas)] }
         let credentials = keys
         let canvasd = connect == nil ? try Child(Sibling.path("canvasd"), arguments) : nil
         defer { canvasd?.stop() }
@@ -129,7 +131,7 @@ struct LoadBench: ParsableCommand {
         let everything = Stats(all.flatMap(\.canvasMicroseconds) + all.flatMap(\.flattenMicroseconds))
         var title = "load: \(clients) clients x \(requests) requests, \(window) in flight each, 1 in \(flattenEvery) a flatten of a \(pages)-page PDF"
         if curve { title += ", CurveZMQ" }
-        if sessionStore != nil { title += ", sessions in Redis" }
+        if sessionStore != nil { title += ", sessions in Redis" + (sessionStoreReplicas > 0 ? " (each change on \(sessionStoreReplicas) replicas)" : "") }
         if let connect { title += ", through \(connect) from \(sources) source address" + (sources == 1 ? "" : "es") }
         print(title)
         print("  replies: \(total) of \(clients * requests); lost \(lost), mismatched \(mismatched), wrong \(wrong.count)")

@@ -14,9 +14,10 @@ struct StoreFloorBench: ParsableCommand {
     @Option(help: "The store: redis://host:port/db.") var sessionStore: String
     @Option(help: "Writes, one after another.") var requests = 3_000
     @Option(help: "Bytes each change adds to the session (a stroke of a few dozen points is a few hundred).") var changeBytes = 300
+    @Option(help: "Replicas each write waits for (Redis WAIT), as canvasd's --session-store-replicas.") var replicas = 0
 
     func run() throws {
-        let store = try SessionSnapshotStore(url: sessionStore, instance: "floor-\(getpid())", ttl: .seconds(60))
+        let store = try SessionSnapshotStore(url: sessionStore, instance: "floor-\(getpid())", ttl: .seconds(60), replicas: replicas)
         let session = "floor-\(UInt64.random(in: 0...UInt64.max))"
         // Snapshots that grow by one change each, and the deltas between them, made before the
         // clock starts: what is timed is the script's round trip alone.
