@@ -113,10 +113,12 @@ bench-glusterfs: system-deps python-deps
 # checked first: every port in use is named at once, with the variable that moves it, and
 # nothing starts. With GLUSTERFS=1 the instances share no local folder: each serves its own mount
 # of a GlusterFS volume made for the run (deleted, with what was saved there, when it stops).
+# With SENTINEL=1 Redis is a primary, two replicas and three sentinels, and each change waits for
+# one replica (kill the primary: a replica is promoted, the instances follow it).
 cluster: build python-deps
 	@$(MAKE) -s --no-print-directory sample-document DOCUMENTS=$(CLUSTER_DOCUMENTS)
 	@$(PYTHON) scripts/cluster.py --instances 3 --documents $(CLUSTER_DOCUMENTS) --canvasd $(CANVASD) \
-	  --ports $(CLUSTER_PORTS) --demo-port $(CLUSTER_DEMO_PORT) $(if $(GLUSTERFS),--glusterfs)
+	  --ports $(CLUSTER_PORTS) --demo-port $(CLUSTER_DEMO_PORT) $(if $(GLUSTERFS),--glusterfs) $(if $(SENTINEL),--sentinel)
 
 # The round trip without and with --session-store, and canvasbench load through HAProxy in front
 # of 1 and of 3 instances.

@@ -3,7 +3,7 @@
 tests and benchmark, which import `Cluster` from here.
 
     scripts/cluster.py [--instances 3] [--documents documents] [--canvasd .build/debug/canvasd]
-                       [--ports 6500] [--demo-port 8590] [--glusterfs]
+                       [--ports 6500] [--demo-port 8590] [--glusterfs] [--sentinel]
 
 checks every port it needs before it starts anything (every port in use is named at once, with
 the make variable that moves it), prints the addresses (with --demo-port also serving the demo page,
@@ -15,6 +15,11 @@ With --glusterfs the instances share no local folder: a GlusterFS volume is made
 (scripts/glusterfs.py, its bricks in the temporary folder) and each instance serves its own
 mount of it, as instances on separate machines would; the volume starts with the sample
 notes.pdf and is deleted, with what was saved in it, when everything stops.
+
+With --sentinel the session store is a Redis primary, two replicas and three sentinels
+(scripts/redis_sentinel.py), the instances find the primary through the sentinels and count a
+change once a replica has it (`--session-store-replicas 1`): kill the primary (its pid is
+printed) and Sentinel promotes a replica, which the instances follow.
 """
 
 from __future__ import annotations
@@ -38,8 +43,9 @@ HAPROXY_WS_CONFIG = ROOT / "deploy" / "haproxy-ws.cfg"
 # haproxy.cfg names three instances; fewer are run by giving the rest a port nobody serves,
 # which its health check then keeps out.
 CONFIG_INSTANCES = 3
-# With --ports BASE: HAProxy's requests, events and ws:// ports and Redis's are BASE to BASE+3,
-# and instance N's five ports start at BASE + 10 N; the block is PORT_BLOCK ports long.
+# With --ports BASE: HAProxy's requests, events and ws:// ports and Redis's are BASE to BASE+3
+# (with --sentinel, Redis's primary, replicas and sentinels are BASE+3 to BASE+8), and instance
+# N's five ports start at BASE + 10 N; the block is PORT_BLOCK ports long.
 PORT_BLOCK = 10 * (CONFIG_INSTANCES + 1)
 
 
@@ -161,9 +167,10 @@ class Cluster:
 
     def __init__(self, canvasd: Path, documents: Path, folder: Path, instances: int = 3,
                  session_store: bool = True, idle_timeout: int = 600, log_level: str = "notice", extra: List[str] = (),
-                 base_port: Optional[int] = None):
+                 base_port: Optional[int] = None, sentinel: bool = False):
         """``base_port``: fixed ports from there on (see PORT_BLOCK), as `make cluster` gives
-        them so that its addresses stay the same from run to run; free ports otherwise."""
+        them so that its addresses stay the same from run to run; free ports otherwise.
+        ``sentinel``: the session store is a primary, two replicas and three sentinels."""
         assert 1 <= instances <= CONFIG_INSTANCES
         self.canvasd = canvasd
         self.documents = documents
@@ -185,12 +192,20 @@ class Cluster:
             self.instances = [Instance(n, *range(base_port + 10 * n, base_port + 10 * n + 5)) for n in range(1, instances + 1)]
         self.redis: Optional[subprocess.Popen] = None
         self.haproxy: Optional[subprocess.Popen] = None
+        self.sentinel = None
+        if sentinel and session_store:
+            sys.path.insert(0, str(Path(__file__).parent))
+            from redis_sentinel import SentinelRedis
+            fixed = list(range(base_port + 3, base_port + 9)) if base_port is not None else None
+            self.sentinel = SentinelRedis(folder / "redis", ports=fixed)
 
     def ports(self) -> List[Tuple[str, int]]:
         """Every port this cluster listens on, with what listens there."""
         named = [("HAProxy requests", self.requests_port), ("HAProxy events", self.events_port),
                  ("HAProxy ws://", self.ws_port)]
-        if self.session_store:
+        if self.sentinel is not None:
+            named += self.sentinel.ports()
+        elif self.session_store:
             named.append(("Redis", self.redis_port))
         for instance in self.instances:
             named += [(f"{instance.name} requests", instance.requests), (f"{instance.name} events", instance.events),
@@ -224,6 +239,8 @@ class Cluster:
 
     @property
     def redis_url(self) -> str:
+        if self.sentinel is not None:
+            return self.sentinel.url
         return f"redis://127.0.0.1:{self.redis_port}/0"
 
     @staticmethod
@@ -247,7 +264,10 @@ class Cluster:
     def start(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
         self.documents.mkdir(parents=True, exist_ok=True)
-        if self.session_store:
+        if self.sentinel is not None:
+            self.sentinel.folder = self.folder / "redis"
+            self.sentinel.start()
+        elif self.session_store:
             self.start_redis()
         for instance in self.instances:
             self.start_instance(instance)
@@ -338,6 +358,8 @@ class Cluster:
                      "--idle-timeout", str(self.idle_timeout), "--log-level", self.log_level, *self.extra]
         if self.session_store:
             arguments += ["--session-store", self.redis_url, "--instance", instance.name]
+        if self.sentinel is not None:
+            arguments += ["--session-store-replicas", "1"]
         with open(self.folder / f"{instance.name}.log", "ab") as log:
             instance.process = subprocess.Popen(arguments, stdout=log, stderr=subprocess.STDOUT)
         # Its health port opens once it holds its name: started again under the name of one
@@ -367,11 +389,16 @@ class Cluster:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+        if self.sentinel is not None:
+            self.sentinel.stop()
 
     def describe(self) -> str:
         lines = [f"requests  {self.endpoint}   (HAProxy, ZMTP)", f"events    {self.events}   (HAProxy, ZMTP)",
                  f"web       {self.web_endpoint} and {self.web_events}   (HAProxy, ws:// for browsers)"]
-        if self.session_store:
+        if self.sentinel is not None:
+            lines.append(f"redis     {self.redis_url} (primary pid {self.sentinel.processes['primary'].pid} on port "
+                         f"{self.sentinel.primary_port}, replicas on {self.sentinel.replica_ports}; each change on one replica)")
+        elif self.session_store:
             lines.append(f"redis     {self.redis_url}")
         for instance in self.instances:
             lines.append(f"{instance.name:9} tcp://127.0.0.1:{instance.requests} (requests), "
@@ -453,12 +480,14 @@ def main() -> int:
                         help="serve the demo page on this loopback port (make cluster's CLUSTER_DEMO_PORT)")
     parser.add_argument("--glusterfs", action="store_true",
                         help="each instance on its own mount of a GlusterFS volume made for the run (make cluster GLUSTERFS=1)")
+    parser.add_argument("--sentinel", action="store_true",
+                        help="Redis with a primary, two replicas and three sentinels (make cluster SENTINEL=1)")
     options = parser.parse_args()
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
     # Made below, once every port is known to be free: a clash leaves nothing behind.
     cluster = Cluster(Path(options.canvasd), Path(options.documents).resolve(), Path("/nonexistent"), options.instances,
-                      session_store=not options.no_session_store, base_port=options.ports)
+                      session_store=not options.no_session_store, base_port=options.ports, sentinel=options.sentinel)
     wanted = [(what, port, "CLUSTER_PORTS", str(options.ports + 100)) for what, port in cluster.ports()] \
         if options.ports is not None else []
     if options.demo_port is not None:

@@ -321,7 +321,7 @@ package final class SharedSessions: @unchecked Sendable {
 }
 
 /// When the session store may be asked again, shared by every lane: after a failure nobody asks
-/// it for a while (250 ms, doubling up to 5 s while it keeps failing), and then one call alone
+/// it for a while (250 ms, doubling up to 2 s while it keeps failing), and then one call alone
 /// tries it, the others still answered `UNAVAILABLE` at once. Each call to a store that does not
 /// answer holds its caller for the connection's timeout; with each lane trying on its own, a
 /// client's requests met that timeout once per lane per rest.
@@ -333,7 +333,9 @@ package final class StoreRest: Sendable {
     }
 
     private static let firstBackoff: Duration = .milliseconds(250)
-    private static let longestBackoff: Duration = .seconds(5)
+    /// Longest rest: a Sentinel failover takes a few seconds, and its clients wait this long
+    /// past it at most (5 s let a client that retried wait 10 s and more after a primary's loss).
+    private static let longestBackoff: Duration = .seconds(2)
     private let state = Mutex<State?>(nil)
 
     package init() {}

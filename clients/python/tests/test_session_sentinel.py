@@ -15,111 +15,28 @@ one, the changes after a failover are refused until the old primary is back, as 
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
-import subprocess
+import sys
 import time
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Iterator, List, Tuple
 
 import pytest
-import redis
 
 from canvasbridge import CanvasClient, CanvasError, CanvasTimeout
-from conftest import Server
-from web import free_port, wait_for_port
+from conftest import ROOT, Server
 
 pytestmark = pytest.mark.skipif(not shutil.which("redis-server"), reason="needs redis-server (make system-deps installs it)")
 
-MASTER = "canvas"
-
-
-class SentinelRedis:
-    """A primary, two replicas and three sentinels on loopback, nothing saved to disk."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        folder.mkdir(parents=True, exist_ok=True)
-        self.processes: Dict[str, subprocess.Popen] = {}
-        self.primary_port = free_port()
-        self._start("primary", ["--port", str(self.primary_port)])
-        self.replica_ports = [free_port(), free_port()]
-        for index, port in enumerate(self.replica_ports):
-            self._start(f"replica{index}", ["--port", str(port), "--replicaof", "127.0.0.1", str(self.primary_port)])
-        self.sentinel_ports: List[int] = []
-        for index in range(3):
-            port = free_port()
-            config = folder / f"sentinel{index}.conf"
-            # Sentinel rewrites its file as it learns; each gets its own.
-            config.write_text(f"port {port}\nbind 127.0.0.1\ndir {folder}\n"
-                              f"sentinel monitor {MASTER} 127.0.0.1 {self.primary_port} 2\n"
-                              f"sentinel down-after-milliseconds {MASTER} 1000\n"
-                              f"sentinel failover-timeout {MASTER} 4000\n"
-                              f"sentinel parallel-syncs {MASTER} 1\n")
-            self.processes[f"sentinel{index}"] = subprocess.Popen(
-                ["redis-server", str(config), "--sentinel"], stdout=open(folder / f"sentinel{index}.log", "wb"), stderr=subprocess.STDOUT)
-            wait_for_port(port, self.processes[f"sentinel{index}"], "redis-sentinel")
-            self.sentinel_ports.append(port)
-        self.wait(lambda: all(self.link_up(port) for port in self.replica_ports), "the replicas' links to the primary")
-        self.wait(lambda: all(len(self.sentinel(i).sentinel_slaves(MASTER)) == 2 for i in range(3)), "every sentinel to know both replicas")
-
-    def _start(self, name: str, arguments: List[str]) -> None:
-        port = int(arguments[1])
-        self.processes[name] = subprocess.Popen(
-            ["redis-server", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(self.folder), *arguments],
-            stdout=open(self.folder / f"{name}.log", "wb"), stderr=subprocess.STDOUT)
-        wait_for_port(port, self.processes[name], f"redis-server ({name})")
-
-    @property
-    def url(self) -> str:
-        return "redis-sentinel://" + ",".join(f"127.0.0.1:{port}" for port in self.sentinel_ports) + f"/{MASTER}"
-
-    def sentinel(self, index: int) -> redis.Redis:
-        return redis.Redis(port=self.sentinel_ports[index], socket_timeout=2)
-
-    def link_up(self, port: int) -> bool:
-        try:
-            return redis.Redis(port=port, socket_timeout=1).info("replication").get("master_link_status") == "up"
-        except redis.RedisError:
-            return False
-
-    def primary_named(self) -> Optional[int]:
-        try:
-            host, port = self.sentinel(0).sentinel_get_master_addr_by_name(MASTER)
-            return int(port)
-        except (redis.RedisError, TypeError):
-            return None
-
-    @staticmethod
-    def wait(condition, what: str, timeout: float = 20.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not condition():
-            if time.monotonic() > deadline:
-                raise AssertionError(f"waited {timeout} s for {what}")
-            time.sleep(0.1)
-
-    def signal(self, name: str, number: int) -> None:
-        os.kill(self.processes[name].pid, number)
-
-    def stop(self) -> None:
-        for process in self.processes.values():
-            if process.poll() is None:
-                try:
-                    os.kill(process.pid, signal.SIGCONT)
-                except ProcessLookupError:
-                    pass
-                process.kill()
-                process.wait(timeout=5)
+sys.path.insert(0, str(ROOT / "scripts"))
+from redis_sentinel import SentinelRedis  # noqa: E402
 
 
 @pytest.fixture
 def sentinels(tmp_path: Path) -> Iterator[SentinelRedis]:
-    running = SentinelRedis(tmp_path / "redis")
-    try:
+    with SentinelRedis(tmp_path / "redis") as running:
         yield running
-    finally:
-        running.stop()
 
 
 def instance(tmp_path: Path, name: str, sentinels: SentinelRedis, documents: Path) -> Server:
@@ -175,7 +92,7 @@ def test_the_primary_killed_while_a_client_draws_loses_no_acknowledged_stroke(tm
         killed_at = None
         for number in range(40):
             if number == 12:
-                sentinels.signal("primary", signal.SIGKILL)
+                assert sentinels.kill_primary() == sentinels.primary_port
                 killed_at = time.monotonic()
             where = (number // 4) % 2   # four strokes through one instance, then the other
             started = time.monotonic()
