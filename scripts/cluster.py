@@ -161,7 +161,22 @@ class Instance:
         return self.process is not None and self.process.poll() is None
 
 
-class Cluster:
+class Started:
+    """Started on `with` and stopped on leaving it; a start that fails stops what it started."""
+
+    def __enter__(self):
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class Cluster(Started):
     """Starts everything in `start()`; `stop()` ends every process it started, whatever state
     they are in. Used as a context manager by the tests, so a failing test leaves none behind."""
 
@@ -249,17 +264,6 @@ class Cluster:
         machine every client is 127.0.0.1, so HAProxy's source hash would put them all on one
         instance; a source address of its own gives each test client its own place on the ring."""
         return f"tcp://{source}:0;{endpoint[len('tcp://'):]}"
-
-    def __enter__(self) -> "Cluster":
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     def start(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)

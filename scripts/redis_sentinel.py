@@ -8,8 +8,11 @@ test_cluster.py) and `make cluster SENTINEL=1`.
 
 Each process is a plain `redis-server` (the sentinels in `--sentinel` mode, each with a config
 file of its own, which Sentinel rewrites as it learns), bound to loopback, nothing saved to disk.
-Sentinel gives up on a primary after `down_after` milliseconds without an answer (1 s here; Redis's
-default is 30 s), and the sentinels' quorum is two.
+Sentinel gives up on a primary after `down_after` milliseconds without an answer (2 s here; Redis's
+default is 30 s; at 1 s a newly promoted primary busy on a loaded 2-core machine was taken for
+down too, and a second failover followed), and the sentinels' quorum is two. A replica is synced
+at once (`repl-diskless-sync-delay 0`; Redis's 5 s wait for more replicas would leave a new
+primary without a replica to confirm writes for those 5 s).
 """
 
 from __future__ import annotations
@@ -23,14 +26,14 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 import redis
 
-from cluster import free_port, wait_for_port
+from cluster import Started, free_port, wait_for_port
 
 MASTER = "canvas"
 
 
-class SentinelRedis:
+class SentinelRedis(Started):
     def __init__(self, folder: Path, replicas: int = 2, sentinels: int = 3, ports: Optional[List[int]] = None,
-                 down_after: int = 1000) -> None:
+                 down_after: int = 2000) -> None:
         """`ports`: 1 + replicas + sentinels fixed ports (primary, replicas, sentinels); free
         ones otherwise. Nothing starts before `start()` (or `with`)."""
         self.folder = folder
@@ -53,17 +56,6 @@ class SentinelRedis:
     def url(self) -> str:
         """canvasd's `--session-store` for these sentinels."""
         return "redis-sentinel://" + ",".join(f"127.0.0.1:{port}" for port in self.sentinel_ports) + f"/{MASTER}"
-
-    def __enter__(self) -> "SentinelRedis":
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     def start(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -89,7 +81,7 @@ class SentinelRedis:
         with open(self.folder / f"{name}.log", "ab") as log:
             self.processes[name] = subprocess.Popen(
                 ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                 "--dir", str(self.folder), *arguments], stdout=log, stderr=subprocess.STDOUT)
+                 "--repl-diskless-sync-delay", "0", "--dir", str(self.folder), *arguments], stdout=log, stderr=subprocess.STDOUT)
         wait_for_port(port, self.processes[name], f"redis-server ({name})")
 
     def sentinel(self, index: int) -> redis.Redis:

@@ -51,15 +51,15 @@ final class HistoryWriter {
             }
             guard let opened else { throw Errno.noSuchFileOrDirectory }
             log = opened
-            let (reading, size) = try Self.readLog(log, name)
-            openedAs = size
+            let (reading, file) = try Self.readLog(log, name)
+            openedAs = file
             var state = HistoryState()
             for record in reading.records { state.apply(record) }
             self.state = state
             end = reading.end
             chain = reading.chain
             version = reading.version
-            if reading.damagedTail || reading.end < size.size {
+            if reading.damagedTail || reading.end < file.size {
                 // A record torn by a killed writer (or damage): what follows the last good
                 // record is no record. Cut it before appending, or the new records would
                 // follow bytes no reader gets past.

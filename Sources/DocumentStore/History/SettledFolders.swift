@@ -16,7 +16,10 @@ import SystemPackage
 /// What the skip does not see is a line file written in place by another program, which
 /// changes neither; that file is never built on unseen: a save continues a line only when the
 /// line's own snapshot is the one the log sealed (`lineEnds`), and kept bytes are served only
-/// once they are seen to hash to their record (`holds`, `openKept`).
+/// once they are seen to hash to their record (`holds`, `openKept`). Nor does it see a name made
+/// in the folder within the file system's timestamp tick after the last save let the lock go,
+/// which leaves the folder's times as they were: without a record in the log, that is only a
+/// writer killed just after it made a temporary file, a leftover the next look removes.
 final class SettledFolders: @unchecked Sendable {
     private struct Left: Equatable {
         let folder: FileSnapshot
@@ -29,8 +32,9 @@ final class SettledFolders: @unchecked Sendable {
     /// Folders remembered at most, the oldest forgotten first (a forgotten one is looked through).
     static let capacity = 4096
 
+    private var skipped = 0
     /// How many looks through a folder were left out (for the tests).
-    private(set) var looksSkipped = 0
+    var looksSkipped: Int { lock.withLock { skipped } }
 
     /// Whether `writer`'s folder and log are as this process last left them. The log is taken
     /// as the writer opened it (nothing of its own is written yet), the folder as it is now.
@@ -39,7 +43,7 @@ final class SettledFolders: @unchecked Sendable {
         let now = Left(folder: FileSnapshot(folder), log: writer.openedAs)
         return lock.withLock {
             guard left[writer.history.directory.path] == now else { return false }
-            looksSkipped += 1
+            skipped += 1
             return true
         }
     }
