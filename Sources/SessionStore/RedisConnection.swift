@@ -183,8 +183,6 @@ public final class RedisConnection {
         return Glibc.timeval(tv_sec: Int(seconds), tv_usec: Int(attoseconds / 1_000_000_000_000))
     }
 
-    /// The address this connection talks to now (through Sentinel: the primary last named).
-    public private(set) var connectedTo: Address?
     public typealias Address = RedisURL.Address
 
     private func connect() throws(RedisError) {
@@ -216,7 +214,6 @@ public final class RedisConnection {
             drop()
             throw error
         }
-        connectedTo = target
     }
 
     /// The primary the sentinels name for `sentinel.master`: the first sentinel that answers is
@@ -244,7 +241,6 @@ public final class RedisConnection {
     private func drop() {
         if let context { redisFree(context) }
         context = nil
-        connectedTo = nil
     }
 
     private static func contextError(_ context: UnsafeMutablePointer<redisContext>, doing: String) -> RedisError {
