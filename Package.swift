@@ -61,9 +61,6 @@ let package = Package(
         ),
         // copy_file_range, FICLONE and fstatfs, which Glibc's Swift module does not export.
         .target(name: "CFileCopy"),
-        // TCP_INFO through the kernel's own struct tcp_info, and libzmq's monitor frames through
-        // <zmq.h>: the layouts stay in the headers that define them.
-        .target(name: "CConnectionInfo"),
         .target(name: "PDFSurgery", dependencies: ["CPDFSurgery", .product(name: "SystemPackage", package: "swift-system")],
                 swiftSettings: swiftSettings),
         // Documents: .pdf and .yianazip files in one folder, flattening, atomic saves, revisions.
@@ -73,7 +70,21 @@ let package = Package(
                                .product(name: "SystemPackage", package: "swift-system")],
                 swiftSettings: swiftSettings),
         // A thin, owning layer over libzmq: typed errors, no raw pointers in its API.
-        .target(name: "ZeroMQ", dependencies: ["CConnectionInfo", "CZeroMQ"], swiftSettings: swiftSettings),
+        .target(name: "ZeroMQ", dependencies: ["CZeroMQ"], swiftSettings: swiftSettings),
+        // The ws:// endpoints on SwiftNIO: ZWS 2.0 framing, each connection known by what it
+        // showed, the rules connections are held to, back-pressure per connection. Knows
+        // nothing of requests: whole messages go to the loop, its answers come back.
+        .target(
+            name: "WebTransport",
+            dependencies: [
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // The wire: envelope, JSON codec, error codes, params. No sockets.
         .target(name: "CanvasProtocol", swiftSettings: swiftSettings),
         // Ink drawn with Cairo: PNG images now, PDF overlays for flattening.
@@ -109,7 +120,7 @@ let package = Package(
         .target(
             name: "CanvasServing",
             dependencies: [
-                "CanvasOperations", "CanvasProtocol", "CanvasService", "DocumentStore", "SessionStore", "ZeroMQ",
+                "CanvasOperations", "CanvasProtocol", "CanvasService", "DocumentStore", "SessionStore", "WebTransport", "ZeroMQ",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
@@ -123,7 +134,7 @@ let package = Package(
         .executableTarget(
             name: "canvasd",
             dependencies: [
-                "CanvasOperations", "CanvasService", "CanvasServing", "DocumentStore", "ZeroMQ",
+                "CanvasOperations", "CanvasService", "CanvasServing", "DocumentStore", "WebTransport", "ZeroMQ",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -181,8 +192,7 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "SessionStoreTests", dependencies: ["SessionStore", "TestSupport"], swiftSettings: swiftSettings),
-        // The C shim's readings on real connections, against the offsets they replaced.
-        .testTarget(name: "ZeroMQTests", dependencies: ["CZeroMQ", "ZeroMQ"], swiftSettings: swiftSettings),
+        .testTarget(name: "WebTransportTests", dependencies: ["WebTransport"], swiftSettings: swiftSettings),
         .testTarget(name: "CanvasProtocolTests", dependencies: ["CanvasProtocol"], swiftSettings: swiftSettings),
         .testTarget(
             name: "InkRenderingTests",

@@ -17,6 +17,8 @@ public enum ServerStartError: Error, CustomStringConvertible {
     /// A ws:// endpoint beyond loopback without `--web-tokens`.
     case unauthenticatedWeb(endpoint: String)
     case notWebSocket(endpoint: String)
+    /// The ws:// endpoints could not be served.
+    case web(String)
     /// `--session-store` was given and could not be reached: what was done, and why.
     case sessionStore(String)
     /// `--health-endpoint` could not be served.
@@ -35,7 +37,7 @@ public enum ServerStartError: Error, CustomStringConvertible {
             return "refusing to serve \(endpoint) to web peers without access tokens: bind it to 127.0.0.1 (behind a proxy), or give --web-tokens"
         case .notWebSocket(let endpoint):
             return "\(endpoint) is not a ws:// endpoint"
-        case .sessionStore(let reason), .health(let reason), .stopped(let reason): return reason
+        case .sessionStore(let reason), .health(let reason), .stopped(let reason), .web(let reason): return reason
         }
     }
 }
@@ -73,13 +75,15 @@ public final class CanvasServer {
     private let wakerID: [UInt8] = (0..<16).map { _ in UInt8.random(in: 0...255) }
     /// Messages from this routing id are saves heard on the document feed (several instances).
     private let relayID: [UInt8] = (0..<16).map { _ in UInt8.random(in: 0...255) }
+    /// Messages from this routing id say web peers' messages are waiting (`WebEndpoints`).
+    private let webID: [UInt8] = (0..<16).map { _ in UInt8.random(in: 0...255) }
     private var relay: SaveWaker?
     /// Whether the last request `serveLoopback` answered was waited for, not found queued.
     private var waitedFor = false
     /// Only with CurveZMQ: the handshake gatekeeper, and the keys it admits.
     private let zap: ZAPHandler?
     private let allowedKeys: AllowedKeys?
-    /// Only with ws:// endpoints: the web sockets.
+    /// Only with ws:// endpoints: the web endpoints.
     private let web: WebEndpoints?
     /// What this instance counts, and how its loop is doing, for the health endpoint.
     public let metrics = ServiceMetrics(housekeeping: Housekeeping.Work.allCases.map(\.rawValue))
@@ -140,18 +144,25 @@ public final class CanvasServer {
             // Read before the inproc bind below, which would otherwise be the "last endpoint".
             endpoint = requests.lastEndpoint
             eventsEndpoint = eventSocket.lastEndpoint
-            if let webConfiguration = configuration.web {
-                web = try WebEndpoints(context: context, configuration: webConfiguration,
-                                       maxMessageBytes: configuration.service.limits.maxMessageBytes, logger: logger)
-            } else {
-                web = nil
-            }
             let wakeEndpoint = "inproc://canvasd-saves-\(UInt64.random(in: 0...UInt64.max))"
             try requests.bind(wakeEndpoint)
             let socket = try context.socket(.dealer)
             try socket.setRoutingID(wakerID)
             try socket.connect(wakeEndpoint)
             waker = SaveWaker(socket)
+            if let webConfiguration = configuration.web {
+                // Web peers' messages wait in the transport; this tells the loop they are there,
+                // in the same receive that brings requests.
+                let webSocket = try context.socket(.dealer)
+                try webSocket.setRoutingID(webID)
+                try webSocket.connect(wakeEndpoint)
+                let webWaker = SaveWaker(webSocket)
+                web = try WebEndpoints(configuration: webConfiguration, maxMessageBytes: configuration.service.limits.maxMessageBytes,
+                                       maxFrames: Self.maxFrames(configuration.service.limits), pulse: pulse, logger: logger,
+                                       wake: { webWaker.wake() })
+            } else {
+                web = nil
+            }
             if configuration.sessionStore != nil {
                 let relaySocket = try context.socket(.dealer)
                 try relaySocket.setRoutingID(relayID)
@@ -273,6 +284,7 @@ public final class CanvasServer {
                           metadata: ["requests": "\(web.endpoint)", "events": "\(web.eventsEndpoint)",
                                      "tokens": "\(web.tokens?.count ?? 0)"])
         }
+        web?.transport.start()
         if let health {
             health.start()
             logger.notice("health and metrics served", metadata: ["address": "http://\(health.address)", "paths": "/livez /readyz /metrics"])
@@ -298,15 +310,7 @@ public final class CanvasServer {
             }
             if let drainEnds, clock.now >= drainEnds { break }
             let reload = reloadKeys()
-            if reload, let tokens = web?.tokens {
-                do {
-                    let reloaded = try tokens.reload()
-                    logger.info("web tokens reloaded", metadata: ["tokens": "\(reloaded.count)", "revoked": "\(reloaded.revoked.count)"])
-                    if !reloaded.revoked.isEmpty { disconnectWebPeers() }
-                } catch {
-                    logger.error("web tokens not reloaded; the previous ones stay", metadata: ["error": "\(error)"])
-                }
-            }
+            if reload { web?.reloadTokens() }
             if reload, let allowedKeys {
                 do {
                     let count = try allowedKeys.reload()
@@ -319,41 +323,22 @@ public final class CanvasServer {
             if let deadline = dispatcher.nextDeadline { wait = min(wait, max(.zero, deadline - clock.now)) }
             let milliseconds = Int32(wait.milliseconds)
             do {
-                if zap == nil && web == nil {
+                if zap == nil {
                     try serveLoopback(waitingAtMost: milliseconds, timeout: &timeout, mayBeQueued: &mayBeQueued)
                 } else {
-                    // Subscriptions wait to be vetted here, so both sockets are watched (and the
-                    // web ones, when there are), but not an XPUB whose subscription waits for the
-                    // store's answer (`SubscriptionVetting`): the lane that answers wakes the loop.
+                    // Subscriptions wait to be vetted here, so both sockets are watched, but not
+                    // an XPUB whose subscription waits for the store's answer
+                    // (`SubscriptionVetting`): the lane that answers wakes the loop.
                     var watched = [requests]
-                    let vettingEvents = zap != nil && eventVetting.reading
+                    let vettingEvents = eventVetting.reading
                     if vettingEvents { watched.append(eventSocket) }
-                    let webAt = watched.count
-                    if let web {
-                        watched += [web.requests, web.requestGuard.events, web.eventGuard.events]
-                        if web.vetting.reading { watched.append(web.events) }
-                    }
                     let ready = try ZMQSocket.poll(watched, timeoutMilliseconds: Int(milliseconds))
-                    // Connections first: one past the bounds is cut off before its requests count.
-                    if let web, ready[webAt + 1] || ready[webAt + 2] { web.guardConnections(now: clock.now) }
-                    if zap != nil, (vettingEvents && ready[1]) || eventVetting.answered { try vetSubscriptions() }
-                    if let web, (web.vetting.reading && ready[webAt + 3]) || web.vetting.answered {
-                        try web.vetSubscriptions(check: { [dispatcher] owner, topic in dispatcher.subscription(owner, to: topic, always: true) },
-                                                 ask: { [dispatcher] id, owner, answer in dispatcher.askOwner(of: id, for: owner, answer) })
-                    }
-                    if let web, ready[webAt] {
-                        var served = 0
-                        while served < Self.burst,
-                              let message = try web.requests.receive(wait: false, readUserID: false, keepingAtMost: maxFrames) {
-                            deliver(serveWeb(message.frames, web: web, dropped: message.dropped))
-                            served += 1
-                        }
-                    }
+                    if (vettingEvents && ready[1]) || eventVetting.answered { try vetSubscriptions() }
                     if ready[0] {
                         // A burst is served before polling again; `receive` never blocks here.
                         var served = 0
                         while served < Self.burst,
-                              let message = try requests.receiveRouted(wait: false, readUserID: zap != nil, keepingAtMost: maxFrames) {
+                              let message = try requests.receiveRouted(wait: false, readUserID: true, keepingAtMost: maxFrames) {
                             deliver(serve(message, owner: message.userID, at: clock.now))
                             served += 1
                         }
@@ -365,15 +350,13 @@ public final class CanvasServer {
             let now = clock.now
             if let deadline = dispatcher.nextDeadline, deadline <= now { publish(dispatcher.fireTimers(at: now)) }
             if now >= nextSweep {
-                // Upgrades that never finish are found by time, not by an event.
-                web?.guardConnections(now: now)
                 if let shared, let line = stores.first {
                     // On its lane's thread, like every call to the store. Unready when two
                     // processes share a name.
                     let pulse = self.pulse
                     line.submit { if !shared.renewName() { pulse.startDraining() } }
                 }
-                let tallies = [web?.requestGuard.tally, web?.eventGuard.tally].compactMap { $0 }
+                let tallies = web.map { [$0.transport.tally.requests, $0.transport.tally.events] } ?? []
                 metrics.gauges(sessions: dispatcher.sessionCount, jobsInFlight: dispatcher.jobsInFlight,
                                webConnections: tallies.reduce(0) { $0 + $1.open },
                                webCutOff: tallies.reduce(0) { $0 + $1.cutOff })
@@ -396,6 +379,7 @@ public final class CanvasServer {
         shared?.releaseName()
         zap?.stop()
         health?.stop()
+        web?.transport.stop()
     }
 
     /// One turn of the loop when only the request socket needs watching (no CurveZMQ, no web
@@ -448,16 +432,6 @@ public final class CanvasServer {
             outputs.append(serve(next, owner: nil, at: &mark))
         }
         mayBeQueued = true
-    }
-
-    /// Ends every web connection, so that a revoked token's end with them.
-    private func disconnectWebPeers() {
-        do {
-            try web?.disconnectAll(now: clock.now)
-        } catch {
-            // Loud: the revoked token's connections may still be open.
-            logger.critical("web peers not cut off after a token was revoked", metadata: ["error": "\(error)"])
-        }
     }
 
     /// Reads the subscriptions that subscribers sent (XPUB in manual mode) and applies those
@@ -539,6 +513,10 @@ public final class CanvasServer {
             defer { mark = clock.now }
             return dispatcher.collectSaves(at: mark)
         }
+        if sender == webID, let web {
+            defer { mark = clock.now }
+            return web.serve(dispatcher, at: mark)
+        }
         if sender == relayID, message.envelope.count == 1, message.body.count == 2,
            let seq = UInt64(String(decoding: message.body[0], as: UTF8.self)) {
             defer { mark = clock.now }
@@ -571,21 +549,6 @@ public final class CanvasServer {
     /// round trip (`canvasbench latency --against` shows both).
     private func handOver() { sched_yield() }
 
-    /// A request from a web peer: its token decides its owner, and the reply goes back on the
-    /// web socket (the marker at the end of its envelope says so).
-    ///
-    /// A web peer's message is its routing id and then the request itself: no delimiter frame
-    /// is taken off (no browser sends one), so an empty frame first is the request, and is
-    /// refused as unreadable. The token is read from the request the dispatcher decodes, in
-    /// the same parse: there is no second reading of the frames that could see another request.
-    private func serveWeb(_ frames: [[UInt8]], web: WebEndpoints, dropped: Int) -> Dispatcher.Output {
-        guard frames.count >= 1 else { return Dispatcher.Output() }
-        let now = clock.now, body = Array(frames.dropFirst())
-        return web.authenticating(frames: body.map(\.count), now: now) { authenticate in
-            dispatcher.handle(body, envelope: [frames[0], web.marker], droppedFrames: dropped, at: now, authenticate: authenticate)
-        }
-    }
-
     private func deliver(_ output: Dispatcher.Output) {
         // Events first: a client that has its reply can expect the events it caused to be on the way.
         publish(output.events)
@@ -595,10 +558,7 @@ public final class CanvasServer {
     private func send(_ reply: Dispatcher.Output.Reply) {
         metrics.replied(reply.bytes)
         do {
-            if let web, reply.envelope.last == web.marker {
-                try web.requests.send(envelope: Array(reply.envelope.dropLast()), body: reply.bytes, wait: false)
-                return
-            }
+            if let web, web.send(reply) { return }
             try requests.send(envelope: reply.envelope, body: reply.bytes, wait: false)
         } catch {
             logger.warning("reply not sent", metadata: ["error": "\(error)"])
@@ -612,11 +572,7 @@ public final class CanvasServer {
             } catch {
                 logger.warning("event not published", metadata: ["error": "\(error)"])
             }
-            do {
-                try web?.publish(event)
-            } catch {
-                logger.warning("event not published to web peers", metadata: ["error": "\(error)"])
-            }
+            web?.publish(event)
         }
     }
 }

@@ -1,6 +1,6 @@
 public import CanvasOperations
 public import CanvasService
-public import ZeroMQ
+public import WebTransport
 
 /// How a server is set up: its endpoints, who may reach them, the session store, health and
 /// drain; and `service`, what the request path behind them is configured with.
@@ -42,15 +42,23 @@ public struct WebConfiguration: Sendable {
     public var eventsEndpoint: String
     /// Without tokens both endpoints must be loopback (a proxy in front serves the world).
     public var tokens: WebTokens?
-    /// Bounds on each ws:// endpoint's connections (libzmq has none).
-    public var connections: ConnectionGuard.Limits
+    /// Bounds on each ws:// endpoint's connections.
+    public var connections: ConnectionRules.Limits
+    /// Addresses of proxies (HAProxy's `send-proxy-v2`) whose connections begin with a PROXY v2
+    /// header naming the client: its address, not the proxy's, is what the per-source bound counts.
+    public var proxies: Set<String>
+    /// A page's unread outbound bytes past which it alone is closed.
+    public var maxQueuedBytes: Int
 
     public init(endpoint: String, eventsEndpoint: String, tokens: WebTokens? = nil,
-                connections: ConnectionGuard.Limits = WebConfiguration.defaultConnections()) {
+                connections: ConnectionRules.Limits = WebConfiguration.defaultConnections(), proxies: Set<String> = [],
+                maxQueuedBytes: Int = WebTransport.defaultQueuedBytes) {
         self.endpoint = endpoint
         self.eventsEndpoint = eventsEndpoint
         self.tokens = tokens
         self.connections = connections
+        self.proxies = proxies
+        self.maxQueuedBytes = maxQueuedBytes
     }
 
     /// Descriptors kept for everything but web peers: documents, uploads' spools, the
@@ -61,9 +69,9 @@ public struct WebConfiguration: Sendable {
     /// events each), at most 4,096, a quarter of them kept for peers that have authenticated;
     /// at most 256 from one address; at most 64 connections in their upgrade, for 5 s each; 5 s
     /// for a peer to authenticate.
-    public static func defaultConnections(descriptorLimit: Int = ProcessLimits.descriptors) -> ConnectionGuard.Limits {
+    public static func defaultConnections(descriptorLimit: Int = ProcessLimits.descriptors) -> ConnectionRules.Limits {
         let open = max(8, min(4_096, (descriptorLimit - reservedDescriptors) / 2))
-        return ConnectionGuard.Limits(maxConnections: open, maxHandshaking: min(64, open), handshakeTimeout: .seconds(5),
+        return ConnectionRules.Limits(maxConnections: open, maxUpgrading: min(64, open), upgradeTimeout: .seconds(5),
                                       authenticationTimeout: .seconds(5), maxPerSource: min(256, open))
     }
 }

@@ -2,192 +2,151 @@ import CanvasOperations
 import CanvasService
 import CanvasProtocol
 import Logging
-import ZeroMQ
+import WebTransport
 
-/// Where web pages reach canvasd: libzmq's ws:// transport (ZWS 2.0), a ROUTER for requests
-/// and an XPUB for events, beside the tcp:// ones.
-/// The web sockets and what is particular to web peers: their token, and their subscriptions.
-///
-/// Never set `ZMQ_HEARTBEAT_*` on these sockets: libzmq 4.3.4 aborts the whole process
-/// (`_mechanism != NULL`) when a ZWS2.0 peer reaches a socket with heartbeats on.
+/// Where web pages reach canvasd (spec §1.2): the ws:// endpoints (`WebTransport`, on SwiftNIO)
+/// and what is particular to web peers here: their tokens, and the hand-off of their messages
+/// to the dispatcher and of its answers back.
 final class WebEndpoints {
-    let requests: ZMQSocket
-    let events: ZMQSocket
-    /// The events socket's subscriptions being vetted.
-    private(set) var vetting = SubscriptionVetting()
-    /// Each endpoint's connection bounds, read from the socket's monitor.
-    let requestGuard: ConnectionGuard
-    let eventGuard: ConnectionGuard
+    let transport: WebTransport
     let tokens: WebTokens?
-    /// Decides each request's owner from its token, when the server wants tokens.
-    let authenticator: Dispatcher.Authenticator?
     /// Appended to the routing envelope of a web request, so that its reply, which may come
-    /// later (after a save), goes out on the web socket. Random, so no peer can forge it.
+    /// later (after a save), goes back to the web connection it came on. Random, so no tcp://
+    /// client can forge it.
     let marker: [UInt8] = (0..<16).map { _ in UInt8.random(in: 0...255) }
-    let endpoint: String
-    let eventsEndpoint: String
+    var endpoint: String { transport.requestsAddress }
+    var eventsEndpoint: String { transport.eventsAddress }
     private let logger: Logger
 
-    init(context: ZMQContext, configuration: WebConfiguration, maxMessageBytes: Int, logger: Logger) throws(ServerStartError) {
-        if configuration.tokens == nil {
-            for endpoint in [configuration.endpoint, configuration.eventsEndpoint] where !ServiceSecurity.isLocal(endpoint) {
-                throw ServerStartError.unauthenticatedWeb(endpoint: endpoint)
-            }
-        }
-        for endpoint in [configuration.endpoint, configuration.eventsEndpoint] where !endpoint.lowercased().hasPrefix("ws://") {
-            throw ServerStartError.notWebSocket(endpoint: endpoint)
+    init(configuration: WebConfiguration, maxMessageBytes: Int, maxFrames: Int, pulse: ServerPulse, logger: Logger,
+         wake: @escaping @Sendable () -> Void) throws(ServerStartError) {
+        for endpoint in [configuration.endpoint, configuration.eventsEndpoint] {
+            guard endpoint.lowercased().hasPrefix("ws://") else { throw ServerStartError.notWebSocket(endpoint: endpoint) }
+            if configuration.tokens == nil, !ServiceSecurity.isLocal(endpoint) { throw ServerStartError.unauthenticatedWeb(endpoint: endpoint) }
         }
         tokens = configuration.tokens
-        authenticator = configuration.tokens.map { tokens in { [logger] request in Self.owner(of: request, tokens: tokens, logger: logger) } }
         self.logger = logger
+        let settings = WebTransport.Configuration(
+            requestsEndpoint: configuration.endpoint, eventsEndpoint: configuration.eventsEndpoint,
+            limits: configuration.connections,
+            // As libzmq's bound on these sockets was: a request over `maxMessageBytes` but under
+            // this is read, and refused as too large with its id.
+            maxMessageBytes: max(maxMessageBytes * 4, 16 << 20),
+            maxFrames: maxFrames,
+            maxQueuedBytes: configuration.maxQueuedBytes, proxies: configuration.proxies)
+        var credential: (@Sendable (String) -> WebCredential?)?
+        if let tokens = configuration.tokens { credential = { token in tokens.credential(of: token) } }
         do {
-            (requests, requestGuard) = try Self.requestSocket(context, at: configuration.endpoint, configuration, maxMessageBytes: maxMessageBytes)
-            endpoint = requests.lastEndpoint
-            (events, eventGuard) = try Self.eventSocket(context, at: configuration.eventsEndpoint, configuration)
-            eventsEndpoint = events.lastEndpoint
+            transport = try WebTransport(configuration: settings, credential: credential, health: Self.health(pulse), logger: logger, wake: wake)
         } catch {
-            throw .transport(error)
+            throw .web(error.description)
         }
     }
 
-    private static func requestSocket(_ context: ZMQContext, at endpoint: String, _ configuration: WebConfiguration,
-                                      maxMessageBytes: Int) throws(ZMQError) -> (ZMQSocket, ConnectionGuard) {
-        let socket = try context.socket(.router)
-        try socket.setMaximumMessageSize(Int64(max(maxMessageBytes * 4, 16 << 20)))
-        // No ROUTER_HANDOVER here: a web peer chooses its own routing id, and must not be
-        // able to take over another peer's connection (and its replies) by naming it.
-        try socket.bind(endpoint)
-        return (socket, try ConnectionGuard(watching: socket, context: context, limits: configuration.connections))
-    }
-
-    private static func eventSocket(_ context: ZMQContext, at endpoint: String,
-                                    _ configuration: WebConfiguration) throws(ZMQError) -> (ZMQSocket, ConnectionGuard) {
-        // XPUB with manual subscriptions: each one is vetted before it is applied, so a
-        // page receives only its own sessions' events.
-        let socket = try context.socket(.xpub)
-        try socket.setManualSubscriptions(true)
-        try socket.setSendHighWaterMark(Limits.eventQueueMessages)
-        try socket.bind(endpoint)
-        return (socket, try ConnectionGuard(watching: socket, context: context, limits: configuration.connections))
-    }
-
-    /// Cuts off every web peer at the TCP level: after a token is revoked its connections (and
-    /// the subscriptions they hold, which libzmq applies per connection and cannot be taken back
-    /// from outside) must end. Pages with a valid token reconnect and subscribe again, as after
-    /// a restart. The sockets stay bound: closing and binding a ws:// endpoint again while peers
-    /// connect takes libzmq 4.3.4 down with the process. A connection accepted after the
-    /// monitor's last event has sent nothing the loop has read, so whatever it sends is judged
-    /// by the tokens as they are now.
-    func disconnectAll(now: ContinuousClock.Instant) throws(ZMQError) {
-        let requestPeers = try requestGuard.cutOffAll(now: now)
-        let eventPeers = try eventGuard.cutOffAll(now: now)
-        logger.notice("every web peer disconnected: a token was revoked", metadata: [
-            "requests": "\(endpoint)", "requestPeers": "\(requestPeers)", "events": "\(eventsEndpoint)", "eventPeers": "\(eventPeers)",
-        ])
-    }
-
-    /// Reads both endpoints' connection events, cutting off what is past the bounds.
-    func guardConnections(now: ContinuousClock.Instant) {
-        for (name, watch) in [("requests", requestGuard), ("events", eventGuard)] {
-            let before = watch.tally
-            do {
-                try watch.service(now: now)
-            } catch {
-                logger.error("web connections not watched", metadata: ["endpoint": "\(name)", "error": "\(error)"])
-            }
-            let after = watch.tally
-            if after.cutOff > before.cutOff {
-                logger.warning("web connections cut off", metadata: [
-                    "endpoint": "\(name)", "pastCap": "\(after.refused - before.refused)",
-                    "madeRoom": "\(after.evicted - before.evicted)",
-                    "upgradeTimedOut": "\(after.timedOut - before.timedOut)",
-                    "notAuthenticated": "\(after.unauthenticated - before.unauthenticated)",
-                    "open": "\(after.open)", "authenticated": "\(after.authenticated)",
-                    "maxConnections": "\(watch.limits.maxConnections)",
-                ])
+    /// What a web port answers a balancer's plain GET: the loop's liveness, and readiness short
+    /// of the session store (the health endpoint's `/readyz` asks the store too).
+    private static func health(_ pulse: ServerPulse) -> @Sendable (String) -> (status: Int, body: String)? {
+        { path in
+            let stuck = pulse.sinceTurn > 2
+            switch path {
+            case "/livez", "/healthz": return stuck ? (503, "request loop stuck\n") : (200, "ok\n")
+            case "/readyz": return stuck ? (503, "not ready: request loop stuck\n") : pulse.draining ? (503, "not ready: draining\n") : (200, "ready\n")
+            default: return nil
             }
         }
     }
 
-    /// Decides a request's owner as `authenticator` does, and tells the request endpoint's
-    /// guard whether the message (`frames`, their sizes) proved who sent it: a valid token, `hello`'s
-    /// included (which is answered without one); a message the dispatcher cannot read as a
-    /// request proves nothing. Without tokens every message proves as much as any can.
-    func authenticating(frames: [Int], now: ContinuousClock.Instant, _ handle: (Dispatcher.Authenticator?) -> Dispatcher.Output) -> Dispatcher.Output {
-        guard let tokens, let authenticator else {
-            requestGuard.heard(frames: frames, proof: true)
-            requestGuard.settle(now: now)
-            return handle(nil)
-        }
-        var proved = false
-        let output = withoutActuallyEscaping({ (request: Request) -> Result<String?, ProtocolError> in
-            let owner = authenticator(request)
-            if case .success(.some) = owner {
-                proved = true
-            } else if request.method == "hello", let token = request.token, tokens.owner(of: token) != nil {
-                proved = true
+    /// Hands every message waiting to the dispatcher (requests) or decides it (subscriptions),
+    /// and returns what the requests produced, in order.
+    func serve(_ dispatcher: Dispatcher, at now: ContinuousClock.Instant) -> Dispatcher.Output {
+        var output = Dispatcher.Output()
+        for message in transport.take() {
+            switch message {
+            case .request(let connection, let frames, let dropped):
+                let answered = request(connection, frames, dropped: dropped, dispatcher, at: now)
+                output.events += answered.events
+                output.replies += answered.replies
+            case .subscription(let connection, let topic, let owner, let serial):
+                subscription(connection, topic, owner: owner, serial: serial, dispatcher)
             }
-            return owner
-        }, do: { handle($0) })
-        requestGuard.heard(frames: frames, proof: proved)
-        requestGuard.settle(now: now)
+        }
         return output
     }
 
-    /// Who sent a web request: the owner its `token` stands for. `hello` needs no token;
-    /// anything else without a valid one is refused with UNAUTHORIZED.
-    private static func owner(of request: Request, tokens: WebTokens, logger: Logger) -> Result<String?, ProtocolError> {
-        if request.method == "hello" { return .success(nil) }
-        guard let token = request.token else {
-            return .failure(ProtocolError(.unauthorized, "this server wants an access token in every web request (\"token\")",
-                                          data: ["reason": "missingToken"]))
+    /// A request: its token decides its owner, and shows the connection's credential.
+    ///
+    /// A web peer's message is the request itself: no delimiter frame is taken off (no browser
+    /// sends one), so an empty frame first is the request, and is refused as unreadable. The
+    /// token is read from the request the dispatcher decodes, in the same parse.
+    private func request(_ connection: UInt64, _ frames: [[UInt8]], dropped: Int, _ dispatcher: Dispatcher,
+                         at now: ContinuousClock.Instant) -> Dispatcher.Output {
+        let envelope = [Self.bytes(connection), marker]
+        guard let tokens else {
+            return dispatcher.handle(frames, envelope: envelope, droppedFrames: dropped, at: now, authenticate: nil)
         }
-        guard let owner = tokens.owner(of: token) else {
-            logger.warning("web request with an unknown token refused")
-            return .failure(ProtocolError(.unauthorized, "the access token is not known to this server", data: ["reason": "unknownToken"]))
-        }
-        return .success(owner)
-    }
-
-    /// Publishes an event to web peers (held while a subscription's answer is awaited).
-    func publish(_ event: [[UInt8]]) throws(ZMQError) {
-        try vetting.publish(event, on: events)
-    }
-
-    /// Applies the subscriptions that web peers sent and may have. With tokens a subscription
-    /// is `TOKEN` `\n` `TOPIC`; without, just the topic. Only topics of the peer's own
-    /// sessions (and `documents.`) are applied; a refused one is simply not applied.
-    func vetSubscriptions(check: (String?, [UInt8]) -> SubscriptionCheck,
-                          ask: (_ session: String, _ owner: String?, _ answer: @escaping @Sendable (Bool) -> Void) -> Void) throws(ZMQError) {
-        let events = events, tokens = tokens, logger = logger, eventGuard = eventGuard
-        try vetting.vet(socket: events, next: { () throws(ZMQError) in
-            while let frames = try events.receive(wait: false) {
-                guard let frame = frames.first, let kind = frame.first, kind <= 1 else { continue }
-                var topic = Array(frame.dropFirst())
-                var owner: String?
-                if let tokens {
-                    guard let newline = topic.firstIndex(of: UInt8(ascii: "\n")),
-                          let who = tokens.owner(of: String(decoding: topic[..<newline], as: UTF8.self)) else {
-                        eventGuard.heard(frames: [frame.count], proof: false)
-                        logger.info("web subscription without a known token refused")
-                        continue
-                    }
-                    owner = who
-                    topic = Array(topic[(newline + 1)...])
-                }
-                // A subscription with a valid token (any, without tokens) is this endpoint's
-                // proof of who the peer is, whether or not its topic is then allowed.
-                eventGuard.heard(frames: [frame.count], proof: true)
-                return (kind, topic, owner)
+        let transport = transport, logger = logger
+        return dispatcher.handle(frames, envelope: envelope, droppedFrames: dropped, at: now, authenticate: { request in
+            let credential = request.token.flatMap { tokens.credential(of: $0) }
+            // A valid token proves who the peer is, `hello`'s included (answered without one).
+            if let credential { transport.authenticated(connection, as: credential) }
+            if request.method == "hello" { return .success(nil) }
+            guard request.token != nil else {
+                return .failure(ProtocolError(.unauthorized, "this server wants an access token in every web request (\"token\")",
+                                              data: ["reason": "missingToken"]))
             }
-            return nil
-        }, check: check, ask: ask, applied: { topic, owner, allowed in
+            guard let credential else {
+                logger.warning("web request with an unknown token refused")
+                return .failure(ProtocolError(.unauthorized, "the access token is not known to this server", data: ["reason": "unknownToken"]))
+            }
+            return .success(credential.owner)
+        })
+    }
+
+    /// A subscription with a valid token (any, without tokens): applied only for topics the
+    /// owner may have; one that needs the session store's word waits for it off the loop.
+    private func subscription(_ connection: UInt64, _ topic: [UInt8], owner: String?, serial: UInt64, _ dispatcher: Dispatcher) {
+        let transport = transport, logger = logger
+        let settle: @Sendable (Bool) -> Void = { allowed in
+            transport.settle(connection, topic: topic, serial: serial, allowed: allowed)
             if allowed {
                 logger.debug("web subscription applied", metadata: ["topic": "\(String(decoding: topic, as: UTF8.self))"])
             } else {
                 logger.info("web subscription refused", metadata: ["topic": "\(String(decoding: topic, as: UTF8.self))", "client": "\(owner ?? "-")"])
             }
-        })
-        eventGuard.settle(now: .now)
+        }
+        switch dispatcher.subscription(owner, to: topic, always: true) {
+        case .allowed: settle(true)
+        case .refused: settle(false)
+        case .askStore(let session): dispatcher.askOwner(of: session, for: owner, settle)
+        }
+    }
+
+    /// Sends a reply whose envelope is a web request's; false for any other reply.
+    func send(_ reply: Dispatcher.Output.Reply) -> Bool {
+        guard reply.envelope.count == 2, reply.envelope[1] == marker, let connection = Self.connection(reply.envelope[0]) else { return false }
+        transport.reply(to: connection, reply.bytes)
+        return true
+    }
+
+    func publish(_ event: [[UInt8]]) { transport.publish(event) }
+
+    /// Reads the tokens again; the connections that showed a token now gone are closed, and
+    /// no other.
+    func reloadTokens() {
+        guard let tokens else { return }
+        do {
+            let reloaded = try tokens.reload()
+            logger.info("web tokens reloaded", metadata: ["tokens": "\(reloaded.count)", "revoked": "\(reloaded.revoked.count)"])
+            if !reloaded.revoked.isEmpty { transport.revoke(reloaded.revoked) }
+        } catch {
+            logger.error("web tokens not reloaded; the previous ones stay", metadata: ["error": "\(error)"])
+        }
+    }
+
+    private static func bytes(_ connection: UInt64) -> [UInt8] { withUnsafeBytes(of: connection.bigEndian, Array.init) }
+
+    private static func connection(_ bytes: [UInt8]) -> UInt64? {
+        guard bytes.count == 8 else { return nil }
+        return bytes.reduce(0) { $0 << 8 | UInt64($1) }
     }
 }

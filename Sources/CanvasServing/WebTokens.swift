@@ -1,6 +1,7 @@
 import DocumentStore
 import Foundation
 import Synchronization
+public import WebTransport
 
 /// The access tokens that let web peers in (`--web-tokens FILE`).
 ///
@@ -24,11 +25,9 @@ public final class WebTokens: Sendable {
     /// What a reload changed.
     public struct Reload: Sendable {
         public let count: Int
-        /// Owners one of whose tokens is gone, removed or rotated (the same name with a new
-        /// token): their peers must be cut off. A rotated token's subscriptions would otherwise
-        /// go on receiving the owner's events, since libzmq keeps what a connection subscribed
-        /// and the owner is still known under its name.
-        public let revoked: Set<String>
+        /// Tokens gone, removed or rotated (the same name with a new token), by digest: the
+        /// connections that showed one must end, and their subscriptions with them.
+        public let revoked: Set<[UInt8]>
     }
 
     /// Shorter tokens could be guessed by trying.
@@ -48,14 +47,17 @@ public final class WebTokens: Sendable {
     /// The owner a token stands for, or nil for a token not in the file. Every known token's
     /// digest is compared in full, with no early exit, so the time taken says nothing about
     /// how much of a guess was right.
-    public func owner(of token: String) -> String? {
+    public func owner(of token: String) -> String? { credential(of: token)?.owner }
+
+    /// What a token stands for (its owner and digest), or nil for a token not in the file.
+    public func credential(of token: String) -> WebCredential? {
         let candidate = Self.digest(token)
         return entries.withLock { entries in
-            var found: String?
+            var found: WebCredential?
             for entry in entries {
                 var difference: UInt8 = 0
                 for index in 0..<candidate.count { difference |= candidate[index] ^ entry.digest[index] }
-                if difference == 0 { found = entry.owner }
+                if difference == 0 { found = WebCredential(owner: entry.owner, digest: entry.digest) }
             }
             return found
         }
@@ -72,7 +74,7 @@ public final class WebTokens: Sendable {
         // By token, not by name: an entry whose token no longer stands for the same owner is
         // revoked, whether its name is gone or now has another token.
         let kept = Set(fresh.map { Self.key($0.digest, $0.owner) })
-        let revoked = Set(before.filter { !kept.contains(Self.key($0.digest, $0.owner)) }.map(\.owner))
+        let revoked = Set(before.filter { !kept.contains(Self.key($0.digest, $0.owner)) }.map(\.digest))
         return Reload(count: fresh.count, revoked: revoked)
     }
 

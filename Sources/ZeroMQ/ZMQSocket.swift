@@ -34,11 +34,6 @@ public final class ZMQSocket {
         guard zmq_unbind(handle, endpoint) == 0 else { throw ZMQError("unbind \(endpoint)") }
     }
 
-    /// Publishes this socket's connection events (`ZMQ_EVENT_*`) on a PAIR bound at `endpoint`.
-    func monitor(at endpoint: String, events: Int32) throws(ZMQError) {
-        guard zmq_socket_monitor(handle, endpoint, events) == 0 else { throw ZMQError("monitor at \(endpoint)") }
-    }
-
     public func connect(_ endpoint: String) throws(ZMQError) {
         guard zmq_connect(handle, endpoint) == 0 else { throw ZMQError("connect \(endpoint)") }
     }

@@ -6,6 +6,7 @@ import DocumentStore
 import Foundation
 import Logging
 import Synchronization
+import WebTransport
 import ZeroMQ
 
 /// Set from the signal handlers, read by the serving loop.
@@ -109,8 +110,16 @@ struct Canvasd: ParsableCommand {
     var maxWebConnections: Int?
 
     @Option(name: .customLong("max-web-connections-per-source"),
-            help: "Connections each ws:// endpoint takes from one IP address (default: 256, or --max-web-connections if less). Behind a proxy every peer has the proxy's address: raise it to --max-web-connections and bound clients in the proxy.")
+            help: "Connections each ws:// endpoint takes from one IP address (default: 256, or --max-web-connections if less). Behind a proxy, name it with --web-proxy so that each client counts under its own address.")
     var maxWebConnectionsPerSource: Int?
+
+    @Option(name: .customLong("web-proxy"),
+            help: "The address of a proxy (HAProxy with send-proxy-v2) whose ws:// connections begin with a PROXY v2 header naming the client. Repeat for several.")
+    var webProxies: [String] = []
+
+    @Option(name: .customLong("web-queue-bytes"),
+            help: "Unread bytes a web peer may leave queued; past them it alone is closed (default 1 MiB).")
+    var webQueueBytes = WebTransport.defaultQueuedBytes
 
     @Option(name: .customLong("web-auth-timeout"),
             help: "Seconds a ws:// peer may stay connected before it sends a request (a subscription, on the events endpoint) with a valid token.")
@@ -146,6 +155,7 @@ struct Canvasd: ParsableCommand {
         guard memoryBudget >= 64 else { throw ValidationError("--memory-budget must be at least 64 (megabytes)") }
         if let drainSeconds, !(0...600).contains(drainSeconds) { throw ValidationError("--drain-seconds must be between 0 and 600") }
         guard (0.001...600).contains(imageTimeBudget) else { throw ValidationError("--image-time-budget must be between 0.001 and 600 (seconds)") }
+        if webQueueBytes < 4096 { throw ValidationError("--web-queue-bytes must be at least 4096") }
         if let maxWebConnections, maxWebConnections < 1 { throw ValidationError("--max-web-connections must be positive") }
         if let maxWebConnectionsPerSource, maxWebConnectionsPerSource < 1 {
             throw ValidationError("--max-web-connections-per-source must be positive")
@@ -229,14 +239,15 @@ struct Canvasd: ParsableCommand {
                 var connections = WebConfiguration.defaultConnections()
                 if let maxWebConnections {
                     connections.maxConnections = maxWebConnections
-                    connections.maxHandshaking = min(connections.maxHandshaking, maxWebConnections)
+                    connections.maxUpgrading = min(connections.maxUpgrading, maxWebConnections)
                     connections.maxPerSource = min(connections.maxPerSource, maxWebConnections)
                     connections.reservedForAuthenticated = maxWebConnections / 4
                 }
                 if let maxWebConnectionsPerSource { connections.maxPerSource = maxWebConnectionsPerSource }
                 connections.authenticationTimeout = .milliseconds(Int64(webAuthTimeout * 1000))
                 configuration.web = WebConfiguration(endpoint: webEndpoint, eventsEndpoint: webEvents,
-                                                     tokens: try webTokens.map { try WebTokens(path: $0) }, connections: connections)
+                                                     tokens: try webTokens.map { try WebTokens(path: $0) }, connections: connections,
+                                                     proxies: Set(webProxies), maxQueuedBytes: webQueueBytes)
             } catch {
                 throw ValidationError("\(error)")
             }
