@@ -78,11 +78,15 @@ public struct ZWSReader: Sendable {
             return .nothing
         }
         if flags & ZWS.command != 0 {
-            // A command is no message; only PING has an answer (its context, up to 16 bytes).
-            let body = payload.dropFirst()
-            if body.count >= 7, body.first == 4, Array(body.dropFirst().prefix(4)) == Array("PING".utf8) {
-                return .answer(ZWS.pong(context: body.dropFirst(7).prefix(16)))
-            }
+            // A command is no message. PING has an answer (its context, up to 16 bytes);
+            // SUBSCRIBE and CANCEL (ZMTP 3.1's subscriptions, which a libzmq SUB may send
+            // instead of a message) are read as the message `01`/`00` and the topic would be.
+            let body = Array(payload.dropFirst())
+            guard let length = body.first.map(Int.init), body.count > length else { return .nothing }
+            let name = body[1...length], data = body[(length + 1)...]
+            if name.elementsEqual("PING".utf8), data.count >= 2 { return .answer(ZWS.pong(context: data.dropFirst(2).prefix(16))) }
+            if name.elementsEqual("SUBSCRIBE".utf8) { return .message(frames: [[1] + data], dropped: 0) }
+            if name.elementsEqual("CANCEL".utf8) { return .message(frames: [[0] + data], dropped: 0) }
             return .nothing
         }
         bytes += payload.count

@@ -44,6 +44,9 @@ struct ZWSReaderTests {
         let ping: [UInt8] = [0x02, 4] + Array("PING".utf8) + [0, 100] + Array("ctx".utf8)
         #expect(reader.read(ping) == .answer([0x02, 4] + Array("PONG".utf8) + Array("ctx".utf8)))
         #expect(reader.read([0x02, 5] + Array("READY".utf8)) == .nothing)
+        #expect(reader.read([0x02, 9] + Array("SUBSCRIBE".utf8) + Array("s.".utf8)) == .message(frames: [[1] + Array("s.".utf8)], dropped: 0))
+        #expect(reader.read([0x02, 6] + Array("CANCEL".utf8) + Array("s.".utf8)) == .message(frames: [[0] + Array("s.".utf8)], dropped: 0))
+        #expect(reader.read([0x02, 200]) == .nothing)
         #expect(!reader.partial)
     }
 
