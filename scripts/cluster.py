@@ -356,9 +356,9 @@ class Cluster(Started):
                      "--web-endpoint", f"ws://127.0.0.1:{instance.ws_requests}",
                      "--web-events", f"ws://127.0.0.1:{instance.ws_events}",
                      "--health-endpoint", f"127.0.0.1:{instance.health}",
-                     # Every page comes through HAProxy, from its one address: the per-address cap
-                     # would count them all as one peer.
-                     "--max-web-connections-per-source", "4096",
+                     # Every page comes through HAProxy, whose PROXY v2 header names the page's
+                     # own address (deploy/haproxy-ws.cfg): the per-address cap counts pages.
+                     "--web-proxy", "127.0.0.1",
                      "--idle-timeout", str(self.idle_timeout), "--log-level", self.log_level, *self.extra]
         if self.session_store:
             arguments += ["--session-store", self.redis_url, "--instance", instance.name]
