@@ -59,6 +59,45 @@ class ZWSPeer:
         masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
         self.sock.sendall(header + mask + masked)
 
+    def send_raw(self, opcode: int, payload: bytes, fin: bool = True, length: Optional[int] = None) -> None:
+        """One WebSocket frame of any opcode (0x1 text, 0x2 binary, 0x0 continuation, 0x9 ping),
+        masked; `length` other than the payload's sends a header promising more than comes."""
+        mask = os.urandom(4)
+        size = len(payload) if length is None else length
+        header = bytes([(0x80 if fin else 0) | opcode])
+        if size < 126:
+            header += bytes([0x80 | size])
+        elif size < 65536:
+            header += bytes([0x80 | 126]) + struct.pack(">H", size)
+        else:
+            header += bytes([0x80 | 127]) + struct.pack(">Q", size)
+        self.sock.sendall(header + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload)))
+
+    def send_fragmented(self, payload: bytes, parts: int) -> None:
+        """One binary message in `parts` WebSocket fragments, as a browser sends a large one."""
+        step = -(-len(payload) // parts)
+        chunks = [payload[i:i + step] for i in range(0, len(payload), step)]
+        for index, chunk in enumerate(chunks):
+            self.send_raw(0x2 if index == 0 else 0x0, chunk, fin=index == len(chunks) - 1)
+
+    def close_code(self, seconds: float = 5.0) -> Optional[int]:
+        """Reads until the server's close frame and returns its code (None: the connection ended
+        without one, or nothing came in time)."""
+        self.sock.settimeout(seconds)
+        try:
+            while True:
+                first, second = self._read(2)
+                length = second & 0x7F
+                if length == 126:
+                    length = struct.unpack(">H", self._read(2))[0]
+                elif length == 127:
+                    length = struct.unpack(">Q", self._read(8))[0]
+                payload = self._read(length)
+                if first & 0x0F == 0x8:
+                    return struct.unpack(">H", payload[:2])[0] if len(payload) >= 2 else None
+        except (ConnectionError, OSError):
+            return None
+
     def send_frames(self, frames: List[bytes]) -> None:
         for index, frame in enumerate(frames):
             more = 0x01 if index < len(frames) - 1 else 0x00
