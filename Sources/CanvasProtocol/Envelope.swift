@@ -1,7 +1,7 @@
 /// The protocol's name and version, as `hello` gives it. A minor version adds; a major one breaks.
 public enum ProtocolVersion {
     public static let major = 1
-    public static let minor = 8
+    public static let minor = 9
     public static var string: String { "canvas/\(major).\(minor)" }
 }
 

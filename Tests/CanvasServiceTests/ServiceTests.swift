@@ -132,7 +132,7 @@ struct ServiceTests {
         let endpoint = probe.lastEndpoint
         _ = consume probe
         let server = try LiveServer(endpoint: endpoint)
-        #expect(try server.client().call("hello").value?["protocol"] == "canvas/1.8")
+        #expect(try server.client().call("hello").value?["protocol"] == "canvas/1.9")
     }
 
     @Test("SIGTERM stops canvasd cleanly")

@@ -77,7 +77,7 @@ def test_a_request_on_the_envelope_schema_refused_as_invalid_fails():
 def test_null_params_and_session_are_answered_and_valid(client):
     before = conformance.counts["requests accepted"]
     for request in ({"id": "n1", "method": "hello", "params": None}, {"id": "n2", "method": "hello", "session": None}):
-        assert client.request(request)["result"]["protocol"] == "canvas/1.8"
+        assert client.request(request)["result"]["protocol"] == "canvas/1.9"
         assert schemas.validator("envelope.schema.json", "request").is_valid(request)
     assert conformance.counts["requests accepted"] == before + 2
     session = client.open_session()

@@ -172,7 +172,7 @@ def test_integral_ids_are_integers_and_nulls_are_absent(server, client):
 
 def test_a_key_written_twice_takes_its_last_value_and_a_bom_is_not_json(server, client):
     reply = client.exchange([b'{"id": 1, "method": "canvas.open", "method": "hello", "id": 2}'])
-    assert reply["id"] == 2 and reply["result"]["protocol"] == "canvas/1.8"
+    assert reply["id"] == 2 and reply["result"]["protocol"].startswith("canvas/1.")
     session = client.open_session()
     reply = client.exchange([('{"id": 3, "method": "session.open", "params": {"size": {"width": 5, "height": 6, '
                               '"width": 7}}}').encode()])

@@ -60,10 +60,12 @@ def test_tokenless_peers_are_closed_at_the_timeout_whatever_they_send(tmp_path: 
             if not served(page, id=n):
                 page_failures.append(f"request {n}")
                 return
-            time.sleep(0.02)
 
-    pager = threading.Thread(target=busy_page)
-    pager.start()
+    # Two pages, each with a request always in flight: the old transport judged a peer's first
+    # bytes by the messages read in the same moment, all of them a page's.
+    pagers = [threading.Thread(target=busy_page) for _ in range(2)]
+    for pager in pagers:
+        pager.start()
     try:
         peers = []
         for index in range(60):
@@ -92,7 +94,8 @@ def test_tokenless_peers_are_closed_at_the_timeout_whatever_they_send(tmp_path: 
         assert served(web.peer(), id=99)
     finally:
         stop.set()
-        pager.join()
+        for pager in pagers:
+            pager.join()
         web.stop()
     assert page_failures == []
 
