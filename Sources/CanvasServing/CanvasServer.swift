@@ -513,19 +513,19 @@ public final class CanvasServer {
             defer { mark = clock.now }
             return dispatcher.collectSaves(at: mark)
         }
+        let sendNow: ((Dispatcher.Output.Reply) -> Void)? = sendingAtOnce ? { [self] reply in
+            send(reply)
+            if handingOver { handOver() }
+        } : nil
         if sender == webID, let web {
             defer { mark = clock.now }
-            return web.serve(dispatcher, at: mark)
+            return web.serve(dispatcher, at: mark, sendingAtOnce: sendNow)
         }
         if sender == relayID, message.envelope.count == 1, message.body.count == 2,
            let seq = UInt64(String(decoding: message.body[0], as: UTF8.self)) {
             defer { mark = clock.now }
             return dispatcher.relay(seq: seq, data: message.body[1])
         }
-        let sendNow: ((Dispatcher.Output.Reply) -> Void)? = sendingAtOnce ? { [self] reply in
-            send(reply)
-            if handingOver { handOver() }
-        } : nil
         let output = dispatcher.handle(message.body, envelope: message.envelope, from: owner, droppedFrames: message.dropped,
                                        at: mark, sendingAtOnce: sendNow)
         let end = clock.now

@@ -57,6 +57,9 @@ final class WebEndpoint: @unchecked Sendable {
             }
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .childChannelOption(.allowRemoteHalfClosure, value: true)
+            // One read per readiness: a request comes in one read, and a second would only
+            // find the socket empty (the poll is level-triggered, so more data brings it back).
+            .childChannelOption(.maxMessagesPerRead, value: 1)
         let channel = try bootstrap.bind(host: host, port: port).wait()
         listener = channel
         return "ws://\(host.contains(":") ? "[\(host)]" : host):\(channel.localAddress?.port ?? port)"

@@ -2,6 +2,7 @@ public import Logging
 import NIOCore
 import NIOPosix
 import Synchronization
+import Glibc
 
 /// What web peers sent, waiting for the request loop. The event loop pushes; the request loop
 /// takes everything at once. `wake` is called when the inbox stops being empty, so a burst of
@@ -129,6 +130,13 @@ public final class WebTransport: Sendable {
 
     /// Starts accepting, and the sweep that closes what has run out of time.
     public func start() {
+        // SCHED_BATCH (3, which Glibc's sched.h declares only for _GNU_SOURCE), as libzmq's I/O
+        // thread runs: a fair share like any thread, but waking it to write a reply does not
+        // take the request loop's core in the middle of its turn.
+        requests.loop.execute {
+            var parameters = sched_param(sched_priority: 0)
+            _ = sched_setscheduler(0, 3, &parameters)
+        }
         requests.start()
         events.start()
         let requests = requests, events = events, tallies = tallies

@@ -44,16 +44,36 @@ struct WebBench: ParsableCommand {
         try wsDealer.connect("ws://127.0.0.1:\(wsPort)")
         let wsSession = try openSession(wsDealer, delimiter: false, token: token)
 
+        // libzmq's own ROUTER echo on each transport, the same client: what ws:// costs libzmq.
+        let echoTCPPort = try freePort(), echoWSPort = try freePort()
+        let echoes = [try Child(Sibling.path("canvasbench"), ["echo", "--router", "--endpoint", "tcp://127.0.0.1:\(echoTCPPort)"]),
+                      try Child(Sibling.path("canvasbench"), ["echo", "--router", "--endpoint", "ws://127.0.0.1:\(echoWSPort)"])]
+        defer { for echo in echoes { echo.stop() } }
+        usleep(300_000)
+        let echoTCP = try context.socket(.dealer), echoWS = try context.socket(.dealer)
+        for (socket, endpoint) in [(echoTCP, "tcp://127.0.0.1:\(echoTCPPort)"), (echoWS, "ws://127.0.0.1:\(echoWSPort)")] {
+            try socket.setReceiveTimeout(milliseconds: 5_000)
+            try socket.connect(endpoint)
+        }
+        var echoRatios: [Double] = []
+
         var tcpMedians: [Double] = [], wsMedians: [Double] = [], ratios: [Double] = []
+        var tcpCPU = ThreadTimes(), wsCPU = ThreadTimes()
         for round in 0..<rounds {
             var pair: (tcp: Double, ws: Double) = (0, 0)
             for first in [round % 2 == 0, round % 2 != 0] {
+                let before = ThreadTimes.of(pid)
                 if first {
                     pair.tcp = try roundTrips(tcpDealer, session: session, delimiter: true).median
+                    tcpCPU = tcpCPU + (ThreadTimes.of(pid) - before)
                 } else {
                     pair.ws = try roundTrips(wsDealer, session: wsSession, delimiter: false, token: token).median
+                    wsCPU = wsCPU + (ThreadTimes.of(pid) - before)
                 }
             }
+            let echo = (tcp: try roundTrips(echoTCP, session: session, delimiter: true).median,
+                        ws: try roundTrips(echoWS, session: session, delimiter: true).median)
+            echoRatios.append(echo.ws / echo.tcp)
             tcpMedians.append(pair.tcp)
             wsMedians.append(pair.ws)
             ratios.append(pair.ws / pair.tcp)
@@ -63,6 +83,14 @@ struct WebBench: ParsableCommand {
         print("  ws://   median \(format(Stats(wsMedians).median)) µs")
         print("per round, ws / tcp: \(ratios.map { format($0, 2) }.joined(separator: " "))")
         print("round trip, ws:// / tcp://: \(format(Stats(ratios).median, 2))x; target at most 1.1x")
+        let perRequest = Double((requests + requests / 10) * rounds)
+        for (name, cpu) in [("tcp://", tcpCPU), ("ws://", wsCPU)] {
+            print("  canvasd CPU per \(name) round trip, µs by thread: "
+                  + cpu.microsecondsByName.sorted { $0.value > $1.value }.filter { $0.value > 0 }
+                      .map { "\($0.key) \(format($0.value / perRequest, 1))" }.joined(separator: ", "))
+        }
+        print("libzmq's ROUTER echo, ws:// / tcp:// (the client's ws:// engine and libzmq's own): "
+              + "\(format(Stats(echoRatios).median, 2))x (\(echoRatios.map { format($0, 2) }.joined(separator: " ")))")
 
         if idle > 0 {
             let before = Memory.of(pid).rss
