@@ -31,6 +31,8 @@ let package = Package(
         // swift-collections, whose only versions in the mirror are the ones tested (1.3.0, 1.6.0).
         .package(url: "https://github.com/apple/swift-nio", exact: "2.101.3"),
         .package(url: "https://github.com/apple/swift-metrics", exact: "2.13.0"),
+        // wss:// in canvasd itself (`--web-tls-cert`), for a deployment without a proxy.
+        .package(url: "https://github.com/apple/swift-nio-ssl", exact: "2.37.6"),
         .package(url: "https://github.com/swift-server/swift-prometheus", exact: "2.4.1"),
     ],
     targets: [
@@ -82,6 +84,7 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
             swiftSettings: swiftSettings
         ),

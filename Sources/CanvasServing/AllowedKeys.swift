@@ -79,8 +79,8 @@ public enum ServiceSecurity: Sendable {
         switch scheme {
         case "ipc", "inproc":
             return true
-        case "tcp", "ws":
-            // host:port, [v6]:port, or for ws:// host:port/path.
+        case "tcp", "ws", "wss":
+            // host:port, [v6]:port, or for ws:// and wss:// host:port/path.
             let authority = rest.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
             let host: Substring
             if authority.hasPrefix("["), let close = authority.firstIndex(of: "]") {

@@ -16,7 +16,7 @@ public enum ServerStartError: Error, CustomStringConvertible {
     case curveUnavailable
     /// A ws:// endpoint beyond loopback without `--web-tokens`.
     case unauthenticatedWeb(endpoint: String)
-    case notWebSocket(endpoint: String)
+    case notWebSocket(endpoint: String, expected: String)
     /// The ws:// endpoints could not be served.
     case web(String)
     /// `--session-store` was given and could not be reached: what was done, and why.
@@ -35,8 +35,8 @@ public enum ServerStartError: Error, CustomStringConvertible {
         case .curveUnavailable: return "this libzmq was built without CurveZMQ (zmq_has(\"curve\") is false)"
         case .unauthenticatedWeb(let endpoint):
             return "refusing to serve \(endpoint) to web peers without access tokens: bind it to 127.0.0.1 (behind a proxy), or give --web-tokens"
-        case .notWebSocket(let endpoint):
-            return "\(endpoint) is not a ws:// endpoint"
+        case .notWebSocket(let endpoint, let expected):
+            return "\(endpoint) is not a \(expected):// endpoint" + (expected == "wss" ? " (--web-tls-cert serves wss://)" : "")
         case .sessionStore(let reason), .health(let reason), .stopped(let reason), .web(let reason): return reason
         }
     }
@@ -310,7 +310,10 @@ public final class CanvasServer {
             }
             if let drainEnds, clock.now >= drainEnds { break }
             let reload = reloadKeys()
-            if reload { web?.reloadTokens() }
+            if reload {
+                web?.reloadTokens()
+                web?.reloadTLS()
+            }
             if reload, let allowedKeys {
                 do {
                     let count = try allowedKeys.reload()

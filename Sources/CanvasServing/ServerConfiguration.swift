@@ -49,16 +49,20 @@ public struct WebConfiguration: Sendable {
     public var proxies: Set<String>
     /// A page's unread outbound bytes past which it alone is closed.
     public var maxQueuedBytes: Int
+    /// wss:// served by canvasd itself (both endpoints then `wss://`), for a deployment with no
+    /// proxy in front.
+    public var tls: WebTLS?
 
     public init(endpoint: String, eventsEndpoint: String, tokens: WebTokens? = nil,
                 connections: ConnectionRules.Limits = WebConfiguration.defaultConnections(), proxies: Set<String> = [],
-                maxQueuedBytes: Int = WebTransport.defaultQueuedBytes) {
+                maxQueuedBytes: Int = WebTransport.defaultQueuedBytes, tls: WebTLS? = nil) {
         self.endpoint = endpoint
         self.eventsEndpoint = eventsEndpoint
         self.tokens = tokens
         self.connections = connections
         self.proxies = proxies
         self.maxQueuedBytes = maxQueuedBytes
+        self.tls = tls
     }
 
     /// Descriptors kept for everything but web peers: documents, uploads' spools, the

@@ -10,6 +10,7 @@ import WebTransport
 final class WebEndpoints {
     let transport: WebTransport
     let tokens: WebTokens?
+    let tls: WebTLS?
     /// Appended to the routing envelope of a web request, so that its reply, which may come
     /// later (after a save), goes back to the web connection it came on. Random, so no tcp://
     /// client can forge it.
@@ -20,11 +21,15 @@ final class WebEndpoints {
 
     init(configuration: WebConfiguration, maxMessageBytes: Int, maxFrames: Int, pulse: ServerPulse, logger: Logger,
          wake: @escaping @Sendable () -> Void) throws(ServerStartError) {
+        let scheme = configuration.tls == nil ? "ws://" : "wss://"
         for endpoint in [configuration.endpoint, configuration.eventsEndpoint] {
-            guard endpoint.lowercased().hasPrefix("ws://") else { throw ServerStartError.notWebSocket(endpoint: endpoint) }
+            guard endpoint.lowercased().hasPrefix(scheme) else {
+                throw ServerStartError.notWebSocket(endpoint: endpoint, expected: String(scheme.dropLast(3)))
+            }
             if configuration.tokens == nil, !ServiceSecurity.isLocal(endpoint) { throw ServerStartError.unauthenticatedWeb(endpoint: endpoint) }
         }
         tokens = configuration.tokens
+        tls = configuration.tls
         self.logger = logger
         let settings = WebTransport.Configuration(
             requestsEndpoint: configuration.endpoint, eventsEndpoint: configuration.eventsEndpoint,
@@ -33,7 +38,7 @@ final class WebEndpoints {
             // this is read, and refused as too large with its id.
             maxMessageBytes: max(maxMessageBytes * 4, 16 << 20),
             maxFrames: maxFrames,
-            maxQueuedBytes: configuration.maxQueuedBytes, proxies: configuration.proxies)
+            maxQueuedBytes: configuration.maxQueuedBytes, proxies: configuration.proxies, tls: configuration.tls)
         var credential: (@Sendable (String) -> WebCredential?)?
         if let tokens = configuration.tokens { credential = { token in tokens.credential(of: token) } }
         do {
@@ -168,6 +173,17 @@ final class WebEndpoints {
             if !reloaded.revoked.isEmpty { transport.revoke(reloaded.revoked) }
         } catch {
             logger.error("web tokens not reloaded; the previous ones stay", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// Reads wss://'s certificate and key again; on failure the ones in use stay.
+    func reloadTLS() {
+        guard let tls else { return }
+        do {
+            try tls.reload()
+            logger.info("web TLS certificate reloaded", metadata: ["certificate": "\(tls.certificatePath)"])
+        } catch {
+            logger.error("web TLS certificate not reloaded; the previous one stays", metadata: ["error": "\(error)"])
         }
     }
 

@@ -2,6 +2,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import NIOSSL
 import NIOWebSocket
 
 /// One ws:// endpoint (the request one or the events one): its listener, its connections, the
@@ -62,7 +63,7 @@ final class WebEndpoint: @unchecked Sendable {
             .childChannelOption(.maxMessagesPerRead, value: 1)
         let channel = try bootstrap.bind(host: host, port: port).wait()
         listener = channel
-        return "ws://\(host.contains(":") ? "[\(host)]" : host):\(channel.localAddress?.port ?? port)"
+        return "\(settings.tls == nil ? "ws" : "wss")://\(host.contains(":") ? "[\(host)]" : host):\(channel.localAddress?.port ?? port)"
     }
 
     func start() {
@@ -120,6 +121,10 @@ final class WebEndpoint: @unchecked Sendable {
             upgradePipelineHandler: { [self] channel, _ in
                 channel.eventLoop.makeCompletedFuture(withResultOf: { try self.upgraded(id, channel) })
             })
+        if let tls = settings.tls {
+            // After the PROXY header, if any: a proxy passing TLS through sends it in the clear.
+            try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls.context))
+        }
         var limits = NIOHTTPDecoderLimitConfiguration()
         limits.maxHeaderListSize = 16 * 1024
         limits.maxHeaderFieldSize = 8 * 1024

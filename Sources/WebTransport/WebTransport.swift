@@ -62,9 +62,12 @@ public final class WebTransport: Sendable {
         public var maxInFlight: Int
         /// Addresses of proxies whose connections start with a PROXY v2 header naming the client.
         public var proxies: Set<String>
+        /// wss:// instead of ws://, with these.
+        public var tls: WebTLS?
 
         public init(requestsEndpoint: String, eventsEndpoint: String, limits: ConnectionRules.Limits, maxMessageBytes: Int,
-                    maxFrames: Int, maxQueuedBytes: Int = WebTransport.defaultQueuedBytes, maxInFlight: Int = 64, proxies: Set<String> = []) {
+                    maxFrames: Int, maxQueuedBytes: Int = WebTransport.defaultQueuedBytes, maxInFlight: Int = 64, proxies: Set<String> = [],
+                    tls: WebTLS? = nil) {
             self.requestsEndpoint = requestsEndpoint
             self.eventsEndpoint = eventsEndpoint
             self.limits = limits
@@ -73,6 +76,7 @@ public final class WebTransport: Sendable {
             self.maxQueuedBytes = maxQueuedBytes
             self.maxInFlight = maxInFlight
             self.proxies = proxies
+            self.tls = tls
         }
     }
 
@@ -109,7 +113,7 @@ public final class WebTransport: Sendable {
         for (endpoint, address) in [(requests, configuration.requestsEndpoint), (events, configuration.eventsEndpoint)] {
             guard let (host, port) = Self.hostAndPort(address) else {
                 try? group.syncShutdownGracefully()
-                throw StartError(description: "\(address): expected ws://HOST:PORT")
+                throw StartError(description: "\(address): expected \(configuration.tls == nil ? "ws" : "wss")://HOST:PORT")
             }
             do {
                 bound.append(try endpoint.bind(host: host, port: port))
@@ -197,10 +201,11 @@ public final class WebTransport: Sendable {
         }
     }
 
-    /// `ws://HOST:PORT[/path]`, `ws://[v6]:PORT`; `*` or no port is 0 (any).
+    /// `ws://HOST:PORT[/path]`, `ws://[v6]:PORT`, the same with `wss://`; `*` or no port is 0 (any).
     static func hostAndPort(_ endpoint: String) -> (String, Int)? {
-        guard endpoint.lowercased().hasPrefix("ws://") else { return nil }
-        var rest = endpoint.dropFirst(5)
+        let lowered = endpoint.lowercased()
+        guard lowered.hasPrefix("ws://") || lowered.hasPrefix("wss://") else { return nil }
+        var rest = endpoint.drop { $0 != "/" }.dropFirst(2)
         if let slash = rest.firstIndex(of: "/") { rest = rest[..<slash] }
         let host: Substring, port: Substring
         if rest.hasPrefix("["), let close = rest.firstIndex(of: "]") {

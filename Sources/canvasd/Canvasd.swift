@@ -117,6 +117,13 @@ struct Canvasd: ParsableCommand {
             help: "The address of a proxy (HAProxy with send-proxy-v2) whose ws:// connections begin with a PROXY v2 header naming the client. Repeat for several.")
     var webProxies: [String] = []
 
+    @Option(name: .customLong("web-tls-cert"),
+            help: "A PEM certificate chain: serve wss:// (the web endpoints then wss://), with --web-tls-key. Read again on SIGHUP.")
+    var webTLSCertificate: String?
+
+    @Option(name: .customLong("web-tls-key"), help: "The PEM private key of --web-tls-cert.")
+    var webTLSKey: String?
+
     @Option(name: .customLong("web-queue-bytes"),
             help: "Unread bytes a web peer may leave queued; past them it alone is closed (default 1 MiB).")
     var webQueueBytes = WebTransport.defaultQueuedBytes
@@ -155,6 +162,8 @@ struct Canvasd: ParsableCommand {
         guard memoryBudget >= 64 else { throw ValidationError("--memory-budget must be at least 64 (megabytes)") }
         if let drainSeconds, !(0...600).contains(drainSeconds) { throw ValidationError("--drain-seconds must be between 0 and 600") }
         guard (0.001...600).contains(imageTimeBudget) else { throw ValidationError("--image-time-budget must be between 0.001 and 600 (seconds)") }
+        guard (webTLSCertificate == nil) == (webTLSKey == nil) else { throw ValidationError("--web-tls-cert and --web-tls-key go together") }
+        guard webTLSCertificate == nil || webEndpoint != nil else { throw ValidationError("--web-tls-cert needs --web-endpoint and --web-events") }
         if webQueueBytes < 4096 { throw ValidationError("--web-queue-bytes must be at least 4096") }
         if let maxWebConnections, maxWebConnections < 1 { throw ValidationError("--max-web-connections must be positive") }
         if let maxWebConnectionsPerSource, maxWebConnectionsPerSource < 1 {
@@ -247,7 +256,8 @@ struct Canvasd: ParsableCommand {
                 connections.authenticationTimeout = .milliseconds(Int64(webAuthTimeout * 1000))
                 configuration.web = WebConfiguration(endpoint: webEndpoint, eventsEndpoint: webEvents,
                                                      tokens: try webTokens.map { try WebTokens(path: $0) }, connections: connections,
-                                                     proxies: Set(webProxies), maxQueuedBytes: webQueueBytes)
+                                                     proxies: Set(webProxies), maxQueuedBytes: webQueueBytes,
+                                                     tls: try webTLSCertificate.map { try WebTLS(certificate: $0, key: webTLSKey ?? "") })
             } catch {
                 throw ValidationError("\(error)")
             }

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
 import pytest
 
@@ -70,7 +70,7 @@ class WebServer:
         self.http.wait(timeout=5)
 
 
-def chromium():
+def chromium(extra: Sequence[str] = ()):
     """A headless Chromium, or a skip naming what is missing."""
     try:
         from selenium import webdriver
@@ -81,7 +81,7 @@ def chromium():
         pytest.skip("no chromium-headless-shell or chromium-driver (make system-deps installs them)")
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1400"):
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1400", *extra):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
