@@ -86,14 +86,8 @@ class ZWSPeer:
         self.sock.settimeout(seconds)
         try:
             while True:
-                first, second = self._read(2)
-                length = second & 0x7F
-                if length == 126:
-                    length = struct.unpack(">H", self._read(2))[0]
-                elif length == 127:
-                    length = struct.unpack(">Q", self._read(8))[0]
-                payload = self._read(length)
-                if first & 0x0F == 0x8:
+                opcode, payload = self._read_frame()
+                if opcode == 0x8:
                     return struct.unpack(">H", payload[:2])[0] if len(payload) >= 2 else None
         except (ConnectionError, OSError):
             return None
@@ -117,15 +111,19 @@ class ZWSPeer:
         data, self.buffer = self.buffer[:count], self.buffer[count:]
         return data
 
-    def receive_message(self) -> bytes:
+    def _read_frame(self) -> tuple:
+        """One WebSocket frame from the server (unmasked): its opcode and payload."""
         first, second = self._read(2)
         length = second & 0x7F
         if length == 126:
             length = struct.unpack(">H", self._read(2))[0]
         elif length == 127:
             length = struct.unpack(">Q", self._read(8))[0]
-        payload = self._read(length)
-        if first & 0x0F == 0x8:
+        return first & 0x0F, self._read(length)
+
+    def receive_message(self) -> bytes:
+        opcode, payload = self._read_frame()
+        if opcode == 0x8:
             raise ConnectionError("closed by the server")
         return payload
 
