@@ -99,9 +99,8 @@ final class WebEndpoints {
         let logger = logger
         return dispatcher.handle(frames, envelope: envelope, droppedFrames: dropped, at: now, sendingAtOnce: sendingAtOnce,
                                  authenticate: { request in
-            let credential = request.token.flatMap { tokens.credential(of: $0) }
             // A valid token proves who the peer is, `hello`'s included (answered without one).
-            if let credential { self.told(connection, credential) }
+            let credential = request.token.flatMap { self.credential(of: $0, on: connection, tokens) }
             if request.method == "hello" { return .success(nil) }
             guard request.token != nil else {
                 return .failure(ProtocolError(.unauthorized, "this server wants an access token in every web request (\"token\")",
@@ -115,25 +114,23 @@ final class WebEndpoints {
         })
     }
 
-    /// Tells the transport that `connection` showed `credential`, once: a request's token is
-    /// checked on every request, but telling the event loop again would wake it for nothing
-    /// before each reply (measured: a tenth of the web round trip). Forgotten wholesale past a
-    /// bound, since closed connections are not reported here; telling again is harmless.
-    private func told(_ connection: UInt64, _ credential: WebCredential) {
-        let key = Shown(connection: connection, digest: credential.digest)
-        guard !shown.contains(key) else { return }
-        if shown.count >= Self.maxShown { shown.removeAll(keepingCapacity: true) }
-        shown.insert(key)
+    /// What `token` stands for, shown on `connection`. The token a connection showed last is
+    /// remembered with what it stood for, so that a page sending the same token in every
+    /// request costs one hash and one telling of the event loop, not one per request (telling it
+    /// woke it before each reply: a tenth of the web round trip). Comparing with the remembered
+    /// token tells a peer nothing it did not send itself. Forgotten when the tokens are read
+    /// again, and wholesale past a bound, since closed connections are not reported here.
+    private func credential(of token: String, on connection: UInt64, _ tokens: WebTokens) -> WebCredential? {
+        if let known = verified[connection], known.token == token { return known.credential }
+        guard let credential = tokens.credential(of: token) else { return nil }
+        if verified.count >= Self.maxVerified { verified.removeAll(keepingCapacity: true) }
+        verified[connection] = (token, credential)
         transport.authenticated(connection, as: credential)
+        return credential
     }
 
-    private struct Shown: Hashable {
-        let connection: UInt64
-        let digest: [UInt8]
-    }
-
-    private var shown: Set<Shown> = []
-    private static let maxShown = 65_536
+    private var verified: [UInt64: (token: String, credential: WebCredential)] = [:]
+    private static let maxVerified = 65_536
 
     /// A subscription with a valid token (any, without tokens): applied only for topics the
     /// owner may have; one that needs the session store's word waits for it off the loop.
@@ -169,6 +166,7 @@ final class WebEndpoints {
         guard let tokens else { return }
         do {
             let reloaded = try tokens.reload()
+            verified.removeAll()
             logger.info("web tokens reloaded", metadata: ["tokens": "\(reloaded.count)", "revoked": "\(reloaded.revoked.count)"])
             if !reloaded.revoked.isEmpty { transport.revoke(reloaded.revoked) }
         } catch {

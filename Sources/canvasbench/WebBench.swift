@@ -18,6 +18,8 @@ struct WebBench: ParsableCommand {
     @Option(help: "Idle authenticated ws:// connections held (0: skip).") var idle = 10_000
     @Option(help: "Tokenless peers reconnecting as they are closed (0: skip).") var churn = 3_000
     @Option(help: "Seconds the tokenless peers keep reconnecting.") var churnSeconds = 25.0
+    @Flag(help: "Serve the web endpoints without tokens (loopback), so ws:// requests carry none, as tcp:// ones do.")
+    var withoutTokens = false
 
     func run() throws {
         _ = ProcessLimits.raiseDescriptorLimit()
@@ -29,11 +31,11 @@ struct WebBench: ParsableCommand {
         let canvasd = try Child(Sibling.path("canvasd"), [
             "--endpoint", tcp, "--events", events, "--documents", NSTemporaryDirectory(), "--log-level", "error",
             "--web-endpoint", "ws://127.0.0.1:\(wsPort)", "--web-events", "ws://127.0.0.1:\(wsEventsPort)",
-            "--web-tokens", tokens, "--max-web-connections", "\(max(idle + 64, 4_096))",
-            "--max-web-connections-per-source", "\(max(idle + 64, 4_096))"])
+            "--max-web-connections", "\(max(idle + 64, 4_096))",
+            "--max-web-connections-per-source", "\(max(idle + 64, 4_096))"] + (withoutTokens ? [] : ["--web-tokens", tokens]))
         defer { canvasd.stop() }
         let pid = canvasd.process.processIdentifier
-        let token = "0123456789abcdef0123456789abcdef"
+        let token: String? = withoutTokens ? nil : "0123456789abcdef0123456789abcdef"
 
         let tcpDealer = try context.socket(.dealer)
         try tcpDealer.setReceiveTimeout(milliseconds: 5_000)
@@ -99,7 +101,7 @@ struct WebBench: ParsableCommand {
             defer { for fd in held { close(fd) } }
             for _ in 0..<idle {
                 guard let fd = try? WebPeer.open(port: wsPort) else { break }
-                try WebPeer.request(fd, "{\"id\":1,\"method\":\"hello\",\"token\":\"\(token)\"}")
+                try WebPeer.request(fd, "{\"id\":1,\"method\":\"hello\"" + (token.map { ",\"token\":\"\($0)\"" } ?? "") + "}")
                 held.append(fd)
             }
             usleep(300_000)
