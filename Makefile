@@ -94,6 +94,7 @@ test-python: build python-deps
 bench: system-deps python-deps
 	$(SWIFT) build -c release
 	.build/release/canvasbench latency
+	.build/release/canvasbench web
 	.build/release/canvasbench flatten
 	.build/release/canvasbench load
 	.build/release/canvasbench load --curve
