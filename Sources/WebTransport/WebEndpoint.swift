@@ -31,6 +31,7 @@ final class WebEndpoint: @unchecked Sendable {
     private var topicLengths: [Int: Int] = [:]
     private var listener: (any Channel)?
     var tally: ConnectionRules.Tally { rules.tally }
+    static let sendBuffer: SocketOptionValue = 128 * 1024
 
     init(kind: Kind, loop: any EventLoop, settings: WebTransport.Configuration, inbox: WebInbox,
          credential: (@Sendable (String) -> WebCredential?)?, health: @escaping @Sendable (String) -> (status: Int, body: String)?,
@@ -61,6 +62,13 @@ final class WebEndpoint: @unchecked Sendable {
             // One read per readiness: a request comes in one read, and a second would only
             // find the socket empty (the poll is level-triggered, so more data brings it back).
             .childChannelOption(.maxMessagesPerRead, value: 1)
+            // A fixed kernel send buffer (the kernel doubles it) instead of one grown to 4 MiB:
+            // a page that stops reading then fills it within a few hundred events, after which
+            // what is sent to it waits in canvasd's own queue (bounded, `maxQueuedBytes`) at no
+            // system call each, instead of megabytes per page written into the kernel one call
+            // per event, which slowed every other page's events (canvasbench web: 200 stuck
+            // subscribers took a reading one's event from 0.2 to 2.9 ms).
+            .childChannelOption(.socketOption(.so_sndbuf), value: WebEndpoint.sendBuffer)
         let channel = try bootstrap.bind(host: host, port: port).wait()
         listener = channel
         return "\(settings.tls == nil ? "ws" : "wss")://\(host.contains(":") ? "[\(host)]" : host):\(channel.localAddress?.port ?? port)"
@@ -149,7 +157,12 @@ final class WebEndpoint: @unchecked Sendable {
         try channel.pipeline.syncOperations.addHandler(
             NIOWebSocketFrameAggregator(minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: 4096,
                                         maxAccumulatedFrameSize: settings.maxMessageBytes))
-        let handler = ZWSHandler(endpoint: self, id: id, reader: ZWSReader(maxFrames: settings.maxFrames, maxBytes: settings.maxMessageBytes))
+        // Messages go out framed already (`ZWS.framed`), one write each, below NIO's frame encoder.
+        let encoder = try channel.pipeline.syncOperations.handler(type: WebSocketFrameEncoder.self)
+        let raw = FramedWrites()
+        try channel.pipeline.syncOperations.addHandler(raw, position: .before(encoder))
+        let handler = ZWSHandler(endpoint: self, id: id, reader: ZWSReader(maxFrames: settings.maxFrames, maxBytes: settings.maxMessageBytes),
+                                 framed: try channel.pipeline.syncOperations.context(handler: raw))
         try channel.pipeline.syncOperations.addHandler(handler)
         connection.socket = handler
     }
@@ -282,10 +295,7 @@ final class WebEndpoint: @unchecked Sendable {
         guard let connection = connections[id] else { return }
         release(connection)
         guard !connection.closing else { return }
-        var buffer = connection.channel.allocator.buffer(capacity: bytes.count + 1)
-        buffer.writeInteger(UInt8(0))
-        buffer.writeBytes(bytes)
-        send([buffer], to: connection)
+        send(connection.channel.allocator.buffer(bytes: ZWS.framed([[0] + bytes])), to: connection)
     }
 
     func settle(_ id: UInt64, topic: [UInt8], serial: UInt64, allowed: Bool) {
@@ -316,19 +326,18 @@ final class WebEndpoint: @unchecked Sendable {
         }
         guard !subscribers.isEmpty else { return }
         // Framed once; each connection's write shares the bytes.
-        let allocator = ByteBufferAllocator()
-        let payloads = ZWS.payloads(event).map { allocator.buffer(bytes: $0) }
+        let bytes = ByteBufferAllocator().buffer(bytes: ZWS.framed(ZWS.payloads(event)))
         for id in subscribers {
             guard let connection = connections[id], !connection.closing else { continue }
-            send(payloads, to: connection)
+            send(bytes, to: connection)
         }
     }
 
-    /// Writes one message's WebSocket payloads, unless the peer has left more than
+    /// Writes one message's WebSocket frames, unless the peer has left more than
     /// `maxQueuedBytes` unread: then it alone is closed.
-    private func send(_ payloads: [ByteBuffer], to connection: WebConnection) {
+    private func send(_ framed: ByteBuffer, to connection: WebConnection) {
         guard let socket = connection.socket else { return }
-        let size = payloads.reduce(0) { $0 + $1.readableBytes }
+        let size = framed.readableBytes
         let queued = (try? connection.channel.syncOptions?.getOption(.bufferedWritableBytes)) ?? 0
         // A message to a connection with nothing queued always goes, however large.
         if queued > 0, queued + size > settings.maxQueuedBytes {
@@ -339,7 +348,7 @@ final class WebEndpoint: @unchecked Sendable {
             socket.close(code: ZWSReader.CloseCode.policyViolation, reason: "not reading", abruptly: true)
             return
         }
-        socket.send(payloads)
+        socket.send(framed)
     }
 
     /// Closes every connection that has shown one of `digests`.

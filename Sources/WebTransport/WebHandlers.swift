@@ -13,20 +13,23 @@ final class ZWSHandler: ChannelInboundHandler {
     private let id: UInt64
     private var reader: ZWSReader
     private var context: ChannelHandlerContext?
+    /// Where framed messages are written: below the frame encoder.
+    private let framed: ChannelHandlerContext
     /// Once a close frame is sent, what comes is read and dropped until the peer closes or the
     /// grace ends: closing with unread bytes would reset the connection and lose the close frame.
     private var closeSent = false
 
-    init(endpoint: WebEndpoint, id: UInt64, reader: ZWSReader) {
+    init(endpoint: WebEndpoint, id: UInt64, reader: ZWSReader, framed: ChannelHandlerContext) {
         self.endpoint = endpoint
         self.id = id
         self.reader = reader
+        self.framed = framed
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
         // The server's routing id first, as ZWS 2.0 has it: an empty one.
-        send([context.channel.allocator.buffer(bytes: [0])])
+        send(context.channel.allocator.buffer(bytes: ZWS.framed([[0]])))
     }
 
     func handlerRemoved(context: ChannelHandlerContext) { self.context = nil }
@@ -39,7 +42,7 @@ final class ZWSHandler: ChannelInboundHandler {
             switch reader.read(Array(frame.unmaskedData.readableBytesView)) {
             case .nothing: break
             case .message(let frames, let dropped): endpoint.received(id, frames: frames, dropped: dropped)
-            case .answer(let payload): send([context.channel.allocator.buffer(bytes: payload)])
+            case .answer(let payload): send(context.channel.allocator.buffer(bytes: ZWS.framed([payload])))
             case .refuse(let code, let reason): endpoint.refuse(id, code: code, reason: reason)
             }
         } else if opcode == .text {
@@ -73,13 +76,10 @@ final class ZWSHandler: ChannelInboundHandler {
         context.close(promise: nil)
     }
 
-    /// Writes one ZMTP message's payloads, each a binary WebSocket message.
-    func send(_ payloads: [ByteBuffer]) {
-        guard let context, !closeSent else { return }
-        for payload in payloads {
-            context.write(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .binary, data: payload)), promise: nil)
-        }
-        context.flush()
+    /// Writes one ZMTP message, framed already (`ZWS.framed`): one write, one flush.
+    func send(_ bytes: ByteBuffer) {
+        guard context != nil, !closeSent else { return }
+        framed.writeAndFlush(NIOAny(bytes), promise: nil)
     }
 
     /// Sends a close frame and ends the connection once it is written and the peer closes, or
@@ -114,6 +114,13 @@ final class ZWSHandler: ChannelInboundHandler {
         }
         context.fireUserInboundEventTriggered(event)
     }
+}
+
+/// Passes framed bytes toward the socket from below NIO's WebSocket frame encoder (which
+/// takes only `WebSocketFrame`s): `ZWSHandler` writes through this handler's context.
+final class FramedWrites: ChannelOutboundHandler {
+    typealias OutboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
 }
 
 /// What a web port answers a plain HTTP request (one that is not a ZWS 2.0 upgrade): a health

@@ -16,6 +16,26 @@ public enum ZWS {
         frames.enumerated().map { index, body in [index < frames.count - 1 ? more : 0] + body }
     }
 
+    /// The bytes of unmasked binary WebSocket messages, one per payload, headers included, as a
+    /// server sends them: an event is framed once and the same bytes go to every subscriber.
+    public static func framed(_ payloads: [[UInt8]]) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(payloads.reduce(0) { $0 + $1.count + 10 })
+        for payload in payloads {
+            bytes.append(0x82)   // FIN, binary
+            if payload.count < 126 {
+                bytes.append(UInt8(payload.count))
+            } else if payload.count <= 0xFFFF {
+                bytes += [126, UInt8(payload.count >> 8), UInt8(payload.count & 0xFF)]
+            } else {
+                bytes.append(127)
+                bytes += (0..<8).reversed().map { UInt8(truncatingIfNeeded: UInt64(payload.count) >> ($0 * 8)) }
+            }
+            bytes += payload
+        }
+        return bytes
+    }
+
     /// A PONG command answering a PING's context (ZMTP 3.1 heartbeats, which libzmq's ws://
     /// client sends when its heartbeat interval is set).
     static func pong(context: ArraySlice<UInt8>) -> [UInt8] {

@@ -18,6 +18,8 @@ struct WebBench: ParsableCommand {
     @Option(help: "Idle authenticated ws:// connections held (0: skip).") var idle = 10_000
     @Option(help: "Tokenless peers reconnecting as they are closed (0: skip).") var churn = 3_000
     @Option(help: "Seconds the tokenless peers keep reconnecting.") var churnSeconds = 25.0
+    @Option(help: "Subscribers that never read, beside one that does, while --stuck-events events go out (0: skip).") var stuck = 200
+    @Option(help: "Events published while the stuck subscribers hold on.") var stuckEvents = 10_000
     @Flag(help: "Serve the web endpoints without tokens (loopback), so ws:// requests carry none, as tcp:// ones do.")
     var withoutTokens = false
 
@@ -112,6 +114,10 @@ struct WebBench: ParsableCommand {
             print("tcp:// round trip with them held: \(format(busy)) µs against \(format(quiet)) µs idle, \(format(busy / quiet, 2))x; target at most 1.2x")
         }
 
+        if stuck > 0 {
+            try stuckSubscribers(pid: pid, dealer: wsDealer, session: wsSession, eventsPort: wsEventsPort, token: token)
+        }
+
         if churn > 0 {
             let quiet = try helloTimes(tcpDealer, seconds: 2)
             let cpuBefore = ThreadTimes.of(pid)
@@ -133,6 +139,99 @@ struct WebBench: ParsableCommand {
             print("tcp:// hello meanwhile: p50 \(format(loaded.median)) µs, p99 \(format(loaded.percentile(99) / 1000, 2)) ms "
                   + "(idle: p99 \(format(quiet.percentile(99) / 1000, 2)) ms); target p99 at most 50 ms")
         }
+    }
+
+    /// The latency of a session's event to a subscriber that reads, with `stuck` subscribers of
+    /// the same session that never read and without, and canvasd's memory meanwhile.
+    private func stuckSubscribers(pid: Int32, dealer: ZMQSocket, session: String, eventsPort: Int, token: String?) throws {
+        let subscription = [0x00, 0x01] + Array(((token.map { "\($0)\n" } ?? "") + "\(session).").utf8)
+        let reader = try WebPeer.open(port: eventsPort)
+        defer { close(reader) }
+        try WebPeer.send(reader, subscription)
+        usleep(200_000)
+        var id = 2_000_000
+        /// Double taps, each timed from its request to its `pencil.doubleTap` event at the reader.
+        func taps(_ count: Int) throws -> (Stats, events: Int) {
+            let clock = ContinuousClock()
+            var samples: [Double] = [], events = 0
+            for _ in 0..<count {
+                id += 1
+                let start = clock.now
+                _ = try call(dealer, "{\"id\":\(id),\"method\":\"pencil.doubleTap\",\"session\":\"\(session)\""
+                             + (token.map { ",\"token\":\"\($0)\"" } ?? "") + "}", delimiter: false)
+                while true {
+                    let topic = try WebPeer.receive(reader)
+                    _ = try WebPeer.receive(reader)
+                    events += 1
+                    if topic.count > 1, String(decoding: topic.dropFirst(), as: UTF8.self).hasSuffix("pencil.doubleTap") { break }
+                }
+                samples.append((clock.now - start).microseconds)
+            }
+            return (Stats(samples), events)
+        }
+        let quiet = try taps(500).0
+        // The same fan-out to subscribers that read everything (a thread drains them): what 200
+        // more writes per event cost, stuck or not.
+        var readers: [Int32] = []
+        for _ in 0..<stuck {
+            guard let fd = try? WebPeer.open(port: eventsPort) else { break }
+            try WebPeer.send(fd, subscription)
+            readers.append(fd)
+        }
+        let draining = Shared(true)
+        let drained = readers
+        let drainer = Thread {
+            var buffer = [UInt8](repeating: 0, count: 1 << 16)
+            while draining.value {
+                var polled = drained.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+                guard poll(&polled, nfds_t(polled.count), 50) > 0 else { continue }
+                for entry in polled where entry.revents != 0 { _ = read(entry.fd, &buffer, buffer.count) }
+            }
+        }
+        drainer.start()
+        usleep(200_000)
+        let reading = try taps(1000).0
+        draining.value = false
+        while !drainer.isFinished { usleep(10_000) }
+        for fd in readers { close(fd) }
+        usleep(200_000)
+        var held: [Int32] = []
+        defer { for fd in held { close(fd) } }
+        for _ in 0..<stuck {
+            guard let fd = try? WebPeer.open(port: eventsPort, receiveBuffer: 4096) else { break }
+            try WebPeer.send(fd, subscription)
+            held.append(fd)
+        }
+        usleep(200_000)
+        let before = Memory.of(pid).rss
+        var events = 0
+        var loaded: [Double] = []
+        while events < stuckEvents {
+            let (stats, count) = try taps(100)
+            events += count
+            loaded += stats.sorted
+        }
+        let after = Memory.of(pid).rss
+        // Which of them canvasd closed: their FIN comes after what was queued for them, so read
+        // it all (for at most 5 s) and count the ends.
+        var ended = Set<Int32>()
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        let deadline = Date().addingTimeInterval(5)
+        while ended.count < held.count, Date() < deadline {
+            var polled = held.filter { !ended.contains($0) }.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+            guard poll(&polled, nfds_t(polled.count), 100) > 0 else { continue }
+            for entry in polled where entry.revents != 0 {
+                if read(entry.fd, &buffer, buffer.count) <= 0 { ended.insert(entry.fd) }
+            }
+        }
+        let stillOpen = held.count - ended.count
+        let load = Stats(loaded)
+        print("\(held.count) subscribers that never read while \(events) events went out: canvasd RSS \(format(before)) -> \(format(after)) MB "
+              + "(bound: \(held.count) x --web-queue-bytes); \(held.count - stillOpen) of them closed")
+        print("a reading subscriber's double tap to event: p50 \(format(load.median)) µs, p99 \(format(load.percentile(99))) µs with them; "
+              + "\(format(reading.median)) and \(format(reading.percentile(99))) µs with \(readers.count) subscribers that read instead "
+              + "(p50 stuck / reading \(format(load.median / reading.median, 2))x); \(format(quiet.median)) and "
+              + "\(format(quiet.percentile(99))) µs alone")
     }
 
     private func openSession(_ dealer: ZMQSocket, delimiter: Bool, token: String? = nil) throws -> String {
@@ -223,9 +322,13 @@ enum WebPeer {
     static let upgrade = Array(("GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
         + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: ZWS2.0\r\n\r\n").utf8)
 
-    static func connectSocket(port: Int, blocking: Bool) throws -> Int32 {
+    static func connectSocket(port: Int, blocking: Bool, receiveBuffer: Int32? = nil) throws -> Int32 {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | (blocking ? 0 : Int32(SOCK_NONBLOCK.rawValue)), 0)
         guard fd >= 0 else { throw ValidationError("socket: errno \(errno)") }
+        if var size = receiveBuffer {
+            // Before connecting, so the window offered is small from the start.
+            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
         var address = loopback(port: port)
         let result = withUnsafePointer(to: &address) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
@@ -238,8 +341,8 @@ enum WebPeer {
     }
 
     /// A connection upgraded, with its routing id sent and the server's read.
-    static func open(port: Int) throws -> Int32 {
-        let fd = try connectSocket(port: port, blocking: true)
+    static func open(port: Int, receiveBuffer: Int32? = nil) throws -> Int32 {
+        let fd = try connectSocket(port: port, blocking: true, receiveBuffer: receiveBuffer)
         var timeout = timeval(tv_sec: 5, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         guard write(fd, upgrade, upgrade.count) == upgrade.count else { close(fd); throw ValidationError("upgrade not sent") }

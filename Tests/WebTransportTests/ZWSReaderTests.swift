@@ -55,6 +55,17 @@ struct ZWSReaderTests {
         #expect(ZWS.payloads([[1], [2, 3], []]) == [[0x01, 1], [0x01, 2, 3], [0x00]])
     }
 
+    @Test("framed messages carry RFC 6455's three length forms, unmasked, one per payload")
+    func framed() {
+        #expect(ZWS.framed([[0x00, 7]]) == [0x82, 2, 0x00, 7])
+        for (size, header) in [(125, [0x82, 125]), (126, [0x82, 126, 0, 126]), (65_535, [0x82, 126, 0xFF, 0xFF]),
+                               (65_536, [0x82, 127, 0, 0, 0, 0, 0, 1, 0, 0])] as [(Int, [UInt8])] {
+            let bytes = ZWS.framed([[UInt8](repeating: 9, count: size)])
+            #expect(Array(bytes.prefix(header.count)) == header && bytes.count == header.count + size)
+        }
+        #expect(ZWS.framed([[1], [2, 3]]) == [0x82, 1, 1, 0x82, 2, 2, 3])
+    }
+
     @Test("a PROXY v2 header gives the client's address, IPv4 and IPv6, in the kernel's own text")
     func proxyHeader() {
         let signature: [UInt8] = [0x0D, 0x0A, 0x0D, 0x0A, 0x00, 0x0D, 0x0A, 0x51, 0x55, 0x49, 0x54, 0x0A]
