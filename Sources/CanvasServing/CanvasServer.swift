@@ -385,9 +385,10 @@ public final class CanvasServer {
         web?.transport.stop()
     }
 
-    /// One turn of the loop when only the request socket needs watching (no CurveZMQ, no web
-    /// peers): a blocking receive with a timeout, not a poll followed by a receive, so one trip
-    /// into libzmq per request instead of three.
+    /// One turn of the loop when only the request socket needs watching (no CurveZMQ; web
+    /// peers' messages are announced on it too, by the web waker): a blocking receive with a
+    /// timeout, not a poll followed by a receive, so one trip into libzmq per request instead
+    /// of three.
     ///
     /// A request that had to be waited for found the queue empty, and its client is waiting on
     /// this reply alone: it goes out first thing. One that was queued already starts a burst:
