@@ -37,6 +37,8 @@ final class WebEndpoints {
             // As libzmq's bound on these sockets was: a request over `maxMessageBytes` but under
             // this is read, and refused as too large with its id.
             maxMessageBytes: max(maxMessageBytes * 4, 16 << 20),
+            // A request within the limit always fits, with room for the flags and its frames.
+            maxFrameBytes: maxMessageBytes + 64 * 1024,
             maxFrames: maxFrames,
             maxQueuedBytes: configuration.maxQueuedBytes, proxies: configuration.proxies, tls: configuration.tls)
         var credential: (@Sendable (String) -> WebCredential?)?

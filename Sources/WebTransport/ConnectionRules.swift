@@ -161,6 +161,9 @@ public struct ConnectionRules: Sendable {
         unauthenticatedCount += 1
         upgradingCount += 1
         unauthenticated.append(id)
+        // Looking at the front moves it past what has moved on, so a source that always has a
+        // connection open (every page through one proxy) does not grow its queue without end.
+        _ = unauthenticatedBySource[source]?.first { [entries] in entries[$0].map { $0.phase != .authenticated } ?? false }
         unauthenticatedBySource[source, default: Queue()].append(id)
         upgradingQueue.append(id)
         recount()

@@ -43,6 +43,9 @@ final class WebConnection {
     /// Messages handed to the loop and not yet answered: past a bound, the connection is not
     /// read until some are.
     var inFlight = 0
+    /// Messages read past that bound, in order, until answers make room (at most what one read
+    /// of the socket held).
+    var waiting: [(frames: [[UInt8]], dropped: Int)] = []
     /// Set once the WebSocket upgrade is done.
     var socket: ZWSHandler?
     /// Set once a close has begun: nothing more is read from it or sent to it.

@@ -120,7 +120,7 @@ final class WebEndpoint: @unchecked Sendable {
             forget(id)
         }
         let upgrader = NIOWebSocketServerUpgrader(
-            maxFrameSize: settings.maxMessageBytes, automaticErrorHandling: true,
+            maxFrameSize: settings.maxFrameBytes, automaticErrorHandling: true,
             shouldUpgrade: { channel, head in
                 let offered = head.headers[canonicalForm: "Sec-WebSocket-Protocol"].map(String.init)
                 guard offered.contains(ZWS.subprotocol) else { return channel.eventLoop.makeSucceededFuture(nil) }
@@ -152,17 +152,13 @@ final class WebEndpoint: @unchecked Sendable {
         rules.upgraded(id)
         // The WebSocket handlers come after it: plain HTTP is over.
         _ = channel.pipeline.syncOperations.removeHandler(name: PlainHTTPHandler.name)
-        // A message in fragments is put together up to the message bound (a browser fragments
-        // large ones); past it, or past this many fragments, the connection is closed with 1009.
-        try channel.pipeline.syncOperations.addHandler(
-            NIOWebSocketFrameAggregator(minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: 4096,
-                                        maxAccumulatedFrameSize: settings.maxMessageBytes))
         // Messages go out framed already (`ZWS.framed`), one write each, below NIO's frame encoder.
         let encoder = try channel.pipeline.syncOperations.handler(type: WebSocketFrameEncoder.self)
         let raw = FramedWrites()
         try channel.pipeline.syncOperations.addHandler(raw, position: .before(encoder))
-        let handler = ZWSHandler(endpoint: self, id: id, reader: ZWSReader(maxFrames: settings.maxFrames, maxBytes: settings.maxMessageBytes),
-                                 framed: try channel.pipeline.syncOperations.context(handler: raw))
+        // Until it authenticates, a connection's messages are held to one frame's bound.
+        let reader = ZWSReader(maxFrames: settings.maxFrames, maxBytes: settings.maxFrameBytes, subscriptions: kind == .events)
+        let handler = ZWSHandler(endpoint: self, id: id, reader: reader, framed: try channel.pipeline.syncOperations.context(handler: raw))
         try channel.pipeline.syncOperations.addHandler(handler)
         connection.socket = handler
     }
@@ -211,7 +207,10 @@ final class WebEndpoint: @unchecked Sendable {
     }
 
     private func authenticate(_ connection: WebConnection, with credential: WebCredential?) {
-        if connection.authenticatedAt == nil { connection.authenticatedAt = .now }
+        if connection.authenticatedAt == nil {
+            connection.authenticatedAt = .now
+            connection.socket?.authenticated(maxBytes: settings.maxMessageBytes)
+        }
         if let credential {
             connection.credentials.insert(credential.digest)
             connection.owner = connection.owner ?? credential.owner
@@ -221,9 +220,19 @@ final class WebEndpoint: @unchecked Sendable {
 
     // MARK: Messages in
 
-    /// A whole ZMTP message from `id`.
+    /// A whole ZMTP message from `id`. Past `maxInFlight` unanswered, it waits here: the
+    /// connection is no longer read, but what was read already is still being decoded.
     func received(_ id: UInt64, frames: [[UInt8]], dropped: Int) {
         guard let connection = connections[id], !connection.closing else { return }
+        guard connection.inFlight < settings.maxInFlight, connection.waiting.isEmpty else {
+            connection.waiting.append((frames, dropped))
+            return
+        }
+        forward(connection, frames: frames, dropped: dropped)
+    }
+
+    private func forward(_ connection: WebConnection, frames: [[UInt8]], dropped: Int) {
+        let id = connection.id
         switch kind {
         case .requests:
             // Without tokens any message counts; with them, the loop says whose token it held.
@@ -273,12 +282,17 @@ final class WebEndpoint: @unchecked Sendable {
     /// One more message the loop must answer; past the bound the connection is not read.
     private func hold(_ connection: WebConnection) {
         connection.inFlight += 1
-        if connection.inFlight == settings.maxInFlight { _ = connection.channel.setOption(.autoRead, value: false) }
+        if connection.inFlight >= settings.maxInFlight { _ = connection.channel.setOption(.autoRead, value: false) }
     }
 
     private func release(_ connection: WebConnection) {
+        let wasFull = connection.inFlight >= settings.maxInFlight
         connection.inFlight = max(0, connection.inFlight - 1)
-        if connection.inFlight == settings.maxInFlight - 1 {
+        while connection.inFlight < settings.maxInFlight, !connection.closing, !connection.waiting.isEmpty {
+            let (frames, dropped) = connection.waiting.removeFirst()
+            forward(connection, frames: frames, dropped: dropped)
+        }
+        if wasFull, connection.inFlight < settings.maxInFlight, connection.waiting.isEmpty {
             _ = connection.channel.setOption(.autoRead, value: true)
             connection.channel.read()
         }
@@ -356,6 +370,12 @@ final class WebEndpoint: @unchecked Sendable {
         let revoked = connections.values.filter { !$0.closing && !$0.credentials.isDisjoint(with: digests) }
         for connection in revoked { close(connection, code: ZWSReader.CloseCode.policyViolation, reason: "token revoked", cut: .revoked) }
         return revoked.count
+    }
+
+    /// A control answer (a pong) for `id`, framed, held to the same queue bound as any message.
+    func answer(_ id: UInt64, _ framed: ByteBuffer) {
+        guard let connection = connections[id], !connection.closing else { return }
+        send(framed, to: connection)
     }
 
     /// A connection that sent what ZWS 2.0 does not take.

@@ -18,6 +18,14 @@ final class ZWSHandler: ChannelInboundHandler {
     /// Once a close frame is sent, what comes is read and dropped until the peer closes or the
     /// grace ends: closing with unread bytes would reset the connection and lose the close frame.
     private var closeSent = false
+    /// A message in WebSocket fragments being put together (browsers fragment large ones), and
+    /// how many fragments it has: bounded like a whole message (`reader.maxBytes`), so a peer
+    /// that has not authenticated holds at most the request limit here.
+    private var fragments: ByteBuffer?
+    private var fragmentCount = 0
+    static let maxFragments = 4096
+    /// How long a close waits for the peer's side before the connection ends regardless.
+    static let closeGrace: TimeAmount = .seconds(1)
 
     init(endpoint: WebEndpoint, id: UInt64, reader: ZWSReader, framed: ChannelHandlerContext) {
         self.endpoint = endpoint
@@ -38,19 +46,46 @@ final class ZWSHandler: ChannelInboundHandler {
         let frame = unwrapInboundIn(data)
         guard !closeSent else { return }
         let opcode = frame.opcode
-        if opcode == .binary {
-            switch reader.read(Array(frame.unmaskedData.readableBytesView)) {
+        if opcode == .binary || opcode == .continuation {
+            var payload = frame.unmaskedData
+            if opcode == .continuation {
+                guard var started = fragments else {
+                    return endpoint.refuse(id, code: ZWSReader.CloseCode.protocolError, reason: "a continuation of nothing")
+                }
+                fragments = nil
+                started.writeBuffer(&payload)
+                payload = started
+            } else if fragments != nil {
+                return endpoint.refuse(id, code: ZWSReader.CloseCode.protocolError, reason: "a message inside a message")
+            }
+            guard frame.fin else {
+                fragmentCount += 1
+                guard payload.readableBytes <= reader.maxBytes, fragmentCount <= Self.maxFragments else {
+                    return endpoint.refuse(id, code: ZWSReader.CloseCode.messageTooLarge, reason: "a message too large")
+                }
+                fragments = payload
+                return
+            }
+            fragmentCount = 0
+            switch reader.read(Array(payload.readableBytesView)) {
             case .nothing: break
             case .message(let frames, let dropped): endpoint.received(id, frames: frames, dropped: dropped)
-            case .answer(let payload): send(context.channel.allocator.buffer(bytes: ZWS.framed([payload])))
+            case .answer(let payload): endpoint.answer(id, context.channel.allocator.buffer(bytes: ZWS.framed([payload])))
             case .refuse(let code, let reason): endpoint.refuse(id, code: code, reason: reason)
             }
         } else if opcode == .text {
             endpoint.refuse(id, code: ZWSReader.CloseCode.unacceptableData, reason: "ZWS 2.0 takes binary messages only")
         } else if opcode == .ping {
-            context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .pong, data: frame.unmaskedData)), promise: nil)
+            // A pong goes the way every message does, held to the same queue bound.
+            var pong = context.channel.allocator.buffer(capacity: 2 + frame.length)
+            pong.writeInteger(UInt8(0x8A))
+            pong.writeInteger(UInt8(frame.length))   // a control frame's payload is at most 125 bytes
+            var data = frame.unmaskedData
+            pong.writeBuffer(&data)
+            endpoint.answer(id, pong)
         } else if opcode == .connectionClose {
-            // The peer closes: its code echoed, then the connection ends.
+            // The peer closes: its code echoed, then the connection ends, whether or not the
+            // peer reads the echo.
             var data = frame.unmaskedData
             let code = data.readSlice(length: 2) ?? context.channel.allocator.buffer(capacity: 0)
             closeSent = true
@@ -58,21 +93,15 @@ final class ZWSHandler: ChannelInboundHandler {
             context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: code))).whenComplete { _ in
                 channel.close(promise: nil)
             }
+            channel.eventLoop.scheduleTask(in: Self.closeGrace) { channel.close(promise: nil) }
         }
         // Pongs, and opcodes no WebSocket defines (the decoder refuses those), need nothing.
     }
 
+    /// The connection has authenticated: its messages may be as large as any.
+    func authenticated(maxBytes: Int) { reader.maxBytes = maxBytes }
+
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        // From the fragment aggregator: a message past the bound, or fragments out of order.
-        if let error = error as? NIOWebSocketFrameAggregator.Error {
-            switch error {
-            case .accumulatedFrameSizeIsTooLarge, .tooManyFragments:
-                endpoint.refuse(id, code: ZWSReader.CloseCode.messageTooLarge, reason: "a message too large")
-            case .nonFinalFragmentSizeIsTooSmall, .receivedNewFrameWithoutFinishingPrevious, .didReceiveFragmentBeforeReceivingTextOrBinaryFrame:
-                endpoint.refuse(id, code: ZWSReader.CloseCode.protocolError, reason: "fragments out of order")
-            }
-            return
-        }
         context.close(promise: nil)
     }
 
@@ -85,12 +114,15 @@ final class ZWSHandler: ChannelInboundHandler {
     /// Sends a close frame and ends the connection once it is written and the peer closes, or
     /// after a second; `abruptly`: at once (a peer that does not read would never take it).
     func close(code: UInt16, reason: String, abruptly: Bool = false) {
-        guard let context, !closeSent else { return }
-        closeSent = true
+        guard let context else { return }
         if abruptly {
+            // Even after a close frame went out: a peer that does not read never takes it.
+            closeSent = true
             context.close(promise: nil)
             return
         }
+        guard !closeSent else { return }
+        closeSent = true
         var data = context.channel.allocator.buffer(capacity: 2 + reason.utf8.count)
         data.writeInteger(code)
         // A close frame's reason fits in 123 bytes.
@@ -99,7 +131,7 @@ final class ZWSHandler: ChannelInboundHandler {
         context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: data))).whenComplete { _ in
             channel.close(mode: .output, promise: nil)
         }
-        channel.eventLoop.scheduleTask(in: .seconds(1)) { channel.close(promise: nil) }
+        channel.eventLoop.scheduleTask(in: Self.closeGrace) { channel.close(promise: nil) }
     }
 
     func channelInactive(context: ChannelHandlerContext) {

@@ -51,6 +51,10 @@ public final class WebTransport: Sendable {
         public var limits: ConnectionRules.Limits
         /// Bytes of one message (all its frames): past them the connection is closed (1009).
         public var maxMessageBytes: Int
+        /// Bytes of one WebSocket frame, and of a whole message before the connection has
+        /// authenticated: what a peer that has shown nothing may make canvasd hold (larger
+        /// messages from one that has come in fragments, as browsers send them).
+        public var maxFrameBytes: Int
         /// Frames of one message kept; the rest are counted only (the request is refused as too
         /// large by the dispatcher).
         public var maxFrames: Int
@@ -66,12 +70,13 @@ public final class WebTransport: Sendable {
         public var tls: WebTLS?
 
         public init(requestsEndpoint: String, eventsEndpoint: String, limits: ConnectionRules.Limits, maxMessageBytes: Int,
-                    maxFrames: Int, maxQueuedBytes: Int = WebTransport.defaultQueuedBytes, maxInFlight: Int = 64, proxies: Set<String> = [],
+                    maxFrameBytes: Int? = nil, maxFrames: Int, maxQueuedBytes: Int = WebTransport.defaultQueuedBytes, maxInFlight: Int = 64, proxies: Set<String> = [],
                     tls: WebTLS? = nil) {
             self.requestsEndpoint = requestsEndpoint
             self.eventsEndpoint = eventsEndpoint
             self.limits = limits
             self.maxMessageBytes = maxMessageBytes
+            self.maxFrameBytes = min(maxFrameBytes ?? maxMessageBytes, maxMessageBytes)
             self.maxFrames = maxFrames
             self.maxQueuedBytes = maxQueuedBytes
             self.maxInFlight = maxInFlight

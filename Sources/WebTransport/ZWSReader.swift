@@ -71,16 +71,21 @@ public struct ZWSReader: Sendable {
     /// Frames kept of one message; the rest are counted, so the request's size can be judged.
     public let maxFrames: Int
     /// Bytes of one message (every frame's, flags included): past them the connection is closed,
-    /// as libzmq did for a message past its maximum size.
-    public let maxBytes: Int
+    /// as libzmq did for a message past its maximum size. The endpoint lowers it until the
+    /// connection has authenticated.
+    public var maxBytes: Int
+    /// Whether ZMTP's SUBSCRIBE and CANCEL commands are read as subscriptions (on the events
+    /// endpoint; on the request endpoint a command is never a request).
+    public let subscriptions: Bool
     private var greeted = false
     private var frames: [[UInt8]] = []
     private var dropped = 0
     private var bytes = 0
 
-    public init(maxFrames: Int, maxBytes: Int) {
+    public init(maxFrames: Int, maxBytes: Int, subscriptions: Bool = true) {
         self.maxFrames = maxFrames
         self.maxBytes = maxBytes
+        self.subscriptions = subscriptions
     }
 
     /// Whether the connection has a part of a message: a MORE frame not followed by its last.
@@ -102,9 +107,10 @@ public struct ZWSReader: Sendable {
             // SUBSCRIBE and CANCEL (ZMTP 3.1's subscriptions, which a libzmq SUB may send
             // instead of a message) are read as the message `01`/`00` and the topic would be.
             let body = Array(payload.dropFirst())
-            guard let length = body.first.map(Int.init), body.count > length else { return .nothing }
+            guard let length = body.first.map(Int.init), length > 0, body.count > length else { return .nothing }
             let name = body[1...length], data = body[(length + 1)...]
             if name.elementsEqual("PING".utf8), data.count >= 2 { return .answer(ZWS.pong(context: data.dropFirst(2).prefix(16))) }
+            guard subscriptions else { return .nothing }
             if name.elementsEqual("SUBSCRIBE".utf8) { return .message(frames: [[1] + data], dropped: 0) }
             if name.elementsEqual("CANCEL".utf8) { return .message(frames: [[0] + data], dropped: 0) }
             return .nothing

@@ -47,6 +47,14 @@ struct ZWSReaderTests {
         #expect(reader.read([0x02, 9] + Array("SUBSCRIBE".utf8) + Array("s.".utf8)) == .message(frames: [[1] + Array("s.".utf8)], dropped: 0))
         #expect(reader.read([0x02, 6] + Array("CANCEL".utf8) + Array("s.".utf8)) == .message(frames: [[0] + Array("s.".utf8)], dropped: 0))
         #expect(reader.read([0x02, 200]) == .nothing)
+        // A command whose name is empty (it trapped once: a range 1...0).
+        #expect(reader.read([0x02, 0]) == .nothing)
+        #expect(reader.read([0x02, 0, 1, 2]) == .nothing)
+        // On the request endpoint a command is never a request.
+        var requests = ZWSReader(maxFrames: 4, maxBytes: 100, subscriptions: false)
+        _ = requests.read([0x00])
+        #expect(requests.read([0x02, 9] + Array("SUBSCRIBE".utf8) + Array("s.".utf8)) == .nothing)
+        #expect(requests.read([0x02, 4] + Array("PING".utf8) + [0, 1]) == .answer([0x02, 4] + Array("PONG".utf8)))
         #expect(!reader.partial)
     }
 

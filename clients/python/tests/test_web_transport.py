@@ -15,6 +15,7 @@ import json
 import signal
 import socket
 import struct
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -346,5 +347,89 @@ def test_the_web_ports_answer_a_health_check(tmp_path: Path):
                 check.sendall(b"GET " + path + b" HTTP/1.1\r\nHost: x\r\n\r\n")
                 assert check.recv(4096).split(b"\r\n")[0] == b"HTTP/1.1 " + status + (b" OK" if status == b"200" else b" Upgrade Required")
                 check.close()
+    finally:
+        web.stop()
+
+
+def server_side_established(port: int, client_port: int) -> bool:
+    """Whether canvasd's end of the connection from `client_port` is still established."""
+    listing = subprocess.run(["ss", "-Htn", "state", "established", f"( sport = :{port} and dport = :{client_port} )"],
+                             capture_output=True, text=True).stdout
+    return bool(listing.strip())
+
+
+def test_a_peer_that_closes_and_stops_reading_is_let_go(tmp_path: Path):
+    """A peer whose receive window is full sends its close frame and reads nothing more: the
+    echo of its close can never be written, and canvasd must end the connection anyway (once,
+    it waited for that write for ever, and no rule could close the connection after)."""
+    web = WebCanvasd(tmp_path, [ALICE])
+    try:
+        peer = ZWSPeer.__new__(ZWSPeer)
+        peer.buffer = b""
+        peer.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        peer.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        peer.sock.settimeout(5)
+        peer.sock.connect(("127.0.0.1", web.port))
+        peer.handshake()
+        assert served(peer)
+        for _ in range(4000):   # their pongs fill the window and canvasd's send buffer
+            peer.send_raw(0x9, b"x" * 100)
+        peer.send_raw(0x8, struct.pack(">H", 1000))
+        client_port = peer.sock.getsockname()[1]
+        deadline = time.monotonic() + 4
+        while server_side_established(web.port, client_port):
+            assert time.monotonic() < deadline, "canvasd kept the connection of a peer that closed and stopped reading"
+            time.sleep(0.1)
+    finally:
+        web.stop()
+
+
+def test_pings_from_a_peer_that_does_not_read_are_held_to_the_queue_bound(tmp_path: Path):
+    """Every ping is answered with a pong; a peer that pings and never reads has its pongs
+    queued like any message, and is closed once they pass --web-queue-bytes."""
+    web = WebCanvasd(tmp_path, [ALICE], ["--web-queue-bytes", "65536"])
+    try:
+        peer = ZWSPeer.__new__(ZWSPeer)
+        peer.buffer = b""
+        peer.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        peer.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        peer.sock.settimeout(5)
+        peer.sock.connect(("127.0.0.1", web.port))
+        peer.handshake()
+        assert served(peer)   # authenticated: no timeout will close it
+        client_port = peer.sock.getsockname()[1]
+        try:
+            for _ in range(20000):
+                peer.send_raw(0x9, b"x" * 120)
+        except OSError:
+            pass   # closed while pinging
+        deadline = time.monotonic() + 4
+        while server_side_established(web.port, client_port):
+            assert time.monotonic() < deadline, "a peer's unread pongs grew without bound"
+            time.sleep(0.1)
+    finally:
+        web.stop()
+
+
+def test_commands_are_no_requests_and_a_large_message_waits_for_authentication(tmp_path: Path):
+    """A SUBSCRIBE command on the request endpoint is not a request (no reply); before it has
+    authenticated a peer may send no message larger than a request can be (1009), after it a
+    larger one in fragments is read and refused as too large, politely."""
+    web = WebCanvasd(tmp_path, [ALICE])
+    try:
+        peer = web.peer()
+        peer.send_message(b"\x02\x09SUBSCRIBE" + b"documents.")
+        peer.send_message(b"\x02\x00")   # a command with an empty name
+        assert served(peer, id=5)   # the next reply is the request's: nothing answered the commands
+
+        stranger = web.peer()
+        stranger.send_raw(0x2, b"\x00" + b"x" * (2 << 20))
+        assert stranger.close_code() == 1009
+
+        big = json.dumps({"id": 9, "method": "document.list", "token": ALICE, "params": {"pad": "y" * (2 << 20)}}).encode()
+        peer.send_fragmented(b"\x00" + big, parts=40)
+        reply = json.loads(peer.receive_frames()[-1])
+        assert reply["id"] == 9 and reply["error"]["code"] == "PAYLOAD_TOO_LARGE"
+        assert served(peer, id=10)
     finally:
         web.stop()
