@@ -187,16 +187,20 @@ def test_messages_as_browsers_send_them(tmp_path: Path):
         web.stop()
 
 
-def stuck_subscriber(port: int, topic: bytes) -> ZWSPeer:
-    """A subscriber that never reads, with a small receive window (the kernel still buffers
-    megabytes on canvasd's side before canvasd's own queue fills)."""
+def small_window_peer(port: int) -> ZWSPeer:
+    """A peer upgraded with a 4 KiB receive window: one that stops reading fills it at once."""
     peer = ZWSPeer.__new__(ZWSPeer)
     peer.buffer = b""
     peer.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     peer.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     peer.sock.settimeout(5)
     peer.sock.connect(("127.0.0.1", port))
-    peer.handshake()
+    return peer.handshake()
+
+
+def stuck_subscriber(port: int, topic: bytes) -> ZWSPeer:
+    """A subscriber that never reads."""
+    peer = small_window_peer(port)
     peer.send_frames([b"\x01" + topic])
     return peer
 
@@ -364,13 +368,7 @@ def test_a_peer_that_closes_and_stops_reading_is_let_go(tmp_path: Path):
     it waited for that write for ever, and no rule could close the connection after)."""
     web = WebCanvasd(tmp_path, [ALICE])
     try:
-        peer = ZWSPeer.__new__(ZWSPeer)
-        peer.buffer = b""
-        peer.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        peer.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        peer.sock.settimeout(5)
-        peer.sock.connect(("127.0.0.1", web.port))
-        peer.handshake()
+        peer = small_window_peer(web.port)
         assert served(peer)
         for _ in range(4000):   # their pongs fill the window and canvasd's send buffer
             peer.send_raw(0x9, b"x" * 100)
@@ -389,13 +387,7 @@ def test_pings_from_a_peer_that_does_not_read_are_held_to_the_queue_bound(tmp_pa
     queued like any message, and is closed once they pass --web-queue-bytes."""
     web = WebCanvasd(tmp_path, [ALICE], ["--web-queue-bytes", "65536"])
     try:
-        peer = ZWSPeer.__new__(ZWSPeer)
-        peer.buffer = b""
-        peer.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        peer.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        peer.sock.settimeout(5)
-        peer.sock.connect(("127.0.0.1", web.port))
-        peer.handshake()
+        peer = small_window_peer(web.port)
         assert served(peer)   # authenticated: no timeout will close it
         client_port = peer.sock.getsockname()[1]
         try:
