@@ -119,9 +119,6 @@ public struct ConnectionRules: Sendable {
 
     public init(limits: Limits) { self.limits = limits }
 
-    public func phase(of id: UInt64) -> Phase? { entries[id]?.phase }
-    public func source(of id: UInt64) -> String? { entries[id]?.source }
-
     /// A connection from `source` was accepted (its number higher than any before). The action
     /// may close it at once (`refused`) and others to make room.
     public mutating func accepted(_ id: UInt64, from source: String, at now: ContinuousClock.Instant) -> Action {

@@ -34,7 +34,6 @@ final class WebConnection {
     /// closes it.
     var authenticatedAt: ContinuousClock.Instant?
     var credentials: Set<[UInt8]> = []
-    var owner: String?
     /// Topics applied (events endpoint), and the ones whose answer the loop has not given yet,
     /// each with the serial of the subscription asking for it: an unsubscription that comes
     /// meanwhile wins over the answer.

@@ -170,12 +170,17 @@ final class WebEndpoint: @unchecked Sendable {
 
     /// Closes `connection`: a WebSocket one with a close frame that gives `code` and `reason`,
     /// one still in its upgrade at once. `cut`: the rule that closed it, counted.
-    func close(_ connection: WebConnection, code: UInt16, reason: String, cut: ConnectionRules.Cut?) {
+    func close(_ connection: WebConnection, code: UInt16, reason: String, cut: ConnectionRules.Cut?, abruptly: Bool = false) {
         guard !connection.closing else { return }
-        connection.closing = true
         rules.closed(connection.id, cut: cut)
+        end(connection, code: code, reason: reason, abruptly: abruptly)
+    }
+
+    /// Ends a connection the rules no longer count.
+    private func end(_ connection: WebConnection, code: UInt16, reason: String, abruptly: Bool = false) {
+        connection.closing = true
         if let socket = connection.socket {
-            socket.close(code: code, reason: reason)
+            socket.close(code: code, reason: reason, abruptly: abruptly)
         } else {
             connection.channel.close(promise: nil)
         }
@@ -196,8 +201,7 @@ final class WebEndpoint: @unchecked Sendable {
             case .badMessage: (code, reason) = (ZWSReader.CloseCode.protocolError, "not ZWS 2.0")
             }
             // Already taken out of the rules (the action says so): not counted twice.
-            connection.closing = true
-            if let socket = connection.socket { socket.close(code: code, reason: reason) } else { connection.channel.close(promise: nil) }
+            end(connection, code: code, reason: reason)
         }
     }
 
@@ -211,10 +215,7 @@ final class WebEndpoint: @unchecked Sendable {
             connection.authenticatedAt = .now
             connection.socket?.authenticated(maxBytes: settings.maxMessageBytes)
         }
-        if let credential {
-            connection.credentials.insert(credential.digest)
-            connection.owner = connection.owner ?? credential.owner
-        }
+        if let credential { connection.credentials.insert(credential.digest) }
         rules.authenticated(connection.id)
     }
 
@@ -355,11 +356,9 @@ final class WebEndpoint: @unchecked Sendable {
         let queued = (try? connection.channel.syncOptions?.getOption(.bufferedWritableBytes)) ?? 0
         // A message to a connection with nothing queued always goes, however large.
         if queued > 0, queued + size > settings.maxQueuedBytes {
-            rules.closed(connection.id, cut: .slowReader)
-            connection.closing = true
             logger.warning("web peer not reading: closed", metadata: [
                 "endpoint": "\(kind.rawValue)", "source": "\(connection.source)", "queuedBytes": "\(queued)"])
-            socket.close(code: ZWSReader.CloseCode.policyViolation, reason: "not reading", abruptly: true)
+            close(connection, code: ZWSReader.CloseCode.policyViolation, reason: "not reading", cut: .slowReader, abruptly: true)
             return
         }
         socket.send(framed)

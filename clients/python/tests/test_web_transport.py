@@ -362,6 +362,14 @@ def server_side_established(port: int, client_port: int) -> bool:
     return bool(listing.strip())
 
 
+def let_go_within(seconds: float, port: int, client_port: int, failure: str) -> None:
+    """Waits until canvasd's end of the connection from `client_port` is no longer established."""
+    deadline = time.monotonic() + seconds
+    while server_side_established(port, client_port):
+        assert time.monotonic() < deadline, failure
+        time.sleep(0.1)
+
+
 def test_a_peer_that_closes_and_stops_reading_is_let_go(tmp_path: Path):
     """A peer whose receive window is full sends its close frame and reads nothing more: the
     echo of its close can never be written, and canvasd must end the connection anyway (once,
@@ -373,11 +381,7 @@ def test_a_peer_that_closes_and_stops_reading_is_let_go(tmp_path: Path):
         for _ in range(4000):   # their pongs fill the window and canvasd's send buffer
             peer.send_raw(0x9, b"x" * 100)
         peer.send_raw(0x8, struct.pack(">H", 1000))
-        client_port = peer.sock.getsockname()[1]
-        deadline = time.monotonic() + 4
-        while server_side_established(web.port, client_port):
-            assert time.monotonic() < deadline, "canvasd kept the connection of a peer that closed and stopped reading"
-            time.sleep(0.1)
+        let_go_within(4.0, web.port, peer.sock.getsockname()[1], "canvasd kept the connection of a peer that closed and stopped reading")
     finally:
         web.stop()
 
@@ -395,10 +399,7 @@ def test_pings_from_a_peer_that_does_not_read_are_held_to_the_queue_bound(tmp_pa
                 peer.send_raw(0x9, b"x" * 120)
         except OSError:
             pass   # closed while pinging
-        deadline = time.monotonic() + 4
-        while server_side_established(web.port, client_port):
-            assert time.monotonic() < deadline, "a peer's unread pongs grew without bound"
-            time.sleep(0.1)
+        let_go_within(4.0, web.port, client_port, "a peer's unread pongs grew without bound")
     finally:
         web.stop()
 
