@@ -54,9 +54,8 @@ public final class ServiceMetrics: @unchecked Sendable {
     private let store: CoreMetrics.Timer
     private let storeFailures: CoreMetrics.Counter
     private let takeovers: CoreMetrics.Counter
-    /// Bytes of session changes written to the session store: deltas, and whole snapshots.
-    private let storedDelta: CoreMetrics.Counter
-    private let storedWhole: CoreMetrics.Counter
+    /// Bytes of session changes written to the session store, by how (`StoreWrite`).
+    private let storedBytes: [StoreWrite: CoreMetrics.Counter]
     private let saves: CoreMetrics.Counter
     private let sessions: Meter
     private let jobsInFlight: Meter
@@ -82,9 +81,10 @@ public final class ServiceMetrics: @unchecked Sendable {
                                      "Calls to the session store that failed or were not made while it rested.")
         takeovers = Self.counter(registry, factory, "canvasd_session_takeovers_total", "Sessions taken over from the session store.")
         let written = ("canvasd_session_store_written_bytes_total",
-                       "Bytes of session changes written to the session store, as deltas on a session's log or whole snapshots.")
-        storedDelta = Self.counter(registry, factory, written.0, written.1, [("kind", "delta")])
-        storedWhole = Self.counter(registry, factory, written.0, written.1, [("kind", "whole")])
+                       "Bytes of session changes written to the session store: operations or byte deltas on a session's log, whole snapshots, and logs folded into whole snapshots.")
+        var storedBytes: [StoreWrite: CoreMetrics.Counter] = [:]
+        for kind in StoreWrite.allCases { storedBytes[kind] = Self.counter(registry, factory, written.0, written.1, [("kind", kind.rawValue)]) }
+        self.storedBytes = storedBytes
         saves = Self.counter(registry, factory, "canvasd_saves_total", "Revisions saved into documents.")
         sessions = Self.meter(registry, factory, "canvasd_sessions", "Sessions held by this instance.")
         jobsInFlight = Self.meter(registry, factory, "canvasd_jobs_in_flight", "Saves and reads running or waiting beside the loop.")
@@ -183,7 +183,19 @@ public final class ServiceMetrics: @unchecked Sendable {
     /// Called on a store lane's thread.
     package func tookOver() { takeovers.increment() }
     /// A session's change written to the store, as a delta or whole.
-    package func stored(bytes: Int, whole: Bool) { (whole ? storedWhole : storedDelta).increment(by: bytes) }
+    package func stored(bytes: Int, _ kind: StoreWrite) { storedBytes[kind]?.increment(by: bytes) }
+
+    /// How bytes went to the session store.
+    package enum StoreWrite: String, CaseIterable, Sendable {
+        /// A change as its operations, on the session's log.
+        case operations
+        /// A change as a byte delta of the snapshot, on the log.
+        case delta
+        /// A change written as the whole session.
+        case whole
+        /// A log folded into a whole snapshot, after the change's reply.
+        case fold
+    }
     package func saved(_ count: Int) { saves.increment(by: count) }
     /// Background work that failed; from any thread (a save's worker).
     package func housekeepingFailed(_ work: String) { housekeeping[work]?.increment() }

@@ -42,21 +42,26 @@ public final class SessionSnapshotStore {
         case wholeNeeded
     }
 
-    /// How a change is written: the whole snapshot, or a delta from the one before
-    /// (`SnapshotDelta`), which the store appends to the session's log.
+    /// How a change is written: the whole snapshot; or a log entry, which the store appends
+    /// to the session's log: a byte delta from the snapshot before (`SnapshotDelta`), or the
+    /// operations that made the change (`OperationEntry`).
     public enum Change: Sendable, Equatable {
         case whole([UInt8])
         case delta([UInt8])
+        case operations([UInt8])
 
-        public var isDelta: Bool {
-            if case .delta = self { return true }
-            return false
+        /// Whether it goes on the log.
+        public var isLogged: Bool {
+            switch self {
+            case .whole: return false
+            case .delta, .operations: return true
+            }
         }
 
         /// What goes to the store.
         public var bytes: [UInt8] {
             switch self {
-            case .whole(let bytes), .delta(let bytes): return bytes
+            case .whole(let bytes), .delta(let bytes), .operations(let bytes): return bytes
             }
         }
     }
@@ -80,32 +85,56 @@ public final class SessionSnapshotStore {
             self.answer = answer
         }
 
-        /// The session at `version`: the whole snapshot with the log applied in order, each
-        /// entry checked to be the next version, made from what the one before made, and the
-        /// last to make `version`; none larger than `maxCount` bytes. What its holder keeps
-        /// beside the session to write the next change against.
-        public func assembled(maxCount: Int) throws(SnapshotDelta.Refusal) -> StoredSnapshot {
+        /// The session at `version`: the whole snapshot with the log's byte deltas applied in
+        /// order, and the operation entries after them (`OperationEntry`), which the service
+        /// replays on the session those bytes hold. Each entry is checked to be the next version,
+        /// the byte deltas to be made from what the one before made, none after an operation
+        /// entry, and nothing larger than `maxCount` bytes.
+        public func assembled(maxCount: Int) throws(SnapshotDelta.Refusal) -> Assembled {
             guard bytes.count <= maxCount else { throw SnapshotDelta.Refusal("the whole snapshot is \(bytes.count) bytes; the limit is \(maxCount)") }
             guard baseVersion <= version, version - baseVersion == UInt64(log.count) else {
                 throw SnapshotDelta.Refusal("a log of \(log.count) after version \(baseVersion) does not make version \(version)")
             }
-            // No writer of this store leaves a longer log (it writes whole first), nor one larger
-            // than a session: anything past that was written by someone else, and applying it
-            // could hold the lane (each entry walks the pieces made so far) or its memory.
+            // No writer of this store leaves a longer log (it folds first), nor one larger than a
+            // session: anything past that was written by someone else, and applying it could hold
+            // the lane (each delta walks the pieces made so far) or its memory.
             let logBytes = log.reduce(0) { $0 + $1.count }
-            guard log.count <= 2 * StoredSnapshot.maxLogEntries, logBytes <= maxCount else {
-                throw SnapshotDelta.Refusal("a log of \(log.count) entries and \(logBytes) bytes; at most \(2 * StoredSnapshot.maxLogEntries) and \(maxCount) are read")
+            guard log.count <= 2 * StoredSnapshot.maxOperationEntries, logBytes <= maxCount else {
+                throw SnapshotDelta.Refusal("a log of \(log.count) entries and \(logBytes) bytes; at most \(2 * StoredSnapshot.maxOperationEntries) and \(maxCount) are read")
             }
-            for (index, delta) in log.enumerated() {
-                let header = try SnapshotDelta.header(delta)
-                guard header.version == baseVersion + UInt64(index) + 1 else {
-                    throw SnapshotDelta.Refusal("version \(header.version) logged after \(baseVersion + UInt64(index))")
+            var deltas = 0
+            for (index, entry) in log.enumerated() {
+                let made: UInt64
+                if OperationEntry.isEntry(entry) {
+                    made = try OperationEntry.version(of: entry).version
+                } else {
+                    guard deltas == index else { throw SnapshotDelta.Refusal("a byte delta logged after an operation entry") }
+                    made = try SnapshotDelta.header(entry).version
+                    deltas += 1
+                }
+                guard made == baseVersion + UInt64(index) + 1 else {
+                    throw SnapshotDelta.Refusal("version \(made) logged after \(baseVersion + UInt64(index))")
                 }
             }
-            let session = try SnapshotDelta.apply(log: log, to: bytes, maxCount: maxCount)
-            return StoredSnapshot(version: version, bytes: session, wholeCount: bytes.count, logEntries: log.count,
-                                  logBytes: logBytes)
+            guard deltas <= 2 * StoredSnapshot.maxLogEntries else {
+                throw SnapshotDelta.Refusal("\(deltas) byte deltas; at most \(2 * StoredSnapshot.maxLogEntries) are read")
+            }
+            let session = try SnapshotDelta.apply(log: Array(log[..<deltas]), to: bytes, maxCount: maxCount)
+            let operations = Array(log[deltas...])
+            return Assembled(version: version, bytes: session, operations: operations,
+                             stored: StoredSnapshot(version: version, bytes: operations.isEmpty ? session : nil, wholeCount: bytes.count,
+                                                    logEntries: log.count, logBytes: logBytes))
         }
+    }
+
+    /// A stored session put together (`Snapshot.assembled`): the whole snapshot at
+    /// `version - operations.count`, and the operation entries that make `version` from it.
+    public struct Assembled: Sendable, Equatable {
+        public var version: UInt64
+        public var bytes: [UInt8]
+        public var operations: [[UInt8]]
+        /// What its holder keeps to write the next change against.
+        public var stored: StoredSnapshot
     }
 
     /// A request a write records as answered: `key` names it within its session (the service
@@ -190,7 +219,7 @@ public final class SessionSnapshotStore {
         let kind: [UInt8]
         switch change {
         case .whole: kind = Array("whole".utf8)
-        case .delta: kind = Array("delta".utf8)
+        case .delta, .operations: kind = Array("delta".utf8)
         }
         let reply = try run(.write, keys: keys(session),
                             [holder, Array(String(expected).utf8), change.bytes, ttlMilliseconds,
@@ -200,13 +229,30 @@ public final class SessionSnapshotStore {
             return .answered(entry: entry)
         }
         if case .array(let fields) = reply, fields.count == 3, fields[0] == .integer(3) { return .wholeNeeded }
-        guard case .array(let fields) = reply, fields.count == 3 else {
+        if case .array(let fields) = reply, fields.count == 4, fields[0] == .integer(1), case .integer(let length) = fields[3] {
+            lastLogLength = Int(length)
+        }
+        guard case .array(let fields) = reply, fields.count == 3 || fields.count == 4 else {
             throw RedisError(doing: doing, cause: .unexpectedReply("\(reply)"))
         }
         let heldBy = fields[1].string.flatMap { $0.isEmpty ? nil : $0 }
         let version = fields[2].string.flatMap { UInt64($0) }
         if fields[0] == .integer(1), let version { return .written(version: version) }
         return .lost(holder: heldBy, version: version)
+    }
+
+    /// How long the session's log was after the last write that landed: shorter than the
+    /// writer counted when a fold landed between (`fold`).
+    public private(set) var lastLogLength = 0
+
+    /// Folds the session's log into a new whole snapshot, `base`, which is the session at
+    /// `version`: lands only if the store still has this instance holding it at that version
+    /// (a later write, or another holder, makes it moot). Changes nothing a reader sees but how
+    /// much it reads. False when it did not land.
+    @discardableResult
+    public func fold(_ session: String, version: UInt64, base: [UInt8]) throws(RedisError) -> Bool {
+        try run(.fold, keys: keys(session), [holder, Array(String(version).utf8), base, ttlMilliseconds],
+                doing: "folding the log of session \(session) at version \(version)") == .integer(1)
     }
 
     /// Takes the session over: this instance becomes its holder, and gets its last whole
@@ -349,7 +395,7 @@ public final class SessionSnapshotStore {
     }
 
     private enum Script: CaseIterable {
-        case create, write, takeOver, read, remove, confirm, claim, release
+        case create, write, fold, takeOver, read, remove, confirm, claim, release
 
         var source: String {
             switch self {
@@ -411,7 +457,19 @@ public final class SessionSnapshotStore {
                 end
                 redis.call('PEXPIRE', KEYS[2], ARGV[4])
                 redis.call('PEXPIRE', KEYS[3], ARGV[4])
-                return {1, ARGV[1], version}
+                return {1, ARGV[1], version, redis.call('LLEN', KEYS[4])}
+                """
+            case .fold:
+                // ARGV: holder, the version the base is, the base, ttl. 1: folded; 0: the session
+                // moved on (a later version, another holder, or gone), and the log stays.
+                return """
+                local current = redis.call('HMGET', KEYS[1], 'holder', 'version')
+                if current[1] ~= ARGV[1] or current[2] ~= ARGV[2] then return 0 end
+                redis.call('HSET', KEYS[1], 'base', ARGV[3], 'baseVersion', ARGV[2])
+                redis.call('HDEL', KEYS[1], 'snapshot')
+                redis.call('DEL', KEYS[4])
+                redis.call('PEXPIRE', KEYS[1], ARGV[4])
+                return 1
                 """
             case .takeOver:
                 // {version, whole snapshot, its version, log, [answer]}. A session an earlier

@@ -67,7 +67,7 @@ import TestSupport
         #expect(assembled.bytes == bytes && assembled.version == 151)
         // The new holder writes on from there; the old one has lost.
         #expect(try writer.write(bytes + [1]) == .lost(holder: "b", version: 151))
-        var next = Writer(store: b, session: "m", stored: assembled)
+        var next = Writer(store: b, session: "m", stored: assembled.stored)
         #expect(try next.write(bytes + [2]) == .written(version: 152))
         #expect(try a.takeOver("m", owner: "alice")?.assembled(maxCount: 1 << 24).bytes == bytes + [2])
     }
@@ -187,7 +187,7 @@ import TestSupport
                               doing: "writing a session as the earlier canvasd did")
         let taken = try #require(try a.takeOver("old", owner: nil))
         #expect(taken == .init(version: 7, bytes: old))
-        var writer = Writer(store: a, session: "old", stored: try taken.assembled(maxCount: 1 << 20))
+        var writer = Writer(store: a, session: "old", stored: try taken.assembled(maxCount: 1 << 20).stored)
         var next = old
         next.insert(contentsOf: Array("one more stroke".utf8), at: 20_000)
         #expect(try writer.write(next) == .written(version: 8))

@@ -78,7 +78,13 @@ struct Jobs {
     /// and a session has one step at a time.
     mutating func store(for job: PendingJob, on lane: StoreLane, _ storeCall: StoreCall) {
         let id = add(job, read: nil), inbox = self.inbox, shared = lane.shared
-        lane { inbox.post(id, .stored(storeCall.run(on: shared))) }
+        lane {
+            let answer = storeCall.run(on: shared)
+            inbox.post(id, .stored(answer))
+            // The fold a write made due runs on the lane's next turn: the loop hears of the
+            // write (and replies) first.
+            if let (session, version) = storeCall.foldDue(after: answer) { lane { shared.fold(session, version: version) } }
+        }
     }
 
     /// Starts a save where saves of `document` run. `render`, for a submit whose result has an

@@ -74,7 +74,7 @@ extension Dispatcher {
             jobs.save(target.name, save, for: PendingJob(owner: .session(session.id), client: request.client), render: render)
             return nil
         } catch {
-            _ = try? session.canvas.saved(false)
+            _ = try? session.run(.saved(false))
             return error
         }
     }

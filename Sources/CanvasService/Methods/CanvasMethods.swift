@@ -90,7 +90,7 @@ struct CanvasMethods {
         case .sessionClose:
             return .object(["closed": true])
         case .canvasInitialize:
-            session.canvas.initialize()
+            session.initializePencil()
         case .canvasState:
             return .raw(session.stateText())
         case .canvasOpen:
@@ -102,7 +102,7 @@ struct CanvasMethods {
             _ = try params.bool("imageData", default: false)
             let actions: [CanvasAction]
             do {
-                actions = try session.canvas.submit(savingFirst: true)
+                actions = try session.run(.submit(savingFirst: true))
             } catch {
                 throw Self.invalidState(error, session)
             }
@@ -111,14 +111,14 @@ struct CanvasMethods {
         case .canvasMinimize, .canvasSubmit, .canvasCancel:
             return try end(method, params, &session, found: found, &call)
         case .canvasFinishTransition:
-            try perform(&session, &call) { canvas throws(CanvasRejection) in try canvas.finishTransition() }
+            try perform(.finishTransition(nil), &session, &call)
         case .pencilDoubleTap:
             return doubleTap(&session, &call)
         case .pencilConfigure:
             let pencil = session.canvas.pencil
             let change = try self.params.pencilChange(params, current: pencil.configuration, initialized: pencil.initialized)
-            session.canvas.configurePencil(change.configuration)
-            if change.initialize { session.canvas.initialize() }
+            session.configurePencil(change.configuration)
+            if change.initialize { session.initializePencil() }
             return .object(["pencil": WireShapes.pencil(session), "state": .string(session.canvas.phase.rawValue)])
         case .drawingGet:
             try Self.requireOpen(session)
@@ -207,7 +207,12 @@ struct CanvasMethods {
                                            "size": .integer(Int64(loaded.pointCount)), "limit": .integer(Int64(limits.maxPointsPerDrawing))])
             }
         }
-        try perform(&session, &call) { canvas throws(CanvasRejection) in try canvas.open(drawing: loaded) }
+        if loaded == .empty {
+            try perform(.open, &session, &call)
+        } else {
+            // A page's ink, loaded: the session is written whole after this.
+            executor.run(try actions(&session) { canvas throws(CanvasRejection) in try canvas.open(drawing: loaded) }, &session, imageData: false, &call)
+        }
         guard opens else { return nil }
         if var target {
             if let ink, reopen {
@@ -241,18 +246,18 @@ struct CanvasMethods {
                 saved = SubmitSave(summary: DocumentMethods.json(summary), savedAt: summary.savedAt,
                                    madeRevision: session.target?.makesRevision(session.canvas.drawing) ?? false)
             } catch {
-                _ = try? session.canvas.saved(false)
+                _ = try? session.run(.saved(false))
                 throw error
             }
         }
-        let actions = try actions(&session) { canvas throws(CanvasRejection) in
-            switch method {
-            case .canvasMinimize: return try canvas.minimize()
-            case .canvasSubmit where canvas.canvas.isSaving: return try canvas.saved(true)
-            case .canvasSubmit: return try canvas.submit()
-            default: return try canvas.cancel()
-            }
+        let step: CanvasStep
+        switch method {
+        case .canvasMinimize: step = .minimize
+        case .canvasSubmit where session.canvas.canvas.isSaving: step = .saved(true)
+        case .canvasSubmit: step = .submit(savingFirst: false)
+        default: step = .cancel
         }
+        let actions = try actions(step, &session)
         // A save's outcome brings the image its result needs (`Dispatcher.startSave`).
         let rendered = found?.image
         if rendered == nil, let drawing = executor.imageToRender(actions, session, imageData: wantsImage) {
@@ -278,7 +283,7 @@ struct CanvasMethods {
                        rendered: ResultImage?, _ session: inout ServiceSession, _ call: inout Call) -> [String: JSONValue] {
         var reply = executor.run(actions, &session, imageData: imageData, rendered: rendered, &call) ?? [:]
         reply["state"] = .string(session.canvas.phase.rawValue)
-        if method != .canvasMinimize { session.target = nil }
+        if method != .canvasMinimize { session.leaveTarget() }
         if let saved {
             reply["document"] = .object(saved.summary)
             // An empty drawing saves nothing (nor does a reopened one saved as it was loaded):
@@ -295,7 +300,7 @@ struct CanvasMethods {
     }
 
     private func doubleTap(_ session: inout ServiceSession, _ call: inout Call) -> MethodResult {
-        let report = session.canvas.doubleTap()
+        let report = session.doubleTap()
         if let drawing = executor.imageToRender(report.actions, session, imageData: false) {
             return .rendering(UnreportedResult(command: .doubleTap(report.outcome), actions: report.actions, drawing: drawing))
         }
@@ -330,7 +335,7 @@ struct CanvasMethods {
     private func edit(_ edit: DrawingEdit, by method: Method, _ session: inout ServiceSession, _ call: inout Call) throws(ProtocolError) -> [String: JSONValue] {
         let report: EditReport
         do {
-            report = try session.canvas.edit(edit, within: self.params.drawingBounds)
+            report = try session.edit(edit, within: self.params.drawingBounds)
         } catch {
             switch error {
             case .rejected(let rejection): throw Self.invalidState(rejection, session)
@@ -350,17 +355,30 @@ struct CanvasMethods {
             }
         }
         executor.run(report.actions, &session, imageData: false, &call)
-        let after = session.canvas.drawing
-        return [
-            "changed": .bool(report.changed), "canUndo": .bool(report.canUndo), "canRedo": .bool(report.canRedo),
-            "strokes": .integer(Int64(after.strokes.count)), "texts": .integer(Int64(after.texts.count)),
+        return Self.editResult(changed: report.changed, report, session.canvas.drawing)
+    }
+
+    /// An edit's result, from its report and the drawing after it: what a shared session's log
+    /// makes again on replay instead of keeping the reply (`SessionOperation.KeptReply.edit`).
+    static func editResult(changed: Bool, _ report: EditReport, _ drawing: Drawing) -> [String: JSONValue] {
+        [
+            "changed": .bool(changed), "canUndo": .bool(report.canUndo), "canRedo": .bool(report.canRedo),
+            "strokes": .integer(Int64(drawing.strokes.count)), "texts": .integer(Int64(drawing.texts.count)),
         ]
     }
 
     /// Runs a canvas command that emits no result (an open, a transition's end), and its actions.
-    private func perform(_ session: inout ServiceSession, _ call: inout Call,
-                         _ command: (inout CanvasSession) throws(CanvasRejection) -> [CanvasAction]) throws(ProtocolError) {
-        executor.run(try actions(&session, command), &session, imageData: false, &call)
+    private func perform(_ step: CanvasStep, _ session: inout ServiceSession, _ call: inout Call) throws(ProtocolError) {
+        executor.run(try actions(step, &session), &session, imageData: false, &call)
+    }
+
+    /// Runs a canvas command: the actions it asks for, or its refusal as the wire says it.
+    private func actions(_ step: CanvasStep, _ session: inout ServiceSession) throws(ProtocolError) -> [CanvasAction] {
+        do {
+            return try session.run(step)
+        } catch {
+            throw Self.invalidState(error, session)
+        }
     }
 
     /// Runs a canvas command: the actions it asks for, or its refusal as the wire says it.

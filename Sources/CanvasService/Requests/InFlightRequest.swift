@@ -30,6 +30,7 @@ struct InFlightRequest {
     /// client's request.
     let own: OwnWork?
     private var knownFingerprint: [UInt8]?
+    private var knownDigest: [UInt8]?
 
     init(_ request: Request, _ method: Method?, frames: [[UInt8]], envelope: [[UInt8]], client: String?) {
         self.request = request
@@ -61,6 +62,15 @@ struct InFlightRequest {
         if let knownFingerprint { return knownFingerprint }
         let made = ReplyCache.fingerprint(request, method: method)
         knownFingerprint = made
+        return made
+    }
+
+    /// What the session's reply cache keeps of it (`ReplyCache.digest`): written once.
+    mutating func digest() -> [UInt8] {
+        if let knownDigest { return knownDigest }
+        let made: [UInt8]
+        if let method, request.params.isEmpty { made = ReplyCache.digest(withoutParams: method) } else { made = ReplyCache.digest(fingerprint()) }
+        knownDigest = made
         return made
     }
 

@@ -12,7 +12,7 @@ extension Dispatcher {
     /// Runs a request on the session its slot handed over.
     func serve(_ request: consuming InFlightRequest, _ method: Method, on session: consuming ServiceSession, _ call: inout Call) {
         session.lastActive = call.now
-        let lookup = session.replies.lookup(request.id, request: request.fingerprint())
+        let lookup = session.replies.lookup(request.id, request: request.digest())
         // Moved on, never copied: a second owner of the session's buffers would make the
         // request copy them whole to change them.
         drive(consume request, method, consume session, .arrived(lookup), &call)
@@ -53,7 +53,7 @@ extension Dispatcher {
                          _ session: inout ServiceSession?, eventsFrom mark: Int, _ queued: inout [QueuedWork], _ call: inout Call) {
         switch action {
         case .remember(let reply):
-            session?.replies.store(reply, for: request.id, request: request.fingerprint())
+            session?.remember(reply, for: request.id, digest: request.digest())
         case .announce:
             announceSaves(&call)
         case .holdEvents:
@@ -102,7 +102,7 @@ extension Dispatcher {
             guard var held = session.take() else { return nil }
             defer { session = held }
             // A transition a client already finished leaves a stale timer: nothing to do.
-            guard let actions = try? held.canvas.finishTransition(ticket) else { return .ran(.transition(finished: false)) }
+            guard let actions = try? held.run(.finishTransition(ticket)) else { return .ran(.transition(finished: false)) }
             canvas.executor.run(actions, &held, imageData: false, &call)
             return .ran(.transition(finished: true))
         case .startJob:
@@ -144,7 +144,7 @@ extension Dispatcher {
         case .adopt(let taken, let recorded):
             table.adopt(taken)
             startTimers(taken, &call)
-            let lookup = taken.replies.lookup(request.id, request: request.fingerprint())
+            let lookup = taken.replies.lookup(request.id, request: request.digest())
             session = taken
             // Answered by another instance and gone from the reply cache since: the record's.
             if case .miss = lookup, let recorded { return .arrived(recorded) }
@@ -157,7 +157,11 @@ extension Dispatcher {
         guard var held = session.take() else { return }
         if held.storedVersion != version { held.storedVersion = version }
         if held.storedAt != call.now { held.storedAt = call.now }
-        if let stored { held.stored = stored }
+        if let stored {
+            // Written: the journal's operations are in the store now.
+            held.stored = stored
+            held.startJournal()
+        }
         session = held
     }
 

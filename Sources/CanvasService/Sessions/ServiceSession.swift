@@ -34,6 +34,11 @@ struct ServiceSession: @unchecked Sendable {
         var stateText: [UInt8]?
         /// Whether a warning this session's client provoked was logged already.
         var warned = false
+        /// With a shared session store, the operations since `storedVersion` (nil: a change
+        /// since was not one of them).
+        var journal: [SessionOperation]? = []
+        /// The last edit's report, which an edit's reply is made from.
+        var lastEdit: EditReport?
     }
 
     private final class Storage {
@@ -72,6 +77,9 @@ struct ServiceSession: @unchecked Sendable {
     }
     // The fields `canvas.state` shows (with `transitions`, which never changes) forget its
     // text when they are changed, wherever from.
+    //
+    // Changed here, the canvas is changed by something the journal cannot say: the next write
+    // goes whole. What a request does to it goes through the journaled methods below.
     var canvas: CanvasSession {
         _read { yield storage.fields.canvas }
         _modify {
@@ -79,6 +87,7 @@ struct ServiceSession: @unchecked Sendable {
             CanvasChangeCount.count()
             #endif
             unique.stateText = nil
+            unique.journal = nil
             yield &unique.canvas
         }
     }
@@ -88,6 +97,7 @@ struct ServiceSession: @unchecked Sendable {
         _read { yield storage.fields.size }
         _modify {
             unique.stateText = nil
+            unique.journal = nil
             yield &unique.size
         }
     }
@@ -112,19 +122,32 @@ struct ServiceSession: @unchecked Sendable {
             yield &unique.seq
         }
     }
+    /// What a request remembers goes through `remember`.
     var replies: ReplyCache {
         _read { yield storage.fields.replies }
-        _modify { yield &unique.replies }
+        _modify {
+            unique.journal = nil
+            yield &unique.replies
+        }
     }
-    /// Where a submit puts the drawing, when `canvas.open` named a document.
+    /// Where a submit puts the drawing, when `canvas.open` named a document. Set rarely (an
+    /// open for a document), and then written whole; let go by `leaveTarget`.
     var target: DocumentTarget? {
         _read { yield storage.fields.target }
-        _modify { yield &unique.target }
+        _modify {
+            unique.journal = nil
+            yield &unique.target
+        }
     }
     /// A stroke whose first parts came (`continued`), waiting for its last.
     var strokeParts: StrokeParts? {
-        _read { yield storage.fields.strokeParts }
-        _modify { yield &unique.strokeParts }
+        get { storage.fields.strokeParts }
+        set {
+            // Every method that acts lets the parts go, and most find none.
+            if newValue == nil && storage.fields.strokeParts == nil { return }
+            unique.strokeParts = newValue
+            record(.strokeParts(newValue))
+        }
     }
     /// With a shared session store: the version of this session's last snapshot there, and
     /// when it was written or its lease renewed.
@@ -156,6 +179,88 @@ struct ServiceSession: @unchecked Sendable {
     mutating func nextSeq() -> UInt64 {
         seq += 1
         return seq
+    }
+
+    // MARK: Changes the journal keeps
+
+    /// The operations since the version last written to a shared store, when every change
+    /// since was one (`SessionOperation`): what the next write appends to the session's log.
+    /// nil: something else changed it, and it is written whole. Kept only for a session the
+    /// store has (`stored`): a local session is never written.
+    var journal: [SessionOperation]? { storage.fields.journal }
+
+    /// The session is as written (or as taken over): the journal starts again.
+    mutating func startJournal() {
+        if storage.fields.journal?.isEmpty != true { unique.journal = [] }
+    }
+
+    private mutating func record(_ operation: SessionOperation) {
+        guard storage.fields.stored != nil, storage.fields.journal != nil else { return }
+        unique.journal?.append(operation)
+    }
+
+    /// Runs `change` on the canvas without the accessor's giving up on the journal.
+    private mutating func changeCanvas<Result, Failure: Error>(_ change: (inout CanvasSession) throws(Failure) -> Result) throws(Failure) -> Result {
+        #if DEBUG
+        CanvasChangeCount.count()
+        #endif
+        unique.stateText = nil
+        return try change(&unique.canvas)
+    }
+
+    /// A drawing edit (`CanvasSession.edit`); one refused changes nothing.
+    mutating func edit(_ edit: DrawingEdit, within bounds: DrawingBounds = .unbounded) throws(CanvasEditError) -> EditReport {
+        let report = try changeCanvas { (canvas: inout CanvasSession) throws(CanvasEditError) in try canvas.edit(edit, within: bounds) }
+        record(.edit(edit))
+        unique.lastEdit = report
+        return report
+    }
+
+    /// A canvas command; one refused changes nothing.
+    mutating func run(_ step: CanvasStep) throws(CanvasRejection) -> [CanvasAction] {
+        let actions = try changeCanvas { (canvas: inout CanvasSession) throws(CanvasRejection) in try step.run(on: &canvas) }
+        record(.canvas(step))
+        return actions
+    }
+
+    mutating func doubleTap() -> DoubleTapReport {
+        let report = changeCanvas { (canvas: inout CanvasSession) in canvas.doubleTap() }
+        record(.doubleTap)
+        return report
+    }
+
+    mutating func initializePencil() {
+        changeCanvas { (canvas: inout CanvasSession) in canvas.initialize() }
+        record(.initialize)
+    }
+
+    mutating func configurePencil(_ configuration: PencilConfiguration) {
+        changeCanvas { (canvas: inout CanvasSession) in canvas.configurePencil(configuration) }
+        record(.configurePencil(configuration))
+    }
+
+    /// Remembers a request's reply (nil: answered, too large to keep) in the reply cache.
+    mutating func remember(_ reply: [UInt8]?, for id: RequestID, digest: [UInt8]) {
+        let kept = reply.flatMap { $0.count <= storage.fields.replies.maxReplyBytes ? $0 : nil }
+        unique.replies.remember(kept, for: id, request: digest)
+        guard storage.fields.stored != nil, let journal = storage.fields.journal else { return }
+        // An edit's reply is made again by the replay from the edit just before it.
+        var form = SessionOperation.KeptReply.none
+        if let kept {
+            if case .edit? = journal.last {
+                form = OperationLog.keptForm(kept, id: id, after: storage.fields.lastEdit, canvas.drawing)
+            } else {
+                form = .bytes(kept)
+            }
+        }
+        record(.reply(id: id, digest: digest, kept: form))
+    }
+
+    /// Lets the document target go (an end other than a minimize).
+    mutating func leaveTarget() {
+        guard storage.fields.target != nil else { return }
+        unique.target = nil
+        record(.leaveTarget)
     }
 }
 
@@ -233,8 +338,29 @@ struct ReplyCache {
     }()
 
 
+    /// What an entry keeps of its request: the first 16 bytes of the SHA-256 of its
+    /// fingerprint, however large the request (a stroke's points are most of a session's
+    /// requests, and the cache once kept each as its JSON, which was most of a stored session's
+    /// bytes). 128 bits: telling a retry from an id reused on another request needs no more,
+    /// and only the session's own client chooses what it tells apart.
+    static func digest(_ fingerprint: [UInt8]) -> [UInt8] { Array(DocumentStore.sha256Bytes(fingerprint).prefix(16)) }
+
+    /// `digest` of a method's fingerprint without params, made once per method.
+    static func digest(withoutParams method: Method) -> [UInt8] { withoutParamsDigests[method.index] }
+
+    private static let withoutParamsDigests: [[UInt8]] = withoutParams.map(digest)
+
+    /// An entry's request as a session stored before the digests has it (its fingerprint
+    /// itself, JSON that starts `{"method":`), made the digest; one stored since, as it is.
+    static func storedDigest(_ request: [UInt8]) -> [UInt8] {
+        request.starts(with: legacyPrefix) ? digest(request) : request
+    }
+
+    private static let legacyPrefix = Array(#"{"method":"#.utf8)
+
     private struct Entry {
         var id: RequestID
+        /// Its request's `digest`.
         var request: [UInt8]
         /// nil: answered, the reply too large to keep.
         var reply: [UInt8]?

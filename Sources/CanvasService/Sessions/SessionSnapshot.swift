@@ -133,6 +133,12 @@ struct SessionSnapshot: Codable {
         }
     }
 
+    /// `session` held to what a snapshot of it would be (`check`): a session made by replaying
+    /// a log's operations, which anyone who can write to the store can write.
+    static func checkLimits(_ session: ServiceSession, _ limits: Limits) throws(DecodeError) {
+        try SessionSnapshot(session).check(limits)
+    }
+
     /// Checks what a request would have checked: anyone who can write to the store can write
     /// a snapshot, and this instance will do arithmetic and allocate by what it says.
     private func check(_ limits: Limits) throws(DecodeError) {
@@ -197,7 +203,7 @@ struct SessionSnapshot: Codable {
             case 1: reply = try reader.block()
             default: throw .unreadable("a reply cache entry of unknown kind")
             }
-            replies.remember(reply, for: requestID, request: request)
+            replies.remember(reply, for: requestID, request: ReplyCache.storedDigest(request))
         }
         var session = ServiceSession(
             id: snapshot.id, owner: snapshot.owner, connection: connection, canvas: snapshot.canvas,

@@ -223,7 +223,7 @@ package final class SharedSessions: @unchecked Sendable {
     func create(_ session: ServiceSession) throws(ProtocolError) -> StoredSnapshot? {
         let bytes = try encode(session)
         guard try asking(about: session.id, { try store.create(session.id, owner: session.owner, snapshot: bytes) }) else { return nil }
-        metrics?.stored(bytes: bytes.count, whole: true)
+        metrics?.stored(bytes: bytes.count, .whole)
         return StoredSnapshot(version: 1, bytes: bytes)
     }
 
@@ -233,30 +233,52 @@ package final class SharedSessions: @unchecked Sendable {
     /// request was answered already: the copy must then be dropped, unacknowledged, and the
     /// request answered from the store.
     ///
-    /// The change goes as a delta from the snapshot last stored (`StoredSnapshot.change`), when
-    /// this copy knows it at the version it expects: the store takes the write only at that
-    /// version, from this instance, so the delta is applied to the very bytes it was made from.
-    /// The session is still encoded whole here, as before; what goes to Redis is the change.
+    /// The change goes as the operations that made it (`SessionOperation`), when the copy's
+    /// journal has them all since the version it expects: the session is not encoded, and what
+    /// goes to Redis is about the change's own size. Otherwise the session is encoded whole and
+    /// goes as a byte delta from the snapshot last stored (`StoredSnapshot.change`), when this
+    /// copy has those bytes, or whole. The store takes either only at the expected version,
+    /// from this instance, so the entry follows the very session it was made on.
     func persist(_ session: ServiceSession, answering: (request: Answered, reply: [UInt8])? = nil) throws(ProtocolError) -> StoredSnapshot? {
-        let bytes = try encode(session)
         let answer = answering.map { SessionSnapshotStore.Answer(key: $0.request.key, entry: $0.request.entry(reply: $0.reply)) }
         let expected = session.storedVersion, id = session.id
         let before = session.stored.flatMap { $0.version == expected ? $0 : nil }
-        var change = before?.change(to: bytes) ?? .whole(bytes)
+        var bytes: [UInt8]?
+        var change: SessionSnapshotStore.Change
+        // A log past twice the entries a fold is due at means folds are failing: written whole,
+        // so a take-over never finds more than it reads.
+        if let before, let journal = session.journal, before.logEntries < 2 * StoredSnapshot.maxOperationEntries - 1 {
+            change = .operations(OperationLog.encode(journal, version: expected + 1, after: session))
+        } else {
+            let whole = try encode(session)
+            bytes = whole
+            change = before?.change(to: whole) ?? .whole(whole)
+        }
         var outcome = try asking(about: id, { try store.write(id, change, expected: expected, answering: answer) })
         if case .wholeNeeded = outcome {
             logger.warning("the session's log in the store does not lead to its version; written whole", metadata: [
                 "session": "\(id)", "version": "\(expected)",
             ])
-            change = .whole(bytes)
+            let whole: [UInt8]
+            if let bytes { whole = bytes } else { whole = try encode(session) }
+            bytes = whole
+            change = .whole(whole)
             outcome = try asking(about: id, { try store.write(id, change, expected: expected, answering: answer) })
         }
         switch outcome {
         case .wholeNeeded:
             throw ProtocolError(.internal, "the session store refused a whole snapshot as if it were a delta")
         case .written(let version):
-            metrics?.stored(bytes: change.bytes.count, whole: !change.isDelta)
-            return before.map { $0.after(change, next: bytes, version: version) } ?? StoredSnapshot(version: version, bytes: bytes)
+            switch change {
+            case .operations(let entry):
+                metrics?.stored(bytes: entry.count, .operations)
+                let known = before ?? StoredSnapshot(version: expected, bytes: nil)
+                return known.afterOperations(count: entry.count, version: version, logEntries: store.lastLogLength)
+            case .delta, .whole:
+                metrics?.stored(bytes: change.bytes.count, change.isLogged ? .delta : .whole)
+                let next = bytes ?? []
+                return before.map { $0.after(change, next: next, version: version) } ?? StoredSnapshot(version: version, bytes: next)
+            }
         case .lost(let holder, let version):
             logger.notice("session moved: the local copy is dropped", metadata: [
                 "session": "\(id)", "holder": "\(holder ?? "-")", "version": "\(version.map(String.init) ?? "-")",
@@ -270,6 +292,23 @@ package final class SharedSessions: @unchecked Sendable {
                 "session": "\(id)", "id": "\(answering.map { "\($0.request.id)" } ?? "-")",
             ])
             return nil
+        }
+    }
+
+    /// Folds the session's log into a whole snapshot: `session` is the session at `version`,
+    /// just written. Run on its lane after the write's answer went to the loop, so no request
+    /// waits for the encoding; a later write of the session waits behind it on the lane, once
+    /// per fold. Returns the snapshot's size when it landed; a fold that does not land (the
+    /// session moved on, the store failed) leaves the log as it was, which is still the session.
+    @discardableResult
+    func fold(_ session: ServiceSession, version: UInt64) -> Int? {
+        guard let bytes = try? encode(session) else { return nil }
+        do {
+            guard try asking(about: session.id, { try store.fold(session.id, version: version, base: bytes) }) else { return nil }
+            metrics?.stored(bytes: bytes.count, .fold)
+            return bytes.count
+        } catch {
+            return nil   // logged by `asking`
         }
     }
 
@@ -290,11 +329,15 @@ package final class SharedSessions: @unchecked Sendable {
         let key = request?.key
         guard let snapshot = try asking(about: id, { try store.takeOver(id, owner: owner, asking: key) }) else { return nil }
         do {
-            let stored = try snapshot.assembled(maxCount: SessionSnapshot.maxBytes)
-            var session = try SessionSnapshot.decode(stored.bytes, session: id, connection: connection, now: now, limits: limits)
+            let assembled = try snapshot.assembled(maxCount: SessionSnapshot.maxBytes)
+            var session = try SessionSnapshot.decode(assembled.bytes, session: id, connection: connection, now: now, limits: limits)
+            for entry in assembled.operations { try OperationLog.replay(entry, on: &session) }
+            // What the operations made is held to the limits a snapshot is (`SessionSnapshot.check`).
+            if !assembled.operations.isEmpty { try SessionSnapshot.checkLimits(session, limits) }
             session.storedVersion = snapshot.version
             session.storedAt = now
-            session.stored = stored
+            session.stored = assembled.stored
+            session.startJournal()
             metrics?.tookOver()
             logger.info("session taken over", metadata: ["session": "\(id)", "version": "\(snapshot.version)", "seq": "\(session.seq)"])
             guard let request, let entry = snapshot.answer else { return (session, nil) }

@@ -5,7 +5,7 @@ import SessionStore
 /// One connection to the session store and the thread that alone uses it. A session's steps
 /// all go to one lane (by its id), one at a time since a step holds its session; several lanes
 /// let several sessions' steps wait on the store at once.
-package struct StoreLane {
+package struct StoreLane: Sendable {
     let shared: SharedSessions
     /// Where its work runs; nil runs it in place (tests).
     let run: Dispatcher.StoreExecutor?
@@ -69,6 +69,13 @@ enum StoreCall: @unchecked Sendable {
     case persist(ServiceSession, answering: (request: SharedSessions.Answered, reply: [UInt8])?)
     /// Remove the session, held here at `expected`.
     case remove(String, expected: UInt64)
+
+    /// The session to fold into a whole snapshot, and its version, when this call wrote it and
+    /// its log is due a fold (`StoredSnapshot.foldDue`).
+    func foldDue(after answer: StoreAnswer) -> (ServiceSession, UInt64)? {
+        guard case .persist(let session, _) = self, case .kept(let version, let stored?) = answer, stored.foldDue else { return nil }
+        return (session, version)
+    }
 
     /// Asks the store, waiting for its answer; a store that fails is `.failed`.
     func run(on shared: SharedSessions) -> StoreAnswer {

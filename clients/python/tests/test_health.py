@@ -160,7 +160,7 @@ def test_readiness_follows_the_session_store(tmp_path: Path):
             assert time.monotonic() < deadline, "not ready again after the store came back"
             time.sleep(0.1)
         # Ready means served: a session opens at once, not after the lanes' rest runs out.
-        # What the store was sent: a new session whole, its changes as deltas on its log.
+        # What the store was sent: a new session whole, its changes as operations on its log.
         with server.client() as client:
             session = client.open_session()
             session.open()
@@ -168,7 +168,7 @@ def test_readiness_follows_the_session_store(tmp_path: Path):
         time.sleep(1.2)   # the loop publishes what it counted once a second
         samples = parse(get(port, "/metrics")[1])
         assert samples['canvasd_session_store_written_bytes_total{kind="whole"}'] > 0, samples
-        assert samples['canvasd_session_store_written_bytes_total{kind="delta"}'] > 0, samples
+        assert samples['canvasd_session_store_written_bytes_total{kind="operations"}'] > 0, samples
 
 
 @pytest.mark.skipif(not shutil.which("redis-server"), reason="needs redis-server (make system-deps installs it)")
