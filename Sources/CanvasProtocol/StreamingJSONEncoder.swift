@@ -14,8 +14,10 @@ import Foundation
 /// back to the same bits, `Data` as base64 and `URL` as its text, as `JSONEncoder`'s defaults do.
 /// A non-finite number is refused, as `JSONEncoder` refuses it.
 public enum StreamingJSONEncoder {
-    public static func encode(_ value: some Encodable) throws -> [UInt8] {
+    /// `userInfo`: what every `Encoder` it makes gives its values (`Encoder.userInfo`).
+    public static func encode(_ value: some Encodable, userInfo: [CodingUserInfoKey: Any] = [:]) throws -> [UInt8] {
         let writer = Writer()
+        writer.userInfo = userInfo
         writer.bytes.reserveCapacity(4096)
         try writer.write(value, depth: 0, path: [])
         writer.close(deeperThan: 0)
@@ -26,6 +28,7 @@ public enum StreamingJSONEncoder {
     fileprivate final class Writer {
         var bytes: [UInt8] = []
         var open: [(closer: UInt8, elements: Int)] = []
+        var userInfo: [CodingUserInfoKey: Any] = [:]
 
         func close(deeperThan depth: Int) {
             while open.count > depth { bytes.append(open.removeLast().closer) }
@@ -108,7 +111,7 @@ public enum StreamingJSONEncoder {
         let writer: Writer
         let depth: Int
         let codingPath: [any CodingKey]
-        var userInfo: [CodingUserInfoKey: Any] { [:] }
+        var userInfo: [CodingUserInfoKey: Any] { writer.userInfo }
         /// Whether a container was asked for (a second request for one gets the same).
         var wrote = false
         private var opened: (keyed: Bool, depth: Int)?

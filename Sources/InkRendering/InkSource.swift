@@ -172,21 +172,32 @@ public enum InkSource {
                 previous[column] = last
                 columns.append(values)
             }
-            var exact: [Int: Double] = [:]
-            for _ in 0..<(try input.count(each: 9)) {
+            // Values the steps do not give back, by their place (column × count + point): a flat
+            // table, not a dictionary, since input off the grid has one for nearly every value.
+            let exceptions = try input.count(each: 9)
+            var exact: [Double] = [], isExact: [Bool] = []
+            if exceptions > 0 {
+                exact = [Double](repeating: 0, count: 3 * count)
+                isExact = [Bool](repeating: false, count: 3 * count)
+            }
+            for _ in 0..<exceptions {
                 let index = try input.unsigned()
                 guard index < UInt64(3 * count) else { throw input.failure("an exception for value \(index) of \(3 * count)") }
                 exact[Int(index)] = try input.raw()
+                isExact[Int(index)] = true
+            }
+            func value(_ place: Int, _ steps: Int64, _ step: Double) -> Double {
+                exceptions > 0 && isExact[place] ? exact[place] : Double(steps) / step
             }
             var points: [InkPoint] = []
             points.reserveCapacity(count)
             var pressureIndex = 0
             for index in 0..<count {
-                let x = exact[index] ?? Double(columns[0][index]) / 100
-                let y = exact[count + index] ?? Double(columns[1][index]) / 100
+                let x = value(index, columns[0][index], 100)
+                let y = value(count + index, columns[1][index], 100)
                 var pressure: Double?
                 if present[index] {
-                    pressure = exact[2 * count + index] ?? Double(columns[2][pressureIndex]) / 1000
+                    pressure = value(2 * count + index, columns[2][pressureIndex], 1000)
                     pressureIndex += 1
                 }
                 do {
@@ -310,8 +321,10 @@ public enum InkSource {
         }
 
         mutating func raw() throws(DecodeError) -> Double {
+            guard bytes.count - offset >= 8 else { throw failure("the bytes end early") }
             var bits: UInt64 = 0
-            for (index, byte) in try bytes(8).enumerated() { bits |= UInt64(byte) << UInt64(8 * index) }
+            for index in 0..<8 { bits |= UInt64(bytes[offset + index]) << UInt64(8 * index) }
+            offset += 8
             return Double(bitPattern: bits)
         }
 

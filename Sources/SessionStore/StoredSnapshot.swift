@@ -71,15 +71,16 @@ public struct StoredSnapshot: Sendable, Equatable {
                               logBytes: folded ? count : logBytes + count)
     }
 
-    /// Whether the log should be folded into a whole snapshot now: its bytes passed the whole
-    /// snapshot's (so each change pays at most its own size again in folds), or its entries
+    /// Whether the log should be folded into a whole snapshot now: its bytes passed one and a
+    /// half times the whole snapshot's (so each change pays two thirds of its own size again in
+    /// folds, and a take-over reads at most two and a half snapshots' worth), or its entries
     /// passed `maxOperationEntries`.
     public var foldDue: Bool {
-        logEntries >= Self.maxOperationEntries || (logEntries > 0 && logBytes >= max(wholeCount, Self.foldFloor))
+        logEntries >= Self.maxOperationEntries || (logEntries > 0 && 2 * logBytes >= 3 * max(wholeCount, Self.foldFloor))
     }
 
-    /// After a fold at `version` made a whole snapshot of `count` bytes.
-    public func folded(count: Int) -> StoredSnapshot {
-        StoredSnapshot(version: version, bytes: nil, wholeCount: count, logEntries: 0, logBytes: 0)
+    /// The same, the whole snapshot in the store `count` bytes (a fold wrote it).
+    public func with(wholeCount count: Int) -> StoredSnapshot {
+        StoredSnapshot(version: version, bytes: bytes, wholeCount: count, logEntries: logEntries, logBytes: logBytes)
     }
 }

@@ -159,8 +159,27 @@ public struct EditableDrawing: Hashable, Sendable {
 /// each list written as a change from the version before it in the chain undo (oldest first),
 /// current, redo (next first): how many of the previous list it keeps, then what follows. An
 /// edit appends, or changes near the end, so each version costs a few numbers.
+/// Where an encoder puts the strokes of the drawings it encodes, and a decoder finds them, when
+/// the strokes are kept outside the JSON in a compact form of their own (a shared session's
+/// snapshot keeps them as one encoded drawing beside its JSON: as JSON, base64 of every point's
+/// doubles, they were most of its bytes and most of the time taken to read it back). Given in
+/// `userInfo` under `key`; without it, strokes are written into the JSON as before.
+public final class StrokeTable: @unchecked Sendable {
+    // @unchecked: filled by one encoder, or read by one decoder, on one thread.
+    public private(set) var strokes: [Stroke]
+
+    public static let key = CodingUserInfoKey(rawValue: "canvas.strokeTable")!
+
+    public init(strokes: [Stroke] = []) { self.strokes = strokes }
+
+    func add(_ more: [Stroke]) -> Int {
+        defer { strokes += more }
+        return strokes.count
+    }
+}
+
 extension EditableDrawing: Codable {
-    private enum CodingKeys: String, CodingKey { case strokes, texts, drawing, undo, redo, historyLimit }
+    private enum CodingKeys: String, CodingKey { case strokes, strokeTable, strokeCount, texts, drawing, undo, redo, historyLimit }
 
     /// Indexes of one version's strokes (`s`) and texts (`t`).
     private struct Version {
@@ -211,7 +230,12 @@ extension EditableDrawing: Codable {
         }
         let undo = undoStack.map(delta), current = delta(drawing), redo = redoStack.reversed().map(delta)
         var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(strokes.map(StrokeArchive.init), forKey: .strokes)
+        if let table = encoder.userInfo[StrokeTable.key] as? StrokeTable {
+            try container.encode(table.add(strokes), forKey: .strokeTable)
+            try container.encode(strokes.count, forKey: .strokeCount)
+        } else {
+            try container.encode(strokes.map(StrokeArchive.init), forKey: .strokes)
+        }
         try container.encode(texts, forKey: .texts)
         try container.encode(undo, forKey: .undo)
         try container.encode(current, forKey: .drawing)
@@ -222,10 +246,22 @@ extension EditableDrawing: Codable {
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         let strokes: [Stroke]
-        do {
-            strokes = try container.decode([StrokeArchive].self, forKey: .strokes).map { try $0.stroke() }
-        } catch let error as DrawingValidationError {
-            throw DecodingError.dataCorruptedError(forKey: .strokes, in: container, debugDescription: error.description)
+        if container.contains(.strokeTable) {
+            let start = try container.decode(Int.self, forKey: .strokeTable), count = try container.decode(Int.self, forKey: .strokeCount)
+            guard let table = decoder.userInfo[StrokeTable.key] as? StrokeTable else {
+                throw DecodingError.dataCorruptedError(forKey: .strokeTable, in: container, debugDescription: "strokes kept in a table, and no table given")
+            }
+            guard start >= 0, count >= 0, start <= table.strokes.count, count <= table.strokes.count - start else {
+                throw DecodingError.dataCorruptedError(forKey: .strokeTable, in: container,
+                                                       debugDescription: "strokes \(start) + \(count) of a table of \(table.strokes.count)")
+            }
+            strokes = Array(table.strokes[start..<start + count])
+        } else {
+            do {
+                strokes = try container.decode([StrokeArchive].self, forKey: .strokes).map { try $0.stroke() }
+            } catch let error as DrawingValidationError {
+                throw DecodingError.dataCorruptedError(forKey: .strokes, in: container, debugDescription: error.description)
+            }
         }
         let texts = try container.decode([TextAnnotation].self, forKey: .texts)
         var previous = Version(s: [], t: [])

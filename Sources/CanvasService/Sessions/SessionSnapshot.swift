@@ -2,6 +2,7 @@ import CanvasCore
 import CanvasProtocol
 import DocumentStore
 import Foundation
+import InkRendering
 
 /// A session as a shared session store keeps it: everything a client was told, so that another
 /// instance that takes the session over answers the next requests exactly as this one would
@@ -12,13 +13,18 @@ import Foundation
 /// answered from it again instead of running twice. Not kept: the connection that opened it and
 /// the idle clock, which belong to the instance.
 ///
-/// Written as `CBS1`, the length of the JSON part (4 bytes, big-endian), the JSON part (this
-/// struct), then the reply cache as binary entries: the cached replies are most of the bytes,
-/// and as JSON strings they would be escaped or base64-encoded on every write.
+/// Written as `CBS2`, the length of the JSON part (4 bytes, big-endian), the JSON part (this
+/// struct, the drawings' history naming its strokes by their place in the stroke table), the
+/// length of the stroke table and the table, every stroke of the history as one drawing in the
+/// compact ink encoding (`InkSource`: a few bytes a point where base64 of the doubles took 32,
+/// and read back far faster than JSON), then the reply cache as binary entries.
+/// `CBS1`, written before, is the same without the table, the strokes inside the JSON; it is
+/// still read. `protocol/session-store.md` gives the whole layout.
 struct SessionSnapshot: Codable {
     /// Bumped when the encoding changes incompatibly; a snapshot of another format is refused.
     static let currentFormat = 1
-    static let magic = Array("CBS1".utf8)
+    static let magic = Array("CBS2".utf8)
+    static let magicWithoutTable = Array("CBS1".utf8)
     /// The largest snapshot written or read: a session within every drawing limit, its history
     /// and its reply cache fit several times over.
     static let maxBytes = 64 << 20
@@ -64,11 +70,14 @@ struct SessionSnapshot: Codable {
     static func encode(_ session: ServiceSession) throws -> [UInt8] {
         // Written in one pass (JSONDecoder reads it back): Foundation's encoder took most of a
         // shared session's write.
-        let json = try StreamingJSONEncoder.encode(SessionSnapshot(session))
+        let table = StrokeTable()
+        let json = try StreamingJSONEncoder.encode(SessionSnapshot(session), userInfo: [StrokeTable.key: table])
+        let ink = InkSource.encode(Drawing(strokes: table.strokes))
         var out = magic
-        out.reserveCapacity(json.count + 4096)
+        out.reserveCapacity(json.count + ink.count + 4096)
         append(UInt32(json.count), to: &out)
         out.append(contentsOf: json)
+        append(ink, to: &out)
         for entry in session.replies.entries {
             switch entry.id {
             case .integer(let number):
@@ -176,12 +185,22 @@ struct SessionSnapshot: Codable {
     static func decode(_ bytes: [UInt8], session id: String, connection: [UInt8]?, now: ContinuousClock.Instant,
                        limits: Limits) throws(DecodeError) -> ServiceSession {
         guard bytes.count <= maxBytes else { throw .unreadable("the snapshot is \(bytes.count) bytes; at most \(maxBytes) are read") }
-        guard bytes.starts(with: magic) else { throw .unreadable("not a session snapshot") }
+        let tabled = bytes.starts(with: magic)
+        guard tabled || bytes.starts(with: magicWithoutTable) else { throw .unreadable("not a session snapshot") }
         var reader = Reader(bytes: bytes, offset: magic.count)
         let json = try reader.block()
+        let decoder = JSONDecoder()
+        if tabled {
+            let ink = try reader.block()
+            do {
+                decoder.userInfo[StrokeTable.key] = StrokeTable(strokes: try InkSource.decode(ink).strokes)
+            } catch {
+                throw .unreadable("the stroke table: \(error)")
+            }
+        }
         let snapshot: SessionSnapshot
         do {
-            snapshot = try JSONDecoder().decode(SessionSnapshot.self, from: Data(json))
+            snapshot = try decoder.decode(SessionSnapshot.self, from: Data(json))
         } catch {
             throw .unreadable("\(error)")
         }

@@ -273,7 +273,10 @@ package final class SharedSessions: @unchecked Sendable {
             case .operations(let entry):
                 metrics?.stored(bytes: entry.count, .operations)
                 let known = before ?? StoredSnapshot(version: expected, bytes: nil)
-                return known.afterOperations(count: entry.count, version: version, logEntries: store.lastLogLength)
+                let after = known.afterOperations(count: entry.count, version: version, logEntries: store.lastLogLength)
+                // A fold this lane made since: the log is measured against the snapshot it wrote.
+                guard let folded = folds.removeValue(forKey: id), after.logEntries <= known.logEntries else { return after }
+                return after.with(wholeCount: folded)
             case .delta, .whole:
                 metrics?.stored(bytes: change.bytes.count, change.isLogged ? .delta : .whole)
                 let next = bytes ?? []
@@ -295,6 +298,11 @@ package final class SharedSessions: @unchecked Sendable {
         }
     }
 
+    /// The size of each whole snapshot a fold on this lane wrote, by session, until the
+    /// session's next write reads it.
+    private var folds: [String: Int] = [:]
+    private static let foldsKept = 4096
+
     /// Folds the session's log into a whole snapshot: `session` is the session at `version`,
     /// just written. Run on its lane after the write's answer went to the loop, so no request
     /// waits for the encoding; a later write of the session waits behind it on the lane, once
@@ -306,6 +314,10 @@ package final class SharedSessions: @unchecked Sendable {
         do {
             guard try asking(about: session.id, { try store.fold(session.id, version: version, base: bytes) }) else { return nil }
             metrics?.stored(bytes: bytes.count, .fold)
+            // Kept for the session's next write on this lane, which the loop's copy does not know
+            // of; a session that never writes again leaves its entry until the table is cleared.
+            if folds.count >= Self.foldsKept { folds.removeAll() }
+            folds[session.id] = bytes.count
             return bytes.count
         } catch {
             return nil   // logged by `asking`
