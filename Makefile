@@ -99,6 +99,7 @@ bench: system-deps python-deps
 	.build/release/canvasbench load
 	.build/release/canvasbench load --curve
 	.build/release/canvasbench session-store
+	.build/release/canvasbench stroke-cost
 	.build/release/canvasbench save-cost
 	$(PYTHON) scripts/bench-glusterfs.py --canvasd .build/release/canvasd
 

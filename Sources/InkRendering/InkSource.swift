@@ -42,7 +42,7 @@ public enum InkSource {
     static let checksumSize = 8
 
     /// FNV-1a, 64 bits, of `bytes`.
-    static func checksum(_ bytes: ArraySlice<UInt8>) -> UInt64 {
+    public static func checksum(_ bytes: ArraySlice<UInt8>) -> UInt64 {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         for byte in bytes {
             hash ^= UInt64(byte)
@@ -125,7 +125,8 @@ public enum InkSource {
     /// The drawing `encode` stored. Every count is checked against the bytes left, and every
     /// value against the limits a drawing sent over the wire must meet, so damaged or hostile
     /// bytes give an error, never a crash or an allocation larger than the input.
-    public static func decode(_ bytes: [UInt8]) throws(DecodeError) -> Drawing {
+    /// `maxPoints`: refused past this many points in all, counted before any is made.
+    public static func decode(_ bytes: [UInt8], maxPoints: Int = .max) throws(DecodeError) -> Drawing {
         guard bytes.starts(with: magic) else { throw DecodeError(offset: 0, reason: "not an encoded drawing") }
         guard bytes.count > magic.count else { throw DecodeError(offset: magic.count, reason: "the bytes end early") }
         var input: Reader
@@ -146,8 +147,9 @@ public enum InkSource {
         input.offset = magic.count + 1
         let strokeCount = try input.count(each: 5), textCount = try input.count(each: 5)
         var strokes: [Stroke] = []
-        strokes.reserveCapacity(strokeCount)
+        strokes.reserveCapacity(min(strokeCount, 4096))
         var previous: [Int64] = [0, 0, 0]
+        var pointsLeft = maxPoints
         for _ in 0..<strokeCount {
             let flags = try input.byte()
             guard flags & ~7 == 0 else { throw input.failure("stroke flags \(flags)") }
@@ -155,6 +157,8 @@ public enum InkSource {
             let width = try input.number()
             let count = try input.count(each: 2)
             guard count > 0 else { throw input.failure("a stroke without points") }
+            guard count <= pointsLeft else { throw input.failure("more than the \(maxPoints) points allowed") }
+            pointsLeft -= count
             var present = [Bool](repeating: flags & 2 != 0, count: count)
             if flags & 6 == 6 {
                 let bitmap = try input.bytes((count + 7) / 8)

@@ -7,7 +7,7 @@ struct Canvasbench: ParsableCommand {
         commandName: "canvasbench",
         abstract: "Benchmarks for canvas bridge, each next to a baseline measured in the same run.",
         subcommands: [Latency.self, WebBench.self, FlattenBench.self, LoadBench.self, Echo.self, FlattenOne.self, BenchDocument.self, FlattenPhases.self, DispatchBench.self,
-                      SaveCostBench.self, SessionStoreBench.self, StoreFloorBench.self]
+                      SaveCostBench.self, SessionStoreBench.self, StoreFloorBench.self, StrokeCostBench.self]
     )
 }
 

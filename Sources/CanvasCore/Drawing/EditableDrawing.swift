@@ -153,12 +153,6 @@ public struct EditableDrawing: Hashable, Sendable {
     }
 }
 
-/// The drawing and its whole history, with each stroke and text written once: the versions in
-/// the history share most of their strokes, so writing each version in full would grow with
-/// the square of the edits. A version is its strokes and texts as indexes into the two tables,
-/// each list written as a change from the version before it in the chain undo (oldest first),
-/// current, redo (next first): how many of the previous list it keeps, then what follows. An
-/// edit appends, or changes near the end, so each version costs a few numbers.
 /// Where an encoder puts the strokes of the drawings it encodes, and a decoder finds them, when
 /// the strokes are kept outside the JSON in a compact form of their own (a shared session's
 /// snapshot keeps them as one encoded drawing beside its JSON: as JSON, base64 of every point's
@@ -178,6 +172,12 @@ public final class StrokeTable: @unchecked Sendable {
     }
 }
 
+/// The drawing and its whole history, with each stroke and text written once: the versions in
+/// the history share most of their strokes, so writing each version in full would grow with
+/// the square of the edits. A version is its strokes and texts as indexes into the two tables,
+/// each list written as a change from the version before it in the chain undo (oldest first),
+/// current, redo (next first): how many of the previous list it keeps, then what follows. An
+/// edit appends, or changes near the end, so each version costs a few numbers.
 extension EditableDrawing: Codable {
     private enum CodingKeys: String, CodingKey { case strokes, strokeTable, strokeCount, texts, drawing, undo, redo, historyLimit }
 

@@ -37,6 +37,8 @@ struct ServiceSession: @unchecked Sendable {
         /// With a shared session store, the operations since `storedVersion` (nil: a change
         /// since was not one of them).
         var journal: [SessionOperation]? = []
+        /// About what the journal holds, in bytes (`record`).
+        var journalBytes = 0
         /// The last edit's report, which an edit's reply is made from.
         var lastEdit: EditReport?
     }
@@ -192,11 +194,26 @@ struct ServiceSession: @unchecked Sendable {
     /// The session is as written (or as taken over): the journal starts again.
     mutating func startJournal() {
         if storage.fields.journal?.isEmpty != true { unique.journal = [] }
+        if storage.fields.journalBytes != 0 { unique.journalBytes = 0 }
     }
+
+    /// A journal past this many operations or bytes is given up, and the next write goes
+    /// whole: reads between two changes add their replies to it (a retry of a read is answered
+    /// from the reply cache, wherever it goes), and a client that only polls must not grow it
+    /// without end. The reply cache itself keeps far less.
+    static let maxJournalOperations = 4096
+    static let maxJournalBytes = 4 << 20
 
     private mutating func record(_ operation: SessionOperation) {
         guard storage.fields.stored != nil, storage.fields.journal != nil else { return }
+        let size = operation.approximateBytes
+        guard let size, storage.fields.journal!.count < Self.maxJournalOperations,
+              storage.fields.journalBytes + size <= Self.maxJournalBytes else {
+            unique.journal = nil
+            return
+        }
         unique.journal?.append(operation)
+        unique.journalBytes += size
     }
 
     /// Runs `change` on the canvas without the accessor's giving up on the journal.

@@ -26,6 +26,23 @@ enum SessionOperation: Sendable {
     /// The document target let go (an end other than a minimize).
     case leaveTarget
 
+    /// About what it costs written, in bytes; nil when it cannot be written (the session is
+    /// then written whole).
+    var approximateBytes: Int? {
+        switch self {
+        case .edit(.addStroke(let stroke, _)): return 32 + 8 * stroke.points.count
+        case .edit(.addText(let text)): return 64 + text.text.utf8.count
+        case .edit(.editText(_, let change)): return 64 + (change.text?.utf8.count ?? 0)
+        case .edit: return 32
+        case .canvas, .doubleTap, .initialize, .leaveTarget: return 8
+        case .configurePencil(let configuration): return (try? StreamingJSONEncoder.encode(configuration)).map { 8 + $0.count }
+        case .reply(_, _, .bytes(let reply)): return 48 + reply.count
+        case .reply: return 48
+        case .strokeParts(nil): return 8
+        case .strokeParts(let parts?): return parts.points.isEmpty ? nil : 32 + 8 * parts.points.count
+        }
+    }
+
     enum KeptReply: Sendable, Equatable {
         case none
         case bytes([UInt8])
@@ -58,7 +75,9 @@ enum CanvasStep: Sendable, Equatable {
 /// A log entry's operations, and what the session looked like after them, as bytes: the head
 /// (`OperationEntry.head`), then LEB128 numbers: the event sequence number after, the count of
 /// operations, each operation (a tag and its fields), then the check: strokes, texts and points
-/// of the drawing, whether it can undo and redo, and the phase.
+/// of the drawing, whether it can undo and redo, and the phase; last, 8 bytes of FNV-1a (64
+/// bits, little-endian) of every byte before, so an entry damaged anywhere is refused whole
+/// rather than replayed into another session.
 enum OperationLog {
     /// What replaying an entry found wrong.
     struct Refusal: Error, CustomStringConvertible {
@@ -73,19 +92,29 @@ enum OperationLog {
         out.number(UInt64(operations.count))
         for operation in operations { out.operation(operation) }
         out.check(session)
+        let sum = checksum(out.bytes[...])
+        withUnsafeBytes(of: sum.littleEndian) { out.bytes.append(contentsOf: $0) }
         return out.bytes
     }
 
+    /// The same checksum a stored drawing carries (`InkSource`).
+    static func checksum(_ bytes: ArraySlice<UInt8>) -> UInt64 { InkSource.checksum(bytes) }
+
     /// Replays `entry` on `session` (the session at the version before it), through the same
     /// methods that made it live, and checks that what it made looks like what was written.
-    static func replay(_ entry: [UInt8], on session: inout ServiceSession) throws(Refusal) {
+    /// `bounds`: what the drawing is held to, as it was when the edits were made live (so a log
+    /// written by hand cannot grow a drawing past them on the way).
+    static func replay(_ entry: [UInt8], on session: inout ServiceSession, within bounds: DrawingBounds) throws(Refusal) {
         let body: Int
         do {
             body = try OperationEntry.version(of: entry).body
         } catch {
             throw Refusal(error.reason)
         }
-        var input = Reader(bytes: entry, offset: body)
+        guard entry.count >= body + 8 else { throw Refusal("it ends early") }
+        let written = entry[(entry.count - 8)...].reversed().reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        guard written == checksum(entry[..<(entry.count - 8)]) else { throw Refusal("its checksum does not match its bytes") }
+        var input = Reader(bytes: Array(entry[..<(entry.count - 8)]), offset: body)
         let seq = try input.number()
         guard seq <= SessionSnapshot.maxSeq else { throw Refusal("seq \(seq)") }
         let count = try input.number()
@@ -96,7 +125,7 @@ enum OperationLog {
             switch try input.operation() {
             case .edit(let edit):
                 do {
-                    lastEdit = try session.edit(edit)
+                    lastEdit = try session.edit(edit, within: bounds)
                 } catch {
                     throw Refusal("the edit was refused on replay: \(error)")
                 }
@@ -130,7 +159,7 @@ enum OperationLog {
         }
         session.seq = seq
         let made = Writer.checkBytes(session)
-        guard entry.count - input.offset == made.count, entry[input.offset...].elementsEqual(made) else {
+        guard input.bytes.count - input.offset == made.count, input.bytes[input.offset...].elementsEqual(made) else {
             throw Refusal("the session replayed is not the one written (strokes, texts, points, history or phase differ)")
         }
     }

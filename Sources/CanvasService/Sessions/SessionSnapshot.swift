@@ -193,7 +193,10 @@ struct SessionSnapshot: Codable {
         if tabled {
             let ink = try reader.block()
             do {
-                decoder.userInfo[StrokeTable.key] = StrokeTable(strokes: try InkSource.decode(ink).strokes)
+                // No more points than the JSON form of a snapshot this size could hold (32 bytes a
+                // point): a few bytes a point here, so without a bound a snapshot within
+                // `maxBytes` could ask for gigabytes of strokes.
+                decoder.userInfo[StrokeTable.key] = StrokeTable(strokes: try InkSource.decode(ink, maxPoints: maxBytes / 32).strokes)
             } catch {
                 throw .unreadable("the stroke table: \(error)")
             }

@@ -1,3 +1,4 @@
+import CanvasCore
 package import CanvasOperations
 import CanvasProtocol
 import DocumentStore
@@ -310,9 +311,12 @@ package final class SharedSessions: @unchecked Sendable {
     /// session moved on, the store failed) leaves the log as it was, which is still the session.
     @discardableResult
     func fold(_ session: ServiceSession, version: UInt64) -> Int? {
-        guard let bytes = try? encode(session) else { return nil }
+        // Not through `asking`: a fold that fails (a large snapshot past the store's timeout, a
+        // replica slow to confirm it) must not make the store rest for every session's requests.
+        // While it rests, no fold is tried.
+        guard !rest.resting(at: ContinuousClock.now), let bytes = try? encode(session) else { return nil }
         do {
-            guard try asking(about: session.id, { try store.fold(session.id, version: version, base: bytes) }) else { return nil }
+            guard try store.fold(session.id, version: version, base: bytes) else { return nil }
             metrics?.stored(bytes: bytes.count, .fold)
             // Kept for the session's next write on this lane, which the loop's copy does not know
             // of; a session that never writes again leaves its entry until the table is cleared.
@@ -320,7 +324,8 @@ package final class SharedSessions: @unchecked Sendable {
             folds[session.id] = bytes.count
             return bytes.count
         } catch {
-            return nil   // logged by `asking`
+            logger.warning("the session's log was not folded; it stays as it is", metadata: ["session": "\(session.id)", "error": "\(error)"])
+            return nil
         }
     }
 
@@ -343,7 +348,9 @@ package final class SharedSessions: @unchecked Sendable {
         do {
             let assembled = try snapshot.assembled(maxCount: SessionSnapshot.maxBytes)
             var session = try SessionSnapshot.decode(assembled.bytes, session: id, connection: connection, now: now, limits: limits)
-            for entry in assembled.operations { try OperationLog.replay(entry, on: &session) }
+            let bounds = DrawingBounds(maxStrokes: limits.maxStrokesPerDrawing, maxPoints: limits.maxPointsPerDrawing,
+                                       maxTexts: limits.maxTextsPerDrawing)
+            for entry in assembled.operations { try OperationLog.replay(entry, on: &session, within: bounds) }
             // What the operations made is held to the limits a snapshot is (`SessionSnapshot.check`).
             if !assembled.operations.isEmpty { try SessionSnapshot.checkLimits(session, limits) }
             session.storedVersion = snapshot.version
@@ -405,6 +412,11 @@ package final class StoreRest: Sendable {
             state = resting
             return true
         }
+    }
+
+    /// Whether calls are held off now (a rest not yet over, or being tried).
+    package func resting(at now: ContinuousClock.Instant) -> Bool {
+        state.withLock { state in state.map { now < $0.until || $0.probing } ?? false }
     }
 
     /// The store answered. Returns whether it had been resting.
