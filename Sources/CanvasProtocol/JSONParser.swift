@@ -359,6 +359,11 @@ struct JSONParser {
         String(decoding: UnsafeBufferPointer(rebasing: bytes[range]), as: UTF8.self)
     }
 
+    /// The most digits, as an integer, that a double holds exactly (2⁵³); ten times it still fits a UInt64.
+    private static let exactDigits: UInt64 = 1 << 53
+    /// 10⁰ to 10²², each exact as a double.
+    private static let powersOfTen: [Double] = (0...22).map { power in (0..<power).reduce(1.0) { value, _ in value * 10 } }
+
     private mutating func parseNumber() throws(Failure) -> JSONValue {
         let start = index
         var isInteger = true
@@ -381,13 +386,28 @@ struct JSONParser {
                 index += 1
             }
         }
+        // A decimal whose digits make an integer up to 2⁵³, with no exponent (a coordinate, a
+        // pressure: most numbers a stroke brings), is that integer over a power of ten, both
+        // exact as doubles, so their quotient is the correctly rounded value, which parsing the
+        // text gives too, without making the text (Clinger's fast path).
+        var digits = magnitude ?? 0, fraction = 0
+        var fast = magnitude.map { $0 <= Self.exactDigits } ?? false
         if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
             isInteger = false
             index += 1
             guard index < bytes.count, isDigit(bytes[index]) else { throw failure("expected a digit after '.'") }
-            while index < bytes.count, isDigit(bytes[index]) { index += 1 }
+            while index < bytes.count, isDigit(bytes[index]) {
+                if fast {
+                    digits = digits * 10 + UInt64(bytes[index] - UInt8(ascii: "0"))
+                    fraction += 1
+                    fast = digits <= Self.exactDigits && fraction <= 22
+                }
+                index += 1
+            }
         }
+        var exponent = false
         if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
+            exponent = true
             isInteger = false
             index += 1
             if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
@@ -397,6 +417,10 @@ struct JSONParser {
         if isInteger, let magnitude {
             if !negative, magnitude <= UInt64(Int64.max) { return .integer(Int64(magnitude)) }
             if negative, magnitude <= UInt64(Int64.max) + 1 { return .integer(Int64(truncatingIfNeeded: 0 &- magnitude)) }
+        }
+        if !isInteger, fast, !exponent {
+            let value = Double(digits) / Self.powersOfTen[fraction]
+            return .number(negative ? -value : value)
         }
         // The grammar is checked above, so the text is plain ASCII that Swift parses exactly.
         let text = String(decoding: bytes[start..<index], as: UTF8.self)

@@ -100,7 +100,7 @@ struct SHA256Midstate: Equatable, Sendable {
 }
 
 extension Array where Element == UInt8 {
-    var hex: String {
+    public var hex: String {
         map { byte in
             let digits = String(byte, radix: 16)
             return byte < 16 ? "0" + digits : digits

@@ -150,4 +150,28 @@ struct JSONParserTests {
         let foundation = try JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any]
         #expect(foundation?["s"] as? String == "quote \" backslash \\ control \u{01} é 😀")
     }
+
+    @Test("decimals read without making their text give the very double the text parses to, digits and places of every count")
+    func decimalsParseExactly() throws {
+        var state: UInt64 = 12
+        func next() -> UInt64 {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return state >> 11
+        }
+        for round in 0..<60_000 {
+            let whole = Int(next() % 19), places = Int(next() % 26)
+            var text = next() % 3 == 0 ? "-" : ""
+            text += whole == 0 ? "0" : String((0..<whole).map { index in Character(String(index == 0 ? 1 + next() % 9 : next() % 10)) })
+            if places > 0 || round % 2 == 0 {
+                text += "." + String((0..<max(1, places)).map { _ in Character(String(next() % 10)) })
+            }
+            let parsed = try JSONCodec.parse(Array(text.utf8))
+            let expected = try #require(Double(text))
+            switch parsed {
+            case .number(let number): #expect(number.bitPattern == expected.bitPattern, "\(text)")
+            case .integer(let integer): #expect(Double(integer) == expected, "\(text)")
+            default: Issue.record("\(text) parsed as \(parsed)")
+            }
+        }
+    }
 }

@@ -34,14 +34,14 @@ struct OperationLogTests {
         var id: Int64 = 100
         func reply(_ text: String) {
             id += 1
-            session.remember(Array(text.utf8), for: .integer(id), digest: ReplyCache.digest(Array("request \(id)".utf8)))
+            session.remember(Array(text.utf8), for: .integer(id), digest: ReplyCache.digest(fingerprint: Array("request \(id)".utf8)))
         }
         func edited(_ edit: DrawingEdit) throws {
             let report = try session.edit(edit)
             session.seq += 1
             id += 1
             let text = ReplyEncoder.success(id: .integer(id), result: CanvasMethods.editResult(changed: report.changed, report, session.canvas.drawing))
-            session.remember(text, for: .integer(id), digest: ReplyCache.digest(Array("request \(id)".utf8)))
+            session.remember(text, for: .integer(id), digest: ReplyCache.digest(fingerprint: Array("request \(id)".utf8)))
         }
         _ = try session.run(.open)
         _ = try session.run(.finishTransition(nil))
@@ -67,7 +67,7 @@ struct OperationLogTests {
         session.strokeParts = StrokeParts(tool: .highlighter, color: try InkColor("yellow"), width: 12, joined: true, points: strokes[2].points)
         reply(#"{"id":1,"result":{"changed":false,"pendingPoints":3}}"#)
         session.strokeParts = nil
-        session.remember(nil, for: .string("too large"), digest: ReplyCache.digest(Array("large".utf8)))
+        session.remember(nil, for: .string("too large"), digest: ReplyCache.digest(fingerprint: Array("large".utf8)))
         session.configurePencil(PencilConfiguration(supported: true, preferredTapAction: .switchEraser, policy: .respectPreference))
         _ = session.doubleTap()
         session.initializePencil()
@@ -146,7 +146,7 @@ struct OperationLogTests {
         let reply = [UInt8](repeating: UInt8(ascii: "x"), count: 200 << 10)
         for index in 0..<(ServiceSession.maxJournalBytes / reply.count + 1) {
             #expect(live.journal != nil, "given up after \(index) replies")
-            live.remember(reply, for: .integer(Int64(index)), digest: ReplyCache.digest(Array("poll \(index)".utf8)))
+            live.remember(reply, for: .integer(Int64(index)), digest: ReplyCache.digest(fingerprint: Array("poll \(index)".utf8)))
         }
         #expect(live.journal == nil)
     }

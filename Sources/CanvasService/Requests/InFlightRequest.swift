@@ -69,7 +69,7 @@ struct InFlightRequest {
     mutating func digest() -> [UInt8] {
         if let knownDigest { return knownDigest }
         let made: [UInt8]
-        if let method, request.params.isEmpty { made = ReplyCache.digest(withoutParams: method) } else { made = ReplyCache.digest(fingerprint()) }
+        if let method, request.params.isEmpty { made = ReplyCache.digest(withoutParams: method) } else { made = ReplyCache.digest(request) }
         knownDigest = made
         return made
     }
@@ -77,6 +77,6 @@ struct InFlightRequest {
     /// The request as the session store records it once answered (its fingerprint written
     /// here once, whoever asks first).
     mutating func answered() -> SharedSessions.Answered {
-        SharedSessions.Answered(id: id, fingerprint: fingerprint())
+        SharedSessions.Answered(id: id, digest: digest(), request: request)
     }
 }

@@ -355,22 +355,32 @@ struct ReplyCache {
     }()
 
 
-    /// What an entry keeps of its request: the first 16 bytes of the SHA-256 of its
-    /// fingerprint, however large the request (a stroke's points are most of a session's
-    /// requests, and the cache once kept each as its JSON, which was most of a stored session's
-    /// bytes). 128 bits: telling a retry from an id reused on another request needs no more,
-    /// and only the session's own client chooses what it tells apart.
-    static func digest(_ fingerprint: [UInt8]) -> [UInt8] { Array(DocumentStore.sha256Bytes(fingerprint).prefix(16)) }
+    /// What an entry keeps of its request: its method's and params' `JSONDigest`, 16 bytes
+    /// however large the request (a stroke's points are most of a session's requests, and the
+    /// cache once kept each as its JSON, which was most of a stored session's bytes), made
+    /// without writing the request out. 128 bits: telling a retry from an id reused on another
+    /// request needs no more, and only the session's own client chooses what it tells apart.
+    static func digest(_ request: Request) -> [UInt8] { JSONDigest.request(method: request.method, params: request.params).bytes }
 
-    /// `digest` of a method's fingerprint without params, made once per method.
+    /// `digest` of a method without params, made once per method.
     static func digest(withoutParams method: Method) -> [UInt8] { withoutParamsDigests[method.index] }
 
-    private static let withoutParamsDigests: [[UInt8]] = withoutParams.map(digest)
+    private static let withoutParamsDigests: [[UInt8]] = Method.allCases.map { JSONDigest.request(method: $0.rawValue, params: [:]).bytes }
+
+    /// The digest of a fingerprint (`fingerprint`'s JSON), read back.
+    static func digest(fingerprint: [UInt8]) -> [UInt8] {
+        guard case .object(let request)? = try? JSONCodec.parse(fingerprint), case .string(let method)? = request["method"],
+              case .object(let params)? = request["params"] else {
+            // Nothing a request digests to: a retry of it is told the id was used on another.
+            return Array(DocumentStore.sha256Bytes(fingerprint).prefix(15))
+        }
+        return JSONDigest.request(method: method, params: params).bytes
+    }
 
     /// An entry's request as a session stored before the digests has it (its fingerprint
     /// itself, JSON that starts `{"method":`), made the digest; one stored since, as it is.
     static func storedDigest(_ request: [UInt8]) -> [UInt8] {
-        request.starts(with: legacyPrefix) ? digest(request) : request
+        request.starts(with: legacyPrefix) ? digest(fingerprint: request) : request
     }
 
     private static let legacyPrefix = Array(#"{"method":"#.utf8)

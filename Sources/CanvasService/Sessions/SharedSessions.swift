@@ -198,24 +198,34 @@ package final class SharedSessions: @unchecked Sendable {
     /// a request comes (from a paused instance, say), it is never run a second time.
     package struct Answered: Sendable {
         let id: RequestID
-        let fingerprint: [UInt8]
+        /// The request's digest (`ReplyCache.digest`).
+        let digest: [UInt8]
+        /// The request itself, for a record an earlier build made (by its fingerprint's SHA-256).
+        let request: Request
 
         var key: [UInt8] { Array(DocumentStore.sha256(JSONCodec.serialize(id.json)).prefix(32).utf8) }
 
         /// Replies up to this size are recorded whole; a larger one is recorded as answered only.
         static let maxRecordedReplyBytes = 4096
 
+        /// A record's head before it says whether the reply follows: `~`, then the digest in hex.
+        /// (Records made before the digests start with 64 hex digits of the SHA-256 of the
+        /// request's fingerprint.)
+        private var head: [UInt8] { [UInt8(ascii: "~")] + Array(digest.hex.utf8) }
+
         func entry(reply: [UInt8]) -> [UInt8] {
             let kept = reply.count <= Self.maxRecordedReplyBytes
-            return Array(DocumentStore.sha256(fingerprint).utf8) + [kept ? 1 : 0] + (kept ? reply : [])
+            return head + [kept ? 1 : 0] + (kept ? reply : [])
         }
 
         /// What `entry` says to this request: its reply again, answered but not kept, or an id
         /// reused on another request.
         func lookup(_ entry: [UInt8]) -> ReplyCache.Lookup {
-            let digest = Array(DocumentStore.sha256(fingerprint).utf8)
-            guard entry.count > digest.count, entry.starts(with: digest) else { return .reused }
-            return entry[digest.count] == 1 ? .retry(reply: Array(entry[(digest.count + 1)...])) : .notKept
+            // Asked only of records found, after a take-over or a write that met one: the
+            // request is written out for an earlier build's record alone.
+            let head = entry.first == UInt8(ascii: "~") ? self.head : Array(DocumentStore.sha256(ReplyCache.fingerprint(request)).utf8)
+            guard entry.count > head.count, entry.starts(with: head) else { return .reused }
+            return entry[head.count] == 1 ? .retry(reply: Array(entry[(head.count + 1)...])) : .notKept
         }
     }
 
