@@ -75,9 +75,11 @@ def main() -> int:
               flush=True)
         # The same with a replica that must confirm each change (--session-store-replicas 1:
         # Redis's WAIT after each write); the floor then includes the bare client's WAIT.
+        # A folder of its own: the replica's sync file must not meet the primary's.
         replica_port = free_port()
+        (folder / "replica").mkdir(exist_ok=True)
         replica = subprocess.Popen(["redis-server", "--port", str(replica_port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                                    "--dir", str(folder), "--replicaof", "127.0.0.1", str(port)],
+                                    "--dir", str(folder / "replica"), "--replicaof", "127.0.0.1", str(port)],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             wait_for_port(replica_port, replica, "redis-server (replica)")
