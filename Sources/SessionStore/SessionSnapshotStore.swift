@@ -2,17 +2,18 @@ import Foundation
 
 /// Session snapshots in Redis, shared by every canvasd instance, with compare-and-set.
 ///
-/// A session is one hash, `canvas:session:<id>`: `holder` (the instance acting on it),
-/// `owner` (the client key that opened it, empty without authentication), `version` (counts
-/// up by one per write), `base` (a whole snapshot, opaque bytes) and `baseVersion` (its
-/// version); and beside it `<key>:log`, the changes written since the base (`SnapshotDelta`),
-/// oldest first, one per version: the session at `version` is the base with the log applied.
-/// A change is written as one more log entry, or, when its writer says so (`StoredSnapshot`),
-/// as a new base with the log emptied. A write lands only if the session is
-/// still at the version the writer read and the writer is still its holder, so two instances
-/// never both acknowledge a change to one session: an instance that took a session over makes
-/// every later write of the instance it took it from fail. The key expires after the idle
-/// timeout unless written or touched, which is the session's lease running out.
+/// A session is one hash, `canvas:session:{<id>}` (the id is the hash tag of all its keys):
+/// `holder` (the instance acting on it), `owner` (the client key that opened it, empty without
+/// authentication), `version` (counts up by one per write), `base` (a whole snapshot, opaque
+/// bytes) and `baseVersion` (its version); and beside it `<key>:log`, the changes written since
+/// the base (operation entries or byte deltas, `OperationEntry`, `SnapshotDelta`), oldest first,
+/// one per version: the session at `version` is the base with the log applied. A change is one
+/// more log entry, or a new base with the log emptied (written whole, or a fold). A write
+/// lands only if the session is still at the version the writer read and the writer is still
+/// its holder, so two instances never both acknowledge a change to one session: an instance
+/// that took a session over makes every later write of the instance it took it from fail. The
+/// keys expire after the idle timeout unless written or touched, which is the session's lease
+/// running out. `protocol/session-store.md` gives every key and byte.
 ///
 /// Beside it, the session's answered requests: `<key>:answered`, a hash from a key naming
 /// each request to what its retry is to be told, and `<key>:order`, those keys oldest first.
@@ -20,10 +21,11 @@ import Foundation
 /// same script as the compare-and-set: whichever instances run a request, and however late a
 /// paused one wakes with it, its change is acknowledged once. The last `answersKept` are kept.
 ///
-/// Sessions stored before the log have a whole snapshot in `snapshot` and no base or log; they
-/// are read as that snapshot with an empty log, and the first write moves it to `base`. The
-/// name is a new one so that an earlier canvasd, which reads `snapshot` alone, cannot take a
-/// base without its log for the session: it finds no snapshot and refuses the session.
+/// Sessions an earlier canvasd stored are read too: under untagged keys (`canvas:session:<id>`),
+/// moved to the tagged ones when taken over; with a whole snapshot in `snapshot` and no base or
+/// log, read as that snapshot with an empty log (the first write moves it to `base`: a new name,
+/// so that a canvasd older still, which reads `snapshot` alone, finds none rather than a base
+/// without its log).
 ///
 /// Each operation is one Lua script, atomic in Redis, run by its SHA-1 once loaded.
 public final class SessionSnapshotStore {
@@ -188,13 +190,25 @@ public final class SessionSnapshotStore {
 
     public var address: String { connection.url.description }
 
-    private func key(_ session: String) -> [UInt8] { Array((keyPrefix + session).utf8) }
+    private func key(_ session: String) -> [UInt8] { keys(session)[0] }
 
     /// The session's hash, its answered requests, their order and its log: every script gets
-    /// all four.
-    private func keys(_ session: String) -> [[UInt8]] {
-        let base = keyPrefix + session
-        return [Array(base.utf8), Array((base + ":answered").utf8), Array((base + ":order").utf8), Array((base + ":log").utf8)]
+    /// all four. The id is their hash tag (`canvas:session:{ID}`), so that a sharded Redis keeps
+    /// a session's keys on one node, where its scripts can reach them all.
+    private func keys(_ session: String) -> [[UInt8]] { Self.keys(keyPrefix + "{" + session + "}") }
+
+    /// The same keys as canvasd wrote them before the hash tag (`canvas:session:ID`).
+    private func untaggedKeys(_ session: String) -> [[UInt8]] { Self.keys(keyPrefix + session) }
+
+    private static func keys(_ base: String) -> [[UInt8]] {
+        [Array(base.utf8), Array((base + ":answered").utf8), Array((base + ":order").utf8), Array((base + ":log").utf8)]
+    }
+
+    /// Moves a session an earlier canvasd kept under the untagged keys to the tagged ones, if
+    /// it is there and nothing is under the tagged ones. True when it moved. (One script over
+    /// keys of two hash slots: a single Redis runs it; the earlier canvasd ran on nothing else.)
+    private func moveUntagged(_ session: String) throws(RedisError) -> Bool {
+        try run(.moveUntagged, keys: untaggedKeys(session) + keys(session), [], doing: "moving session \(session) to its tagged keys") == .integer(1)
     }
 
     /// Stores a new session at version 1, held by this instance. False if the id is taken.
@@ -262,15 +276,17 @@ public final class SessionSnapshotStore {
     /// cannot be probed).
     public func takeOver(_ session: String, owner: String?, asking: [UInt8]? = nil) throws(RedisError) -> Snapshot? {
         let doing = "taking session \(session) over"
-        let reply = try run(.takeOver, keys: keys(session),
-                            [holder, Array((owner ?? "").utf8), ttlMilliseconds, asking ?? []], doing: doing)
+        let arguments = [holder, Array((owner ?? "").utf8), ttlMilliseconds, asking ?? []]
+        var reply = try run(.takeOver, keys: keys(session), arguments, doing: doing)
+        if reply == .null, try moveUntagged(session) { reply = try run(.takeOver, keys: keys(session), arguments, doing: doing) }
         return try Self.snapshot(reply, doing: doing)
     }
 
     /// The session as stored, without taking it over: for tests and tools.
     public func read(_ session: String) throws(RedisError) -> Snapshot? {
         let doing = "reading session \(session)"
-        return try Self.snapshot(try run(.read, keys: keys(session), [], doing: doing), doing: doing)
+        let reply = try run(.read, keys: keys(session), [], doing: doing)
+        return try Self.snapshot(reply == .null ? try run(.read, keys: untaggedKeys(session), [], doing: doing) : reply, doing: doing)
     }
 
     /// A take-over's or a read's reply: {version, whole snapshot, its version, log, [answer]}.
@@ -330,7 +346,10 @@ public final class SessionSnapshotStore {
     /// Whose session this is (the owner given at creation; "" without authentication), or nil
     /// when there is none.
     public func owner(of session: String) throws(RedisError) -> String? {
-        try connection.command([Array("HGET".utf8), key(session), Array("owner".utf8)], doing: "reading the owner of session \(session)").string
+        let doing = "reading the owner of session \(session)"
+        let owner = try connection.command([Array("HGET".utf8), key(session), Array("owner".utf8)], doing: doing).string
+        if let owner { return owner }
+        return try connection.command([Array("HGET".utf8), untaggedKeys(session)[0], Array("owner".utf8)], doing: doing).string
     }
 
     /// The holder and version as stored, for tests and tools.
@@ -395,7 +414,7 @@ public final class SessionSnapshotStore {
     }
 
     private enum Script: CaseIterable {
-        case create, write, fold, takeOver, read, remove, confirm, claim, release
+        case create, write, fold, takeOver, read, remove, confirm, claim, release, moveUntagged
 
         var source: String {
             switch self {
@@ -522,6 +541,16 @@ public final class SessionSnapshotStore {
                 redis.call('PEXPIRE', KEYS[3], ARGV[3])
                 redis.call('PEXPIRE', KEYS[4], ARGV[3])
                 return redis.call('PEXPIRE', KEYS[1], ARGV[3])
+                """
+            case .moveUntagged:
+                // KEYS: the four untagged keys, then the four tagged ones. Each key that exists
+                // keeps its time to live through RENAME.
+                return """
+                if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('EXISTS', KEYS[5]) == 1 then return 0 end
+                for index = 1, 4 do
+                  if redis.call('EXISTS', KEYS[index]) == 1 then redis.call('RENAME', KEYS[index], KEYS[index + 4]) end
+                end
+                return 1
                 """
             case .claim:
                 // -1: held by this token (claimed or renewed); else the other holder's time left.

@@ -24,7 +24,7 @@ import TestSupport
     }
 
     func logLengths(_ session: String) throws -> [Int] {
-        guard case .array(let entries) = try ask("LRANGE", "canvas:session:\(session):log", "0", "-1") else { return [] }
+        guard case .array(let entries) = try ask("LRANGE", "canvas:session:{\(session)}:log", "0", "-1") else { return [] }
         return entries.map { if case .bytes(let bytes) = $0 { bytes.count } else { -1 } }
     }
 
@@ -84,13 +84,13 @@ import TestSupport
             #expect(try writer.write(bytes) == .written(version: UInt64(step + 2)))
         }
         #expect(try logLengths("lost").count == 5)
-        _ = try ask("DEL", "canvas:session:lost:log")
+        _ = try ask("DEL", "canvas:session:{lost}:log")
         // Appended to the empty log, this delta would follow a base five versions older.
         bytes = SnapshotDeltaTests.edit(bytes, &random)
         let change = writer.stored.change(to: bytes)
         guard case .delta = change else { Issue.record("the change should have gone as a delta"); return }
         #expect(try a.write("lost", change, expected: 6) == .wholeNeeded)
-        #expect(try ask("HGET", "canvas:session:lost", "version") == .bytes(Array("6".utf8)), "nothing written")
+        #expect(try ask("HGET", "canvas:session:{lost}", "version") == .bytes(Array("6".utf8)), "nothing written")
         #expect(try logLengths("lost").isEmpty)
         #expect(try a.write("lost", .whole(bytes), expected: 6) == .written(version: 7))
         #expect(try b.takeOver("lost", owner: nil)?.assembled(maxCount: 1 << 24).bytes == bytes)
@@ -114,7 +114,7 @@ import TestSupport
         let logged = try logLengths("big")
         #expect(logged.count == 10)
         #expect(logged.allSatisfy { (12_000..<12_300).contains($0) }, "\(logged)")
-        #expect(try ask("HSTRLEN", "canvas:session:big", "base") == .integer(2_000_000))
+        #expect(try ask("HSTRLEN", "canvas:session:{big}", "base") == .integer(2_000_000))
         #expect(try a.takeOver("big", owner: nil)?.assembled(maxCount: 1 << 24).bytes == bytes)
     }
 
@@ -134,14 +134,14 @@ import TestSupport
         bytes[0] &+= 1
         _ = try writer.write(bytes)
         #expect(try logLengths("c").isEmpty)
-        #expect(try ask("HMGET", "canvas:session:c", "version", "baseVersion") == .array([.bytes(Array("\(StoredSnapshot.maxLogEntries + 2)".utf8)), .bytes(Array("\(StoredSnapshot.maxLogEntries + 2)".utf8))]))
-        #expect(try ask("HSTRLEN", "canvas:session:c", "base") == .integer(Int64(bytes.count)))
+        #expect(try ask("HMGET", "canvas:session:{c}", "version", "baseVersion") == .array([.bytes(Array("\(StoredSnapshot.maxLogEntries + 2)".utf8)), .bytes(Array("\(StoredSnapshot.maxLogEntries + 2)".utf8))]))
+        #expect(try ask("HSTRLEN", "canvas:session:{c}", "base") == .integer(Int64(bytes.count)))
         // Large changes: the log's bytes fold it before they pass half the snapshot.
         for _ in 0..<10 {
             bytes.insert(contentsOf: (0..<20_000).map { _ in UInt8(truncatingIfNeeded: random.next()) }, at: 50_000)
             _ = try writer.write(bytes)
             let logged = try logLengths("c").reduce(0, +)
-            guard case .integer(let base) = try ask("HSTRLEN", "canvas:session:c", "base") else { Issue.record("no base"); return }
+            guard case .integer(let base) = try ask("HSTRLEN", "canvas:session:{c}", "base") else { Issue.record("no base"); return }
             #expect(logged <= max(Int(base), bytes.count) / 2)
         }
         // A change of everything: written whole at once.
@@ -191,27 +191,40 @@ import TestSupport
         var next = old
         next.insert(contentsOf: Array("one more stroke".utf8), at: 20_000)
         #expect(try writer.write(next) == .written(version: 8))
-        #expect(try ask("HEXISTS", "canvas:session:old", "snapshot") == .integer(0))
-        #expect(try ask("HGET", "canvas:session:old", "baseVersion") == .bytes(Array("7".utf8)))
+        #expect(try ask("EXISTS", "canvas:session:old") == .integer(0), "moved to the tagged keys")
+        #expect(try ask("HEXISTS", "canvas:session:{old}", "snapshot") == .integer(0))
+        #expect(try ask("HGET", "canvas:session:{old}", "baseVersion") == .bytes(Array("7".utf8)))
         #expect(try logLengths("old").count == 1)
         #expect(try b.takeOver("old", owner: nil)?.assembled(maxCount: 1 << 20).bytes == next)
+    }
+
+    @Test("every key of a session has its id as hash tag, so a sharded Redis keeps them on one node")
+    func keysShareAHashTag() throws {
+        let a = try store("a")
+        #expect(try a.create("t1", owner: nil, snapshot: Array("whole".utf8)))
+        var writer = Writer(store: a, session: "t1", stored: StoredSnapshot(version: 1, bytes: Array("whole".utf8)))
+        _ = try writer.write(Array("whole, and more".utf8), answering: .init(key: Array("k".utf8), entry: Array("e".utf8)))
+        _ = try a.write("t1", .operations(OperationEntry.head(version: 3) + [0]), expected: 2)
+        guard case .array(let found) = try ask("KEYS", "canvas:session:*") else { Issue.record("no keys"); return }
+        let names = found.compactMap(\.string).filter { !$0.contains(":instance:") }.sorted()
+        #expect(names == ["canvas:session:{t1}", "canvas:session:{t1}:answered", "canvas:session:{t1}:log", "canvas:session:{t1}:order"])
     }
 
     @Test("create empties a log an earlier session of the id left; remove takes the log too; every key expires together")
     func keysOfTheLog() throws {
         let a = try store("a", ttl: .seconds(30))
-        _ = try ask("RPUSH", "canvas:session:k:log", "left over")
+        _ = try ask("RPUSH", "canvas:session:{k}:log", "left over")
         #expect(try a.create("k", owner: nil, snapshot: Array(repeating: 1, count: 1000)))
         #expect(try logLengths("k").isEmpty)
         var writer = Writer(store: a, session: "k", stored: StoredSnapshot(version: 1, bytes: Array(repeating: 1, count: 1000)))
         #expect(try writer.write(Array(repeating: 1, count: 1000) + [2]) == .written(version: 2))
         #expect(try logLengths("k").count == 1)
         for suffix in ["", ":log"] {
-            guard case .integer(let left) = try ask("PTTL", "canvas:session:k\(suffix)") else { Issue.record("no PTTL"); continue }
-            #expect((20_000...30_000).contains(left), "canvas:session:k\(suffix) expires in \(left) ms")
+            guard case .integer(let left) = try ask("PTTL", "canvas:session:{k}\(suffix)") else { Issue.record("no PTTL"); continue }
+            #expect((20_000...30_000).contains(left), "canvas:session:{k}\(suffix) expires in \(left) ms")
         }
         #expect(try a.remove("k") == .removed)
-        #expect(try ask("EXISTS", "canvas:session:k:log") == .integer(0))
+        #expect(try ask("EXISTS", "canvas:session:{k}:log") == .integer(0))
     }
 
     @Test("a log someone else wrote is refused when assembled, not applied")
@@ -223,13 +236,13 @@ import TestSupport
         #expect(try writer.write(base + Array("y".utf8)) == .written(version: 2))
         // A delta that reaches past the base, and one out of order.
         let forged = Array("CBD1".utf8) + [2, 0x88, 0x27, 4] + [UInt8](repeating: 0, count: 8) + [0, 0x88, 0x27, 4]
-        _ = try admin.command([Array("LSET".utf8), Array("canvas:session:f:log".utf8), Array("0".utf8), forged], doing: "forging")
+        _ = try admin.command([Array("LSET".utf8), Array("canvas:session:{f}:log".utf8), Array("0".utf8), forged], doing: "forging")
         let taken = try #require(try b.takeOver("f", owner: nil))
         #expect(throws: SnapshotDelta.Refusal.self) { try taken.assembled(maxCount: 1 << 20) }
         let other = SnapshotDelta.make(from: base, to: base + [1], version: 5)
-        _ = try admin.command([Array("LSET".utf8), Array("canvas:session:f:log".utf8), Array("0".utf8), other], doing: "forging")
+        _ = try admin.command([Array("LSET".utf8), Array("canvas:session:{f}:log".utf8), Array("0".utf8), other], doing: "forging")
         #expect(throws: SnapshotDelta.Refusal.self) { try b.takeOver("f", owner: nil)?.assembled(maxCount: 1 << 20) }
-        _ = try ask("HSET", "canvas:session:f", "version", "3")
+        _ = try ask("HSET", "canvas:session:{f}", "version", "3")
         #expect(throws: SnapshotDelta.Refusal.self) { try b.takeOver("f", owner: nil)?.assembled(maxCount: 1 << 20) }
     }
 }

@@ -207,7 +207,7 @@ def test_failover_through_haproxy(tmp_path: Path) -> None:
                 clients.append(client)
                 subscribers.append(subscriber)
                 sessions.append(session)
-            holders = [store.hget(f"canvas:session:{s}", "holder").decode() for s in sessions]
+            holders = [store.hget(f"canvas:session:{{{s}}}", "holder").decode() for s in sessions]
             assert len(set(holders)) >= 2, f"the source hash put every client on one instance: {holders}"
 
             # What each client last had acknowledged: a tap's reply (to retry), the drawing, seq.
@@ -237,7 +237,7 @@ def test_failover_through_haproxy(tmp_path: Path) -> None:
                 assert after == drawing, f"client {index}: the drawing changed in the move"
                 _, now = client.call("canvas.state", None, session)
                 assert now["seq"] == state["seq"] and now["state"] == "open"
-                holder = store.hget(f"canvas:session:{session}", "holder").decode()
+                holder = store.hget(f"canvas:session:{{{session}}}", "holder").decode()
                 if index in moved:
                     assert holder != victim.name and cluster.instance(holder).alive
                 else:
@@ -348,7 +348,7 @@ def test_haproxy_killed_and_restarted_mid_session_loses_nothing(tmp_path: Path) 
                     time.sleep(0.05)
                 if fault == 2:
                     # The instance holding the first client's session: at least one session moves.
-                    holder = redis.Redis(port=cluster.redis_port).hget(f"canvas:session:{acknowledged[0]['session']}", "holder")
+                    holder = redis.Redis(port=cluster.redis_port).hget(f"canvas:session:{{{acknowledged[0]['session']}}}", "holder")
                     cluster.kill(cluster.instance(holder.decode()))
                 else:
                     cluster.restart_haproxy(kill=True)

@@ -60,7 +60,7 @@ def test_a_stored_session_with_an_impossible_seq_is_refused_not_run(tmp_path: Pa
             session = client.open_session()
             session.open()
             session.add_stroke([(10, 10), (20, 20)])
-        key = f"canvas:session:{session.id}"
+        key = f"canvas:session:{{{session.id}}}"
         # The session's first whole snapshot (its changes since are deltas on its log): its seq
         # is forged all the same, and written back as a whole snapshot of the session as it is
         # now, the way a canvasd before the log wrote them (read in place of base and log).

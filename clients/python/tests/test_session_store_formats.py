@@ -114,10 +114,11 @@ def test_an_earlier_canvasds_session_is_taken_over_exactly(tmp_path: Path, store
     fixture = json.loads((FIXTURES / f"{name}.json").read_text())
     restore(fixture, kept)
     session = fixture["session"]
-    key = f"canvas:session:{session}"
-    # What the earlier build left: a base and a log of its byte deltas, held by it.
-    assert kept.hget(key, "holder") == b"old"
-    assert kept.llen(f"{key}:log") > 0 and all(entry.startswith(b"CBD1") for entry in kept.lrange(f"{key}:log", 0, -1))
+    untagged, key = f"canvas:session:{session}", f"canvas:session:{{{session}}}"
+    # What the earlier build left, under keys without a hash tag: a base and a log of its byte
+    # deltas, held by it.
+    assert kept.hget(untagged, "holder") == b"old"
+    assert kept.llen(f"{untagged}:log") > 0 and all(entry.startswith(b"CBD1") for entry in kept.lrange(f"{untagged}:log", 0, -1))
 
     new = Server(tmp_path / "new", ["--session-store", url, "--instance", "new"])
     other = Server(tmp_path / "other", ["--session-store", url, "--instance", "other"])
@@ -127,6 +128,10 @@ def test_an_earlier_canvasds_session_is_taken_over_exactly(tmp_path: Path, store
                 reply = client.request({"id": recorded["id"], "method": method, "params": {}, "session": session})
                 assert reply == recorded, method
             assert kept.hget(key, "holder") == b"new"
+            # Moved to the tagged keys, every one, none without a time to live.
+            assert not kept.keys(f"{untagged}*")
+            assert sorted(kept.keys(f"{key}*")) == sorted(name.replace(untagged, key).encode() for name in fixture["keys"])
+            assert kept.pttl(f"{key}:log") > 0
             # A retry of the last change, and of one long before it: the reply the client was
             # given, from the reply cache and from the store's record of answered requests.
             for exchange in (fixture["sent"][-1], fixture["sent"][5]):

@@ -51,7 +51,7 @@ def test_an_idle_session_is_announced_expired_once_and_logged(tmp_path: Path, st
                 session.open()
                 touched = time.monotonic()
                 if keeping == "shared, key gone":
-                    assert redis_client.delete(f"canvas:session:{session.id}") == 1
+                    assert redis_client.delete(f"canvas:session:{{{session.id}}}") == 1
                 heard, expired_at = [], None
                 while expired_at is None and time.monotonic() < touched + IDLE + 8:
                     event = events.next(timeout=0.2)
@@ -69,7 +69,7 @@ def test_an_idle_session_is_announced_expired_once_and_logged(tmp_path: Path, st
         logged = [line for line in server.log.read_text().splitlines() if "session.expired" in line and session.id in line]
         assert len(logged) == 1, server.log.read_text()[-3000:]
         if keeping != "local":
-            assert not redis_client.keys(f"canvas:session:{session.id}*"), "the expired session is still in the store"
+            assert not redis_client.keys(f"canvas:session:{{{session.id}}}*"), "the expired session is still in the store"
     finally:
         server.stop()
 

@@ -70,7 +70,7 @@ def test_a_browser_through_haproxy_survives_the_loss_of_its_instance(tmp_path: P
             assert before["drawing"]["texts"] == [] and before["drawing"]["canRedo"] is True
             assert before["state"]["state"] == "open"
             store = redis.Redis(port=cluster.redis_port)
-            holder = store.hget(f"canvas:session:{session}", "holder").decode()
+            holder = store.hget(f"canvas:session:{{{session}}}", "holder").decode()
             victim = cluster.instance(holder)
 
             cluster.kill(victim)
@@ -86,7 +86,7 @@ def test_a_browser_through_haproxy_survives_the_loss_of_its_instance(tmp_path: P
             assert "error" not in after, after["error"]
             assert after["drawing"] == before["drawing"], "the drawing changed in the move"
             assert after["state"]["seq"] == before["state"]["seq"] and after["state"]["state"] == "open"
-            new_holder = store.hget(f"canvas:session:{session}", "holder").decode()
+            new_holder = store.hget(f"canvas:session:{{{session}}}", "holder").decode()
             assert new_holder != victim.name and cluster.instance(new_holder).alive
             restored = wait_for(browser, "window.restored.length && window.restored[0]", timeout=20)
             assert restored.get("sessionLost") is False and restored["session"] == session, restored
