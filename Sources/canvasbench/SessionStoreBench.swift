@@ -48,7 +48,7 @@ struct SessionStoreBench: ParsableCommand {
         _ = try client.call("canvas.open", session: session)
 
         let recorded = try RecordedHandwriting.page(copies: strokes / 24 + 1).strokes.filter { $0.tool == .pen }.prefix(strokes)
-        let key = "canvas:session:\(session)"
+        let key = "canvas:session:{\(session)}"
         let info = Array("INFO".utf8), stats = Array("stats".utf8)
         func received() throws -> Int {
             let text = try admin.command([info, stats], doing: "reading Redis's counters").string ?? ""
@@ -98,6 +98,7 @@ struct SessionStoreBench: ParsableCommand {
         }
 
         func column(_ figure: String, _ width: Int) -> String { String(repeating: " ", count: max(0, width - figure.count)) + figure }
+        guard !kept.isEmpty else { throw ValidationError("no change was written as operations: nothing to measure") }
         func median(_ values: [Int]) -> Int { values.sorted()[values.count / 2] }
         func milliseconds(_ duration: Duration) -> Double { Double(duration.components.seconds) * 1000 + Double(duration.components.attoseconds) / 1e15 }
         let within = zip(kept, own).filter { $0.0 <= 2 * $0.1 + 100 }.count
