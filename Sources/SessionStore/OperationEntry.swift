@@ -15,27 +15,15 @@ public enum OperationEntry {
     /// The head of an entry making `version`: what the service writes its operations after.
     public static func head(version: UInt64) -> [UInt8] {
         var out = magic
-        var value = version
-        while value >= 0x80 {
-            out.append(UInt8(truncatingIfNeeded: value) | 0x80)
-            value >>= 7
-        }
-        out.append(UInt8(value))
+        LEB128.append(version, to: &out)
         return out
     }
 
     /// The version an entry makes, and where its operations start.
     public static func version(of entry: [UInt8]) throws(SnapshotDelta.Refusal) -> (version: UInt64, body: Int) {
         guard isEntry(entry) else { throw SnapshotDelta.Refusal("not an operation entry") }
-        var value: UInt64 = 0, offset = magic.count
-        for shift in Swift.stride(from: 0, to: 64, by: 7) {
-            guard offset < entry.count else { throw SnapshotDelta.Refusal("an operation entry ends in its version") }
-            let byte = entry[offset]
-            offset += 1
-            if shift == 63 && byte > 1 { break }
-            value |= UInt64(byte & 0x7F) << UInt64(shift)
-            if byte & 0x80 == 0 { return (value, offset) }
-        }
-        throw SnapshotDelta.Refusal("an operation entry's version is past 64 bits")
+        var offset = magic.count
+        guard let version = LEB128.read(entry, at: &offset) else { throw SnapshotDelta.Refusal("an operation entry's version is cut short or past 64 bits") }
+        return (version, offset)
     }
 }

@@ -360,16 +360,11 @@ public enum SnapshotDelta {
             try take(8).reduce(0) { $0 << 8 | UInt64($1) }
         }
 
-        /// LEB128, at most ten bytes and no bits past 64.
         mutating func number() throws(Refusal) -> UInt64 {
-            var value: UInt64 = 0
-            for shift in Swift.stride(from: 0, to: 64, by: 7) {
-                let byte = try byte()
-                if shift == 63 && byte > 1 { throw Refusal("a number past 64 bits") }
-                value |= UInt64(byte & 0x7F) << UInt64(shift)
-                if byte & 0x80 == 0 { return value }
+            guard let value = LEB128.read(bytes, at: &offset) else {
+                throw Refusal(offset >= bytes.count ? "it ends early" : "a number past 64 bits")
             }
-            throw Refusal("a number past 64 bits")
+            return value
         }
 
         /// A number that counts bytes: within what an Int holds, so arithmetic on it cannot trap.
@@ -380,12 +375,5 @@ public enum SnapshotDelta {
         }
     }
 
-    private static func appendNumber(_ value: UInt64, to out: inout [UInt8]) {
-        var value = value
-        while value >= 0x80 {
-            out.append(UInt8(truncatingIfNeeded: value) | 0x80)
-            value >>= 7
-        }
-        out.append(UInt8(value))
-    }
+    private static func appendNumber(_ value: UInt64, to out: inout [UInt8]) { LEB128.append(value, to: &out) }
 }

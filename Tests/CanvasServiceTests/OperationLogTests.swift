@@ -79,15 +79,19 @@ struct OperationLogTests {
         reply(#"{"id":"x","result":{"state":"opening"}}"#)
     }
 
-    @Test("every operation the journal keeps replays, on the session before, to exactly the session acknowledged")
-    func everyOperationReplays() throws {
-        let strokes = try RecordedHandwriting.page(copies: 1).strokes
-        let before = try Self.freshSession()
-        var live = Self.stored(before)
-        try Self.everything(&live, strokes: strokes)
+    /// A fresh session, the same after `everything`, and the entry that says what it did.
+    static func everythingLogged() throws -> (before: ServiceSession, live: ServiceSession, entry: [UInt8]) {
+        let before = try freshSession()
+        var live = stored(before)
+        try everything(&live, strokes: try RecordedHandwriting.page(copies: 1).strokes)
         let journal = try #require(live.journal, "an operation the journal cannot say was used")
         #expect(journal.contains { if case .reply(_, _, .edit) = $0 { true } else { false } }, "no edit's reply in its short form")
-        let entry = OperationLog.encode(journal, version: 2, after: live)
+        return (before, live, OperationLog.encode(journal, version: 2, after: live))
+    }
+
+    @Test("every operation the journal keeps replays, on the session before, to exactly the session acknowledged")
+    func everyOperationReplays() throws {
+        let (before, live, entry) = try Self.everythingLogged()
         var replayed = try SessionSnapshot.decode(try SessionSnapshot.encode(before), session: before.id, connection: nil, now: .now, limits: Limits())
         try OperationLog.replay(entry, on: &replayed, within: .unbounded)
         #expect(try SessionSnapshot.encode(replayed) == (try SessionSnapshot.encode(live)))
@@ -96,11 +100,7 @@ struct OperationLogTests {
 
     @Test("an entry with any byte changed, or cut short anywhere, is refused")
     func damagedEntriesAreRefused() throws {
-        let strokes = try RecordedHandwriting.page(copies: 1).strokes
-        let before = try Self.freshSession()
-        var live = Self.stored(before)
-        try Self.everything(&live, strokes: strokes)
-        let entry = OperationLog.encode(try #require(live.journal), version: 2, after: live)
+        let (before, _, entry) = try Self.everythingLogged()
         let base = try SessionSnapshot.encode(before)
         func refused(_ bytes: [UInt8]) throws -> Bool {
             var session = try SessionSnapshot.decode(base, session: before.id, connection: nil, now: .now, limits: Limits())

@@ -185,14 +185,7 @@ enum OperationLog {
     private struct Writer {
         var bytes: [UInt8]
 
-        mutating func number(_ value: UInt64) {
-            var value = value
-            while value >= 0x80 {
-                bytes.append(UInt8(truncatingIfNeeded: value) | 0x80)
-                value >>= 7
-            }
-            bytes.append(UInt8(value))
-        }
+        mutating func number(_ value: UInt64) { LEB128.append(value, to: &bytes) }
 
         mutating func double(_ value: Double) {
             withUnsafeBytes(of: value.bitPattern.littleEndian) { bytes.append(contentsOf: $0) }
@@ -338,14 +331,8 @@ enum OperationLog {
         }
 
         mutating func number() throws(Refusal) -> UInt64 {
-            var value: UInt64 = 0
-            for shift in Swift.stride(from: 0, to: 64, by: 7) {
-                let byte = try byte()
-                if shift == 63 && byte > 1 { break }
-                value |= UInt64(byte & 0x7F) << UInt64(shift)
-                if byte & 0x80 == 0 { return value }
-            }
-            throw Refusal("a number past 64 bits")
+            guard let value = LEB128.read(bytes, at: &offset) else { throw Refusal("a number cut short or past 64 bits") }
+            return value
         }
 
         mutating func count() throws(Refusal) -> Int {
