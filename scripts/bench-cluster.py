@@ -104,16 +104,31 @@ def main() -> int:
         redis.terminate()
         redis.wait()
 
+    throughput = {}
     for instances, shared in ((1, False), (1, True), (3, True)):
         print(f"== through HAProxy, {instances} instance{'s' if instances > 1 else ''}, "
               + ("sessions in Redis" if shared else "no session store") + ", one document folder", flush=True)
         documents = folder / f"documents-{instances}-{shared}"
         with Cluster(canvasd, documents, folder / f"cluster-{instances}-{shared}", instances=instances, session_store=shared,
                      log_level="error", extra=["--max-sessions", "5000"]) as cluster:
-            bench(canvasbench, ["load", "--clients", str(options.clients), "--requests", str(options.requests),
-                                "--connect", cluster.endpoint, "--connect-events", cluster.events,
-                                "--documents", str(documents), "--sources", str(options.clients)])
+            output = bench(canvasbench, ["load", "--clients", str(options.clients), "--requests", str(options.requests),
+                                         "--connect", cluster.endpoint, "--connect-events", cluster.events,
+                                         "--documents", str(documents), "--sources", str(options.clients)])
+            throughput[(instances, shared)] = replies_per_second(output)
+    alone = throughput[(1, False)]
+    print(f"{options.clients} clients through HAProxy, throughput with the store against 1 instance without it: "
+          f"1 instance {throughput[(1, True)] / alone:.2f}x, 3 instances {throughput[(3, True)] / alone:.2f}x (target at least 0.7x)",
+          flush=True)
     return 0
+
+
+def replies_per_second(output: str) -> float:
+    """The throughput canvasbench load printed (`throughput N replies/s`)."""
+    for line in output.splitlines():
+        fields = line.split()
+        if "throughput" in fields and fields.index("throughput") + 1 < len(fields):
+            return float(fields[fields.index("throughput") + 1])
+    raise SystemExit("no throughput in canvasbench's output")
 
 
 if __name__ == "__main__":
