@@ -113,9 +113,9 @@ struct SessionStoreBench: ParsableCommand {
               + "\(whole) changes written whole")
         print("  kept / own: median \(format(ratios[ratios.count / 2], 2))x, p90 \(format(ratios[ratios.count * 9 / 10], 2))x; "
               + "\(within) of \(kept.count) within 2x own + 100 bytes (target)")
-        let early = times.prefix(15).dropFirst(5).sorted(), late = times.suffix(10).sorted()
-        print("one more stroke's round trip: \(format(milliseconds(early[early.count / 2]), 3)) ms at strokes 6-15, "
-              + "\(format(milliseconds(late[late.count / 2]), 3)) ms at the last 10: \(format(milliseconds(late[late.count / 2]) / milliseconds(early[early.count / 2]), 2))x (medians; target 1.2x)")
+        let early = times.prefix(25).dropFirst(5).sorted(), late = times.suffix(20).sorted()
+        print("one more stroke's round trip: \(format(milliseconds(early[early.count / 2]), 3)) ms at strokes 6-25, "
+              + "\(format(milliseconds(late[late.count / 2]), 3)) ms at the last 20: \(format(milliseconds(late[late.count / 2]) / milliseconds(early[early.count / 2]), 2))x (medians; target 1.2x)")
 
         // Another instance takes it over, and back, and again: each is a take-over of the whole
         // session (its base and log read, the log replayed). The time is the first request's on
