@@ -153,11 +153,4 @@ extension DocumentStore {
         hasher.update(bytes)
         return hasher.finish()
     }
-
-    /// The SHA-256 of `bytes` as its 32 bytes.
-    public static func sha256Bytes(_ bytes: [UInt8]) -> [UInt8] {
-        var hasher = SHA256Hasher()
-        hasher.update(bytes)
-        return hasher.finishBytes()
-    }
 }

@@ -243,10 +243,11 @@ public final class SessionSnapshotStore {
             return .answered(entry: entry)
         }
         if case .array(let fields) = reply, fields.count == 3, fields[0] == .integer(3) { return .wholeNeeded }
-        if case .array(let fields) = reply, fields.count == 4, fields[0] == .integer(1), case .integer(let length) = fields[3] {
-            lastLogLength = Int(length)
+        if case .array(let fields) = reply, fields.count == 5, fields[0] == .integer(1), case .integer(let entries) = fields[3],
+           case .integer(let baseBytes) = fields[4] {
+            lastLog = (Int(entries), Int(baseBytes))
         }
-        guard case .array(let fields) = reply, fields.count == 3 || fields.count == 4 else {
+        guard case .array(let fields) = reply, fields.count == 3 || fields.count == 5 else {
             throw RedisError(doing: doing, cause: .unexpectedReply("\(reply)"))
         }
         let heldBy = fields[1].string.flatMap { $0.isEmpty ? nil : $0 }
@@ -255,9 +256,10 @@ public final class SessionSnapshotStore {
         return .lost(holder: heldBy, version: version)
     }
 
-    /// How long the session's log was after the last write that landed: shorter than the
-    /// writer counted when a fold landed between (`fold`).
-    public private(set) var lastLogLength = 0
+    /// The session's log and whole snapshot as the last write that landed left them: the log's
+    /// entries (fewer than the writer counted when a fold landed between, `fold`) and the whole
+    /// snapshot's bytes (a fold's, then).
+    public private(set) var lastLog: (entries: Int, baseBytes: Int) = (0, 0)
 
     /// Folds the session's log into a new whole snapshot, `base`, which is the session at
     /// `version`: lands only if the store still has this instance holding it at that version
@@ -476,7 +478,7 @@ public final class SessionSnapshotStore {
                 end
                 redis.call('PEXPIRE', KEYS[2], ARGV[4])
                 redis.call('PEXPIRE', KEYS[3], ARGV[4])
-                return {1, ARGV[1], version, redis.call('LLEN', KEYS[4])}
+                return {1, ARGV[1], version, redis.call('LLEN', KEYS[4]), redis.call('HSTRLEN', KEYS[1], 'base')}
                 """
             case .fold:
                 // ARGV: holder, the version the base is, the base, ttl. 1: folded; 0: the session

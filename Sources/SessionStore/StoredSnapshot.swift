@@ -58,14 +58,15 @@ public struct StoredSnapshot: Sendable, Equatable {
             return StoredSnapshot(version: version, bytes: next, wholeCount: wholeCount, logEntries: logEntries + 1,
                                   logBytes: logBytes + delta.count)
         case .operations(let entry):
-            return afterOperations(count: entry.count, version: version, logEntries: logEntries + 1)
+            return afterOperations(count: entry.count, version: version, logEntries: logEntries + 1, wholeCount: wholeCount)
         }
     }
 
     /// After the store took an operation entry of `count` bytes as `version`, its log then
-    /// `logEntries` long as the store said: shorter than this holder counted when a fold
-    /// landed meanwhile, and then the entry is all the log's bytes.
-    public func afterOperations(count: Int, version: UInt64, logEntries stored: Int) -> StoredSnapshot {
+    /// `logEntries` long and its whole snapshot `wholeCount` bytes, as the store said: the log
+    /// shorter than this holder counted when a fold landed meanwhile, and then the entry is all
+    /// the log's bytes.
+    public func afterOperations(count: Int, version: UInt64, logEntries stored: Int, wholeCount: Int) -> StoredSnapshot {
         let folded = stored <= logEntries
         return StoredSnapshot(version: version, bytes: nil, wholeCount: wholeCount, logEntries: stored,
                               logBytes: folded ? count : logBytes + count)
@@ -77,10 +78,5 @@ public struct StoredSnapshot: Sendable, Equatable {
     /// passed `maxOperationEntries`.
     public var foldDue: Bool {
         logEntries >= Self.maxOperationEntries || (logEntries > 0 && 2 * logBytes >= 3 * max(wholeCount, Self.foldFloor))
-    }
-
-    /// The same, the whole snapshot in the store `count` bytes (a fold wrote it).
-    public func with(wholeCount count: Int) -> StoredSnapshot {
-        StoredSnapshot(version: version, bytes: bytes, wholeCount: count, logEntries: logEntries, logBytes: logBytes)
     }
 }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CanvasClient
 import Foundation
 
 @main
@@ -41,6 +42,15 @@ final class Child {
     }
 
     deinit { stop() }
+}
+
+/// Waits for the canvasd `client` talks to (`name`, for the error) to answer `hello`: 5 s at most.
+func waitUntilServing(_ client: CanvasClient, name: String = "canvasd") throws {
+    for _ in 0..<100 {
+        if case .success? = try? client.call("hello") { return }
+        usleep(50_000)
+    }
+    throw ValidationError("\(name) did not answer")
 }
 
 /// Summary statistics of a set of samples.

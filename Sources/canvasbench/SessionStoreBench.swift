@@ -33,11 +33,7 @@ struct SessionStoreBench: ParsableCommand {
                                                               "--documents", folder.path, "--log-level", "error",
                                                               "--session-store", redis.url, "--instance", name])
             let client = try CanvasClient(endpoint: endpoint, timeoutMilliseconds: 30_000)
-            var served = false
-            for _ in 0..<100 where !served {
-                if case .success? = try? client.call("hello") { served = true } else { usleep(50_000) }
-            }
-            guard served else { throw ValidationError("canvasd \(name) did not answer") }
+            try waitUntilServing(client, name: "canvasd \(name)")
             return (canvasd, client)
         }
         let (canvasd, client) = try start("bench")
@@ -66,14 +62,12 @@ struct SessionStoreBench: ParsableCommand {
         var kept: [Int] = [], own: [Int] = [], wire: [Int] = [], times: [Duration] = []
         var folds = 0, foldBytes = 0, whole = 0, lastBase = try base()
         for (index, stroke) in recorded.enumerated() {
-            let points: [JSONValue] = stroke.points.map { .object(["x": .number($0.x), "y": .number($0.y), "pressure": .number($0.pressure ?? 0.5)]) }
             let sent = try Stroke(tool: stroke.tool, color: stroke.color, width: stroke.width,
                                   points: try stroke.points.map { try InkPoint(x: $0.x, y: $0.y, pressure: $0.pressure ?? 0.5) })
             let id = RequestID.integer(Int64(1000 + index))
             let before = try received()
             let started = ContinuousClock.now
-            let request = Request(id: id, method: "drawing.addStroke", params: ["tool": "pen", "color": .string(stroke.color.rawValue),
-                                                                                "width": .number(stroke.width), "points": .array(points)], session: session)
+            let request = Request(id: id, method: "drawing.addStroke", params: try JSONCodec.value(of: sent).objectValue ?? [:], session: session)
             let added = try client.exchange([JSONCodec.serialize(request.json)], method: "drawing.addStroke")
             times.append(ContinuousClock.now - started)
             guard added["error"] == nil else { throw ValidationError("stroke \(index + 1) was refused: \(added)") }

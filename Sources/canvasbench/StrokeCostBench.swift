@@ -24,23 +24,15 @@ struct StrokeCostBench: ParsableCommand {
                                                           "--documents", folder.path, "--log-level", "error"])
         defer { canvasd.stop() }
         let client = try CanvasClient(endpoint: endpoint, timeoutMilliseconds: 30_000)
-        var served = false
-        for _ in 0..<100 where !served {
-            if case .success? = try? client.call("hello") { served = true } else { usleep(50_000) }
-        }
-        guard served else { throw ValidationError("canvasd did not answer") }
+        try waitUntilServing(client)
 
         // Recorded strokes of at least 200 points, cut to each size: a pen's real samples.
         let long = try RecordedHandwriting.page(copies: 4).strokes.filter { $0.points.count >= 200 }
         guard !long.isEmpty else { throw ValidationError("no recorded stroke of 200 points") }
         let sizes = [2, 50, 200]
-        func params(_ stroke: Stroke, _ count: Int) -> [String: JSONValue] {
-            let points: [JSONValue] = stroke.points.prefix(count).map { point in
-                var fields: [String: JSONValue] = ["x": .number(point.x), "y": .number(point.y)]
-                if let pressure = point.pressure { fields["pressure"] = .number(pressure) }
-                return .object(fields)
-            }
-            return ["tool": "pen", "color": .string(stroke.color.rawValue), "width": .number(stroke.width), "points": .array(points)]
+        func params(_ stroke: Stroke, _ count: Int) throws -> [String: JSONValue] {
+            let cut = try Stroke(tool: .pen, color: stroke.color, width: stroke.width, points: Array(stroke.points.prefix(count)))
+            return try JSONCodec.value(of: cut).objectValue ?? [:]
         }
         var times = [String: [Double]]()
         var session = ""
@@ -64,7 +56,7 @@ struct StrokeCostBench: ParsableCommand {
             let stroke = long[round % long.count]
             for size in sizes {
                 try timed("canvas.state", "canvas.state", [:])
-                try timed("\(size) points", "drawing.addStroke", params(stroke, size))
+                try timed("\(size) points", "drawing.addStroke", try params(stroke, size))
             }
         }
         func median(_ label: String) -> Double { let sorted = times[label]!.sorted(); return sorted[sorted.count / 2] }

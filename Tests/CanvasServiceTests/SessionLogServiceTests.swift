@@ -11,18 +11,13 @@ import TestSupport
 /// stroke by stroke.
 @Suite("session changes written as deltas", .serialized)
 struct SessionLogServiceTests {
-    /// The recorded words as `drawing.addStroke` params, and what each adds to a snapshot: the
-    /// stroke (base64 of 24 bytes a point) and, in the reply cache, its request as the cache
-    /// keeps it to tell a retry from a reused id (`ReplyCache.fingerprint`: the points as JSON).
+    /// The recorded words as `drawing.addStroke` params, and what each added to a snapshot
+    /// before changes were logged as their operations: the stroke (base64 of 24 bytes a point)
+    /// and, in the reply cache, its request's fingerprint (the points as JSON). A change sends
+    /// less now; these are the bounds the test holds it to.
     static func recordedStrokes(copies: Int) throws -> [(params: [String: JSONValue], storedBytes: Int)] {
         try RecordedHandwriting.page(copies: copies).strokes.map { stroke in
-            let points: [JSONValue] = stroke.points.map { point in
-                var fields: [String: JSONValue] = ["x": .number(point.x), "y": .number(point.y)]
-                if let pressure = point.pressure { fields["pressure"] = .number(pressure) }
-                return .object(fields)
-            }
-            let params: [String: JSONValue] = ["tool": .string(stroke.tool.rawValue), "color": .string(stroke.color.rawValue),
-                                               "width": .number(stroke.width), "points": .array(points)]
+            let params = try JSONCodec.value(of: stroke).objectValue ?? [:]
             let request = Request(id: .integer(1), method: "drawing.addStroke", params: params, session: "5eed")
             return (params, (stroke.points.count * 24 + 2) / 3 * 4 + ReplyCache.fingerprint(request).count)
         }

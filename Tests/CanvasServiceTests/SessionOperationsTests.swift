@@ -23,13 +23,7 @@ struct SessionOperationsTests {
     /// method that changes a session among them (and refusals: an edit on a closed canvas, a
     /// text that is not there, a transition with none under way).
     static func randomStep(_ random: inout SplitMix, strokes: [Stroke]) -> [Step] {
-        func points(_ stroke: Stroke) -> JSONValue {
-            .array(stroke.points.map { point in
-                var fields: [String: JSONValue] = ["x": .number(point.x), "y": .number(point.y)]
-                if let pressure = point.pressure { fields["pressure"] = .number(pressure) }
-                return .object(fields)
-            })
-        }
+        func points(_ stroke: Stroke) -> JSONValue { (try? JSONCodec.value(of: stroke.points)) ?? [] }
         func pick(_ count: Int) -> Int { Int(random.next() % UInt64(count)) }
         let stroke = strokes[pick(strokes.count)]
         let style: [String: JSONValue] = ["tool": .string(pick(5) == 0 ? "highlighter" : "pen"), "color": .string(stroke.color.rawValue),

@@ -335,7 +335,7 @@ struct CanvasMethods {
     private func edit(_ edit: DrawingEdit, by method: Method, _ session: inout ServiceSession, _ call: inout Call) throws(ProtocolError) -> [String: JSONValue] {
         let report: EditReport
         do {
-            report = try session.edit(edit, within: self.params.drawingBounds)
+            report = try session.edit(edit, within: self.params.limits.drawingBounds)
         } catch {
             switch error {
             case .rejected(let rejection): throw Self.invalidState(rejection, session)

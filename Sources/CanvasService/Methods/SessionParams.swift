@@ -45,11 +45,6 @@ struct SessionParams {
         return (configuration, initialize)
     }
 
-    /// What every edit's resulting drawing is held to.
-    var drawingBounds: DrawingBounds {
-        DrawingBounds(maxStrokes: limits.maxStrokesPerDrawing, maxPoints: limits.maxPointsPerDrawing, maxTexts: limits.maxTextsPerDrawing)
-    }
-
     /// A drawing method's edit, refused when it would take `drawing` past a limit.
     func edit(_ method: Method, _ params: Params, on drawing: Drawing) throws(ProtocolError) -> DrawingEdit {
         switch method {
@@ -89,5 +84,13 @@ struct SessionParams {
     static func tooLarge(_ field: String, _ size: Int, _ limit: Int) -> ProtocolError {
         ProtocolError(.payloadTooLarge, "\(field): \(size) is over the limit of \(limit)",
                       data: ["field": .string(field), "size": .integer(Int64(size)), "limit": .integer(Int64(limit))])
+    }
+}
+
+extension Limits {
+    /// What every edit's resulting drawing is held to, live and when a shared session's log is
+    /// replayed.
+    var drawingBounds: DrawingBounds {
+        DrawingBounds(maxStrokes: maxStrokesPerDrawing, maxPoints: maxPointsPerDrawing, maxTexts: maxTextsPerDrawing)
     }
 }

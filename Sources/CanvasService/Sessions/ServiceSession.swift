@@ -371,8 +371,9 @@ struct ReplyCache {
     static func digest(fingerprint: [UInt8]) -> [UInt8] {
         guard case .object(let request)? = try? JSONCodec.parse(fingerprint), case .string(let method)? = request["method"],
               case .object(let params)? = request["params"] else {
-            // Nothing a request digests to: a retry of it is told the id was used on another.
-            return Array(DocumentStore.sha256Bytes(fingerprint).prefix(15))
+            // Kept as it is, JSON text that no request's digest equals: a retry of it is told
+            // the id was used on another request.
+            return fingerprint
         }
         return JSONDigest.request(method: method, params: params).bytes
     }

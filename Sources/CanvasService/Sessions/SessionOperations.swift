@@ -92,13 +92,10 @@ enum OperationLog {
         out.number(UInt64(operations.count))
         for operation in operations { out.operation(operation) }
         out.check(session)
-        let sum = checksum(out.bytes[...])
+        let sum = InkSource.checksum(out.bytes[...])
         withUnsafeBytes(of: sum.littleEndian) { out.bytes.append(contentsOf: $0) }
         return out.bytes
     }
-
-    /// The same checksum a stored drawing carries (`InkSource`).
-    static func checksum(_ bytes: ArraySlice<UInt8>) -> UInt64 { InkSource.checksum(bytes) }
 
     /// Replays `entry` on `session` (the session at the version before it), through the same
     /// methods that made it live, and checks that what it made looks like what was written.
@@ -113,7 +110,7 @@ enum OperationLog {
         }
         guard entry.count >= body + 8 else { throw Refusal("it ends early") }
         let written = entry[(entry.count - 8)...].reversed().reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-        guard written == checksum(entry[..<(entry.count - 8)]) else { throw Refusal("its checksum does not match its bytes") }
+        guard written == InkSource.checksum(entry[..<(entry.count - 8)]) else { throw Refusal("its checksum does not match its bytes") }
         var input = Reader(bytes: Array(entry[..<(entry.count - 8)]), offset: body)
         let seq = try input.number()
         guard seq <= SessionSnapshot.maxSeq else { throw Refusal("seq \(seq)") }

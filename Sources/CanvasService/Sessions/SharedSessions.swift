@@ -1,4 +1,3 @@
-import CanvasCore
 package import CanvasOperations
 import CanvasProtocol
 import DocumentStore
@@ -284,10 +283,8 @@ package final class SharedSessions: @unchecked Sendable {
             case .operations(let entry):
                 metrics?.stored(bytes: entry.count, .operations)
                 let known = before ?? StoredSnapshot(version: expected, bytes: nil)
-                let after = known.afterOperations(count: entry.count, version: version, logEntries: store.lastLogLength)
-                // A fold this lane made since: the log is measured against the snapshot it wrote.
-                guard let folded = folds.removeValue(forKey: id), after.logEntries <= known.logEntries else { return after }
-                return after.with(wholeCount: folded)
+                return known.afterOperations(count: entry.count, version: version, logEntries: store.lastLog.entries,
+                                             wholeCount: store.lastLog.baseBytes)
             case .delta, .whole:
                 metrics?.stored(bytes: change.bytes.count, change.isLogged ? .delta : .whole)
                 let next = bytes ?? []
@@ -309,33 +306,20 @@ package final class SharedSessions: @unchecked Sendable {
         }
     }
 
-    /// The size of each whole snapshot a fold on this lane wrote, by session, until the
-    /// session's next write reads it.
-    private var folds: [String: Int] = [:]
-    private static let foldsKept = 4096
-
     /// Folds the session's log into a whole snapshot: `session` is the session at `version`,
     /// just written. Run on its lane after the write's answer went to the loop, so no request
     /// waits for the encoding; a later write of the session waits behind it on the lane, once
-    /// per fold. Returns the snapshot's size when it landed; a fold that does not land (the
-    /// session moved on, the store failed) leaves the log as it was, which is still the session.
-    @discardableResult
-    func fold(_ session: ServiceSession, version: UInt64) -> Int? {
+    /// per fold. A fold that does not land (the session moved on, the store failed) leaves the
+    /// log as it was, which is still the session; the next write says what the store has.
+    func fold(_ session: ServiceSession, version: UInt64) {
         // Not through `asking`: a fold that fails (a large snapshot past the store's timeout, a
         // replica slow to confirm it) must not make the store rest for every session's requests.
         // While it rests, no fold is tried.
-        guard !rest.resting(at: ContinuousClock.now), let bytes = try? encode(session) else { return nil }
+        guard !rest.resting(at: ContinuousClock.now), let bytes = try? encode(session) else { return }
         do {
-            guard try store.fold(session.id, version: version, base: bytes) else { return nil }
-            metrics?.stored(bytes: bytes.count, .fold)
-            // Kept for the session's next write on this lane, which the loop's copy does not know
-            // of; a session that never writes again leaves its entry until the table is cleared.
-            if folds.count >= Self.foldsKept { folds.removeAll() }
-            folds[session.id] = bytes.count
-            return bytes.count
+            if try store.fold(session.id, version: version, base: bytes) { metrics?.stored(bytes: bytes.count, .fold) }
         } catch {
             logger.warning("the session's log was not folded; it stays as it is", metadata: ["session": "\(session.id)", "error": "\(error)"])
-            return nil
         }
     }
 
@@ -358,9 +342,7 @@ package final class SharedSessions: @unchecked Sendable {
         do {
             let assembled = try snapshot.assembled(maxCount: SessionSnapshot.maxBytes)
             var session = try SessionSnapshot.decode(assembled.bytes, session: id, connection: connection, now: now, limits: limits)
-            let bounds = DrawingBounds(maxStrokes: limits.maxStrokesPerDrawing, maxPoints: limits.maxPointsPerDrawing,
-                                       maxTexts: limits.maxTextsPerDrawing)
-            for entry in assembled.operations { try OperationLog.replay(entry, on: &session, within: bounds) }
+            for entry in assembled.operations { try OperationLog.replay(entry, on: &session, within: limits.drawingBounds) }
             // What the operations made is held to the limits a snapshot is (`SessionSnapshot.check`).
             if !assembled.operations.isEmpty { try SessionSnapshot.checkLimits(session, limits) }
             session.storedVersion = snapshot.version
