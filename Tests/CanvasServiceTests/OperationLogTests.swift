@@ -40,7 +40,7 @@ struct OperationLogTests {
             let report = try session.edit(edit)
             session.seq += 1
             id += 1
-            let text = ReplyEncoder.success(id: .integer(id), result: CanvasMethods.editResult(changed: report.changed, report, session.canvas.drawing))
+            let text = ReplyEncoder.success(id: .integer(id), result: CanvasMethods.editResult(changed: report.changed, session.canvas))
             session.remember(text, for: .integer(id), digest: ReplyCache.digest(fingerprint: Array("request \(id)".utf8)))
         }
         _ = try session.run(.open)

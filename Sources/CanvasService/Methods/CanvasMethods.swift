@@ -211,7 +211,8 @@ struct CanvasMethods {
             try perform(.open, &session, &call)
         } else {
             // A page's ink, loaded: the session is written whole after this.
-            executor.run(try actions(&session) { canvas throws(CanvasRejection) in try canvas.open(drawing: loaded) }, &session, imageData: false, &call)
+            executor.run(try actions(&session) { session throws(CanvasRejection) in try session.canvas.open(drawing: loaded) },
+                         &session, imageData: false, &call)
         }
         guard opens else { return nil }
         if var target {
@@ -355,14 +356,16 @@ struct CanvasMethods {
             }
         }
         executor.run(report.actions, &session, imageData: false, &call)
-        return Self.editResult(changed: report.changed, report, session.canvas.drawing)
+        return Self.editResult(changed: report.changed, session.canvas)
     }
 
-    /// An edit's result, from its report and the drawing after it: what a shared session's log
-    /// makes again on replay instead of keeping the reply (`SessionOperation.KeptReply.edit`).
-    static func editResult(changed: Bool, _ report: EditReport, _ drawing: Drawing) -> [String: JSONValue] {
-        [
-            "changed": .bool(changed), "canUndo": .bool(report.canUndo), "canRedo": .bool(report.canRedo),
+    /// An edit's result: whether it changed the drawing, and the canvas after it (its history and
+    /// drawing). What a shared session's log makes again on replay instead of keeping the reply
+    /// (`SessionOperation.KeptReply.edit`).
+    static func editResult(changed: Bool, _ canvas: CanvasSession) -> [String: JSONValue] {
+        let history = canvas.canvas.editableDrawing, drawing = canvas.drawing
+        return [
+            "changed": .bool(changed), "canUndo": .bool(history?.canUndo ?? false), "canRedo": .bool(history?.canRedo ?? false),
             "strokes": .integer(Int64(drawing.strokes.count)), "texts": .integer(Int64(drawing.texts.count)),
         ]
     }
@@ -374,18 +377,14 @@ struct CanvasMethods {
 
     /// Runs a canvas command: the actions it asks for, or its refusal as the wire says it.
     private func actions(_ step: CanvasStep, _ session: inout ServiceSession) throws(ProtocolError) -> [CanvasAction] {
-        do {
-            return try session.run(step)
-        } catch {
-            throw Self.invalidState(error, session)
-        }
+        try actions(&session) { session throws(CanvasRejection) in try session.run(step) }
     }
 
-    /// Runs a canvas command: the actions it asks for, or its refusal as the wire says it.
+    /// Runs a canvas command on the session: the actions it asks for, or its refusal as the wire says it.
     private func actions(_ session: inout ServiceSession,
-                         _ command: (inout CanvasSession) throws(CanvasRejection) -> [CanvasAction]) throws(ProtocolError) -> [CanvasAction] {
+                         _ command: (inout ServiceSession) throws(CanvasRejection) -> [CanvasAction]) throws(ProtocolError) -> [CanvasAction] {
         do {
-            return try command(&session.canvas)
+            return try command(&session)
         } catch {
             throw Self.invalidState(error, session)
         }

@@ -68,8 +68,7 @@ struct InFlightRequest {
     /// What the session's reply cache keeps of it (`ReplyCache.digest`): written once.
     mutating func digest() -> [UInt8] {
         if let knownDigest { return knownDigest }
-        let made: [UInt8]
-        if let method, request.params.isEmpty { made = ReplyCache.digest(withoutParams: method) } else { made = ReplyCache.digest(request) }
+        let made = ReplyCache.digest(request, method: method)
         knownDigest = made
         return made
     }

@@ -39,8 +39,6 @@ struct ServiceSession: @unchecked Sendable {
         var journal: [SessionOperation]? = []
         /// About what the journal holds, in bytes (`record`).
         var journalBytes = 0
-        /// The last edit's report, which an edit's reply is made from.
-        var lastEdit: EditReport?
     }
 
     private final class Storage {
@@ -229,7 +227,6 @@ struct ServiceSession: @unchecked Sendable {
     mutating func edit(_ edit: DrawingEdit, within bounds: DrawingBounds = .unbounded) throws(CanvasEditError) -> EditReport {
         let report = try changeCanvas { (canvas: inout CanvasSession) throws(CanvasEditError) in try canvas.edit(edit, within: bounds) }
         record(.edit(edit))
-        unique.lastEdit = report
         return report
     }
 
@@ -265,7 +262,7 @@ struct ServiceSession: @unchecked Sendable {
         var form = SessionOperation.KeptReply.none
         if let kept {
             if case .edit? = journal.last {
-                form = OperationLog.keptForm(kept, id: id, after: storage.fields.lastEdit, canvas.drawing)
+                form = OperationLog.keptForm(kept, id: id, after: canvas)
             } else {
                 form = .bytes(kept)
             }
@@ -360,10 +357,12 @@ struct ReplyCache {
     /// cache once kept each as its JSON, which was most of a stored session's bytes), made
     /// without writing the request out. 128 bits: telling a retry from an id reused on another
     /// request needs no more, and only the session's own client chooses what it tells apart.
-    static func digest(_ request: Request) -> [UInt8] { JSONDigest.request(method: request.method, params: request.params).bytes }
-
-    /// `digest` of a method without params, made once per method.
-    static func digest(withoutParams method: Method) -> [UInt8] { withoutParamsDigests[method.index] }
+    /// `method`: the one `request` names, when known (as `fingerprint`'s).
+    static func digest(_ request: Request, method: Method? = nil) -> [UInt8] {
+        // Without params, as most reads come, each method's is made once.
+        if let method, request.params.isEmpty { return withoutParamsDigests[method.index] }
+        return JSONDigest.request(method: request.method, params: request.params).bytes
+    }
 
     private static let withoutParamsDigests: [[UInt8]] = Method.allCases.map { JSONDigest.request(method: $0.rawValue, params: [:]).bytes }
 

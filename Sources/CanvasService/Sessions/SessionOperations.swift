@@ -117,12 +117,14 @@ enum OperationLog {
         let count = try input.number()
         // Each operation takes at least a byte.
         guard count <= UInt64(entry.count) else { throw Refusal("\(count) operations in \(entry.count) bytes") }
-        var lastEdit: EditReport?
+        // A reply in its edit form is made from the edit just before it, in this entry.
+        var edited = false
         for _ in 0..<count {
             switch try input.operation() {
             case .edit(let edit):
                 do {
-                    lastEdit = try session.edit(edit, within: bounds)
+                    _ = try session.edit(edit, within: bounds)
+                    edited = true
                 } catch {
                     throw Refusal("the edit was refused on replay: \(error)")
                 }
@@ -144,8 +146,8 @@ enum OperationLog {
                 case .none: reply = nil
                 case .bytes(let bytes): reply = bytes
                 case .edit(let changed):
-                    guard let report = lastEdit else { throw Refusal("an edit's reply with no edit before it") }
-                    reply = ReplyEncoder.success(id: id, result: CanvasMethods.editResult(changed: changed, report, session.canvas.drawing))
+                    guard edited else { throw Refusal("an edit's reply with no edit before it") }
+                    reply = ReplyEncoder.success(id: id, result: CanvasMethods.editResult(changed: changed, session.canvas))
                 }
                 session.remember(reply, for: id, digest: digest)
             case .strokeParts(let parts):
@@ -162,10 +164,8 @@ enum OperationLog {
     }
 
     /// The `.edit` form of a reply, when `reply` is exactly what replaying would write for it.
-    static func keptForm(_ reply: [UInt8], id: RequestID, after report: EditReport?, _ drawing: Drawing) -> SessionOperation.KeptReply {
-        guard let report else { return .bytes(reply) }
-        for changed in [report.changed, !report.changed]
-        where ReplyEncoder.success(id: id, result: CanvasMethods.editResult(changed: changed, report, drawing)) == reply {
+    static func keptForm(_ reply: [UInt8], id: RequestID, after canvas: CanvasSession) -> SessionOperation.KeptReply {
+        for changed in [true, false] where ReplyEncoder.success(id: id, result: CanvasMethods.editResult(changed: changed, canvas)) == reply {
             return .edit(changed: changed)
         }
         return .bytes(reply)
