@@ -29,7 +29,25 @@ public enum RequestID: Hashable, Sendable, CustomStringConvertible {
 public struct Request: Sendable {
     public var id: RequestID
     public var method: String
-    public var params: [String: JSONValue]
+    /// The params as JSON. A stroke's points that the parser read as numbers are kept apart
+    /// (`points`), and made into JSON here only for who asks: what answers a stroke reads them
+    /// through `Params(request)` and digests them through `digest`, never as JSON.
+    public var params: [String: JSONValue] {
+        get {
+            guard let points else { return otherParams }
+            var all = otherParams
+            all["points"] = points.json
+            return all
+        }
+        set {
+            otherParams = newValue
+            points = nil
+        }
+    }
+    /// The params but `points` when `points` is set; all of them otherwise.
+    public private(set) var otherParams: [String: JSONValue]
+    /// The params' `points`, when the parser read them as numbers (`ParsedPoints`).
+    public private(set) var points: ParsedPoints?
     public var session: String?
     public var attachments: [[UInt8]]
     /// The access token a web peer sent (`"token"`, a string), or nil. Only web requests of a
@@ -40,11 +58,23 @@ public struct Request: Sendable {
                 attachments: [[UInt8]] = [], token: String? = nil) {
         self.id = id
         self.method = method
-        self.params = params
+        self.otherParams = params
         self.session = session
         self.attachments = attachments
         self.token = token
     }
+
+    init(id: RequestID, method: String, params: [String: JSONValue], points: ParsedPoints?, session: String?,
+         attachments: [[UInt8]], token: String?) {
+        self.init(id: id, method: method, params: params, session: session, attachments: attachments, token: token)
+        self.points = points
+    }
+
+    /// Whether it has no params, without making any JSON.
+    public var hasNoParams: Bool { points == nil && otherParams.isEmpty }
+
+    /// `JSONDigest.request` of its method and params, without making its points JSON.
+    public var digest: JSONDigest { JSONDigest.request(method: method, params: otherParams, points: points) }
 
     /// The request as a JSON frame, for clients.
     public var json: JSONValue {
@@ -111,8 +141,8 @@ public enum RequestDecoder {
         }
         var token: String?
         if case .string(let t)? = fields.token { token = t }
-        return .success(Request(id: id, method: method, params: params, session: session,
-                                attachments: Array(frames.dropFirst()), token: token))
+        return .success(Request(id: id, method: method, params: params, points: fields.points,
+                                session: session, attachments: Array(frames.dropFirst()), token: token))
     }
 }
 

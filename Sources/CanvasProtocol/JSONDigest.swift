@@ -25,10 +25,16 @@ public struct JSONDigest: Hashable, Sendable {
     }
 
     /// The digest of a request as its retry must repeat it: its method and its params.
-    public static func request(method: String, params: [String: JSONValue]) -> JSONDigest {
+    /// `points`: the params' `points` when the parser read them as numbers (`ParsedPoints`),
+    /// kept apart from `params`; the digest is the same as with them among `params`.
+    public static func request(method: String, params: [String: JSONValue], points: ParsedPoints? = nil) -> JSONDigest {
         var state = State(tag: 0x52)
         state.add(string: method)
-        let members = object(params)
+        var members = object(params)
+        if let points {
+            var member = State.member("points")
+            members.add(member: &member, points.digest, count: 1)
+        }
         state.add(members.low)
         state.add(members.high)
         return state.finish()
@@ -86,16 +92,51 @@ public struct JSONDigest: Hashable, Sendable {
     private static func object(_ members: [String: JSONValue]) -> JSONDigest {
         var sum = JSONDigest(low: UInt64(members.count), high: 0)
         for (key, member) in members {
-            var state = State(tag: 0x6D)
-            state.add(string: key)
-            let digest = value(member)
-            state.add(digest.low)
-            state.add(digest.high)
-            let made = state.finish()
-            sum.low = sum.low &+ made.low
-            sum.high = sum.high &+ made.high
+            var state = State.member(key)
+            sum.add(member: &state, value(member), count: 0)
         }
         return sum
+    }
+
+    /// Adds to an object's sum one member: `state` is `State.member` of its key, `digest` its
+    /// value's; `count`, what the member adds to the count the sum started from.
+    private mutating func add(member state: inout State, _ digest: JSONDigest, count: UInt64) {
+        state.add(digest.low)
+        state.add(digest.high)
+        let made = state.finish()
+        low = low &+ made.low &+ count
+        high = high &+ made.high
+    }
+
+    /// The digest of `ParsedPoints.json`, read from the numbers: the array's and each point
+    /// object's as `value` makes them. The states of the three keys are made once, not per point.
+    static func points(_ parsed: ParsedPoints) -> JSONDigest {
+        let x = State.member("x"), y = State.member("y"), pressure = State.member("pressure")
+        var state = State(tag: 0x61)
+        state.add(UInt64(parsed.count))
+        for point in parsed.points {
+            var sum = JSONDigest(low: 0, high: 0)
+            var member = x
+            sum.add(member: &member, value(.number(point.x)), count: 1)
+            member = y
+            sum.add(member: &member, value(.number(point.y)), count: 1)
+            switch point.pressure {
+            case .absent: break
+            case .null:
+                member = pressure
+                sum.add(member: &member, value(.null), count: 1)
+            case .value(let number):
+                member = pressure
+                sum.add(member: &member, value(.number(number)), count: 1)
+            }
+            var object = State(tag: 0x6F)
+            object.add(sum.low)
+            object.add(sum.high)
+            let digest = object.finish()
+            state.add(digest.low)
+            state.add(digest.high)
+        }
+        return state.finish()
     }
 
     /// Two lanes of MurmurHash3's x64 128-bit mixing over 64-bit words, finished with its fmix64.
@@ -105,6 +146,13 @@ public struct JSONDigest: Hashable, Sendable {
         var words: UInt64 = 0
 
         init(tag: UInt64) { add(tag) }
+
+        /// The state an object's member starts from: its tag and its key.
+        static func member(_ key: String) -> State {
+            var state = State(tag: 0x6D)
+            state.add(string: key)
+            return state
+        }
 
         mutating func add(_ word: UInt64) {
             var k1 = word &* 0x87C3_7B91_1142_53D5

@@ -28,6 +28,10 @@ struct JSONParser {
     /// The members of the objects being read, innermost last: an object's dictionary is made
     /// once, at its end, at its final size, instead of growing (and rehashing) key by key.
     private var members: [(key: String, value: JSONValue)] = []
+    /// While a request's params are read, the depth of their object (whose `points` member is
+    /// tried as `ParsedPoints`), and what that gave for the last `points` read.
+    private var paramsDepth = -1
+    private var parsedPoints: ParsedPoints?
 
     static func parse(_ bytes: [UInt8], keepingOverflow: Bool = false) throws(Failure) -> JSONValue {
         try bytes.withUnsafeBufferPointer { (bytes) throws(Failure) -> JSONValue in
@@ -50,6 +54,8 @@ struct JSONParser {
         /// A web peer's access token (`--web-tokens`), read in the same pass as the rest, so
         /// the request that is authenticated is the request that runs.
         var token: JSONValue?
+        /// The params' `points`, when they have a stroke's shape: then `params` is without them.
+        var points: ParsedPoints?
     }
 
     /// A document read as `parse` reads it, except that of a top-level object only the members
@@ -153,7 +159,13 @@ struct JSONParser {
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw failure("expected ':'") }
             index += 1
             skipWhitespace()
-            members.append((key, try parseValue()))
+            if depth == paramsDepth, key == "points" {
+                // The last `points` counts, as the last of any repeated key does.
+                parsedPoints = scanPoints()
+                if parsedPoints == nil { members.append((key, try parseValue())) }
+            } else {
+                members.append((key, try parseValue()))
+            }
             skipWhitespace()
             guard index < bytes.count else { throw failure("unexpected end") }
             if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
@@ -183,7 +195,12 @@ struct JSONParser {
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw failure("expected ':'") }
             index += 1
             skipWhitespace()
-            let value = try parseValue()
+            let value: JSONValue
+            if key == .params {
+                (value, found.points) = try parseParams()
+            } else {
+                value = try parseValue()
+            }
             switch key {
             case .id: found.id = value
             case .method: found.method = value
@@ -201,6 +218,134 @@ struct JSONParser {
             }
             throw failure("expected ',' or '}'")
         }
+    }
+
+    /// A request's params: an object is read with its `points` tried as `ParsedPoints` (and
+    /// then left out of it); anything else as any value.
+    private mutating func parseParams() throws(Failure) -> (JSONValue, ParsedPoints?) {
+        guard index < bytes.count, bytes[index] == UInt8(ascii: "{") else { return (try parseValue(), nil) }
+        paramsDepth = depth + 1
+        parsedPoints = nil
+        defer {
+            paramsDepth = -1
+            parsedPoints = nil
+        }
+        let value = try parseObject()
+        guard let points = parsedPoints else { return (value, nil) }
+        // An earlier `points` read the generic way was repeated by the one kept.
+        guard case .object(var object) = value, object["points"] != nil else { return (value, points) }
+        object["points"] = nil
+        return (.object(object), points)
+    }
+
+    /// Reads a stroke's points at `index` as numbers; nil, with nothing read, for anything
+    /// else (another shape, or not JSON, which the generic reading then says exactly).
+    private mutating func scanPoints() -> ParsedPoints? {
+        let start = index, startDepth = depth
+        if let points = (try? readPoints()) ?? nil { return points }
+        index = start
+        depth = startDepth
+        return nil
+    }
+
+    private mutating func readPoints() throws(Failure) -> ParsedPoints? {
+        guard index < bytes.count, bytes[index] == UInt8(ascii: "[") else { return nil }
+        try enter()
+        var points: [ParsedPoints.Point] = []
+        skipWhitespace()
+        if index < bytes.count, bytes[index] == UInt8(ascii: "]") {
+            index += 1
+            depth -= 1
+            return ParsedPoints(points: points)
+        }
+        // Sized for the bytes left, a point taking at least 13 (`{"x":0,"y":0}`), so the array
+        // grows at most once whatever the count.
+        points.reserveCapacity(min((bytes.count - index) / 13 + 1, 4096))
+        while true {
+            skipWhitespace()
+            guard let point = try readPoint() else { return nil }
+            points.append(point)
+            skipWhitespace()
+            guard index < bytes.count else { return nil }
+            if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
+            guard bytes[index] == UInt8(ascii: "]") else { return nil }
+            index += 1
+            depth -= 1
+            return ParsedPoints(points: points)
+        }
+    }
+
+    private enum PointKey { case x, y, pressure }
+
+    /// One `{"x":…,"y":…,"pressure":…}`, its keys plain (no escapes), each at most once.
+    private mutating func readPoint() throws(Failure) -> ParsedPoints.Point? {
+        guard index < bytes.count, bytes[index] == UInt8(ascii: "{") else { return nil }
+        try enter()
+        var x: Double?, y: Double?
+        var pressure = ParsedPoints.Pressure.absent
+        while true {
+            skipWhitespace()
+            guard let key = pointKey() else { return nil }
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { return nil }
+            index += 1
+            skipWhitespace()
+            guard index < bytes.count else { return nil }
+            switch key {
+            case .x:
+                guard x == nil, let number = try pointNumber() else { return nil }
+                x = number
+            case .y:
+                guard y == nil, let number = try pointNumber() else { return nil }
+                y = number
+            case .pressure:
+                guard pressure == .absent else { return nil }
+                if bytes[index] == UInt8(ascii: "n") {
+                    try expect("null")
+                    pressure = .null
+                } else {
+                    guard let number = try pointNumber() else { return nil }
+                    pressure = .value(number)
+                }
+            }
+            skipWhitespace()
+            guard index < bytes.count else { return nil }
+            if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
+            guard bytes[index] == UInt8(ascii: "}"), let x, let y else { return nil }
+            index += 1
+            depth -= 1
+            return ParsedPoints.Point(x: x, y: y, pressure: pressure)
+        }
+    }
+
+    /// `"x"`, `"y"` or `"pressure"` at `index`, read past; nil for any other key.
+    private mutating func pointKey() -> PointKey? {
+        guard index + 2 < bytes.count, bytes[index] == UInt8(ascii: "\"") else { return nil }
+        if bytes[index + 2] == UInt8(ascii: "\"") {
+            let key: PointKey
+            switch bytes[index + 1] {
+            case UInt8(ascii: "x"): key = .x
+            case UInt8(ascii: "y"): key = .y
+            default: return nil
+            }
+            index += 3
+            return key
+        }
+        let pressure: StaticString = "\"pressure\""
+        guard index + pressure.utf8CodeUnitCount <= bytes.count else { return nil }
+        let matches = pressure.withUTF8Buffer { name in
+            for (offset, byte) in name.enumerated() where bytes[index + offset] != byte { return false }
+            return true
+        }
+        guard matches else { return nil }
+        index += pressure.utf8CodeUnitCount
+        return .pressure
+    }
+
+    private mutating func pointNumber() throws(Failure) -> Double? {
+        let byte = bytes[index]
+        guard byte == UInt8(ascii: "-") || isDigit(byte) else { return nil }
+        return ParsedPoints.number(try parseNumber())
     }
 
     private enum RequestKey: String {

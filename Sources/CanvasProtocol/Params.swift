@@ -2,7 +2,10 @@ import Foundation
 
 /// Typed access to a request's params. Every failure is an `INVALID_PARAMS` that names the field.
 public struct Params: Sendable {
-    public let values: [String: JSONValue]
+    /// The params but `points`, when `points` is set (as `Request.otherParams`).
+    private let others: [String: JSONValue]
+    /// The params' `points` as the parser read them, when it read them as numbers.
+    public let points: ParsedPoints?
     /// Where these params sit in the request's params (`size` for the object under `size`),
     /// so that errors name the whole path (`size.width`).
     public let path: String
@@ -10,8 +13,30 @@ public struct Params: Sendable {
     public init(_ values: [String: JSONValue]) { self.init(values, at: "") }
 
     public init(_ values: [String: JSONValue], at path: String) {
-        self.values = values
+        self.others = values
+        self.points = nil
         self.path = path
+    }
+
+    /// A request's params, its points kept as the parser read them.
+    public init(_ request: Request) {
+        self.others = request.otherParams
+        self.points = request.points
+        self.path = ""
+    }
+
+    /// All the params as JSON (`points` made JSON if it was read as numbers).
+    public var values: [String: JSONValue] {
+        guard let points else { return others }
+        var all = others
+        all["points"] = points.json
+        return all
+    }
+
+    /// One param as JSON.
+    public subscript(field: String) -> JSONValue? {
+        if let points, field == "points" { return points.json }
+        return others[field]
     }
 
     private func qualified(_ field: String) -> String { path.isEmpty ? field : "\(path).\(field)" }
@@ -22,12 +47,13 @@ public struct Params: Sendable {
     }
 
     public func has(_ field: String) -> Bool {
-        if let value = values[field], value != .null { return true }
+        if points != nil, field == "points" { return true }
+        if let value = self[field], value != .null { return true }
         return false
     }
 
     public func string(_ field: String) throws(ProtocolError) -> String {
-        guard let value = values[field] else { throw invalid(field, "required") }
+        guard let value = self[field] else { throw invalid(field, "required") }
         guard case .string(let s) = value else { throw invalid(field, "must be a string, not \(value.typeName)") }
         return s
     }
@@ -38,12 +64,12 @@ public struct Params: Sendable {
 
     public func bool(_ field: String, default fallback: Bool) throws(ProtocolError) -> Bool {
         guard has(field) else { return fallback }
-        guard case .bool(let b) = values[field]! else { throw invalid(field, "must be true or false") }
+        guard case .bool(let b) = self[field]! else { throw invalid(field, "must be true or false") }
         return b
     }
 
     public func number(_ field: String) throws(ProtocolError) -> Double {
-        guard let value = values[field] else { throw invalid(field, "required") }
+        guard let value = self[field] else { throw invalid(field, "required") }
         guard let d = value.doubleValue else { throw invalid(field, "must be a number, not \(value.typeName)") }
         guard d.isFinite else { throw invalid(field, "number out of range") }
         return d
@@ -56,7 +82,7 @@ public struct Params: Sendable {
     }
 
     public func integer(_ field: String, in range: ClosedRange<Int64>) throws(ProtocolError) -> Int64 {
-        guard let value = values[field] else { throw invalid(field, "required") }
+        guard let value = self[field] else { throw invalid(field, "required") }
         guard let i = value.integerValue else {
             // Say which number, and why: past a double's range, past 64 bits, or with a fraction.
             guard case .number(let d) = value else { throw invalid(field, "must be a whole number, not \(value.typeName)") }
@@ -74,7 +100,7 @@ public struct Params: Sendable {
 
     public func object(_ field: String) throws(ProtocolError) -> [String: JSONValue]? {
         guard has(field) else { return nil }
-        guard case .object(let o) = values[field]! else { throw invalid(field, "must be an object") }
+        guard case .object(let o) = self[field]! else { throw invalid(field, "must be an object") }
         return o
     }
 
@@ -97,7 +123,7 @@ public struct Params: Sendable {
     public func decode<T: Decodable>(_ type: T.Type, field: String? = nil) throws(ProtocolError) -> T {
         let source: JSONValue
         if let field {
-            guard let value = values[field] else { throw invalid(field, "required") }
+            guard let value = self[field] else { throw invalid(field, "required") }
             source = value
         } else {
             source = .object(values)

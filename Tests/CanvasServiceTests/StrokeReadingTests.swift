@@ -18,6 +18,14 @@ struct StrokeReadingTests {
         return values
     }
 
+    /// The params both ways the service reads them: parsed as any JSON, and as a request's
+    /// params, whose stroke-shaped `points` the parser reads as numbers (`ParsedPoints`).
+    static func readings(_ text: String) throws -> [Params] {
+        let frame = Array(#"{"id":1,"method":"drawing.addStroke","params":"#.utf8) + Array(text.utf8) + [UInt8(ascii: "}")]
+        guard case .success(let request) = RequestDecoder.decode([frame]) else { throw ProtocolError(.invalidParams, "not a request") }
+        return [Params(try params(text)), Params(request)]
+    }
+
     static func decoded(_ values: [String: JSONValue]) -> Stroke? {
         try? JSONCodec.decode(Stroke.self, from: .object(values))
     }
@@ -41,11 +49,13 @@ struct StrokeReadingTests {
         ]
         for text in texts {
             let values = try Self.params(text)
-            guard let direct = SessionParams.wellFormedStroke(values), let decoded = Self.decoded(values) else {
-                Issue.record("not read both ways: \(text)")
-                continue
+            for params in try Self.readings(text) {
+                guard let direct = SessionParams.wellFormedStroke(params), let decoded = Self.decoded(values) else {
+                    Issue.record("not read both ways: \(text)")
+                    continue
+                }
+                #expect(Self.same(direct, decoded), "\(text): \(direct) against \(decoded)")
             }
-            #expect(Self.same(direct, decoded), "\(text): \(direct) against \(decoded)")
         }
     }
 
@@ -70,9 +80,11 @@ struct StrokeReadingTests {
             let text = #"{"tool":"pen","color":"black","width":\#(Double.random(in: 0.1...50, using: &generator)),"points":[\#(points.joined(separator: ","))]}"#
             let values = try Self.params(text)
             let decoded = Self.decoded(values)
-            let direct = SessionParams.wellFormedStroke(values)
-            #expect((direct == nil) == (decoded == nil), "\(text)")
-            if let direct, let decoded { #expect(Self.same(direct, decoded), "\(text)") }
+            for params in try Self.readings(text) {
+                let direct = SessionParams.wellFormedStroke(params)
+                #expect((direct == nil) == (decoded == nil), "\(text)")
+                if let direct, let decoded { #expect(Self.same(direct, decoded), "\(text)") }
+            }
         }
     }
 
@@ -95,7 +107,9 @@ struct StrokeReadingTests {
         for text in texts {
             let values = try Self.params(text)
             #expect(Self.decoded(values) == nil, "the decoder took \(text)")
-            #expect(SessionParams.wellFormedStroke(values) == nil, "read directly: \(text)")
+            for params in try Self.readings(text) {
+                #expect(SessionParams.wellFormedStroke(params) == nil, "read directly: \(text)")
+            }
         }
     }
 }

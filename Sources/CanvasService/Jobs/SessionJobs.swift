@@ -11,7 +11,7 @@ extension Dispatcher {
     /// drawing's encoding. Returns whether it did. (A submit's save, and a result's image, are
     /// asked for by the canvas as it runs: `startSave`, `render`.)
     func startJob(_ method: Method, _ request: inout InFlightRequest, _ session: ServiceSession, _ call: Call) throws(ProtocolError) -> Bool {
-        let params = Params(request.request.params)
+        let params = Params(request.request)
         let job = PendingJob(owner: .session(session.id), client: request.client)
         switch method {
         case _ where method.scope == .documentRead || method.scope == .documentWrite:
@@ -64,7 +64,7 @@ extension Dispatcher {
             guard let target = session.target else { throw ProtocolError(.internal, "a saving canvas has no document to save into") }
             let save = try DocumentMethods.available(documents)
                 .targetSave(target, drawing, madeBy: persistence.madeBy(session, &request), fence: persistence.saveFence(session, &request))
-            let asked = (try? Params(request.request.params).bool("imageData", default: false)) ?? false
+            let asked = (try? Params(request.request).bool("imageData", default: false)) ?? false
             let size = session.size, maxImageSide = limits.maxImageSide, budget = limits.imageTimeBudget
             var render: (@Sendable () -> Result<String, RenderError>)?
             if asked || session.resultImages, ActionExecutor.rendersOffLoop(drawing, session, maxImageSide: maxImageSide) {
@@ -103,7 +103,7 @@ extension Dispatcher {
     /// Runs a session's request.
     func execute(_ method: Method, _ request: Request, _ session: inout ServiceSession, found: JobOutcome?, _ call: inout Call) -> Ran {
         do throws(ProtocolError) {
-            let result = try canvas.run(method, Params(request.params), &session, found: found, &call)
+            let result = try canvas.run(method, Params(request), &session, found: found, &call)
             switch result {
             case .saving(let drawing): return .saving(drawing)
             case .rendering(let unreported): return .rendering(unreported)

@@ -8,7 +8,7 @@ enum ReopenScope: Equatable {
     case allInk
 
     init(_ params: Params) throws(ProtocolError) {
-        guard params.has("reopen"), let value = params.values["reopen"] else {
+        guard params.has("reopen"), let value = params["reopen"] else {
             self = .nothing
             return
         }

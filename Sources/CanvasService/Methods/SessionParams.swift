@@ -7,7 +7,7 @@ struct SessionParams {
     let limits: Limits
 
     func transitions(_ params: Params) throws(ProtocolError) -> TransitionMode {
-        switch params.values["transitions"] {
+        switch params["transitions"] {
         case nil, .null?, .string("instant")?: return .instant
         case .string("manual")?: return .manual
         case .object(let object)? where object.keys.sorted() == ["ms"]:

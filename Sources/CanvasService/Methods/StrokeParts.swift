@@ -91,7 +91,7 @@ extension SessionParams {
         let joined = try params.bool("joined", default: false)
         guard continued || session.strokeParts != nil else { return (try stroke(params), joined) }
         try CanvasMethods.requireOpen(session)
-        guard case .array(let points)? = params.values["points"], !points.isEmpty else {
+        guard let count = Self.pointCount(params), count > 0 else {
             throw ProtocolError(.invalidParams, "points: a part needs at least one point", data: ["field": "points"])
         }
         // Each part is checked as a stroke of its own as it arrives, so a bad point is refused
@@ -138,11 +138,18 @@ extension SessionParams {
     /// One request's stroke (a whole stroke or a part), its point count checked before its
     /// points are decoded.
     private func stroke(_ params: Params) throws(ProtocolError) -> Stroke {
-        if case .array(let points)? = params.values["points"], points.count > limits.maxPointsPerStroke {
-            throw Self.tooLarge("points", points.count, limits.maxPointsPerStroke)
+        if let count = Self.pointCount(params), count > limits.maxPointsPerStroke {
+            throw Self.tooLarge("points", count, limits.maxPointsPerStroke)
         }
-        if let stroke = Self.wellFormedStroke(params.values) { return stroke }
+        if let stroke = Self.wellFormedStroke(params) { return stroke }
         return try params.decode(Stroke.self)
+    }
+
+    /// How many points the params carry; nil when `points` is not an array.
+    private static func pointCount(_ params: Params) -> Int? {
+        if let points = params.points { return points.count }
+        if case .array(let points)? = params["points"] { return points.count }
+        return nil
     }
 
     /// A stroke read straight from the parsed params when every field is there, of its type and
@@ -152,10 +159,23 @@ extension SessionParams {
     /// written as an integer (so -0 is 0). The decoder writes the params out as JSON text and
     /// parses them again through Codable: for a stroke of 200 points that was most of
     /// `drawing.addStroke`'s time on the loop (issue 43: 1,140 µs against `canvas.state`'s 150).
-    static func wellFormedStroke(_ values: [String: JSONValue]) -> Stroke? {
-        guard case .string(let toolName)? = values["tool"], let tool = InkTool(rawValue: toolName),
-              case .string(let colorName)? = values["color"], let color = try? InkColor(colorName),
-              let width = values["width"].flatMap(number), case .array(let list)? = values["points"] else { return nil }
+    ///
+    /// Points the parser read as numbers (`Params.points`, the usual case) are taken as they
+    /// are, as the decoder would take them.
+    static func wellFormedStroke(_ params: Params) -> Stroke? {
+        guard case .string(let toolName)? = params["tool"], let tool = InkTool(rawValue: toolName),
+              case .string(let colorName)? = params["color"], let color = try? InkColor(colorName),
+              let width = params["width"].flatMap(number) else { return nil }
+        if let parsed = params.points {
+            var points: [InkPoint] = []
+            points.reserveCapacity(parsed.count)
+            for point in parsed.points {
+                guard let made = try? InkPoint(x: decoded(point.x), y: decoded(point.y), pressure: point.pressure.number.map(decoded)) else { return nil }
+                points.append(made)
+            }
+            return try? Stroke(tool: tool, color: color, width: width, points: points)
+        }
+        guard case .array(let list)? = params["points"] else { return nil }
         var points: [InkPoint] = []
         points.reserveCapacity(list.count)
         for item in list {
@@ -177,10 +197,12 @@ extension SessionParams {
     private static func number(_ value: JSONValue) -> Double? {
         switch value {
         case .integer(let integer): return Double(integer)
-        case .number(let double) where double.isFinite:
-            // Written as an integer when integral and below 1e15 (JSONCodec), which reads -0 as 0.
-            return double == 0 ? 0 : double
+        case .number(let double) where double.isFinite: return decoded(double)
         case .null, .bool, .string, .array, .object, .number: return nil
         }
     }
+
+    /// A finite number as the decoder reads it: written as an integer when integral and below
+    /// 1e15 (JSONCodec), which reads -0 as 0.
+    private static func decoded(_ double: Double) -> Double { double == 0 ? 0 : double }
 }

@@ -233,7 +233,7 @@ public final class Dispatcher {
     /// persistence), or queues it behind what holds its session.
     func answer(_ incoming: consuming InFlightRequest, _ call: inout Call) {
         var request = incoming
-        let method = request.method, params = Params(request.request.params)
+        let method = request.method, params = Params(request.request)
         do throws(ProtocolError) {
             switch method?.scope {
             case .server?:

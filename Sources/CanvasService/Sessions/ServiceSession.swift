@@ -332,7 +332,7 @@ struct ReplyCache {
     static func fingerprint(_ request: Request, method: Method? = nil) -> [UInt8] {
         // Without params, as most reads come (`canvas.state`, which clients poll), each
         // method's is the same bytes: written once, and shared by every entry that keeps them.
-        if let method, request.params.isEmpty { return withoutParams[method.index] }
+        if let method, request.hasNoParams { return withoutParams[method.index] }
         return fingerprint(method: request.method, params: request.params)
     }
 
@@ -360,8 +360,8 @@ struct ReplyCache {
     /// `method`: the one `request` names, when known (as `fingerprint`'s).
     static func digest(_ request: Request, method: Method? = nil) -> [UInt8] {
         // Without params, as most reads come, each method's is made once.
-        if let method, request.params.isEmpty { return withoutParamsDigests[method.index] }
-        return JSONDigest.request(method: request.method, params: request.params).bytes
+        if let method, request.hasNoParams { return withoutParamsDigests[method.index] }
+        return request.digest.bytes
     }
 
     private static let withoutParamsDigests: [[UInt8]] = Method.allCases.map { JSONDigest.request(method: $0.rawValue, params: [:]).bytes }
