@@ -126,30 +126,45 @@ public enum InkSource {
     /// value against the limits a drawing sent over the wire must meet, so damaged or hostile
     /// bytes give an error, never a crash or an allocation larger than the input.
     /// `maxPoints`: refused past this many points in all, counted before any is made.
-    public static func decode(_ bytes: [UInt8], maxPoints: Int = .max) throws(DecodeError) -> Drawing {
+    /// `checkingSum`: false where a checksum of the container the bytes came in covers them
+    /// already (a shared session's log entry), so they are not summed twice.
+    public static func decode(_ bytes: [UInt8], maxPoints: Int = .max, checkingSum: Bool = true) throws(DecodeError) -> Drawing {
         guard bytes.starts(with: magic) else { throw DecodeError(offset: 0, reason: "not an encoded drawing") }
         guard bytes.count > magic.count else { throw DecodeError(offset: magic.count, reason: "the bytes end early") }
-        var input: Reader
+        let end: Int
         switch bytes[magic.count] {
         case 1:
-            input = Reader(bytes: bytes[...])
+            end = bytes.count
         case 2:
             let body = bytes.count - checksumSize
             guard body > magic.count else { throw DecodeError(offset: magic.count + 1, reason: "the bytes end early") }
             let written = bytes[body...].reversed().reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-            guard written == checksum(bytes[..<body]) else {
+            guard !checkingSum || written == checksum(bytes[..<body]) else {
                 throw DecodeError(offset: body, reason: "its checksum does not match its bytes (changed since it was written)")
             }
-            input = Reader(bytes: bytes[..<body])
+            end = body
         case let version:
             throw DecodeError(offset: 3, reason: "version \(version), this build reads 1 and \(Self.version)")
         }
-        input.offset = magic.count + 1
+        // Read in place through a buffer: a shared session's take-over decodes every point of its
+        // snapshot and of each logged stroke, and reading them through the array (a bounds check
+        // and a reach through its storage per byte, a column array per value kind per stroke) was
+        // a third of the take-over (issue 43).
+        return try bytes.withUnsafeBufferPointer { (buffer) throws(DecodeError) -> Drawing in
+            var input = Reader(bytes: UnsafeBufferPointer(rebasing: buffer[..<end]), offset: magic.count + 1)
+            return try decodeBody(&input, maxPoints: maxPoints)
+        }
+    }
+
+    private static func decodeBody(_ input: inout Reader, maxPoints: Int) throws(DecodeError) -> Drawing {
         let strokeCount = try input.count(each: 5), textCount = try input.count(each: 5)
         var strokes: [Stroke] = []
         strokes.reserveCapacity(min(strokeCount, 4096))
-        var previous: [Int64] = [0, 0, 0]
+        // Each column's last value, carried from stroke to stroke: the steps are deltas.
+        var lastX: Int64 = 0, lastY: Int64 = 0, lastPressure: Int64 = 0
         var pointsLeft = maxPoints
+        // Each stroke's steps, in arrays kept from stroke to stroke.
+        var xs: [Int64] = [], ys: [Int64] = [], pressures: [Int64] = []
         for _ in 0..<strokeCount {
             let flags = try input.byte()
             guard flags & ~7 == 0 else { throw input.failure("stroke flags \(flags)") }
@@ -159,22 +174,29 @@ public enum InkSource {
             guard count > 0 else { throw input.failure("a stroke without points") }
             guard count <= pointsLeft else { throw input.failure("more than the \(maxPoints) points allowed") }
             pointsLeft -= count
-            var present = [Bool](repeating: flags & 2 != 0, count: count)
-            if flags & 6 == 6 {
-                let bitmap = try input.bytes((count + 7) / 8)
-                for index in 0..<count { present[index] = bitmap[index / 8] >> UInt8(index % 8) & 1 == 1 }
+            // Which points have a pressure: all (bit 1), none, or as a bitmap says (bits 1 and 2).
+            let allPressed = flags & 2 != 0
+            let bitmap = flags & 6 == 6 ? try input.bytes((count + 7) / 8) : nil
+            func pressed(_ index: Int) -> Bool {
+                guard let bitmap else { return allPressed }
+                return bitmap[index / 8] >> UInt8(index % 8) & 1 == 1
             }
-            var columns: [[Int64]] = []
-            for column in 0..<3 {
-                var values: [Int64] = []
-                values.reserveCapacity(count)
-                var last = previous[column]
-                for index in 0..<count where column < 2 || present[index] {
-                    last = last &+ (try input.signed())
-                    values.append(last)
-                }
-                previous[column] = last
-                columns.append(values)
+            xs.removeAll(keepingCapacity: true)
+            ys.removeAll(keepingCapacity: true)
+            pressures.removeAll(keepingCapacity: true)
+            xs.reserveCapacity(count)
+            ys.reserveCapacity(count)
+            for _ in 0..<count {
+                lastX = lastX &+ (try input.signed())
+                xs.append(lastX)
+            }
+            for _ in 0..<count {
+                lastY = lastY &+ (try input.signed())
+                ys.append(lastY)
+            }
+            for index in 0..<count where pressed(index) {
+                lastPressure = lastPressure &+ (try input.signed())
+                pressures.append(lastPressure)
             }
             // Values the steps do not give back, by their place (column × count + point): a flat
             // table, not a dictionary, since input off the grid has one for nearly every value.
@@ -190,19 +212,20 @@ public enum InkSource {
                 exact[Int(index)] = try input.raw()
                 isExact[Int(index)] = true
             }
-            func value(_ place: Int, _ steps: Int64, _ step: Double) -> Double {
-                exceptions > 0 && isExact[place] ? exact[place] : Double(steps) / step
-            }
             var points: [InkPoint] = []
             points.reserveCapacity(count)
             var pressureIndex = 0
             for index in 0..<count {
-                let x = value(index, columns[0][index], 100)
-                let y = value(count + index, columns[1][index], 100)
+                var x = Double(xs[index]) / 100, y = Double(ys[index]) / 100
                 var pressure: Double?
-                if present[index] {
-                    pressure = value(2 * count + index, columns[2][pressureIndex], 1000)
+                if pressed(index) {
+                    pressure = Double(pressures[pressureIndex]) / 1000
                     pressureIndex += 1
+                }
+                if exceptions > 0 {
+                    if isExact[index] { x = exact[index] }
+                    if isExact[count + index] { y = exact[count + index] }
+                    if pressure != nil, isExact[2 * count + index] { pressure = exact[2 * count + index] }
                 }
                 do {
                     points.append(try InkPoint(x: x, y: y, pressure: pressure))
@@ -281,10 +304,10 @@ public enum InkSource {
         }
     }
 
-    /// Reads from the start of `bytes` (a slice from index 0: the drawing without its checksum,
-    /// read where it is rather than copied).
+    /// Reads `bytes` (the drawing without its checksum, where it lies in the array), checking
+    /// `offset < bytes.count` before each read.
     struct Reader {
-        let bytes: ArraySlice<UInt8>
+        let bytes: UnsafeBufferPointer<UInt8>
         var offset = 0
 
         func failure(_ reason: String) -> DecodeError { DecodeError(offset: offset, reason: reason) }
@@ -295,13 +318,24 @@ public enum InkSource {
             return bytes[offset]
         }
 
-        mutating func bytes(_ count: Int) throws(DecodeError) -> [UInt8] {
+        /// The next `count` bytes, where they lie.
+        mutating func bytes(_ count: Int) throws(DecodeError) -> UnsafeBufferPointer<UInt8> {
             guard count <= bytes.count - offset else { throw failure("the bytes end early") }
             defer { offset += count }
-            return Array(bytes[offset..<offset + count])
+            return UnsafeBufferPointer(rebasing: bytes[offset..<offset + count])
         }
 
+        @inline(__always)
         mutating func unsigned() throws(DecodeError) -> UInt64 {
+            // Most steps between a stroke's points fit one byte.
+            if offset < bytes.count, bytes[offset] < 0x80 {
+                defer { offset += 1 }
+                return UInt64(bytes[offset])
+            }
+            return try longer()
+        }
+
+        private mutating func longer() throws(DecodeError) -> UInt64 {
             var value: UInt64 = 0
             for shift in stride(from: 0, to: 64, by: 7) {
                 let next = try byte()
@@ -311,6 +345,7 @@ public enum InkSource {
             throw failure("a number longer than 64 bits")
         }
 
+        @inline(__always)
         mutating func signed() throws(DecodeError) -> Int64 {
             let value = try unsigned()
             return Int64(bitPattern: value >> 1) ^ -Int64(bitPattern: value & 1)

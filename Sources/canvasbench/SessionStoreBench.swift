@@ -117,7 +117,7 @@ struct SessionStoreBench: ParsableCommand {
         let (other, toOther) = try start("other")
         defer { other.stop() }
         var takeovers: [Double] = [], held: [Double] = []
-        for round in 0..<(ProcessInfo.processInfo.environment["TAKEOVER_ROUNDS"].flatMap(Int.init) ?? 6) {
+        for round in 0..<(ProcessInfo.processInfo.environment["TAKEOVER_ROUNDS"].flatMap(Int.init) ?? 40) {
             let client = round % 2 == 0 ? toOther : client
             for attempt in 0..<2 {
                 let started = ContinuousClock.now

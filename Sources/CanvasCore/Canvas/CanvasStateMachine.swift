@@ -168,14 +168,16 @@ public struct CanvasStateMachine: Hashable, Sendable, Codable {
     public mutating func edit(_ edit: DrawingEdit, within bounds: DrawingBounds = .unbounded) throws(CanvasEditError) -> Bool {
         switch state {
         case .open(var drawing):
-            let changed: Bool
+            // The state lets go of the drawing while it is edited, so the edit changes its
+            // history in place: held twice, the undo stack (up to `historyLimit` drawings) was
+            // copied whole by every edit. An edit that throws has changed nothing.
+            state = .closed
+            defer { state = .open(drawing) }
             do {
-                changed = try drawing.apply(edit, within: bounds)
+                return try drawing.apply(edit, within: bounds)
             } catch {
                 throw .invalid(error)
             }
-            state = .open(drawing)
-            return changed
         case .closed, .minimized:
             throw .rejected(.notOpen)
         case .opening, .minimizing, .saving:

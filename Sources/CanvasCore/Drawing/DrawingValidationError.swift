@@ -47,6 +47,9 @@ public enum DrawingLimits {
     public static let fontSize: ClosedRange<Double> = 8...48
     public static let eraserRadius: ClosedRange<Double> = 0.01...1_000_000
 
+    // Inlinable with InkPoint's initializer: a stored drawing's take-over makes every one of
+    // its points through them.
+    @inlinable
     static func check(_ value: Double, _ field: String, in range: ClosedRange<Double>) throws(DrawingValidationError) {
         guard value.isFinite else { throw .notFinite(field: field) }
         guard range.contains(value) else { throw .outOfRange(field: field, value: value, allowed: range) }

@@ -34,6 +34,7 @@ public struct InkPoint: Hashable, Sendable, Codable {
     /// Normalised pencil force, 0...1; absent when the input had none.
     public let pressure: Double?
 
+    @inlinable
     public init(x: Double, y: Double, pressure: Double? = nil) throws(DrawingValidationError) {
         try DrawingLimits.check(x, "x", in: DrawingLimits.coordinate)
         try DrawingLimits.check(y, "y", in: DrawingLimits.coordinate)

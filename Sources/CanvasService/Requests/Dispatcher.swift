@@ -29,6 +29,9 @@ public final class Dispatcher {
         public var replies: [Reply] = []
         /// Events to publish, each as its two frames. They go out before the replies.
         public var events: [[[UInt8]]] = []
+        /// Sessions let go of during the call, freed with the output once the server has sent
+        /// it: what the call's replies need not wait for.
+        var released: [ServiceSession] = []
 
         package init() {}
     }

@@ -357,7 +357,8 @@ enum OperationLog {
 
         mutating func ink() throws(Refusal) -> Drawing {
             do {
-                return try InkSource.decode(try block())
+                // The entry's checksum, checked before it is read, covers these bytes.
+                return try InkSource.decode(try block(), checkingSum: false)
             } catch let refusal as Refusal {
                 throw refusal
             } catch {
