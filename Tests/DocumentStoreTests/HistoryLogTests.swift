@@ -92,7 +92,7 @@ struct HistoryLogTests {
             #expect(reading.end == Int64(lastStart) && reading.damagedTail == (cut > lastStart), "cut at \(cut)")
 
             try Data(torn).write(to: url)
-            let writer = try #require(try HistoryWriter(history, wait: true, migrate: { [] }))
+            let writer = try #require(try HistoryWriter(history, wait: true, cache: HistoryCache(), migrate: { [] }))
             #expect(try Data(contentsOf: url).count == lastStart, "the writer left the torn tail, cut at \(cut)")
             #expect(writer.state.current?.revision == 3 && writer.state.pending == nil)
             #expect(writer.state.intent == nil, "the torn record was the commit that ends the intent; cut at \(cut)")
@@ -102,6 +102,58 @@ struct HistoryLogTests {
             let after = try #require(parse(Array(try Data(contentsOf: url))))
             #expect(after.records == Array(sample.dropLast()) + [added] && !after.damagedTail, "cut at \(cut)")
         }
+    }
+
+    @Test("a writer decodes only what was added since its store last read the log, and takes none of the rest on trust")
+    func writerReadsWhatWasAdded() throws {
+        let (bytes, ends) = log(sample)
+        let (history, url) = try historyWith(Array(bytes[..<ends[3]]), "log-writer-cache")
+        let cache = HistoryCache()
+        func opened(_ cache: HistoryCache) throws -> HistoryState {
+            let writer = try #require(try HistoryWriter(history, wait: true, cache: cache, migrate: { [] }))
+            defer { writer.close() }
+            return writer.state
+        }
+        /// Writes `bytes` over the log where it is (the same file, as `cp` over it or an
+        /// editor writing in place leaves it).
+        func overwrite(_ bytes: [UInt8], at offset: Int = 0, truncating: Bool = false) throws {
+            let handle = try FileHandle(forUpdating: url)
+            if truncating { try handle.truncate(atOffset: 0) }
+            try handle.seek(toOffset: UInt64(offset))
+            try handle.write(contentsOf: Data(bytes))
+            try handle.close()
+        }
+        var state = try opened(cache)
+        #expect(state.current?.revision == 2 && state.intent?.revision == 3 && state.records == 3)
+
+        // Another instance's writer (a cache of its own) appends the last two records.
+        let other = try #require(try HistoryWriter(history, wait: true, cache: HistoryCache(), migrate: { [] }))
+        try other.append(Array(sample[3...]), durable: true)
+        other.close()
+        #expect(Array(try Data(contentsOf: url)) == bytes)
+        state = try opened(cache)
+        #expect(state.current?.revision == 3 && state.intent == nil && state.revisions.keys.sorted() == [1, 2, 3] && state.records == 5)
+
+        // A bit flipped in place, in a record the cache read before: damage, as a whole reading
+        // finds it; no writer opens the log to append after it.
+        try overwrite([bytes[ends[1] + 6] ^ 0x10], at: ends[1] + 6)
+        #expect(throws: DocumentError.self) { _ = try opened(cache) }
+        try overwrite([bytes[ends[1] + 6]], at: ends[1] + 6)
+        #expect(try opened(cache).records == 5)
+
+        // Another log (another salt) written over it in place, shorter: read whole.
+        try overwrite(log(Array(sample.prefix(2)), salt: [9, 9, 9, 9, 9, 9, 9, 9]).bytes, truncating: true)
+        state = try opened(cache)
+        #expect(state.current?.revision == 2 && state.intent == nil && state.records == 2)
+
+        // An older copy of this same log put back in place (its salt, fewer records), then the
+        // records after it that differ from the ones the cache read: the chain tells them apart.
+        try overwrite(Array(bytes[..<ends[3]]), truncating: true)
+        #expect(try opened(cache).records == 3)
+        let forked = HistoryLog.frame(.abandoned(3), after: try #require(parse(Array(bytes[..<ends[2]]))).chain).bytes
+        try overwrite(Array(bytes[..<ends[2]]) + forked, truncating: true)
+        state = try opened(cache)
+        #expect(state.records == 3 && state.intent == nil && state.current?.revision == 2)
     }
 
     @Test("a flipped bit anywhere in a middle record makes the log damaged there, never read past it")
@@ -174,7 +226,7 @@ struct HistoryLogTests {
         }
         // A writer refuses it and writes nothing.
         let (history, url) = try historyWith(bytes, "log-newer")
-        #expect(throws: DocumentError.self) { _ = try HistoryWriter(history, wait: true, migrate: { [] }) }
+        #expect(throws: DocumentError.self) { _ = try HistoryWriter(history, wait: true, cache: HistoryCache(), migrate: { [] }) }
         #expect(try Array(Data(contentsOf: url)) == bytes)
         // So does the store, for a document whose history it is.
         let folder = try freshFolder("log-newer-store")

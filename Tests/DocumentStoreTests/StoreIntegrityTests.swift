@@ -228,7 +228,7 @@ struct StoreIntegrityTests {
         // And what one killed after keeping its bytes and before its commit record leaves: a
         // tail on the line it extended (announced in the log first, as a save does), and a line
         // file no record names.
-        let announcing = try HistoryWriter(RevisionHistory(directory: try Directory.open(history.path), name: "d.pdf"), wait: true) { [] }
+        let announcing = try HistoryWriter(RevisionHistory(directory: try Directory.open(history.path), name: "d.pdf"), wait: true, cache: HistoryCache()) { [] }
         try #require(announcing).append([.extending(3, line: 1, from: Int64(try Data(contentsOf: url).count))], durable: true)
         announcing?.close()
         let line = history.appendingPathComponent("data.1")

@@ -22,10 +22,13 @@ final class HistoryCache: @unchecked Sendable {
     enum Failure: Error {
         case read(Errno)
         case format(HistoryLog.ReadError)
+        /// The log is not a regular file (a writer reads none but one).
+        case notRegular
 
         func documentError(_ name: String) -> DocumentError {
             switch self {
             case .read(let error): return .system("read the revision log of \(name)", error)
+            case .notRegular: return .unreadable(name: name, reason: "damaged", message: "its revision log is not a regular file")
             case .format(.notALog): return .unreadable(name: name, reason: "damaged", message: "its revision log is not one (no header): move .canvas-revisions/\(name) away to start a new history")
             case .format(.newerVersion(let version)):
                 return .unreadable(name: name, reason: "damaged", message: "its revision log is of format \(version), written by a newer canvas bridge")
@@ -69,6 +72,40 @@ final class HistoryCache: @unchecked Sendable {
             for record in reading.records { state.apply(record) }
             remember(key, Entry(identity: stat.identity, header: Array(bytes.prefix(HistoryLog.headerSize)), reading: reading, state: state))
             return state
+        }
+    }
+
+    /// The log as its writer reads it on taking the lock: all of it, with where it ends and
+    /// the file's status. A writer must not append after damage, so unlike `state` it takes
+    /// nothing on trust: the bytes read before are checked to be the same (their checksum chain
+    /// ends where it ended, as it did; hashing, not decoding), and only the records added since
+    /// are decoded. Decoding every record at every save made a save's cost grow with its
+    /// document's history (under 16 clients' load, most of canvasd's time).
+    func writing(_ log: FileDescriptor, for key: String) throws(Failure) -> (reading: HistoryLog.Reading, state: HistoryState, stat: Stat) {
+        let stat: Stat
+        do {
+            stat = try Errno.rethrowing { try log.stat() }
+        } catch {
+            throw .read(error)
+        }
+        guard stat.isRegularFile else { throw .notRegular }
+        guard stat.size <= HistoryLog.maxLogBytes else { throw .format(.tooLarge(stat.size)) }
+        let bytes = try read(log, from: 0, to: stat.size)
+        if let known = lock.withLock({ table[key] }), known.identity == stat.identity, known.reading.end <= stat.size,
+           HistoryLog.continues(bytes, to: known.reading.end, chain: known.reading.chain),
+           case .success(let more) = HistoryLog.parse(Array(bytes[Int(known.reading.end)...]), resuming: known.reading) {
+            var state = known.state
+            for record in more.records { state.apply(record) }
+            remember(key, Entry(identity: stat.identity, header: known.header, reading: more, state: state))
+            return (more, state, stat)
+        }
+        switch HistoryLog.parse(bytes) {
+        case .failure(let error): throw .format(error)
+        case .success(let reading):
+            var state = HistoryState()
+            for record in reading.records { state.apply(record) }
+            remember(key, Entry(identity: stat.identity, header: Array(bytes.prefix(HistoryLog.headerSize)), reading: reading, state: state))
+            return (reading, state, stat)
         }
     }
 

@@ -135,6 +135,27 @@ enum HistoryLog {
         return .success(reading)
     }
 
+    /// Whether `bytes` (a whole log) holds good records, header on, ending exactly at `end` with
+    /// the checksum `chain`: the log a reading that ended there read, byte for byte (the chain
+    /// is SHA-256 over every byte before it), checked without decoding a record.
+    static func continues(_ bytes: [UInt8], to end: Int64, chain: [UInt8]) -> Bool {
+        guard bytes.count >= headerSize, end >= Int64(headerSize), end <= Int64(bytes.count),
+              Array(bytes[0..<8]) == magic, Array(bytes[20..<28]) == checksum(Array(bytes[0..<20])) else { return false }
+        var sum = Array(bytes[20..<28])
+        var offset = headerSize
+        while offset < Int(end) {
+            guard Int(end) - offset >= 4 else { return false }
+            let length = Int(UInt32(bytes[offset]) | UInt32(bytes[offset + 1]) << 8 | UInt32(bytes[offset + 2]) << 16 | UInt32(bytes[offset + 3]) << 24)
+            let recordEnd = offset + 4 + length + checksumSize
+            guard length <= maxRecordBytes, recordEnd <= Int(end) else { return false }
+            let made = checksum(sum + Array(bytes[offset..<(offset + 4 + length)]))
+            guard bytes[(offset + 4 + length)..<recordEnd].elementsEqual(made) else { return false }
+            sum = made
+            offset = recordEnd
+        }
+        return sum == chain
+    }
+
     static func checksum(_ bytes: [UInt8]) -> [UInt8] {
         var hasher = SHA256Hasher()
         hasher.update(bytes)

@@ -28,7 +28,9 @@ final class HistoryWriter {
     /// Takes the lock (waiting for it, or, with `wait` false, returning nil when another holds
     /// it) and opens the log: cutting a torn tail off, migrating an older layout, or starting an
     /// empty log where there is none.
-    init?(_ history: RevisionHistory, wait: Bool, migrate: () throws -> [HistoryRecord]) throws(DocumentError) {
+    /// `cache`: the store's parsed logs, so that only what was added since the last reading is
+    /// decoded (`HistoryCache.writing`).
+    init?(_ history: RevisionHistory, wait: Bool, cache: HistoryCache, migrate: () throws -> [HistoryRecord]) throws(DocumentError) {
         self.history = history
         let name = history.name
         guard let taken = try Self.takeLock(history, wait: wait) else { return nil }
@@ -51,10 +53,14 @@ final class HistoryWriter {
             }
             guard let opened else { throw Errno.noSuchFileOrDirectory }
             log = opened
-            let (reading, file) = try Self.readLog(log, name)
+            let (reading, state, stat): (HistoryLog.Reading, HistoryState, Stat)
+            do {
+                (reading, state, stat) = try cache.writing(log, for: history.directory.path)
+            } catch {
+                throw error.documentError(name)
+            }
+            let file = FileSnapshot(stat)
             openedAs = file
-            var state = HistoryState()
-            for record in reading.records { state.apply(record) }
             self.state = state
             end = reading.end
             chain = reading.chain
