@@ -12,12 +12,13 @@
    session store, then 1 and 3 instances sharing sessions in Redis and one document folder,
    clients spread over source addresses.
 
-    scripts/bench-cluster.py [--build .build/release] [--clients 16] [--requests 1000]
+    scripts/bench-cluster.py [--build .build/release] [--clients 16] [--requests 1000] [--rounds 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -53,6 +54,7 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--requests", type=int, default=1000)
     parser.add_argument("--rtt-requests", type=int, default=3000)
+    parser.add_argument("--rounds", type=int, default=3, help="runs of each round trip measure, their p50s' median taken")
     options = parser.parse_args()
     build = Path(options.build)
     canvasbench, canvasd = build / "canvasbench", build / "canvasd"
@@ -65,14 +67,20 @@ def main() -> int:
     try:
         wait_for_port(port, redis, "redis-server")
         single = ["load", "--clients", "1", "--window", "1", "--requests", str(options.rtt_requests), "--flatten-every", "1000000000"]
-        without = p50(bench(canvasbench, single), "all")
         store = f"redis://127.0.0.1:{port}/0"
-        shared = p50(bench(canvasbench, single + ["--session-store", store]), "all")
-        script = p50(bench(canvasbench, ["store-floor", "--session-store", store, "--requests", str(options.rtt_requests)]), "script")
+        # Each figure is the median of the p50s of `--rounds` runs, the three kinds of run taken
+        # in turn: one run's p50 without the store moved by half from run to run on the 2-core
+        # machine (80-126 µs), and the ratio with it.
+        withouts, shareds, scripts = [], [], []
+        for _ in range(options.rounds):
+            withouts.append(p50(bench(canvasbench, single), "all"))
+            shareds.append(p50(bench(canvasbench, single + ["--session-store", store]), "all"))
+            scripts.append(p50(bench(canvasbench, ["store-floor", "--session-store", store, "--requests", str(options.rtt_requests)]), "script"))
+        without, shared, script = statistics.median(withouts), statistics.median(shareds), statistics.median(scripts)
         floor = without + script
         print(f"store's floor: {without:.0f} µs without the store + {script:.0f} µs of its script = {floor:.0f} µs p50; "
-              f"with the store {shared:.0f} µs: {shared / floor:.2f}x the floor ({shared / without:.2f}x without the store)",
-              flush=True)
+              f"with the store {shared:.0f} µs: {shared / floor:.2f}x the floor ({shared / without:.2f}x without the store; "
+              f"medians of {options.rounds} runs each)", flush=True)
         # The same with a replica that must confirm each change (--session-store-replicas 1:
         # Redis's WAIT after each write); the floor then includes the bare client's WAIT.
         # A folder of its own: the replica's sync file must not meet the primary's.
@@ -90,13 +98,16 @@ def main() -> int:
                 time.sleep(0.1)
             else:
                 raise SystemExit("the replica did not link to the primary in 10 s")
-            replicated = p50(bench(canvasbench, single + ["--session-store", store, "--session-store-replicas", "1"]), "all")
-            script = p50(bench(canvasbench, ["store-floor", "--session-store", store, "--requests", str(options.rtt_requests),
-                                             "--replicas", "1"]), "script")
+            replicateds, scripts = [], []
+            for _ in range(options.rounds):
+                replicateds.append(p50(bench(canvasbench, single + ["--session-store", store, "--session-store-replicas", "1"]), "all"))
+                scripts.append(p50(bench(canvasbench, ["store-floor", "--session-store", store, "--requests", str(options.rtt_requests),
+                                                       "--replicas", "1"]), "script"))
+            replicated, script = statistics.median(replicateds), statistics.median(scripts)
             floor = without + script
             print(f"with one replica confirming each change: floor {without:.0f} µs + {script:.0f} µs of its script and WAIT = "
                   f"{floor:.0f} µs p50; with the store {replicated:.0f} µs: {replicated / floor:.2f}x the floor "
-                  f"({replicated / shared:.2f}x the store without a replica)", flush=True)
+                  f"({replicated / shared:.2f}x the store without a replica; medians of {options.rounds} runs each)", flush=True)
         finally:
             replica.terminate()
             replica.wait()
