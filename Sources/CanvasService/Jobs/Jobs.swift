@@ -57,6 +57,8 @@ struct Jobs {
     /// Each job, and for one on the read runner, its kind and owner (nil: the local owner).
     private var pending: [UInt64: (job: PendingJob, read: (kind: ReadKind, owner: String?)?)] = [:]
     private var lastJob: UInt64 = 0
+    /// The jobs that are calls to the session store.
+    private var storing: Set<UInt64> = []
     private var reading = 0
     /// Reads and renders in flight per owner: connections cost nothing, so an owner, not a
     /// connection, is what may not fill the runner.
@@ -78,6 +80,7 @@ struct Jobs {
     /// and a session has one step at a time.
     mutating func store(for job: PendingJob, on lane: StoreLane, _ storeCall: StoreCall) {
         let id = add(job, read: nil), inbox = self.inbox, shared = lane.shared
+        storing.insert(id)
         lane {
             let answer = storeCall.run(on: shared)
             inbox.post(id, .stored(answer))
@@ -128,6 +131,12 @@ struct Jobs {
 
     var inFlight: Int { pending.count }
 
+    /// Whether a call to the session store is out.
+    var awaitsStore: Bool { !storing.isEmpty }
+
+    /// Whether a job has finished since the last `finished()`.
+    var anyFinished: Bool { !pending.isEmpty && !inbox.isEmpty }
+
     /// The jobs finished since the last call, in the order they finished.
     mutating func finished() -> [(job: PendingJob, outcome: JobOutcome)] {
         // Asked after every request: with no job out, the workers' inbox (a lock, memory an
@@ -135,6 +144,7 @@ struct Jobs {
         guard !pending.isEmpty else { return [] }
         return inbox.take().compactMap { id, outcome in
             guard let entry = pending.removeValue(forKey: id) else { return nil }
+            storing.remove(id)
             if let read = entry.read {
                 reading -= 1
                 count(read.owner, read.kind, -1)
@@ -162,6 +172,7 @@ struct Jobs {
     private final class Inbox: Sendable {
         private let finished = Mutex<[(UInt64, JobOutcome)]>([])
         func post(_ job: UInt64, _ outcome: JobOutcome) { finished.withLock { $0.append((job, outcome)) } }
+        var isEmpty: Bool { finished.withLock { $0.isEmpty } }
         func take() -> [(UInt64, JobOutcome)] {
             finished.withLock { list in
                 defer { list.removeAll() }

@@ -111,6 +111,12 @@ public final class Dispatcher {
     /// Jobs (and store steps) started beside the loop and not yet answered.
     public var jobsInFlight: Int { jobs.inFlight }
 
+    /// Whether a call to the session store is out, whose answer `collectSaves` takes.
+    public var awaitsStore: Bool { jobs.awaitsStore }
+
+    /// Whether a job has finished that `collectSaves` has not taken yet.
+    public var anyJobFinished: Bool { jobs.anyFinished }
+
     /// Whether `client` may receive events under `topic`. Without authentication every local
     /// client may; with it, only its own sessions' topics and the shared `documents.` topic.
     /// `always`: check even without CurveZMQ (web peers, whose sessions belong to their token).
