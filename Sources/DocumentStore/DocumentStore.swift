@@ -53,6 +53,10 @@ public final class DocumentStore: Sendable {
     /// history is believed only as far as that.
     let vouched = VouchedBytes()
     let histories = HistoryCache()
+    /// The logs as writers last read them (`HistoryCache.writing`), apart from the readers':
+    /// a writer checks every byte it read before by its chain, a reader takes what it read
+    /// before as it was, and what writers read must not become what readers take on trust.
+    let writtenHistories = HistoryCache()
     let settledFolders = SettledFolders()
     private let costs = LastSaveCost()
     /// Where failures of work nobody waits on are told.

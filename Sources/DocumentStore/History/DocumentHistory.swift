@@ -55,7 +55,7 @@ extension DocumentStore {
     /// Takes the document's lock, as its one writer: with `wait` false, nil when another holds it.
     func writer(_ name: String, _ history: RevisionHistory, wait: Bool) throws(DocumentError) -> HistoryWriter? {
         let folderChanged = (try? history.directory.descriptor.stat())?.rawValue.st_mtim ?? timespec()
-        return try HistoryWriter(history, wait: wait, cache: histories) { [self] in
+        return try HistoryWriter(history, wait: wait, cache: writtenHistories) { [self] in
             let document = try? openDocument(name)
             return try LegacyHistory.migrate(history, document: document, folderChanged: folderChanged) { (length) throws(DocumentError) in
                 guard let document else { return nil }

@@ -28,8 +28,8 @@ final class HistoryWriter {
     /// Takes the lock (waiting for it, or, with `wait` false, returning nil when another holds
     /// it) and opens the log: cutting a torn tail off, migrating an older layout, or starting an
     /// empty log where there is none.
-    /// `cache`: the store's parsed logs, so that only what was added since the last reading is
-    /// decoded (`HistoryCache.writing`).
+    /// `cache`: the logs as the store's writers last read them, so that only what was added
+    /// since is decoded (`HistoryCache.writing`).
     init?(_ history: RevisionHistory, wait: Bool, cache: HistoryCache, migrate: () throws -> [HistoryRecord]) throws(DocumentError) {
         self.history = history
         let name = history.name
