@@ -64,7 +64,8 @@ public struct ParsedPoints: Sendable, Equatable {
     /// an overflow kept as an infinity), so that the points are read the generic way instead.
     static func number(_ value: JSONValue) -> Double? {
         switch value {
-        case .integer(let integer): return abs(integer) < 1_000_000_000_000_000 ? Double(integer) : nil
+        // `magnitude`, not `abs`: abs(Int64.min) traps, and a client may send it.
+        case .integer(let integer): return integer.magnitude < 1_000_000_000_000_000 ? Double(integer) : nil
         case .number(let number): return number.isFinite ? number : nil
         case .null, .bool, .string, .array, .object: return nil
         }

@@ -62,6 +62,10 @@ struct ParsedPointsTests {
             #"{"points":[{"x":"1","y":2}]}"#,
             #"{"points":[{"x":1,"y":2,"pressure":true}]}"#,
             #"{"points":[{"x":1000000000000000,"y":2}]}"#,
+            // The integers at Int64's ends: abs(Int64.min) traps, and took canvasd down.
+            #"{"points":[{"x":-9223372036854775808,"y":10}]}"#,
+            #"{"points":[{"x":1,"y":9223372036854775807}]}"#,
+            #"{"points":[{"x":1,"y":2,"pressure":-9223372036854775808}]}"#,
             #"{"points":[{"x":1e400,"y":2}]}"#,
             #"{"points":[[1,2]]}"#,
             #"{"points":[{"x":1,"y":2},null]}"#,
