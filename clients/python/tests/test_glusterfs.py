@@ -289,8 +289,23 @@ def test_two_instances_on_two_mounts_lose_nothing(tmp_path: Path, mounts: List[P
     # Neither instance took the other's saves for another program's change: that would `seal`
     # the line again, reading every byte of it (each mount gives the files a device number of
     # its own, which canvasd once compared: a seal and a second identity every time the
-    # instances took turns).
-    assert "seal" not in kinds, "a save read a line again (seal) with no other program writing"
+    # instances took turns). A compaction's seals are not that: a log written whole carries a
+    # seal of every line a kept revision needs (history-log.md 7.6), and with 20 kept the log
+    # passes 512 records within the run once saves are quick enough.
+    assert seals_by_saves(kinds) == 0, f"a save read a line again (seal) with no other program writing: {kinds}"
+
+
+def seals_by_saves(kinds: List[str]) -> int:
+    """The `seal` records a save wrote: all but those of the block a compaction writes whole
+    (`base`, then kept revisions, the identity and the seals of their lines, 7.6)."""
+    seals, compacted = 0, False
+    for kind in kinds:
+        if kind == "base":
+            compacted = True
+        elif not (compacted and kind in ("revision", "identity", "seal")):
+            compacted = False
+            seals += kind == "seal"
+    return seals
 
 
 @pytest.mark.parametrize("mode", ["replace", "append"])
