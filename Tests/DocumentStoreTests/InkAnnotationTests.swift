@@ -13,8 +13,14 @@ struct InkAnnotationTests {
     /// Recorded UNIPEN words (Tests/Fixtures/strokes, CC BY 4.0), two highlighters and a note.
     static func drawing() throws -> Drawing {
         let page = InkPrecision.rounded(try RecordedHandwriting.page())
-        let words = page.strokes.filter { $0.tool == .pen }, highlighters = page.strokes.filter { $0.tool == .highlighter }
-        return Drawing(strokes: Array(highlighters.prefix(2)) + Array(words.prefix(12)),
+        let words = Array(page.strokes.filter { $0.tool == .pen }.prefix(12)), highlighters = page.strokes.filter { $0.tool == .highlighter }
+        // Last, a stroke far wider than the word before it, in its pen and colour, below the
+        // words: the same run (5.3), whose appearance's box must reach as far as its ink does.
+        let last = words[words.count - 1], bottom = words.flatMap { $0.points.map(\.y) }.max()!
+        let left = last.points.map(\.x).min()!
+        let wide = try Stroke(tool: last.tool, color: last.color, width: 24,
+                              points: (0...10).map { step in try InkPoint(x: left + Double(step) * 15, y: bottom + 30, pressure: 1) })
+        return Drawing(strokes: Array(highlighters.prefix(2)) + words + [wide],
                        texts: [try TextAnnotation(text: "annotated ✓\nsecond line", x: 300, y: 90, fontSize: 14, color: InkColor("#1F3A93"))])
     }
 
@@ -74,7 +80,7 @@ struct InkAnnotationTests {
         let ink = try store.pageInk("doc.pdf", 1).ink
         #expect(ink.drawing == drawing)
         #expect(ink.edits.allSatisfy { !$0.changedElsewhere })
-        // Runs of one tool, colour and width: the two highlighters apart, the words by line colour.
+        // Runs of one tool and colour, whatever the widths: the highlighters apart, the words by line colour.
         #expect(ink.edits.count == InkAnnotationRuns.count(drawing) + drawing.texts.count)
 
         var strokes = ink.drawing.strokes
@@ -177,7 +183,7 @@ enum InkAnnotationRuns {
         var count = 0
         var last: Stroke?
         for stroke in drawing.strokes {
-            if let last, last.tool == stroke.tool, last.color == stroke.color, last.width == stroke.width { continue }
+            if let last, last.tool == stroke.tool, last.color == stroke.color { continue }
             count += 1
             last = stroke
         }
