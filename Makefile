@@ -84,9 +84,13 @@ test: test-swift test-web-types test-python
 test-web-types: system-deps
 	cd clients/web && tsc -p tsconfig.json
 
+# The tests' folders (a few hundred a run) go in a scratch folder of the run's own, removed when
+# every test passed and kept, and named, when one failed.
 test-swift: system-deps
 	$(SWIFT) build --build-tests
-	$(SWIFT) test
+	@scratch=$$(mktemp -d /tmp/canvas-swift-tests.XXXXXX) && \
+	  if TMPDIR=$$scratch $(SWIFT) test; then rm -rf $$scratch; \
+	  else echo "the tests' folders are kept in $$scratch"; exit 1; fi
 
 test-python: build python-deps
 	CANVASD=$(CANVASD) $(PYTHON) -m pytest -q clients/python/tests
