@@ -42,12 +42,7 @@ final class HistoryCache: @unchecked Sendable {
     }
 
     func state(of log: FileDescriptor, for key: String) throws(Failure) -> HistoryState {
-        let stat: Stat
-        do {
-            stat = try Errno.rethrowing { try log.stat() }
-        } catch {
-            throw .read(error)
-        }
+        let stat = try status(of: log)
         guard stat.size <= HistoryLog.maxLogBytes else { throw .format(.tooLarge(stat.size)) }
         let known = lock.withLock { table[key] }
         // The same log, grown (or as it was): only what was added since is read. Another file
@@ -56,23 +51,9 @@ final class HistoryCache: @unchecked Sendable {
         if let known, known.identity == stat.identity, known.reading.end <= stat.size,
            try read(log, from: 0, to: Int64(HistoryLog.headerSize)) == known.header {
             if known.reading.end == stat.size { return known.state }
-            let bytes = try read(log, from: known.reading.end, to: stat.size)
-            if case .success(let more) = HistoryLog.parse(bytes, resuming: known.reading) {
-                var state = known.state
-                for record in more.records { state.apply(record) }
-                remember(key, Entry(identity: stat.identity, header: known.header, reading: more, state: state))
-                return state
-            }
+            if let extended = extend(known, with: try read(log, from: known.reading.end, to: stat.size), for: key) { return extended.state }
         }
-        let bytes = try read(log, from: 0, to: stat.size)
-        switch HistoryLog.parse(bytes) {
-        case .failure(let error): throw .format(error)
-        case .success(let reading):
-            var state = HistoryState()
-            for record in reading.records { state.apply(record) }
-            remember(key, Entry(identity: stat.identity, header: Array(bytes.prefix(HistoryLog.headerSize)), reading: reading, state: state))
-            return state
-        }
+        return try whole(try read(log, from: 0, to: stat.size), stat, for: key).state
     }
 
     /// The log as its writer reads it on taking the lock: all of it, with where it ends and
@@ -82,30 +63,46 @@ final class HistoryCache: @unchecked Sendable {
     /// are decoded. Decoding every record at every save made a save's cost grow with its
     /// document's history (under 16 clients' load, most of canvasd's time).
     func writing(_ log: FileDescriptor, for key: String) throws(Failure) -> (reading: HistoryLog.Reading, state: HistoryState, stat: Stat) {
-        let stat: Stat
-        do {
-            stat = try Errno.rethrowing { try log.stat() }
-        } catch {
-            throw .read(error)
-        }
+        let stat = try status(of: log)
         guard stat.isRegularFile else { throw .notRegular }
         guard stat.size <= HistoryLog.maxLogBytes else { throw .format(.tooLarge(stat.size)) }
         let bytes = try read(log, from: 0, to: stat.size)
         if let known = lock.withLock({ table[key] }), known.identity == stat.identity, known.reading.end <= stat.size,
            HistoryLog.continues(bytes, to: known.reading.end, chain: known.reading.chain),
-           case .success(let more) = HistoryLog.parse(Array(bytes[Int(known.reading.end)...]), resuming: known.reading) {
-            var state = known.state
-            for record in more.records { state.apply(record) }
-            remember(key, Entry(identity: stat.identity, header: known.header, reading: more, state: state))
-            return (more, state, stat)
+           let extended = extend(known, with: Array(bytes[Int(known.reading.end)...]), for: key) {
+            return (extended.reading, extended.state, stat)
         }
+        let (reading, state) = try whole(bytes, stat, for: key)
+        return (reading, state, stat)
+    }
+
+    private func status(of log: FileDescriptor) throws(Failure) -> Stat {
+        do {
+            return try Errno.rethrowing { try log.stat() }
+        } catch {
+            throw .read(error)
+        }
+    }
+
+    /// `known` with the records of `added` (the bytes past its end) applied, remembered; nil
+    /// when they do not continue its chain.
+    private func extend(_ known: Entry, with added: [UInt8], for key: String) -> (reading: HistoryLog.Reading, state: HistoryState)? {
+        guard case .success(let more) = HistoryLog.parse(added, resuming: known.reading) else { return nil }
+        var state = known.state
+        for record in more.records { state.apply(record) }
+        remember(key, Entry(identity: known.identity, header: known.header, reading: more, state: state))
+        return (more, state)
+    }
+
+    /// The whole log `bytes` read, remembered.
+    private func whole(_ bytes: [UInt8], _ stat: Stat, for key: String) throws(Failure) -> (reading: HistoryLog.Reading, state: HistoryState) {
         switch HistoryLog.parse(bytes) {
         case .failure(let error): throw .format(error)
         case .success(let reading):
             var state = HistoryState()
             for record in reading.records { state.apply(record) }
             remember(key, Entry(identity: stat.identity, header: Array(bytes.prefix(HistoryLog.headerSize)), reading: reading, state: state))
-            return (reading, state, stat)
+            return (reading, state)
         }
     }
 
