@@ -129,4 +129,56 @@ struct ParsedPointsTests {
         // Every one has a stroke's shape and numbers a double keeps.
         #expect(packed == 2000)
     }
+
+    /// What a hostile or broken client sends: a stroke's frame with bytes replaced, put in and
+    /// taken out (structure, numbers at and past every limit, escapes). Whatever the reading of
+    /// points makes of it, the request is the one the generic parser reads, or refused as it is.
+    @Test("a stroke's frame changed byte by byte reads as the generic parser reads it, or is refused alike")
+    func mutatedFrames() throws {
+        var random = JSONDigestTests.Random(state: 4_343)
+        let base = Array(#"{"tool":"pen","color":"black","width":2,"points":[{"x":12.5,"y":-3,"pressure":0.25},{"y":1e2,"x":-0.0},{"x":7,"y":8,"pressure":null}]}"#.utf8)
+        let pieces = ["0", "9", "-", "+", ".", "e", "E", "{", "}", "[", "]", ",", ":", "\"", " ", "n", "x", "y", "\\", "null",
+                      "-9223372036854775808", "9223372036854775808", "1e400", "-1e-400", "999999999999999", "1000000000000000",
+                      "\"pressure\"", "\"x\":", ",\"y\":1", "{\"x\":1,\"y\":2}", "\"\\u0078\""].map { Array($0.utf8) }
+        var read = 0, refused = 0
+        for _ in 0..<6000 {
+            var params = base
+            for _ in 0...random.below(3) {
+                let at = random.below(params.count + 1)
+                switch random.below(3) {
+                case 0 where at < params.count: params[at] = pieces[random.below(pieces.count)][0]
+                case 1 where at < params.count: params.remove(at: at)
+                default: params.insert(contentsOf: pieces[random.below(pieces.count)], at: at)
+                }
+            }
+            let frame = Self.frame(String(decoding: params, as: UTF8.self))
+            let generic: JSONValue?
+            do {
+                generic = try JSONParser.parse(frame, keepingOverflow: true)["params"]
+            } catch {
+                guard case .failure(let refusal) = RequestDecoder.decode([frame]) else {
+                    Issue.record("taken, though not JSON: \(String(decoding: params, as: UTF8.self))")
+                    continue
+                }
+                #expect(refusal.error.code == .parseError, "\(String(decoding: params, as: UTF8.self))")
+                refused += 1
+                continue
+            }
+            switch RequestDecoder.decode([frame]) {
+            case .success(let request):
+                guard case .object(let expected)? = generic else {
+                    Issue.record("taken with params that are no object: \(String(decoding: params, as: UTF8.self))")
+                    continue
+                }
+                #expect(JSONCodec.serialize(.object(request.params)) == JSONCodec.serialize(.object(expected)), "\(String(decoding: params, as: UTF8.self))")
+                #expect(request.digest == JSONDigest.request(method: "drawing.addStroke", params: expected), "\(String(decoding: params, as: UTF8.self))")
+                read += 1
+            case .failure(let refusal):
+                // JSON, but not a request (params that are no object): never a parse error.
+                #expect(refusal.error.code != .parseError, "\(String(decoding: params, as: UTF8.self))")
+            }
+        }
+        // Both kinds came up often enough to have been tried.
+        #expect(read > 500 && refused > 500, "read \(read), refused \(refused)")
+    }
 }
