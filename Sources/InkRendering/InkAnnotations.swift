@@ -109,12 +109,14 @@ public enum InkAnnotations {
             // every point of every stroke of the run. A run of one width is reckoned as it always
             // was (the width times the mean factor), so that the `/BS /W` a file already holds is
             // the one its stored drawing makes again, to the last decimal.
-            let factors = drawn.flatMap { $0.points.map { first.tool.followsPressure ? PenProfile.factor(pressure: $0.pressure) : 1 } }
+            func factors(_ stroke: Stroke) -> [Double] {
+                stroke.points.map { first.tool.followsPressure ? PenProfile.factor(pressure: $0.pressure) : 1 }
+            }
+            let points = Double(drawn.map(\.points.count).reduce(0, +))
             if drawn.allSatisfy({ $0.width == first.width }) {
-                width = first.width * factors.reduce(0, +) / Double(factors.count)
+                width = first.width * drawn.flatMap(factors).reduce(0, +) / points
             } else {
-                let widths = drawn.flatMap { stroke in stroke.points.map { _ in stroke.width } }
-                width = zip(widths, factors).map(*).reduce(0, +) / Double(factors.count)
+                width = drawn.map { $0.width * factors($0).reduce(0, +) }.reduce(0, +) / points
             }
             highlighter = first.tool.highlights
             fields = Fields(inkList: inkList, rect: page.rect(box), color: Fields.components(first.color))
