@@ -545,6 +545,20 @@ QPDFObjectHandle compressedStream(QPDF &pdf, std::string const &data) {
     return stream;
 }
 
+// A new stream in `pdf` holding `data`, Flate-compressed where that is smaller with the
+// filter's name counted: an annotation's stored drawing that takes its positions from the
+// /InkList is some 30 bytes, which deflate makes no smaller.
+QPDFObjectHandle smallestStream(QPDF &pdf, std::string const &data) {
+    auto compressed = deflated(data);
+    QPDFObjectHandle stream = QPDFObjectHandle::newStream(&pdf);
+    if (compressed->getSize() + std::strlen(" /Filter /FlateDecode") < data.size()) {
+        stream.replaceStreamData(compressed, QPDFObjectHandle::newName("/FlateDecode"), QPDFObjectHandle::newNull());
+    } else {
+        stream.replaceStreamData(data, QPDFObjectHandle::newNull(), QPDFObjectHandle::newNull());
+    }
+    return stream;
+}
+
 // A copy of `h` (from another document) for `pdf`: containers copied as direct objects,
 // indirect objects through copyForeignObject (which keeps them indirect, once each).
 QPDFObjectHandle imported(QPDF &pdf, QPDFObjectHandle h) {
@@ -1368,18 +1382,22 @@ QPDFObjectHandle applyInk(ps_document *document, QPDF &made, int page, const uns
                 QPDFObjectHandle appearanceResources = QPDFObjectHandle::newDictionary();
                 QPDFObjectHandle appearance = compressedStream(made, inkContent(document, made, info, pending.strokes, pending.overlay,
                                                                                 appearanceResources, pending.overlayPage));
+                // Only what a form needs beyond its defaults (/Type is optional, /Matrix is the
+                // identity unless given, and a pen's outline uses no resource): a save writes one
+                // such dictionary an annotation, uncompressed, and these were 56 bytes of each.
                 QPDFObjectHandle appearanceDict = appearance.getDict();
-                appearanceDict.replaceKey("/Type", QPDFObjectHandle::newName("/XObject"));
                 appearanceDict.replaceKey("/Subtype", QPDFObjectHandle::newName("/Form"));
                 appearanceDict.replaceKey("/BBox", QPDFObjectHandle::newArray(QPDFObjectHandle::Rectangle(
                                                        pending.box[0], pending.box[1], pending.box[2], pending.box[3])));
-                appearanceDict.replaceKey("/Matrix", QPDFObjectHandle::newArray(QPDFObjectHandle::Matrix(m[0], m[1], m[2], m[3], m[4], m[5])));
-                appearanceDict.replaceKey("/Resources", appearanceResources);
+                if (!(m[0] == 1 && m[1] == 0 && m[2] == 0 && m[3] == 1 && m[4] == 0 && m[5] == 0)) {
+                    appearanceDict.replaceKey("/Matrix", QPDFObjectHandle::newArray(QPDFObjectHandle::Matrix(m[0], m[1], m[2], m[3], m[4], m[5])));
+                }
+                if (appearanceResources.getKeys().size() > 0) appearanceDict.replaceKey("/Resources", appearanceResources);
                 QPDFObjectHandle states = QPDFObjectHandle::newDictionary();
                 states.replaceKey("/N", appearance);
                 annotation.replaceKey("/AP", states);
                 annotation.replaceKey("/P", pageObject);
-                QPDFObjectHandle source = compressedStream(made, pending.source);
+                QPDFObjectHandle source = smallestStream(made, pending.source);
                 source.getDict().replaceKey("/Type", QPDFObjectHandle::newName("/CanvasBridgeDrawing"));
                 annotation.replaceKey(kDrawingKey, source);
                 annotations.appendItem(made.makeIndirectObject(annotation));

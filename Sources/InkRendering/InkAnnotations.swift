@@ -164,8 +164,11 @@ public enum InkAnnotations {
             if entries.highlighter { dictionary += " /IT /InkHighlight" }
             if let other = carrying.first(where: { $0.strokes.contains(run[0]) }), !other.carried.isEmpty { dictionary += " " + other.carried }
             dictionary += " /CanvasBridgeHash (\(fields.digest)) >>"
+            // Where the /InkList just written gives a stroke's points back exactly (a client on
+            // the grid), its stored drawing leaves them out (InkSource, version 3).
+            let written = fields.inkList.map { line in line.map { Double(Fields.number($0)) ?? .nan } }
             annotations.append(Annotation(dictionary: dictionary, strokes: InkRenderer.strokeContent(entries.drawn), overlay: [],
-                                          box: entries.box, source: InkSource.encode(Drawing(strokes: run))))
+                                          box: entries.box, source: InkSource.encode(Drawing(strokes: run), positions: positions(written, on: page))))
         }
         // Every text on a page of its own in one PDF: Cairo embeds the font subset they use
         // once, and the document gets one copy of it, not one a text.
@@ -182,14 +185,30 @@ public enum InkAnnotations {
         return annotations
     }
 
+    /// An `/InkList`'s points in display points, on the ink grid: where a stroke's positions are
+    /// when its stored drawing leaves them out, and what a changed annotation reopens as. A
+    /// point the page's matrix cannot place is left out.
+    public static func positions(_ inkList: [[Double]], on page: Placement) -> [InkSource.Positions] {
+        inkList.map { line in
+            stride(from: 0, to: line.count - 1, by: 2).compactMap { index -> (x: Double, y: Double)? in
+                guard let (x, y) = page.display(line[index], line[index + 1]) else { return nil }
+                return ((x * 100).rounded() / 100, (y * 100).rounded() / 100)
+            }
+        }
+    }
+
     /// The drawing an annotation of ours holds: its stored drawing while the annotation says
     /// what that drawing makes of it (`InkEntries`, `TextEntries`); otherwise what the annotation
     /// says now (an `/Ink`'s strokes from its `/InkList`, at its `/BS` width and `/C` colour,
     /// without pressure; a text's words and place from `/Contents` and `/Rect`). `changed` says
-    /// which. `source` is nil when the stored drawing cannot be read (damaged): an `/Ink` then
-    /// reopens from what it says, a `/FreeText` (whose size and colour only the drawing has) not
-    /// at all.
-    public static func read(entries: [UInt8], source: Drawing?, on page: Placement) -> (drawing: Drawing, changed: Bool)? {
+    /// which. `source` decodes the stored drawing, given the positions its `/InkList` gives back
+    /// (`positions`); nil when it cannot be read (damaged, or an `/InkList` changed under a
+    /// drawing that takes its positions from it): an `/Ink` then reopens from what it says, a
+    /// `/FreeText` (whose size and colour only the drawing has) not at all.
+    /// `source(positions, false)` decodes it with the positions whatever they are, for what else
+    /// it says (a colour's name, a width) once they have changed.
+    public static func read(entries: [UInt8], source decode: (_ positions: [InkSource.Positions], _ same: Bool) -> Drawing?,
+                            on page: Placement) -> (drawing: Drawing, changed: Bool)? {
         guard let object = try? JSONSerialization.jsonObject(with: Data(entries)) as? [String: Any] else { return nil }
         func number(_ value: Any?) -> Double? { (value as? Double) ?? (value as? Int).map(Double.init) ?? (value as? NSNumber)?.doubleValue }
         func numbers(_ value: Any?) -> [Double]? { (value as? [Any])?.compactMap(number) }
@@ -201,11 +220,15 @@ public enum InkAnnotations {
             let fields = Fields(inkList: inkList, rect: rect, color: color)
             let foundWidth = (object["/BS"] as? [String: Any]).flatMap { number($0["/W"]) }
             let highlighted = (object["/IT"] as? String) == "/InkHighlight"
+            let placed = positions(inkList, on: page)
+            var source = decode(placed, true)
             if let source, !source.strokes.isEmpty, source.texts.isEmpty,
                InkEntries(source.strokes, on: page).agrees(with: fields, width: foundWidth, opacity: number(object["/CA"]), highlighter: highlighted) {
                 return (source, false)
             }
             if let source, source.strokes.isEmpty { return nil }
+            // Moved elsewhere: the drawing still names the colour and gives the width.
+            if source == nil { source = decode(placed, false) }
             let model = source?.strokes.first
             let width = min(max(foundWidth ?? model?.width ?? 1,
                                 DrawingLimits.strokeWidth.lowerBound), DrawingLimits.strokeWidth.upperBound)
@@ -215,11 +238,8 @@ public enum InkAnnotations {
             if color.count == 3, model.map({ fields.text(color, decimals: 3) != fields.text(Fields.components($0.color), decimals: 3) }) ?? true {
                 inkColor = Self.color(color)
             }
-            let strokes = inkList.compactMap { line -> Stroke? in
-                let points = stride(from: 0, to: line.count - 1, by: 2).compactMap { index -> InkPoint? in
-                    guard let (x, y) = page.display(line[index], line[index + 1]) else { return nil }
-                    return try? InkPoint(x: (x * 100).rounded() / 100, y: (y * 100).rounded() / 100)
-                }
+            let strokes = placed.compactMap { line -> Stroke? in
+                let points = line.compactMap { try? InkPoint(x: $0.x, y: $0.y) }
                 return points.isEmpty ? nil : try? Stroke(tool: tool, color: inkColor, width: (width * 100).rounded() / 100, points: points)
             }
             return (Drawing(strokes: strokes), true)
@@ -227,7 +247,7 @@ public enum InkAnnotations {
             var contents = object["/Contents"] as? String ?? ""
             if contents.hasPrefix("u:") { contents = String(contents.dropFirst(2)) }
             let fields = Fields(rect: rect, contents: contents)
-            guard let source else { return nil }
+            guard let source = decode([], true) else { return nil }
             if source.strokes.isEmpty, source.texts.count == 1,
                TextEntries(source.texts[0], on: page).fields.digest == fields.digest {
                 return (source, false)

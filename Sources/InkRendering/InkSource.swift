@@ -36,14 +36,30 @@ public import CanvasCore
 /// what lets stored ink prove itself: a byte changed anywhere (FNV-1a changes for any one byte
 /// changed) makes the drawing refused, never loaded as strokes that are not the page's ink.
 /// It tells damage, not forgery: anyone can compute it.
+///
+/// Version 3 is version 2 for an `/Ink` annotation, whose `/InkList` already writes each
+/// stroke's centre line (`InkAnnotations`): a stroke whose every x and y the `/InkList` gives
+/// back exactly (its numbers read, taken to display points and put on the 0.01 pt grid) has
+/// flag bit 3 set and no x or y steps; its positions are read from the `/InkList`. They were
+/// more than four fifths of an annotation's stored drawing, written twice over. After the
+/// checksum come 8 more bytes, FNV-1a of those strokes' x and y, point by point, 8 bytes each
+/// (little-endian IEEE 754): an `/InkList` changed since is told from damage to the drawing,
+/// so that the rest of it (a stroke's colour by name, its width) can still serve a reopen of
+/// what the annotation now says. A drawing with no such stroke is written as version 2.
 public enum InkSource {
     static let magic: [UInt8] = [UInt8(ascii: "C"), UInt8(ascii: "B"), UInt8(ascii: "I")]
-    static let version: UInt8 = 2
+    static let version: UInt8 = 3
     static let checksumSize = 8
+    /// Stroke flag bit 3 (version 3): its positions are its annotation's `/InkList`'s.
+    static let positionsGiven: UInt8 = 8
 
-    /// FNV-1a, 64 bits, of `bytes`.
-    public static func checksum(_ bytes: ArraySlice<UInt8>) -> UInt64 {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+    /// A stroke's x and y as an annotation's `/InkList` gives them back
+    /// (`InkAnnotations.positions`).
+    public typealias Positions = [(x: Double, y: Double)]
+
+    /// FNV-1a, 64 bits, of `bytes`; `from`: a sum to go on from.
+    public static func checksum(_ bytes: ArraySlice<UInt8>, from start: UInt64 = 0xcbf2_9ce4_8422_2325) -> UInt64 {
+        var hash = start
         for byte in bytes {
             hash ^= UInt64(byte)
             hash = hash &* 0x100_0000_01b3
@@ -55,20 +71,37 @@ public enum InkSource {
     /// before canvas/1.8).
     public static func isEncoded(_ bytes: [UInt8]) -> Bool { bytes.starts(with: magic) }
 
-    public static func encode(_ drawing: Drawing) -> [UInt8] {
+    /// `positions`: for an annotation's drawing, each stroke's positions as its `/InkList` will
+    /// give them back; a stroke they match bit for bit is stored without its own (version 3).
+    public static func encode(_ drawing: Drawing, positions: [Positions] = []) -> [UInt8] {
         var out = Writer()
         out.bytes.reserveCapacity(16 + drawing.pointCount * 4)
         out.bytes += magic
-        out.bytes.append(version)
+        out.bytes.append(2)
         out.unsigned(UInt64(drawing.strokes.count))
         out.unsigned(UInt64(drawing.texts.count))
+        // What the second checksum covers (version 3): each given stroke's x and y.
+        var given = Writer()
         // Each column's last value: a stroke's first steps are from where the one before ended.
         var previous: [Int64] = [0, 0, 0]
-        for stroke in drawing.strokes {
+        for (strokeIndex, stroke) in drawing.strokes.enumerated() {
             let pressured = stroke.points.count(where: { $0.pressure != nil })
             var flags: UInt8 = stroke.tool.storedCode
             if pressured > 0 { flags |= 2 }
             if pressured < stroke.points.count { flags |= 4 }
+            // Bit for bit: -0.0 written as 0 does not come back, and is kept.
+            let fromInkList = strokeIndex < positions.count && positions[strokeIndex].count == stroke.points.count
+                && zip(stroke.points, positions[strokeIndex]).allSatisfy { point, position in
+                    point.x.bitPattern == position.x.bitPattern && point.y.bitPattern == position.y.bitPattern
+                }
+            if fromInkList {
+                flags |= positionsGiven
+                out.bytes[magic.count] = version
+                for point in stroke.points {
+                    given.raw(point.x)
+                    given.raw(point.y)
+                }
+            }
             out.bytes.append(flags)
             out.string(stroke.color.rawValue)
             out.number(stroke.width)
@@ -85,7 +118,7 @@ public enum InkSource {
             }
             var exceptions: [(index: Int, value: Double)] = []
             let columns: [(step: Double, value: (InkPoint) -> Double?)] = [(100, { $0.x }), (100, { $0.y }), (1000, { $0.pressure })]
-            for (column, (step, value)) in columns.enumerated() {
+            for (column, (step, value)) in columns.enumerated() where column == 2 || !fromInkList {
                 for (index, point) in stroke.points.enumerated() {
                     guard let value = value(point) else { continue }
                     let count = Quantized(value, step: step)
@@ -107,10 +140,12 @@ public enum InkSource {
             out.number(text.y)
             out.number(text.fontSize)
         }
-        var sum = checksum(out.bytes[...])
-        for _ in 0..<checksumSize {
-            out.bytes.append(UInt8(truncatingIfNeeded: sum))
-            sum >>= 8
+        let body = checksum(out.bytes[...])
+        for var sum in out.bytes[magic.count] == version ? [body, checksum(given.bytes[...])] : [body] {
+            for _ in 0..<checksumSize {
+                out.bytes.append(UInt8(truncatingIfNeeded: sum))
+                sum >>= 8
+            }
         }
         return out.bytes
     }
@@ -128,35 +163,49 @@ public enum InkSource {
     /// `maxPoints`: refused past this many points in all, counted before any is made.
     /// `checkingSum`: false where a checksum of the container the bytes came in covers them
     /// already (a shared session's log entry), so they are not summed twice.
-    public static func decode(_ bytes: [UInt8], maxPoints: Int = .max, checkingSum: Bool = true) throws(DecodeError) -> Drawing {
+    /// `positions`: for an annotation's drawing (version 3), each stroke's positions as its
+    /// `/InkList` gives them back now (`InkAnnotations.positions`); `samePositions`: false to
+    /// read the drawing with them even where they are not those it was stored with (its own
+    /// bytes still checked), for what else it says of a changed annotation.
+    public static func decode(_ bytes: [UInt8], maxPoints: Int = .max, checkingSum: Bool = true,
+                              positions: [Positions] = [], samePositions: Bool = true) throws(DecodeError) -> Drawing {
         guard bytes.starts(with: magic) else { throw DecodeError(offset: 0, reason: "not an encoded drawing") }
         guard bytes.count > magic.count else { throw DecodeError(offset: magic.count, reason: "the bytes end early") }
-        let end: Int
-        switch bytes[magic.count] {
-        case 1:
-            end = bytes.count
-        case 2:
-            let body = bytes.count - checksumSize
-            guard body > magic.count else { throw DecodeError(offset: magic.count + 1, reason: "the bytes end early") }
-            let written = bytes[body...].reversed().reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-            guard !checkingSum || written == checksum(bytes[..<body]) else {
-                throw DecodeError(offset: body, reason: "its checksum does not match its bytes (changed since it was written)")
-            }
-            end = body
+        let format = bytes[magic.count]
+        let sums: Int
+        switch format {
+        case 1: sums = 0
+        case 2: sums = 1
+        case 3: sums = 2
         case let version:
-            throw DecodeError(offset: 3, reason: "version \(version), this build reads 1 and \(Self.version)")
+            throw DecodeError(offset: 3, reason: "version \(version), this build reads 1 to \(Self.version)")
+        }
+        let end = bytes.count - sums * checksumSize
+        guard end > magic.count else { throw DecodeError(offset: magic.count + 1, reason: "the bytes end early") }
+        func written(_ index: Int) -> UInt64 {
+            bytes[(end + index * checksumSize)..<(end + (index + 1) * checksumSize)].reversed().reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        }
+        if checkingSum, sums > 0, written(0) != checksum(bytes[..<end]) {
+            throw DecodeError(offset: end, reason: "its checksum does not match its bytes (changed since it was written)")
         }
         // Read in place through a buffer: a shared session's take-over decodes every point of its
         // snapshot and of each logged stroke, and reading them through the array (a bounds check
         // and a reach through its storage per byte, a column array per value kind per stroke) was
         // a third of the take-over (issue 43).
-        return try bytes.withUnsafeBufferPointer { (buffer) throws(DecodeError) -> Drawing in
+        var taken = Writer()
+        let drawing = try bytes.withUnsafeBufferPointer { (buffer) throws(DecodeError) -> Drawing in
             var input = Reader(bytes: UnsafeBufferPointer(rebasing: buffer[..<end]), offset: magic.count + 1)
-            return try decodeBody(&input, maxPoints: maxPoints)
+            return try decodeBody(&input, maxPoints: maxPoints, positions: format == 3 ? positions : nil, taken: &taken)
         }
+        if format == 3, samePositions, written(1) != checksum(taken.bytes[...]) {
+            throw DecodeError(offset: end + checksumSize, reason: "the positions it takes from its annotation's /InkList are not those it was stored with")
+        }
+        return drawing
     }
 
-    private static func decodeBody(_ input: inout Reader, maxPoints: Int) throws(DecodeError) -> Drawing {
+    /// `positions`: nil before version 3, where no stroke may take its positions from them;
+    /// `taken`: the positions strokes took, as the second checksum covers them.
+    private static func decodeBody(_ input: inout Reader, maxPoints: Int, positions: [Positions]?, taken: inout Writer) throws(DecodeError) -> Drawing {
         let strokeCount = try input.count(each: 5), textCount = try input.count(each: 5)
         var strokes: [Stroke] = []
         strokes.reserveCapacity(min(strokeCount, 4096))
@@ -165,13 +214,23 @@ public enum InkSource {
         var pointsLeft = maxPoints
         // Each stroke's steps, in arrays kept from stroke to stroke.
         var xs: [Int64] = [], ys: [Int64] = [], pressures: [Int64] = []
-        for _ in 0..<strokeCount {
+        for strokeIndex in 0..<strokeCount {
             let flags = try input.byte()
-            guard flags & ~7 == 0 else { throw input.failure("stroke flags \(flags)") }
+            guard flags & ~(positions == nil ? 7 : 7 | positionsGiven) == 0 else { throw input.failure("stroke flags \(flags)") }
             let color = try input.color()
             let width = try input.number()
-            let count = try input.count(each: 2)
+            // A stroke's points take two bytes or more each, but for one whose positions are
+            // its /InkList's: its count is then bounded by that (read within a bound already).
+            let count = flags & positionsGiven == 0 ? try input.count(each: 2) : Int(clamping: try input.unsigned())
             guard count > 0 else { throw input.failure("a stroke without points") }
+            var given: Positions?
+            if flags & positionsGiven != 0 {
+                guard let positions, strokeIndex < positions.count, positions[strokeIndex].count == count else {
+                    let found = positions.map { strokeIndex < $0.count ? "\($0[strokeIndex].count) points" : "no entry" } ?? "nothing"
+                    throw input.failure("stroke \(strokeIndex) of \(count) points takes its positions from its annotation's /InkList, which gives \(found) for it")
+                }
+                given = positions[strokeIndex]
+            }
             guard count <= pointsLeft else { throw input.failure("more than the \(maxPoints) points allowed") }
             pointsLeft -= count
             // Which points have a pressure: all (bit 1), none, or as a bitmap says (bits 1 and 2).
@@ -184,15 +243,22 @@ public enum InkSource {
             xs.removeAll(keepingCapacity: true)
             ys.removeAll(keepingCapacity: true)
             pressures.removeAll(keepingCapacity: true)
-            xs.reserveCapacity(count)
-            ys.reserveCapacity(count)
-            for _ in 0..<count {
-                lastX = lastX &+ (try input.signed())
-                xs.append(lastX)
-            }
-            for _ in 0..<count {
-                lastY = lastY &+ (try input.signed())
-                ys.append(lastY)
+            if let given {
+                for position in given {
+                    taken.raw(position.x)
+                    taken.raw(position.y)
+                }
+            } else {
+                xs.reserveCapacity(count)
+                ys.reserveCapacity(count)
+                for _ in 0..<count {
+                    lastX = lastX &+ (try input.signed())
+                    xs.append(lastX)
+                }
+                for _ in 0..<count {
+                    lastY = lastY &+ (try input.signed())
+                    ys.append(lastY)
+                }
             }
             for index in 0..<count where pressed(index) {
                 lastPressure = lastPressure &+ (try input.signed())
@@ -208,7 +274,9 @@ public enum InkSource {
             }
             for _ in 0..<exceptions {
                 let index = try input.unsigned()
-                guard index < UInt64(3 * count) else { throw input.failure("an exception for value \(index) of \(3 * count)") }
+                guard index < UInt64(3 * count), given == nil || index >= UInt64(2 * count) else {
+                    throw input.failure("an exception for value \(index) of \(3 * count)")
+                }
                 exact[Int(index)] = try input.raw()
                 isExact[Int(index)] = true
             }
@@ -216,7 +284,12 @@ public enum InkSource {
             points.reserveCapacity(count)
             var pressureIndex = 0
             for index in 0..<count {
-                var x = Double(xs[index]) / 100, y = Double(ys[index]) / 100
+                var x: Double, y: Double
+                if let given {
+                    (x, y) = given[index]
+                } else {
+                    (x, y) = (Double(xs[index]) / 100, Double(ys[index]) / 100)
+                }
                 var pressure: Double?
                 if pressed(index) {
                     pressure = Double(pressures[pressureIndex]) / 1000

@@ -126,14 +126,15 @@ struct InkSizeTests {
 
     /// The recorded words saved as standard annotations (5.3): on top of what paper costs, each
     /// annotation's /InkList (the centre lines as numbers, which other tools edit) and its own
-    /// appearance and stored drawing. Packed into object streams, a page written with one pen
-    /// (one annotation, as Xournal++ pages mostly are) costs paper's bytes and about 5 a point
-    /// more; the recorded page, 24 words of as many widths plus highlighters and texts, about
-    /// 5.6 more: 9 annotations, a run of one tool and colour being one whatever its widths (split
-    /// by width, 30 annotations cost 7.9 more). Plain objects, each text with a font of its own,
-    /// cost 13.6 and 21.7 a point more (22.5 and 32.8 in all).
-    @Test("saved as annotations, recorded words cost paper's bytes and at most 6 a point more",
-          arguments: [("one pen", 6.0), ("recorded page", 6.0)])
+    /// appearance and stored drawing, which leaves out the positions the /InkList gives back
+    /// (InkSource, version 3). Packed into object streams, a page written with one pen (one
+    /// annotation, as Xournal++ pages mostly are) costs paper's bytes and about 3.3 a point more;
+    /// the recorded page, 24 words of as many widths plus highlighters and texts, about 3.9 more:
+    /// 9 annotations, a run of one tool and colour being one whatever its widths. With each
+    /// drawing's positions stored as well, 4.8 and 5.6 more; split by width as well (30
+    /// annotations), 7.9 more; plain objects, each text with a font of its own, 13.6 and 21.7.
+    @Test("saved as annotations, recorded words cost paper's bytes and at most 4.5 a point more",
+          arguments: [("one pen", 4.5), ("recorded page", 4.5)])
     func recordedPageAsAnnotations(_ label: String, _ margin: Double) throws {
         let recorded = InkPrecision.rounded(try RecordedHandwriting.page())
         let drawing = label == "one pen"

@@ -75,7 +75,62 @@ struct InkSourceTests {
         one[3] = 1
         #expect(try InkSource.decode(one) == drawing)
         var unknown = two
-        unknown[3] = 3
+        unknown[3] = 4
         #expect(throws: InkSource.DecodeError.self) { try InkSource.decode(unknown) }
+    }
+
+    /// An annotation's drawing (version 3): the strokes its /InkList gives back exactly leave
+    /// their positions out, and take them from there; a stroke it does not (a -0, a number off
+    /// the grid, a point missing) keeps its own.
+    @Test("version 3 takes the positions the /InkList gives back bit for bit from there, and refuses any change to them")
+    func positionsFromInkList() throws {
+        let words = InkPrecision.rounded(try RecordedHandwriting.page()).strokes.filter { $0.tool == .pen }
+        var strokes = Array(words.prefix(6))
+        strokes[1] = try Stroke(tool: .pen, color: strokes[1].color, width: strokes[1].width,
+                                points: [try InkPoint(x: -0.0, y: 3, pressure: 0.5)] + strokes[1].points)
+        var positions: [InkSource.Positions] = strokes.map { $0.points.map { ($0.x, $0.y) } }
+        positions[1][0].x = 0                       // the -0 an /InkList writes as 0
+        positions[2][5].y += 0.01                   // a number the /InkList does not give back
+        positions[3].removeLast()                   // a point it lacks
+        let drawing = Drawing(strokes: strokes, texts: Array(Self.awkward.texts.suffix(1)))
+        let bytes = InkSource.encode(drawing, positions: positions)
+        let full = InkSource.encode(drawing)
+        #expect(bytes[3] == 3 && full[3] == 2)
+        let taken = Double([0, 4, 5].reduce(0) { $0 + strokes[$1].points.count })
+        print("version 3: \(full.count - bytes.count) bytes fewer for \(taken) points taken from the /InkList")
+        // Each taken point's x and y steps, a byte or two each, less the second checksum.
+        #expect(Double(full.count - bytes.count - 8) / taken > 1.5)
+        let decoded = try InkSource.decode(bytes, positions: positions)
+        #expect(decoded == drawing)
+        #expect(zip(decoded.strokes.flatMap(\.points), drawing.strokes.flatMap(\.points)).allSatisfy {
+            $0.x.bitPattern == $1.x.bitPattern && $0.y.bitPattern == $1.y.bitPattern
+        })
+        // Without them, with one taken number moved 0.01 pt, or with a point more: refused.
+        #expect(throws: InkSource.DecodeError.self) { try InkSource.decode(bytes) }
+        var moved = positions
+        moved[4][7].x += 0.01
+        #expect(throws: InkSource.DecodeError.self) { try InkSource.decode(bytes, positions: moved) }
+        var longer = positions
+        longer[0].append((1, 1))
+        #expect(throws: InkSource.DecodeError.self) { try InkSource.decode(bytes, positions: longer) }
+        // Unless asked for what else it says: its own bytes still checked, the moved positions read.
+        let elsewhere = try InkSource.decode(bytes, positions: moved, samePositions: false)
+        #expect(elsewhere.strokes[4].points[7].x == moved[4][7].x && elsewhere.strokes[4].color == strokes[4].color)
+        for length in 0..<bytes.count {
+            #expect(throws: InkSource.DecodeError.self) { try InkSource.decode(Array(bytes.prefix(length)), positions: positions) }
+        }
+        for index in bytes.indices {
+            for flip: UInt8 in [0x01, 0x80, 0xFF] {
+                var changed = bytes
+                changed[index] ^= flip
+                #expect(throws: InkSource.DecodeError.self, "byte \(index) ^ \(flip) decoded") {
+                    try InkSource.decode(changed, positions: positions)
+                }
+            }
+        }
+        // A version 2 reader's flags: bit 3 is refused there, never read as steps.
+        var relabelled = Array(bytes.dropLast(8))
+        relabelled[3] = 2
+        #expect(throws: InkSource.DecodeError.self) { try InkSource.decode(relabelled, checkingSum: false, positions: positions) }
     }
 }

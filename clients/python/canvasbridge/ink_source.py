@@ -2,18 +2,25 @@
 stream in the PDF), for tools that want a page's ink as strokes without a server.
 
 Since canvas/1.8 the stream holds the drawing in a compact binary encoding (protocol/spec.md
-5.2; the layout is documented in Sources/InkRendering/InkSource.swift): version 1, and now
-version 2, the same followed by a checksum of its own (FNV-1a, 64 bits), which is checked;
-before, JSON as `drawing.get` gives it. `decode` reads both and answers the drawing as `drawing.get` shows it:
-{"strokes": [...], "texts": [...]}, a whole number written as an int.
+5.2; the layout is documented in Sources/InkRendering/InkSource.swift): version 1; version 2,
+the same followed by a checksum of its own (FNV-1a, 64 bits), which is checked; and version 3,
+an /Ink annotation's drawing, which leaves out the positions of the strokes its /InkList gives
+back exactly and takes them from there (`positions`, from `inklist_positions`), with a second
+checksum over those. Before canvas/1.8, JSON as `drawing.get` gives it. `decode` reads them all
+and answers the drawing as `drawing.get` shows it: {"strokes": [...], "texts": [...]}, a whole
+number written as an int.
 """
 
 import json
+import math
 import struct
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 MAGIC = b"CBI"
-VERSIONS = (1, 2)
+VERSIONS = (1, 2, 3)
+POSITIONS_GIVEN = 8   # version 3's stroke flag: its x and y are its annotation's /InkList's
+
+Positions = List[Tuple[float, float]]
 
 
 def checksum(data: bytes) -> int:
@@ -90,8 +97,40 @@ class _Reader:
         return ((zigzag >> 1) ^ -(zigzag & 1)) / 100
 
 
-def decode(data: bytes) -> Dict[str, List[Dict[str, Any]]]:
-    """The drawing stored in `data` (the stream's decoded bytes), binary or JSON."""
+def _grid(value: float) -> float:
+    """`value` to the nearest 0.01, a half away from zero, as Swift's `(v * 100).rounded() / 100`."""
+    scaled = abs(value * 100)
+    whole = math.floor(scaled)
+    if scaled - whole >= 0.5:
+        whole += 1
+    return math.copysign(whole, value * 100) / 100
+
+
+def inklist_positions(inklist: Sequence[Sequence[float]], height: float,
+                      matrix: Sequence[float] = (1, 0, 0, 1, 0, 0)) -> List[Positions]:
+    """An /Ink annotation's /InkList as the positions its stored drawing (version 3) takes: each
+    entry's points from default user space to display points (`height`: the page's display
+    height; `matrix`: from ink space, display points with y up, to user space, the identity for
+    an upright page whose boxes start at the origin), on the 0.01 pt grid."""
+    a, b, c, d, e, f = matrix
+    determinant = a * d - b * c
+    lines: List[Positions] = []
+    for entry in inklist:
+        line: Positions = []
+        if determinant != 0:
+            for index in range(0, len(entry) - 1, 2):
+                dx, dy = float(entry[index]) - e, float(entry[index + 1]) - f
+                x, y = (d * dx - c * dy) / determinant, (a * dy - b * dx) / determinant
+                line.append((_grid(x), _grid(height - y)))
+        lines.append(line)
+    return lines
+
+
+def decode(data: bytes, positions: Optional[Sequence[Positions]] = None) -> Dict[str, List[Dict[str, Any]]]:
+    """The drawing stored in `data` (the stream's decoded bytes), binary or JSON. `positions`:
+    for an annotation's drawing, its /InkList's (`inklist_positions`); a version 3 drawing with
+    a stroke that takes them is an error without them, or when they are not those it was
+    stored with."""
     if not data.startswith(MAGIC):
         try:
             drawing = json.loads(data)
@@ -103,24 +142,36 @@ def decode(data: bytes) -> Dict[str, List[Dict[str, Any]]]:
     version = reader.byte()
     if version not in VERSIONS:
         raise reader.fail(f"version {version}; this reader knows {VERSIONS}")
-    if version == 2:
-        if len(data) < len(MAGIC) + 1 + 8:
-            raise reader.fail("the bytes end early")
-        body = len(data) - 8
-        if int.from_bytes(data[body:], "little") != checksum(data[:body]):
-            reader.offset = body
-            raise reader.fail("its checksum does not match its bytes (changed since it was written)")
-        data = data[:body]
-        reader.data = data
+    sums = version - 1
+    body = len(data) - 8 * sums
+    if body <= len(MAGIC):
+        raise reader.fail("the bytes end early")
+    if sums and int.from_bytes(data[body:body + 8], "little") != checksum(data[:body]):
+        reader.offset = body
+        raise reader.fail("its checksum does not match its bytes (changed since it was written)")
+    taken_sum = int.from_bytes(data[body + 8:], "little") if version == 3 else None
+    taken = bytearray()
+    data = data[:body]
+    reader.data = data
     stroke_count, text_count = reader.count(5), reader.count(5)
     previous = [0, 0, 0]
     strokes: List[Dict[str, Any]] = []
-    for _ in range(stroke_count):
+    for stroke_index in range(stroke_count):
         flags = reader.byte()
-        if flags & ~7:
+        if flags & ~(15 if version == 3 else 7):
             raise reader.fail(f"stroke flags {flags}")
         color, width = reader.string(), reader.scalar()
-        count = reader.count(2)
+        given: Optional[Positions] = None
+        if flags & POSITIONS_GIVEN:
+            count = reader.unsigned()
+            if positions is None or stroke_index >= len(positions) or len(positions[stroke_index]) != count:
+                raise reader.fail(f"stroke {stroke_index} of {count} points takes its positions from its annotation's "
+                                  "/InkList, which were not given for it")
+            given = list(positions[stroke_index])
+            for x, y in given:
+                taken += struct.pack("<dd", x, y)
+        else:
+            count = reader.count(2)
         present = [bool(flags & 2)] * count
         if flags & 6 == 6:
             bitmap = reader.take((count + 7) // 8)
@@ -128,6 +179,9 @@ def decode(data: bytes) -> Dict[str, List[Dict[str, Any]]]:
         columns: List[List[int]] = []
         for column in range(3):
             values, last = [], previous[column]
+            if column < 2 and given is not None:
+                columns.append(values)
+                continue
             for index in range(count):
                 if column < 2 or present[index]:
                     last += reader.signed()
@@ -137,13 +191,13 @@ def decode(data: bytes) -> Dict[str, List[Dict[str, Any]]]:
         exact: Dict[int, float] = {}
         for _ in range(reader.count(9)):
             index = reader.unsigned()
-            if index >= 3 * count:
+            if index >= 3 * count or (given is not None and index < 2 * count):
                 raise reader.fail(f"an exception for value {index} of {3 * count}")
             exact[index] = reader.raw()
         points, pressures = [], iter(columns[2])
         for index in range(count):
-            point: Dict[str, Any] = {"x": _number(exact.get(index, columns[0][index] / 100)),
-                                     "y": _number(exact.get(count + index, columns[1][index] / 100))}
+            x, y = given[index] if given is not None else (columns[0][index] / 100, columns[1][index] / 100)
+            point: Dict[str, Any] = {"x": _number(exact.get(index, x)), "y": _number(exact.get(count + index, y))}
             if present[index]:
                 point["pressure"] = _number(exact.get(2 * count + index, next(pressures) / 1000))
             points.append(point)
@@ -156,4 +210,7 @@ def decode(data: bytes) -> Dict[str, List[Dict[str, Any]]]:
         texts.append({"text": text, "x": _number(x), "y": _number(y), "fontSize": _number(size), "color": color})
     if reader.offset != len(data):
         raise reader.fail(f"{len(data) - reader.offset} bytes after the drawing")
+    if taken_sum is not None and checksum(bytes(taken)) != taken_sum:
+        reader.offset = body + 8
+        raise reader.fail("the positions it takes from its annotation's /InkList are not those it was stored with")
     return {"strokes": strokes, "texts": texts}

@@ -484,10 +484,28 @@ def test_the_stored_drawings_read_back_without_a_server(server, client):
         stored = [ink_source.decode(form["/CanvasBridgeDrawing"].read_bytes()) for form in forms]
     assert stored == [drawing]
     with pikepdf.open(annotated) as pdf:
-        pieces = [ink_source.decode(annotation["/CanvasBridgeDrawing"].read_bytes())
-                  for annotation in pdf.pages[0].obj["/Annots"] if "/CanvasBridgeDrawing" in annotation]
+        page = pdf.pages[0].obj
+        assert int(page.get("/Rotate", 0)) == 0 and "/UserUnit" not in page
+        box = [float(v) for v in page.get("/CropBox", page["/MediaBox"])]
+        ours = [annotation for annotation in page["/Annots"] if "/CanvasBridgeDrawing" in annotation]
+        raws = [annotation["/CanvasBridgeDrawing"].read_bytes() for annotation in ours]
+        # An /Ink's drawing takes its positions from the /InkList, a stroke whose numbers give
+        # them back exactly (version 3): all of them here, the client's points on the grid.
+        lists = [[[float(n) for n in entry] for entry in annotation.get("/InkList", [])] for annotation in ours]
+    place = {"height": box[3] - box[1], "matrix": (1, 0, 0, 1, box[0], box[1])}
+    pieces = [ink_source.decode(raw, ink_source.inklist_positions(inklist, **place)) for raw, inklist in zip(raws, lists)]
     assert [s for piece in pieces for s in piece["strokes"]] == drawing["strokes"]
     assert [t for piece in pieces for t in piece["texts"]] == drawing["texts"]
+    inks = [(raw, inklist) for raw, inklist in zip(raws, lists) if inklist]
+    assert inks and all(raw[3] == 3 for raw, _ in inks)
+    raw, inklist = inks[0]
+    # Without the /InkList's positions, or with one number moved by 0.01, it is an error.
+    with pytest.raises(ink_source.InkSourceError, match="/InkList"):
+        ink_source.decode(raw)
+    moved = [list(entry) for entry in inklist]
+    moved[0][0] += 0.01
+    with pytest.raises(ink_source.InkSourceError, match="/InkList"):
+        ink_source.decode(raw, ink_source.inklist_positions(moved, **place))
     with pikepdf.open(paper) as pdf:
         raw = pdf.pages[0].obj["/CanvasBridgeInk"]["/Forms"][0]["/CanvasBridgeDrawing"].read_bytes()
     for cut in (4, len(raw) // 2, len(raw) - 1):
