@@ -94,6 +94,39 @@ struct InkAnnotationTests {
         #expect(Self.differing(try GrayRaster.render(url.path, page: 1, dpi: 150), try GrayRaster.render(alone.path, page: 1, dpi: 150)) == 0)
     }
 
+    /// One run (one /Ink) whose strokes the /InkList gives back exactly or not: a stroke on the
+    /// grid takes its positions from there (InkSource, version 3), one with Xournal++'s five
+    /// decimals or a -0 keeps its own; every number comes back bit for bit all the same.
+    @Test("numbers on the grid, off it, -0 and pressure 0.5555 in one /Ink reopen bit for bit, upright and rotated",
+          arguments: [("notes", 1), ("rotated", 0)])
+    func exactNumbers(_ fixture: String, _ page: Int) throws {
+        let document = fixture == "notes" ? Handwriting.document()
+            : Array(try Data(contentsOf: LiveCorpus.folder.appendingPathComponent("hello_world_rotated.pdf")))
+        let words = try Self.drawing().strokes.filter { $0.tool == .pen }
+        let xournal: [(Double, Double)] = [(210.17715, 200.96557), (210.2447, 200.61938), (210.39482, 200.16732), (210.52, 199.87)]
+        let off = try Stroke(tool: .pen, color: words[0].color, width: 2.26, points: xournal.map { try InkPoint(x: $0.0, y: $0.1, pressure: 0.5555) })
+        let awkward = try Stroke(tool: .pen, color: words[0].color, width: 3.3333333333333335,
+                                 points: [try InkPoint(x: -0.0, y: 50, pressure: 0.5555), try InkPoint(x: 42.176144743080584, y: 60, pressure: nil),
+                                          try InkPoint(x: 45, y: -0.0)])
+        let drawing = Drawing(strokes: [words[0], off, words[1], awkward, words[2]])
+        #expect(InkAnnotationRuns.count(drawing) == 1)
+        let (store, url) = try Self.saved(document, page: page, drawing, form: .annotations, "annotations-exact")
+        #expect(try run("/usr/bin/qpdf", ["--check", url.path]).status == 0)
+        let ink = try store.pageInk("doc.pdf", page).ink
+        #expect(ink.drawing == drawing && ink.edits.allSatisfy { !$0.changedElsewhere })
+        let back = ink.drawing.strokes.flatMap(\.points), sent = drawing.strokes.flatMap(\.points)
+        #expect(back.count == sent.count && zip(back, sent).allSatisfy {
+            $0.x.bitPattern == $1.x.bitPattern && $0.y.bitPattern == $1.y.bitPattern && $0.pressure?.bitPattern == $1.pressure?.bitPattern
+        })
+        #expect(ink.drawing.strokes.map(\.width.bitPattern) == drawing.strokes.map(\.width.bitPattern))
+        // The words did take their positions from the /InkList: the drawing is a version 3 one.
+        let plain = url.deletingLastPathComponent().appendingPathComponent("plain.pdf")
+        #expect(try run("/usr/bin/qpdf", ["--stream-data=uncompress", "--object-streams=disable", url.path, plain.path]).status == 0)
+        let bytes = Array(try Data(contentsOf: plain))
+        let versions = (0..<(bytes.count - 3)).filter { bytes[$0] == 0x43 && bytes[$0 + 1] == 0x42 && bytes[$0 + 2] == 0x49 }.map { bytes[$0 + 3] }
+        #expect(versions == [3])
+    }
+
     @Test("annotations flattened later (reopened, saved as paper) render as the ink saved as paper at once, and leave no annotation")
     func flattenedLater() throws {
         let drawing = try Self.drawing()
