@@ -32,7 +32,7 @@ CLUSTER_PORTS     ?= 6500
 CLUSTER_DEMO_PORT ?= 8590
 CLUSTER_DOCUMENTS ?= cluster-documents
 
-.PHONY: all deps system-deps python-deps build run sample-document test test-swift test-python test-web-types bench bench-cluster bench-glusterfs cluster fuzz clean
+.PHONY: all deps system-deps python-deps build run sample-document test test-swift test-python test-web-types bench bench-cluster bench-glusterfs xopp-cost cluster fuzz clean
 
 all: build
 
@@ -111,6 +111,13 @@ bench: system-deps python-deps
 bench-glusterfs: system-deps python-deps
 	$(SWIFT) build -c release --product canvasd
 	$(PYTHON) scripts/bench-glusterfs.py --canvasd .build/release/canvasd
+
+# What a Xournal++ page (XOPP=notes.xopp, its first page with strokes) costs saved by canvasd,
+# as paper and as annotations, beside the .xopp file's own bytes a point; each reopened exactly.
+xopp-cost: python-deps
+	@test -n "$(XOPP)" || { echo "make xopp-cost XOPP=path/to/file.xopp"; exit 2; }
+	$(SWIFT) build -c release --product canvasd
+	$(PYTHON) scripts/xopp-cost.py "$(XOPP)" --canvasd .build/release/canvasd
 
 # Redis, three canvasd instances and HAProxy (deploy/haproxy.cfg for ZMTP, haproxy-ws.cfg for
 # ws://) on loopback, serving $(CLUSTER_DOCUMENTS) together (a folder of its own, not make run's

@@ -139,10 +139,44 @@ public enum StrokeOutline {
         let tolerance = tolerance(for: samples)
         for piece in pieces(samples) {
             try deadline.check("outline a stroke of \(samples.count) samples")
-            guard try addPiece(samples, piece, tolerance: tolerance, quantum: quantum, within: envelope, deadline: deadline, into: &path)
+            guard try addFitting(samples, piece, tolerance: tolerance, quantum: quantum, within: envelope, deadline: deadline, into: &path)
             else { return nil }
         }
         return path
+    }
+
+    /// A piece, or where it does not fit inside the envelope, its two halves, cut at its middle
+    /// sample and each closed with round caps as a cusp's pieces are (their union fills the
+    /// same ink), and so on down to pieces of one segment. Such a segment does not fit where
+    /// the smoothed centre line cuts a corner of the line drawn: each sample's disc is inside
+    /// the envelope, but midway between them the ink would reach past it. It gets a sample in
+    /// its middle, its radius the two ends' mean made smaller until the segment fits (a waist
+    /// at most half as wide, over a point or so; the two ends keep their discs, which reach the
+    /// points drawn). Before, one side's line that left the envelope sent the whole stroke to
+    /// `capsules`: a 593-point stroke of Xournal++'s own documentation (0.85 pt, with
+    /// pressure) became 592 polygons of 16 corners, 54 KB of PDF.
+    private static func addFitting(_ samples: [StrokeGeometry.Sample], _ range: ClosedRange<Int>, tolerance: Double, quantum: Double,
+                                   within envelope: InkEnvelope, deadline: RenderDeadline, into path: inout InkPath) throws(RenderError) -> Bool {
+        let before = path.elements.count
+        if try addPiece(samples, range, tolerance: tolerance, quantum: quantum, within: envelope, deadline: deadline, into: &path) { return true }
+        path.elements.removeSubrange(before...)
+        guard range.count > 2 else {
+            let a = samples[range.lowerBound], b = samples[range.upperBound]
+            for share in [0.95, 0.9, 0.8, 0.7, 0.6, 0.5] {
+                let waist = StrokeGeometry.Sample(x: (a.x + b.x) / 2, y: (a.y + b.y) / 2, radius: (a.radius + b.radius) / 2 * share)
+                if try addPiece([a, waist, b], 0...2, tolerance: tolerance, quantum: quantum, within: envelope, deadline: deadline, into: &path) {
+                    return true
+                }
+                path.elements.removeSubrange(before...)
+            }
+            return false
+        }
+        let middle = (range.lowerBound + range.upperBound) / 2
+        for half in [range.lowerBound...middle, middle...range.upperBound] {
+            guard try addFitting(samples, half, tolerance: tolerance, quantum: quantum, within: envelope, deadline: deadline, into: &path)
+            else { return false }
+        }
+        return true
     }
 
     /// Whether every segment of `path` lies inside `envelope`.
