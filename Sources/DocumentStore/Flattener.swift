@@ -312,9 +312,9 @@ public enum Flattener {
             // it says, never from those bytes.
             // One another program made into something else (another subtype, entries we cannot
             // read) is its ink now, not ours: it stays on the page, neither loaded nor replaced.
-            guard let (drawing, changed) = InkAnnotations.read(entries: annotation.entries, source: { positions, same in
-                try? stored(annotation.source, positions: positions, samePositions: same)
-            }, on: placement) else { continue }
+            guard let (drawing, changed) = InkAnnotations.read(entries: annotation.entries, source: { positions in
+                try? stored(annotation.source, positions: positions)
+            }, model: { InkSource.firstStroke(annotation.source) }, on: placement) else { continue }
             // What another program may change counts in the digest: a change since the
             // reopen is a change of the page's ink.
             edits.append(PageInk.Edit(drawing: drawing, digest: digest(annotation.source + annotation.entries),
@@ -331,10 +331,10 @@ public enum Flattener {
 
     /// A drawing as a save stored it: encoded, or JSON from before canvas/1.8.
     /// `positions`: an annotation's, as its `/InkList` gives them (InkSource, version 3).
-    static func stored(_ bytes: [UInt8], positions: [InkSource.Positions] = [], samePositions: Bool = true) throws(FlattenError) -> Drawing {
+    static func stored(_ bytes: [UInt8], positions: [InkSource.Positions] = []) throws(FlattenError) -> Drawing {
         if InkSource.isEncoded(bytes) {
             do {
-                return try InkSource.decode(bytes, positions: positions, samePositions: samePositions)
+                return try InkSource.decode(bytes, positions: positions)
             } catch {
                 throw .storedDrawing(error.description)
             }

@@ -205,9 +205,10 @@ public enum InkAnnotations {
     /// (`positions`); nil when it cannot be read (damaged, or an `/InkList` changed under a
     /// drawing that takes its positions from it): an `/Ink` then reopens from what it says, a
     /// `/FreeText` (whose size and colour only the drawing has) not at all.
-    /// `source(positions, false)` decodes it with the positions whatever they are, for what else
-    /// it says (a colour's name, a width) once they have changed.
-    public static func read(entries: [UInt8], source decode: (_ positions: [InkSource.Positions], _ same: Bool) -> Drawing?,
+    /// `model`: the stored drawing's first stroke's colour and width, read from its bytes alone
+    /// (`InkSource.firstStroke`), for an annotation changed elsewhere: its colour keeps its name.
+    public static func read(entries: [UInt8], source decode: (_ positions: [InkSource.Positions]) -> Drawing?,
+                            model stored: () -> (color: InkColor, width: Double)? = { nil },
                             on page: Placement) -> (drawing: Drawing, changed: Bool)? {
         guard let object = try? JSONSerialization.jsonObject(with: Data(entries)) as? [String: Any] else { return nil }
         func number(_ value: Any?) -> Double? { (value as? Double) ?? (value as? Int).map(Double.init) ?? (value as? NSNumber)?.doubleValue }
@@ -221,15 +222,14 @@ public enum InkAnnotations {
             let foundWidth = (object["/BS"] as? [String: Any]).flatMap { number($0["/W"]) }
             let highlighted = (object["/IT"] as? String) == "/InkHighlight"
             let placed = positions(inkList, on: page)
-            var source = decode(placed, true)
+            let source = decode(placed)
             if let source, !source.strokes.isEmpty, source.texts.isEmpty,
                InkEntries(source.strokes, on: page).agrees(with: fields, width: foundWidth, opacity: number(object["/CA"]), highlighter: highlighted) {
                 return (source, false)
             }
             if let source, source.strokes.isEmpty { return nil }
-            // Moved elsewhere: the drawing still names the colour and gives the width.
-            if source == nil { source = decode(placed, false) }
-            let model = source?.strokes.first
+            // Changed elsewhere: the drawing's own bytes still name the colour and give the width.
+            let model = source?.strokes.first.map { (color: $0.color, width: $0.width) } ?? stored()
             let width = min(max(foundWidth ?? model?.width ?? 1,
                                 DrawingLimits.strokeWidth.lowerBound), DrawingLimits.strokeWidth.upperBound)
             let tool = InkTool.forMark(highlighting: highlighted)
@@ -247,7 +247,7 @@ public enum InkAnnotations {
             var contents = object["/Contents"] as? String ?? ""
             if contents.hasPrefix("u:") { contents = String(contents.dropFirst(2)) }
             let fields = Fields(rect: rect, contents: contents)
-            guard let source = decode([], true) else { return nil }
+            guard let source = decode([]) else { return nil }
             if source.strokes.isEmpty, source.texts.count == 1,
                TextEntries(source.texts[0], on: page).fields.digest == fields.digest {
                 return (source, false)

@@ -44,8 +44,9 @@ public import CanvasCore
 /// more than four fifths of an annotation's stored drawing, written twice over. After the
 /// checksum come 8 more bytes, FNV-1a of those strokes' x and y, point by point, 8 bytes each
 /// (little-endian IEEE 754): an `/InkList` changed since is told from damage to the drawing,
-/// so that the rest of it (a stroke's colour by name, its width) can still serve a reopen of
-/// what the annotation now says. A drawing with no such stroke is written as version 2.
+/// so that what else it says (`firstStroke`: a colour's name, a width) can still serve a
+/// reopen of what the annotation now says. A drawing with no such stroke is written as
+/// version 2.
 public enum InkSource {
     static let magic: [UInt8] = [UInt8(ascii: "C"), UInt8(ascii: "B"), UInt8(ascii: "I")]
     static let version: UInt8 = 3
@@ -157,18 +158,17 @@ public enum InkSource {
         public var description: String { "the stored drawing is damaged at byte \(offset): \(reason)" }
     }
 
-    /// The drawing `encode` stored. Every count is checked against the bytes left, and every
-    /// value against the limits a drawing sent over the wire must meet, so damaged or hostile
-    /// bytes give an error, never a crash or an allocation larger than the input.
+    /// The drawing `encode` stored. Every count is checked against the bytes left (a stroke
+    /// that takes its positions, against those), and every value against the limits a drawing
+    /// sent over the wire must meet, so damaged or hostile bytes give an error, never a crash or
+    /// an allocation larger than the input and the positions given.
     /// `maxPoints`: refused past this many points in all, counted before any is made.
     /// `checkingSum`: false where a checksum of the container the bytes came in covers them
     /// already (a shared session's log entry), so they are not summed twice.
     /// `positions`: for an annotation's drawing (version 3), each stroke's positions as its
-    /// `/InkList` gives them back now (`InkAnnotations.positions`); `samePositions`: false to
-    /// read the drawing with them even where they are not those it was stored with (its own
-    /// bytes still checked), for what else it says of a changed annotation.
+    /// `/InkList` gives them back now (`InkAnnotations.positions`).
     public static func decode(_ bytes: [UInt8], maxPoints: Int = .max, checkingSum: Bool = true,
-                              positions: [Positions] = [], samePositions: Bool = true) throws(DecodeError) -> Drawing {
+                              positions: [Positions] = []) throws(DecodeError) -> Drawing {
         guard bytes.starts(with: magic) else { throw DecodeError(offset: 0, reason: "not an encoded drawing") }
         guard bytes.count > magic.count else { throw DecodeError(offset: magic.count, reason: "the bytes end early") }
         let format = bytes[magic.count]
@@ -197,10 +197,39 @@ public enum InkSource {
             var input = Reader(bytes: UnsafeBufferPointer(rebasing: buffer[..<end]), offset: magic.count + 1)
             return try decodeBody(&input, maxPoints: maxPoints, positions: format == 3 ? positions : nil, taken: &taken)
         }
-        if format == 3, samePositions, written(1) != checksum(taken.bytes[...]) {
+        if format == 3, written(1) != checksum(taken.bytes[...]) {
             throw DecodeError(offset: end + checksumSize, reason: "the positions it takes from its annotation's /InkList are not those it was stored with")
         }
         return drawing
+    }
+
+    /// The first stroke's colour and width, from a drawing whose own bytes are whole (its
+    /// checksum) whatever positions it takes: what a reopen keeps of it for an annotation
+    /// another program changed (its colour's name, its width where `/BS` gives none), however
+    /// the `/InkList` changed, a point or a stroke more or fewer. Nil for a drawing without
+    /// strokes, damaged, or not in this encoding.
+    public static func firstStroke(_ bytes: [UInt8]) -> (color: InkColor, width: Double)? {
+        guard bytes.starts(with: magic), bytes.count > magic.count else { return nil }
+        let sums: Int
+        switch bytes[magic.count] {
+        case 1: sums = 0
+        case 2: sums = 1
+        case 3: sums = 2
+        default: return nil
+        }
+        let end = bytes.count - sums * checksumSize
+        guard end > magic.count + 1 else { return nil }
+        if sums > 0 {
+            let written = bytes[end..<(end + checksumSize)].reversed().reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+            guard written == checksum(bytes[..<end]) else { return nil }
+        }
+        return bytes.withUnsafeBufferPointer { buffer -> (color: InkColor, width: Double)? in
+            var input = Reader(bytes: UnsafeBufferPointer(rebasing: buffer[..<end]), offset: magic.count + 1)
+            guard let strokes = try? input.count(each: 5), strokes > 0, (try? input.count(each: 5)) != nil,
+                  let flags = try? input.byte(), flags & ~(7 | positionsGiven) == 0,
+                  let color = try? input.color(), let width = try? input.number(), DrawingLimits.strokeWidth.contains(width) else { return nil }
+            return (color, width)
+        }
     }
 
     /// `positions`: nil before version 3, where no stroke may take its positions from them;

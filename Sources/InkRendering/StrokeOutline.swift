@@ -151,7 +151,7 @@ public enum StrokeOutline {
     /// the smoothed centre line cuts a corner of the line drawn: each sample's disc is inside
     /// the envelope, but midway between them the ink would reach past it. It gets a sample in
     /// its middle, its radius the two ends' mean made smaller until the segment fits (a waist
-    /// at most half as wide, over a point or so; the two ends keep their discs, which reach the
+    /// no less than half as wide, over a point or so; the two ends keep their discs, which reach the
     /// points drawn). Before, one side's line that left the envelope sent the whole stroke to
     /// `capsules`: a 593-point stroke of Xournal++'s own documentation (0.85 pt, with
     /// pressure) became 592 polygons of 16 corners, 54 KB of PDF.

@@ -94,6 +94,40 @@ struct InkAnnotationTests {
         #expect(Self.differing(try GrayRaster.render(url.path, page: 1, dpi: 150), try GrayRaster.render(alone.path, page: 1, dpi: 150)) == 0)
     }
 
+    /// A drawing whose strokes take their positions from the /InkList (version 3) cannot be
+    /// read once the /InkList has a point or a stroke fewer; what else it says (the colour by
+    /// name, the width) comes from its own bytes all the same, as it did when it held them.
+    @Test("an /Ink with a point and a stroke taken off elsewhere reopens from its /InkList, its colour still named")
+    func pointTakenOff() throws {
+        let words = try Self.drawing().strokes.filter { $0.tool == .pen }.prefix(3)
+        let drawing = Drawing(strokes: try words.map { try Stroke(tool: .pen, color: InkColor("blue"), width: 2.5, points: $0.points) })
+        let (store, url) = try Self.saved(Handwriting.document(), page: 1, drawing, form: .annotations, "annotations-shorter")
+        let before = try store.pageInk("doc.pdf", 1).ink
+        #expect(before.edits.count == 1)
+        guard case .annotation(let position) = before.edits[0].place else { Issue.record("not an annotation"); return }
+        let script = url.deletingLastPathComponent().appendingPathComponent("shorten.js")
+        try """
+        var doc = new PDFDocument(scriptArgs[0]);
+        var annot = doc.findPage(1).Annots[\(position)];
+        var ink = annot.InkList;
+        var first = [];
+        for (var j = 0; j < ink[0].length - 2; j++) first.push(ink[0][j]);
+        var lines = [first];
+        for (var i = 1; i < ink.length - 1; i++) lines.push(ink[i]);
+        annot.InkList = lines;
+        doc.save(scriptArgs[0], "incremental");
+        """.write(to: script, atomically: true, encoding: .utf8)
+        let result = try run("/usr/bin/mutool", ["run", script.path, url.path])
+        #expect(result.status == 0, "\(result.output)")
+        let after = try DocumentStore(folder: url.deletingLastPathComponent()).pageInk("doc.pdf", 1).ink
+        #expect(after.edits.count == 1 && after.edits[0].changedElsewhere)
+        let strokes = after.drawing.strokes
+        #expect(strokes.count == 2 && strokes[0].points.count == drawing.strokes[0].points.count - 1)
+        #expect(strokes[1].points.count == drawing.strokes[1].points.count)
+        let blue = try InkColor("blue")
+        #expect(strokes.allSatisfy { $0.color == blue && $0.points.allSatisfy { $0.pressure == nil } })
+    }
+
     /// One run (one /Ink) whose strokes the /InkList gives back exactly or not: a stroke on the
     /// grid takes its positions from there (InkSource, version 3), one with Xournal++'s five
     /// decimals or a -0 keeps its own; every number comes back bit for bit all the same.

@@ -113,9 +113,11 @@ struct InkSourceTests {
         var longer = positions
         longer[0].append((1, 1))
         #expect(throws: InkSource.DecodeError.self) { try InkSource.decode(bytes, positions: longer) }
-        // Unless asked for what else it says: its own bytes still checked, the moved positions read.
-        let elsewhere = try InkSource.decode(bytes, positions: moved, samePositions: false)
-        #expect(elsewhere.strokes[4].points[7].x == moved[4][7].x && elsewhere.strokes[4].color == strokes[4].color)
+        // What else it says is read from its own bytes, whatever the positions.
+        #expect(InkSource.firstStroke(bytes).map { "\($0.color) \($0.width)" } == "\(strokes[0].color) \(strokes[0].width)")
+        var damaged = bytes
+        damaged[6] ^= 1
+        #expect(InkSource.firstStroke(damaged) == nil && InkSource.firstStroke(Array(bytes.prefix(12))) == nil)
         for length in 0..<bytes.count {
             #expect(throws: InkSource.DecodeError.self) { try InkSource.decode(Array(bytes.prefix(length)), positions: positions) }
         }

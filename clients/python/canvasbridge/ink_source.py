@@ -98,7 +98,10 @@ class _Reader:
 
 
 def _grid(value: float) -> float:
-    """`value` to the nearest 0.01, a half away from zero, as Swift's `(v * 100).rounded() / 100`."""
+    """`value` to the nearest 0.01, a half away from zero, as Swift's `(v * 100).rounded() / 100`
+    (a number past the doubles stays as it is, and no point will take it)."""
+    if not math.isfinite(value * 100):
+        return value * 100
     scaled = abs(value * 100)
     whole = math.floor(scaled)
     if scaled - whole >= 0.5:
@@ -112,12 +115,12 @@ def inklist_positions(inklist: Sequence[Sequence[float]], height: float,
     entry's points from default user space to display points (`height`: the page's display
     height; `matrix`: from ink space, display points with y up, to user space, the identity for
     an upright page whose boxes start at the origin), on the 0.01 pt grid."""
-    a, b, c, d, e, f = matrix
+    a, b, c, d, e, f = (float(v) for v in matrix)
     determinant = a * d - b * c
     lines: List[Positions] = []
     for entry in inklist:
         line: Positions = []
-        if determinant != 0:
+        if determinant != 0 and math.isfinite(determinant):
             for index in range(0, len(entry) - 1, 2):
                 dx, dy = float(entry[index]) - e, float(entry[index + 1]) - f
                 x, y = (d * dx - c * dy) / determinant, (a * dy - b * dx) / determinant
@@ -172,6 +175,8 @@ def decode(data: bytes, positions: Optional[Sequence[Positions]] = None) -> Dict
                 taken += struct.pack("<dd", x, y)
         else:
             count = reader.count(2)
+        if count == 0:
+            raise reader.fail("a stroke without points")
         present = [bool(flags & 2)] * count
         if flags & 6 == 6:
             bitmap = reader.take((count + 7) // 8)
