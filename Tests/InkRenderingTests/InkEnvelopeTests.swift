@@ -63,6 +63,33 @@ struct InkEnvelopeTests {
         #expect(raster.uncovered(stroke) == 0)
     }
 
+    /// The recorded words with thin pens, where the envelope leaves a few hundredths of a point
+    /// beside the ink: at 0.3 and 0.5 pt one word went to polygons before (a segment no waist
+    /// of half its width fitted). Each is a fitted outline, every point of it (control points
+    /// included) inside the spec's envelope, and at 0.3 pt rendered inside it and inked where drawn.
+    @Test("recorded words with thin pens keep fitted outlines inside the envelope, at 0.3 pt inked where drawn",
+          arguments: [0.3, 0.5, 0.85])
+    func thinPens(_ width: Double) throws {
+        for (index, recorded) in try RecordedHandwriting.strokes().enumerated() {
+            let stroke = try Self.stroke(recorded.map { (100 + $0.0, 100 + $0.1, Optional($0.2)) }, width: width)
+            let outline = StrokeOutline.pen(stroke)
+            #expect(outline.elements.contains { if case .curve = $0 { true } else { false } }, "word \(index) at \(width) pt: polygons")
+            let envelope = SpecEnvelope(stroke)
+            let outside = outline.elements.flatMap { element -> [InkVector] in
+                switch element {
+                case .move(let p), .line(let p): [p]
+                case let .curve(a, b, c): [a, b, c]
+                case .close: []
+                }
+            }.filter { envelope.excess($0.x, $0.y).envelope > 1e-6 }
+            #expect(outside.isEmpty, "word \(index) at \(width) pt: \(outside.count) points outside")
+            if width == 0.3 {
+                let raster = try InkRaster.pdf([stroke])
+                #expect(raster.beyond(stroke).pixels == 0 && raster.uncovered(stroke) == 0, "word \(index)")
+            }
+        }
+    }
+
     /// Strokes that people wrote (UNIPEN, Tests/Fixtures/strokes), three times their size on
     /// the page: with their own pressure at width 6, with pressure from speed (slow is heavy,
     /// the way the issue found spikes 346 pt long), and without pressure at width 2.
