@@ -169,23 +169,8 @@ public enum InkSource {
     /// `/InkList` gives them back now (`InkAnnotations.positions`).
     public static func decode(_ bytes: [UInt8], maxPoints: Int = .max, checkingSum: Bool = true,
                               positions: [Positions] = []) throws(DecodeError) -> Drawing {
-        guard bytes.starts(with: magic) else { throw DecodeError(offset: 0, reason: "not an encoded drawing") }
-        guard bytes.count > magic.count else { throw DecodeError(offset: magic.count, reason: "the bytes end early") }
-        let format = bytes[magic.count]
-        let sums: Int
-        switch format {
-        case 1: sums = 0
-        case 2: sums = 1
-        case 3: sums = 2
-        case let version:
-            throw DecodeError(offset: 3, reason: "version \(version), this build reads 1 to \(Self.version)")
-        }
-        let end = bytes.count - sums * checksumSize
-        guard end > magic.count else { throw DecodeError(offset: magic.count + 1, reason: "the bytes end early") }
-        func written(_ index: Int) -> UInt64 {
-            bytes[(end + index * checksumSize)..<(end + (index + 1) * checksumSize)].reversed().reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-        }
-        if checkingSum, sums > 0, written(0) != checksum(bytes[..<end]) {
+        let (format, end, written) = try framing(bytes)
+        if checkingSum, let sum = written.first, sum != checksum(bytes[..<end]) {
             throw DecodeError(offset: end, reason: "its checksum does not match its bytes (changed since it was written)")
         }
         // Read in place through a buffer: a shared session's take-over decodes every point of its
@@ -197,7 +182,7 @@ public enum InkSource {
             var input = Reader(bytes: UnsafeBufferPointer(rebasing: buffer[..<end]), offset: magic.count + 1)
             return try decodeBody(&input, maxPoints: maxPoints, positions: format == 3 ? positions : nil, taken: &taken)
         }
-        if format == 3, written(1) != checksum(taken.bytes[...]) {
+        if format == 3, written[1] != checksum(taken.bytes[...]) {
             throw DecodeError(offset: end + checksumSize, reason: "the positions it takes from its annotation's /InkList are not those it was stored with")
         }
         return drawing
@@ -209,20 +194,7 @@ public enum InkSource {
     /// the `/InkList` changed, a point or a stroke more or fewer. Nil for a drawing without
     /// strokes, damaged, or not in this encoding.
     public static func firstStroke(_ bytes: [UInt8]) -> (color: InkColor, width: Double)? {
-        guard bytes.starts(with: magic), bytes.count > magic.count else { return nil }
-        let sums: Int
-        switch bytes[magic.count] {
-        case 1: sums = 0
-        case 2: sums = 1
-        case 3: sums = 2
-        default: return nil
-        }
-        let end = bytes.count - sums * checksumSize
-        guard end > magic.count + 1 else { return nil }
-        if sums > 0 {
-            let written = bytes[end..<(end + checksumSize)].reversed().reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-            guard written == checksum(bytes[..<end]) else { return nil }
-        }
+        guard let (_, end, written) = try? framing(bytes), written.first.map({ $0 == checksum(bytes[..<end]) }) ?? true else { return nil }
         return bytes.withUnsafeBufferPointer { buffer -> (color: InkColor, width: Double)? in
             var input = Reader(bytes: UnsafeBufferPointer(rebasing: buffer[..<end]), offset: magic.count + 1)
             guard let strokes = try? input.count(each: 5), strokes > 0, (try? input.count(each: 5)) != nil,
@@ -230,6 +202,24 @@ public enum InkSource {
                   let color = try? input.color(), let width = try? input.number(), DrawingLimits.strokeWidth.contains(width) else { return nil }
             return (color, width)
         }
+    }
+
+    /// A drawing's version, where its body ends, and the checksums written after it: none for
+    /// version 1, one for 2, two for 3 (the body's, then the positions').
+    private static func framing(_ bytes: [UInt8]) throws(DecodeError) -> (format: UInt8, end: Int, written: [UInt64]) {
+        guard bytes.starts(with: magic) else { throw DecodeError(offset: 0, reason: "not an encoded drawing") }
+        guard bytes.count > magic.count else { throw DecodeError(offset: magic.count, reason: "the bytes end early") }
+        let format = bytes[magic.count]
+        guard (1...version).contains(format) else {
+            throw DecodeError(offset: 3, reason: "version \(format), this build reads 1 to \(version)")
+        }
+        let sums = Int(format) - 1
+        let end = bytes.count - sums * checksumSize
+        guard end > magic.count else { throw DecodeError(offset: magic.count + 1, reason: "the bytes end early") }
+        let written = (0..<sums).map { index in
+            bytes[(end + index * checksumSize)..<(end + (index + 1) * checksumSize)].reversed().reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        }
+        return (format, end, written)
     }
 
     /// `positions`: nil before version 3, where no stroke may take its positions from them;
