@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import math
 import shutil
 import subprocess
 import sys
@@ -36,18 +35,12 @@ from typing import Dict, List
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "clients" / "python"))
 
-from canvasbridge import CanvasClient, CanvasTimeout  # noqa: E402
+from canvasbridge import CanvasClient, CanvasTimeout, ink_source  # noqa: E402
 
 
 def grid(value: float, steps: int) -> float:
-    """`value` to the nearest 1 / `steps`, a half away from zero, as the web client puts it
-    (a count of steps divided by `steps`: times the step would leave 0.691 as
-    0.6910000000000001, off the grid)."""
-    scaled = abs(value) * steps
-    whole = math.floor(scaled)
-    if scaled - whole >= 0.5:
-        whole += 1
-    return math.copysign(whole / steps, value) if whole else 0.0
+    """`value` on the ink grid as a client sends it, a -0 as 0."""
+    return ink_source.on_grid(value, steps) + 0.0
 
 
 def strokes_of(path: Path) -> List[Dict]:

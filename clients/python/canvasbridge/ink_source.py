@@ -97,16 +97,18 @@ class _Reader:
         return ((zigzag >> 1) ^ -(zigzag & 1)) / 100
 
 
-def _grid(value: float) -> float:
-    """`value` to the nearest 0.01, a half away from zero, as Swift's `(v * 100).rounded() / 100`
-    (a number past the doubles stays as it is, and no point will take it)."""
-    if not math.isfinite(value * 100):
-        return value * 100
-    scaled = abs(value * 100)
-    whole = math.floor(scaled)
-    if scaled - whole >= 0.5:
+def on_grid(value: float, steps: int = 100) -> float:
+    """`value` to the nearest 1 / `steps` (the ink grid: 100 for positions, 1000 for pressure),
+    a half away from zero, as Swift's `(v * steps).rounded() / steps` and the web client put it:
+    a count of steps divided by `steps` (times the step would leave 0.691 as 0.6910000000000001,
+    off the grid). A number past the doubles stays as it is, and no point will take it."""
+    scaled = value * steps
+    if not math.isfinite(scaled):
+        return scaled
+    whole = math.floor(abs(scaled))
+    if abs(scaled) - whole >= 0.5:
         whole += 1
-    return math.copysign(whole, value * 100) / 100
+    return math.copysign(whole, scaled) / steps
 
 
 def inklist_positions(inklist: Sequence[Sequence[float]], height: float,
@@ -124,7 +126,7 @@ def inklist_positions(inklist: Sequence[Sequence[float]], height: float,
             for index in range(0, len(entry) - 1, 2):
                 dx, dy = float(entry[index]) - e, float(entry[index + 1]) - f
                 x, y = (d * dx - c * dy) / determinant, (a * dy - b * dx) / determinant
-                line.append((_grid(x), _grid(height - y)))
+                line.append((on_grid(x), on_grid(height - y)))
         lines.append(line)
     return lines
 
