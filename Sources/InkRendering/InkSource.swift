@@ -97,7 +97,6 @@ public enum InkSource {
                 }
             if fromInkList {
                 flags |= positionsGiven
-                out.bytes[magic.count] = version
                 for point in stroke.points {
                     given.raw(point.x)
                     given.raw(point.y)
@@ -141,8 +140,10 @@ public enum InkSource {
             out.number(text.y)
             out.number(text.fontSize)
         }
+        // Version 3 only where some stroke takes its positions (each has a point at least).
+        if !given.bytes.isEmpty { out.bytes[magic.count] = version }
         let body = checksum(out.bytes[...])
-        for var sum in out.bytes[magic.count] == version ? [body, checksum(given.bytes[...])] : [body] {
+        for var sum in given.bytes.isEmpty ? [body] : [body, checksum(given.bytes[...])] {
             for _ in 0..<checksumSize {
                 out.bytes.append(UInt8(truncatingIfNeeded: sum))
                 sum >>= 8
