@@ -158,15 +158,18 @@ public enum InkAnnotations {
         for run in runs(drawing.strokes) {
             let entries = InkEntries(run, on: page)
             let fields = entries.fields
+            // Each number as the /InkList writes it, made once: the dictionary's text, and what a
+            // reader parses back from it (below).
+            let numbers = fields.inkList.map { line in line.map { Fields.number($0) } }
             var dictionary = "<< /Type /Annot /Subtype /Ink /F 4 /Rect \(fields.text(fields.rect)) /InkList [ "
-            dictionary += fields.inkList.map(fields.text).joined(separator: " ")
+            dictionary += numbers.map(Fields.array).joined(separator: " ")
             dictionary += " ] /C \(fields.text(fields.color, decimals: 3)) /CA 1 /BS << /W \(Fields.number(entries.width)) /S /S >>"
             if entries.highlighter { dictionary += " /IT /InkHighlight" }
             if let other = carrying.first(where: { $0.strokes.contains(run[0]) }), !other.carried.isEmpty { dictionary += " " + other.carried }
             dictionary += " /CanvasBridgeHash (\(fields.digest)) >>"
             // Where the /InkList just written gives a stroke's points back exactly (a client on
             // the grid), its stored drawing leaves them out (InkSource, version 3).
-            let written = fields.inkList.map { line in line.map { Double(Fields.number($0)) ?? .nan } }
+            let written = numbers.map { line in line.map { Double($0) ?? .nan } }
             annotations.append(Annotation(dictionary: dictionary, strokes: InkRenderer.strokeContent(entries.drawn), overlay: [],
                                           box: entries.box, source: InkSource.encode(Drawing(strokes: run), positions: positions(written, on: page))))
         }
@@ -391,9 +394,10 @@ public enum InkAnnotations {
 
         func text(_ values: [Double]) -> String { text(values, decimals: 2) }
 
-        func text(_ values: [Double], decimals: Int) -> String {
-            "[ " + values.map { Self.number($0, decimals: decimals) }.joined(separator: " ") + " ]"
-        }
+        func text(_ values: [Double], decimals: Int) -> String { Self.array(values.map { Self.number($0, decimals: decimals) }) }
+
+        /// Numbers already written, as a PDF array.
+        static func array(_ numbers: [String]) -> String { "[ " + numbers.joined(separator: " ") + " ]" }
 
         /// A PDF text string in UTF-16BE with its byte-order mark, as hex.
         static func utf16(_ text: String) -> String {
