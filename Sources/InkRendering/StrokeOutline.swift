@@ -152,9 +152,10 @@ public enum StrokeOutline {
     /// the envelope, but between them the ink would reach past it. It gets samples between its
     /// ends, each as wide as the envelope has room for there (a waist over a point or so, no
     /// less than a quarter as wide: on a 0.3 pt pen, one of UNIPEN's words needs 0.47; the
-    /// two ends keep their discs, which reach the points drawn). Before, one side's line that left the envelope sent the whole stroke to
-    /// `capsules`: a 593-point stroke of Xournal++'s own documentation (0.85 pt, with
-    /// pressure) became 592 polygons of 16 corners, 54 KB of PDF.
+    /// two ends keep their discs, which reach the points drawn). Before, one side's line that
+    /// left the envelope sent the whole stroke to `capsules`: a 593-point stroke of Xournal++'s
+    /// own documentation (0.85 pt, with pressure) became 592 polygons of 16 corners, 52.5 KB
+    /// of PDF.
     private static func addFitting(_ samples: [StrokeGeometry.Sample], _ range: ClosedRange<Int>, tolerance: Double, quantum: Double,
                                    within envelope: InkEnvelope, deadline: RenderDeadline, into path: inout InkPath) throws(RenderError) -> Bool {
         let before = path.elements.count
@@ -172,6 +173,8 @@ public enum StrokeOutline {
                     let centre = InkVector(a.x + (b.x - a.x) * t, a.y + (b.y - a.y) * t)
                     let full = a.radius + (b.radius - a.radius) * t
                     let radius = min(full, StrokeGeometry.inset * envelope.room(centre))
+                    // Every place of these samples is one of the finer tries' too: no room
+                    // here is no room there.
                     guard radius >= full / 4 else { return false }
                     waisted.append(StrokeGeometry.Sample(x: centre.x, y: centre.y, radius: radius))
                 }
